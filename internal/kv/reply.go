@@ -1,0 +1,151 @@
+package kv
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+)
+
+// Kind says which RESP type a Reply is written as. The resp package maps each
+// kind onto RESP2 or RESP3 framing; kv never writes wire bytes itself.
+type Kind uint8
+
+const (
+	// KindNil is a null bulk string: RESP2 "$-1", RESP3 "_".
+	KindNil Kind = iota
+	// KindStatus is a simple string ("+OK"); Str holds the text.
+	KindStatus
+	// KindError is an error ("-ERR ..."); Str holds the full text including
+	// the code prefix, e.g. "ERR syntax error" or "WRONGTYPE Operation ...".
+	KindError
+	// KindInt is an integer (":1"); Int holds the value.
+	KindInt
+	// KindBulk is a bulk string; Str holds the bytes.
+	KindBulk
+	// KindArray is an array; Elems holds the elements.
+	KindArray
+	// KindNilArray is a null array: RESP2 "*-1", RESP3 "_".
+	KindNilArray
+	// KindDouble is a double: RESP3 ",1.5", RESP2 a bulk string. Float holds it.
+	KindDouble
+	// KindMap is a map: RESP3 "%n", RESP2 a flat array of 2n elements.
+	// Elems holds key, value, key, value, ...
+	KindMap
+	// KindSet is a set: RESP3 "~n", RESP2 an array.
+	KindSet
+	// KindBool is a boolean: RESP3 "#t"/"#f", RESP2 the integer 1/0. Int holds 0 or 1.
+	KindBool
+	// KindVerbatim is a verbatim string: RESP3 "=n\r\ntxt:...", RESP2 a bulk string.
+	KindVerbatim
+)
+
+// Reply is one command's answer, independent of protocol version.
+type Reply struct {
+	Kind  Kind
+	Int   int64
+	Float float64
+	Str   []byte
+	Elems []Reply
+}
+
+// Reply constructors. They allocate nothing beyond what the caller passes.
+var (
+	OK       = Reply{Kind: KindStatus, Str: []byte("OK")}
+	Nil      = Reply{Kind: KindNil}
+	NilArray = Reply{Kind: KindNilArray}
+)
+
+func Status(s string) Reply      { return Reply{Kind: KindStatus, Str: []byte(s)} }
+func Error(s string) Reply       { return Reply{Kind: KindError, Str: []byte(s)} }
+func Int(n int64) Reply          { return Reply{Kind: KindInt, Int: n} }
+func Bulk(b []byte) Reply        { return Reply{Kind: KindBulk, Str: b} }
+func BulkString(s string) Reply  { return Reply{Kind: KindBulk, Str: []byte(s)} }
+func Array(elems ...Reply) Reply { return Reply{Kind: KindArray, Elems: elems} }
+func Double(f float64) Reply     { return Reply{Kind: KindDouble, Float: f} }
+func Map(kvs ...Reply) Reply     { return Reply{Kind: KindMap, Elems: kvs} }
+func Bool(b bool) Reply {
+	r := Reply{Kind: KindBool}
+	if b {
+		r.Int = 1
+	}
+	return r
+}
+func Verbatim(s string) Reply { return Reply{Kind: KindVerbatim, Str: []byte(s)} }
+
+// IsError reports whether r is an error reply.
+func (r Reply) IsError() bool { return r.Kind == KindError }
+
+// AppendBinary appends a compact, self-delimiting encoding of r to b. It is
+// used to carry replies between nodes (a follower forwarding a command to the
+// leader), never on the client wire.
+func (r Reply) AppendBinary(b []byte) []byte {
+	b = append(b, byte(r.Kind))
+	switch r.Kind {
+	case KindInt, KindBool:
+		b = binary.AppendVarint(b, r.Int)
+	case KindDouble:
+		b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.Float))
+	case KindStatus, KindError, KindBulk, KindVerbatim:
+		b = binary.AppendUvarint(b, uint64(len(r.Str)))
+		b = append(b, r.Str...)
+	case KindArray, KindMap, KindSet:
+		b = binary.AppendUvarint(b, uint64(len(r.Elems)))
+		for i := range r.Elems {
+			b = r.Elems[i].AppendBinary(b)
+		}
+	}
+	return b
+}
+
+// ErrBadReplyEncoding is returned by DecodeReply for bytes AppendBinary did not produce.
+var ErrBadReplyEncoding = errors.New("kv: bad reply encoding")
+
+// DecodeReply decodes one reply from the front of b and returns the rest.
+func DecodeReply(b []byte) (Reply, []byte, error) {
+	return decodeReply(b, 0)
+}
+
+func decodeReply(b []byte, depth int) (Reply, []byte, error) {
+	if len(b) == 0 || depth > 64 {
+		return Reply{}, nil, ErrBadReplyEncoding
+	}
+	r := Reply{Kind: Kind(b[0])}
+	b = b[1:]
+	switch r.Kind {
+	case KindNil, KindNilArray:
+	case KindInt, KindBool:
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			return Reply{}, nil, ErrBadReplyEncoding
+		}
+		r.Int, b = v, b[n:]
+	case KindDouble:
+		if len(b) < 8 {
+			return Reply{}, nil, ErrBadReplyEncoding
+		}
+		r.Float, b = math.Float64frombits(binary.BigEndian.Uint64(b)), b[8:]
+	case KindStatus, KindError, KindBulk, KindVerbatim:
+		l, n := binary.Uvarint(b)
+		if n <= 0 || uint64(len(b)-n) < l {
+			return Reply{}, nil, ErrBadReplyEncoding
+		}
+		r.Str = append([]byte(nil), b[n:n+int(l)]...)
+		b = b[n+int(l):]
+	case KindArray, KindMap, KindSet:
+		l, n := binary.Uvarint(b)
+		if n <= 0 || l > uint64(len(b)) {
+			return Reply{}, nil, ErrBadReplyEncoding
+		}
+		b = b[n:]
+		r.Elems = make([]Reply, l)
+		for i := range r.Elems {
+			var err error
+			if r.Elems[i], b, err = decodeReply(b, depth+1); err != nil {
+				return Reply{}, nil, err
+			}
+		}
+	default:
+		return Reply{}, nil, ErrBadReplyEncoding
+	}
+	return r, b, nil
+}

@@ -1,0 +1,141 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Config configures one kvorum node. Zero values mean the documented default
+// (see EnsureDefaults).
+type Config struct {
+	// ID is this node's id, > 0, unique in the cluster. Required on first
+	// start; on restart it is read from the data directory when zero.
+	ID uint64
+	// DataDir holds the node's Pebble store (Raft log, hard state, data).
+	DataDir string
+	// FS is the filesystem Pebble uses. Default: the OS filesystem. Tests
+	// pass vfs.NewMem().
+	FS vfs.FS
+
+	// ClientAddr is where the RESP server listens. Default 127.0.0.1:6379.
+	ClientAddr string
+	// PeerAddr is where the peer (Raft, snapshots, forwarding) server listens
+	// and what other nodes dial. Default 127.0.0.1:7379.
+	PeerAddr string
+	// AdminAddr is the admin HTTP address (/metrics, /healthz, /readyz, ctl
+	// API). Default 127.0.0.1:8379. Empty after defaults disables nothing:
+	// use "-" to disable the admin server.
+	AdminAddr string
+
+	// InitialCluster maps node id to peer address for a brand-new cluster.
+	// Ignored when the data directory already holds state.
+	InitialCluster map[uint64]string
+	// Join is the peer address of a running cluster member to ask for
+	// admission. Mutually exclusive with InitialCluster.
+	Join string
+
+	// TickInterval is the Raft logical clock period. Default 100ms.
+	TickInterval time.Duration
+	// ElectionTicks is the election timeout in ticks. Default 10 (1s).
+	ElectionTicks int
+	// HeartbeatTicks is the heartbeat interval in ticks. Default 1 (100ms).
+	HeartbeatTicks int
+	// SnapshotThreshold: once this many applied entries sit in the log, it is
+	// truncated (a snapshot is the applied state itself). Default 10000.
+	SnapshotThreshold uint64
+
+	// Limits on client input; each refused with a clear error.
+	MaxKeySize   int // default 512 KiB
+	MaxValueSize int // default 64 MiB
+	MaxArgs      int // default 1,048,576 arguments per command
+	MaxFrameSize int // default 128 MiB per command frame
+	MaxClients   int // default 10,000 connections
+
+	// Logger receives structured logs. Default: warnings and errors to stderr.
+	Logger *slog.Logger
+}
+
+// Defaults (documented in the README's configuration reference).
+const (
+	DefaultClientAddr        = "127.0.0.1:6379"
+	DefaultPeerAddr          = "127.0.0.1:7379"
+	DefaultAdminAddr         = "127.0.0.1:8379"
+	DefaultTickInterval      = 100 * time.Millisecond
+	DefaultElectionTicks     = 10
+	DefaultHeartbeatTicks    = 1
+	DefaultSnapshotThreshold = 10000
+	DefaultMaxKeySize        = 512 << 10
+	DefaultMaxValueSize      = 64 << 20
+	DefaultMaxArgs           = 1 << 20
+	DefaultMaxFrameSize      = 128 << 20
+	DefaultMaxClients        = 10000
+)
+
+// EnsureDefaults fills zero fields with their defaults.
+func (c *Config) EnsureDefaults() {
+	if c.FS == nil {
+		c.FS = vfs.Default
+	}
+	if c.ClientAddr == "" {
+		c.ClientAddr = DefaultClientAddr
+	}
+	if c.PeerAddr == "" {
+		c.PeerAddr = DefaultPeerAddr
+	}
+	if c.AdminAddr == "" {
+		c.AdminAddr = DefaultAdminAddr
+	}
+	if c.TickInterval == 0 {
+		c.TickInterval = DefaultTickInterval
+	}
+	if c.ElectionTicks == 0 {
+		c.ElectionTicks = DefaultElectionTicks
+	}
+	if c.HeartbeatTicks == 0 {
+		c.HeartbeatTicks = DefaultHeartbeatTicks
+	}
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = DefaultSnapshotThreshold
+	}
+	if c.MaxKeySize == 0 {
+		c.MaxKeySize = DefaultMaxKeySize
+	}
+	if c.MaxValueSize == 0 {
+		c.MaxValueSize = DefaultMaxValueSize
+	}
+	if c.MaxArgs == 0 {
+		c.MaxArgs = DefaultMaxArgs
+	}
+	if c.MaxFrameSize == 0 {
+		c.MaxFrameSize = DefaultMaxFrameSize
+	}
+	if c.MaxClients == 0 {
+		c.MaxClients = DefaultMaxClients
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+}
+
+// Validate reports configuration errors a user can fix.
+func (c *Config) Validate() error {
+	if c.DataDir == "" {
+		return errors.New("--data-dir is required")
+	}
+	if c.ElectionTicks <= c.HeartbeatTicks {
+		return fmt.Errorf("election ticks (%d) must be greater than heartbeat ticks (%d)", c.ElectionTicks, c.HeartbeatTicks)
+	}
+	if len(c.InitialCluster) > 0 && c.Join != "" {
+		return errors.New("--initial-cluster and --join are mutually exclusive")
+	}
+	if len(c.InitialCluster) > 0 {
+		if _, ok := c.InitialCluster[c.ID]; c.ID != 0 && !ok {
+			return fmt.Errorf("--initial-cluster does not list this node's id %d", c.ID)
+		}
+	}
+	return nil
+}

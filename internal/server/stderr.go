@@ -1,0 +1,5 @@
+package server
+
+import "os"
+
+var stderr = os.Stderr
