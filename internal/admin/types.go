@@ -1,0 +1,111 @@
+package admin
+
+import (
+	"context"
+	"errors"
+)
+
+// NodeAPI is what the admin server needs from a running node. server.Node
+// (or a thin adapter around it) implements it.
+type NodeAPI interface {
+	// Status reports the node's view of itself and the cluster.
+	Status() Status
+	// AddMember adds node id (reachable at peerAddr) to the cluster and
+	// returns once it is a voter.
+	AddMember(ctx context.Context, id uint64, peerAddr string) error
+	// RemoveMember removes node id from the cluster.
+	RemoveMember(ctx context.Context, id uint64) error
+	// TransferLeader moves leadership to node id and waits until it holds.
+	TransferLeader(ctx context.Context, id uint64) error
+}
+
+// Status is a node's view of itself and the cluster, as GET /v1/status and
+// `kvorum ctl status` report it.
+type Status struct {
+	NodeID       uint64   `json:"node_id"`
+	ClusterID    uint64   `json:"cluster_id"`
+	Role         string   `json:"role"` // leader, follower, candidate, pre-candidate, learner
+	Term         uint64   `json:"term"`
+	Leader       uint64   `json:"leader"` // 0 = unknown
+	CommitIndex  uint64   `json:"commit_index"`
+	AppliedIndex uint64   `json:"applied_index"`
+	FirstIndex   uint64   `json:"first_index"` // first index still in the log
+	LastIndex    uint64   `json:"last_index"`
+	ClientAddr   string   `json:"client_addr"`
+	PeerAddr     string   `json:"peer_addr"`
+	AdminAddr    string   `json:"admin_addr"`
+	Version      string   `json:"version"`
+	Ready        bool     `json:"ready"` // can serve linearizable reads
+	Members      []Member `json:"members"`
+}
+
+// Member is one voter or learner of the cluster.
+type Member struct {
+	ID       uint64 `json:"id"`
+	PeerAddr string `json:"peer_addr"`
+	Learner  bool   `json:"learner"`
+	// Match is the leader's view of this member's replicated log index (0
+	// when the reporting node is not the leader).
+	Match uint64 `json:"match"`
+}
+
+// MembersResponse is the body of GET /v1/members, and of successful
+// POST /v1/members and DELETE /v1/members/{id}.
+type MembersResponse struct {
+	// Leader is the leader's id as the answering node knows it (0 = unknown).
+	Leader  uint64   `json:"leader"`
+	Members []Member `json:"members"`
+}
+
+// AddMemberRequest is the body of POST /v1/members.
+type AddMemberRequest struct {
+	ID       uint64 `json:"id"`
+	PeerAddr string `json:"peer_addr"`
+}
+
+// TransferLeaderRequest is the body of POST /v1/transfer-leader.
+type TransferLeaderRequest struct {
+	ID uint64 `json:"id"`
+}
+
+// TransferLeaderResponse is the body of a successful POST
+// /v1/transfer-leader.
+type TransferLeaderResponse struct {
+	Leader uint64 `json:"leader"`
+}
+
+// ErrorResponse is the body of every error reply of the /v1 API.
+type ErrorResponse struct {
+	Error string `json:"error"`
+	// Leader is set (non-zero) on 421 "not leader" replies when the
+	// answering node knows who leads.
+	Leader uint64 `json:"leader,omitempty"`
+}
+
+// Errors a NodeAPI implementation may return (wrapped with %w is fine) to get
+// a precise HTTP status code. Any other error is a 500, except context
+// deadline (504) and cancellation (503).
+var (
+	// ErrNotLeader: the operation must run on the leader. 421 Misdirected
+	// Request, with the known leader in the body.
+	ErrNotLeader = errors.New("this node is not the leader")
+	// ErrNoLeader: no leader is known right now (election in progress). 503.
+	ErrNoLeader = errors.New("no leader is known")
+	// ErrUnknownMember: no member has that id. 404.
+	ErrUnknownMember = errors.New("no such member")
+	// ErrMemberExists: a member already has that id or peer address. 409.
+	ErrMemberExists = errors.New("member already exists")
+	// ErrInvalid: the request makes no sense (e.g. removing the last voter).
+	// 400.
+	ErrInvalid = errors.New("invalid request")
+	// ErrBusy: another membership change is in progress. 409.
+	ErrBusy = errors.New("another membership change is in progress")
+	// ErrStopped: the node is shutting down. 503.
+	ErrStopped = errors.New("node is stopping")
+)
+
+// HTTPStatuser lets an error choose its own HTTP status code; it takes
+// precedence over the sentinel errors above.
+type HTTPStatuser interface {
+	HTTPStatus() int
+}
