@@ -1,0 +1,237 @@
+package storage
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// Descriptor describes a range: the user keys it owns and its replicas.
+type Descriptor struct {
+	RangeID RangeID `json:"range_id"`
+	// StartKey and EndKey bound the user keys [StartKey, EndKey) the range
+	// owns; an empty EndKey means "to the end of the keyspace".
+	StartKey []byte `json:"start_key"`
+	EndKey   []byte `json:"end_key"`
+	// Replicas lists every voter and learner with its peer address.
+	Replicas []ReplicaDescriptor `json:"replicas"`
+	// Generation grows with every change of bounds or replica set.
+	Generation uint64 `json:"generation"`
+}
+
+// ReplicaDescriptor is one member of a range.
+type ReplicaDescriptor struct {
+	NodeID   NodeID `json:"node_id"`
+	PeerAddr string `json:"peer_addr"`
+	Learner  bool   `json:"learner,omitempty"`
+}
+
+// ContainsKey reports whether user key k belongs to the range.
+func (d *Descriptor) ContainsKey(k []byte) bool {
+	if string(k) < string(d.StartKey) {
+		return false
+	}
+	return len(d.EndKey) == 0 || string(k) < string(d.EndKey)
+}
+
+// Replica returns the member with node id n, if any.
+func (d *Descriptor) Replica(n NodeID) (ReplicaDescriptor, bool) {
+	for _, r := range d.Replicas {
+		if r.NodeID == n {
+			return r, true
+		}
+	}
+	return ReplicaDescriptor{}, false
+}
+
+// Clone returns a deep copy.
+func (d *Descriptor) Clone() *Descriptor {
+	c := *d
+	c.StartKey = append([]byte(nil), d.StartKey...)
+	c.EndKey = append([]byte(nil), d.EndKey...)
+	c.Replicas = append([]ReplicaDescriptor(nil), d.Replicas...)
+	return &c
+}
+
+// AppliedState is what the state machine has applied. It is written in the
+// same batch as the effects of the entries it counts.
+type AppliedState struct {
+	Index     uint64
+	Term      uint64
+	ConfState *raftpb.ConfState
+}
+
+// TruncatedState is the last log entry removed by truncation (or covered by
+// the latest snapshot). The log holds (Index, LastIndex].
+type TruncatedState struct {
+	Index uint64
+	Term  uint64
+}
+
+// ErrCorrupt reports a stored record that cannot be decoded.
+var ErrCorrupt = errors.New("storage: corrupt record")
+
+func (s AppliedState) encode() []byte {
+	b := binary.AppendUvarint(nil, s.Index)
+	b = binary.AppendUvarint(b, s.Term)
+	cs, _ := proto.Marshal(s.ConfState)
+	return append(b, cs...)
+}
+
+func decodeAppliedState(v []byte) (AppliedState, error) {
+	var s AppliedState
+	var n int
+	s.Index, n = binary.Uvarint(v)
+	if n <= 0 {
+		return s, fmt.Errorf("%w: applied state", ErrCorrupt)
+	}
+	v = v[n:]
+	s.Term, n = binary.Uvarint(v)
+	if n <= 0 {
+		return s, fmt.Errorf("%w: applied state", ErrCorrupt)
+	}
+	s.ConfState = &raftpb.ConfState{}
+	if err := proto.Unmarshal(v[n:], s.ConfState); err != nil {
+		return s, fmt.Errorf("%w: applied conf state: %v", ErrCorrupt, err)
+	}
+	return s, nil
+}
+
+func (t TruncatedState) encode() []byte {
+	b := binary.AppendUvarint(nil, t.Index)
+	return binary.AppendUvarint(b, t.Term)
+}
+
+func decodeTruncatedState(v []byte) (TruncatedState, error) {
+	var t TruncatedState
+	var n, m int
+	t.Index, n = binary.Uvarint(v)
+	if n > 0 {
+		t.Term, m = binary.Uvarint(v[n:])
+	}
+	if n <= 0 || m <= 0 {
+		return t, fmt.Errorf("%w: truncated state", ErrCorrupt)
+	}
+	return t, nil
+}
+
+// Writer is the subset of a pebble batch the state setters need.
+type Writer interface {
+	Set(key, value []byte, o *pebble.WriteOptions) error
+	Delete(key []byte, o *pebble.WriteOptions) error
+	DeleteRange(start, end []byte, o *pebble.WriteOptions) error
+}
+
+// SetAppliedState records s for range id in w.
+func SetAppliedState(w Writer, id RangeID, s AppliedState) error {
+	return w.Set(AppliedStateKey(id), s.encode(), nil)
+}
+
+// SetTruncatedState records t for range id in w.
+func SetTruncatedState(w Writer, id RangeID, t TruncatedState) error {
+	return w.Set(TruncatedStateKey(id), t.encode(), nil)
+}
+
+// SetHardState records hs for range id in w.
+func SetHardState(w Writer, id RangeID, hs *raftpb.HardState) error {
+	b, err := proto.Marshal(hs)
+	if err != nil {
+		return err
+	}
+	return w.Set(HardStateKey(id), b, nil)
+}
+
+// SetDescriptor records d in w.
+func SetDescriptor(w Writer, d *Descriptor) error {
+	b, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	return w.Set(DescriptorKey(d.RangeID), b, nil)
+}
+
+// getValue returns a copy of key's value, or nil, false if absent.
+func getValue(r pebble.Reader, key []byte) ([]byte, bool, error) {
+	v, c, err := r.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	out := append([]byte(nil), v...)
+	_ = c.Close()
+	return out, true, nil
+}
+
+// LoadAppliedState reads the applied state of range id (zero if absent).
+func LoadAppliedState(r pebble.Reader, id RangeID) (AppliedState, error) {
+	v, ok, err := getValue(r, AppliedStateKey(id))
+	if err != nil || !ok {
+		return AppliedState{ConfState: &raftpb.ConfState{}}, err
+	}
+	return decodeAppliedState(v)
+}
+
+// LoadTruncatedState reads the truncated state of range id (zero if absent).
+func LoadTruncatedState(r pebble.Reader, id RangeID) (TruncatedState, error) {
+	v, ok, err := getValue(r, TruncatedStateKey(id))
+	if err != nil || !ok {
+		return TruncatedState{}, err
+	}
+	return decodeTruncatedState(v)
+}
+
+// LoadHardState reads the hard state of range id (empty if absent).
+func LoadHardState(r pebble.Reader, id RangeID) (*raftpb.HardState, error) {
+	hs := &raftpb.HardState{}
+	v, ok, err := getValue(r, HardStateKey(id))
+	if err != nil || !ok {
+		return hs, err
+	}
+	if err := proto.Unmarshal(v, hs); err != nil {
+		return nil, fmt.Errorf("%w: hard state: %v", ErrCorrupt, err)
+	}
+	return hs, nil
+}
+
+// LoadDescriptor reads the descriptor of range id; ok is false if absent.
+func LoadDescriptor(r pebble.Reader, id RangeID) (d *Descriptor, ok bool, err error) {
+	v, ok, err := getValue(r, DescriptorKey(id))
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	d = &Descriptor{}
+	if err := json.Unmarshal(v, d); err != nil {
+		return nil, false, fmt.Errorf("%w: descriptor: %v", ErrCorrupt, err)
+	}
+	return d, true, nil
+}
+
+// LoadIdent reads the node and cluster id; zero when the store is new.
+func LoadIdent(r pebble.Reader) (node NodeID, cluster uint64, err error) {
+	v, ok, err := getValue(r, nodeIDKey)
+	if err != nil || !ok {
+		return 0, 0, err
+	}
+	n, _ := binary.Uvarint(v)
+	v, ok, err = getValue(r, clusterIDKey)
+	if err != nil || !ok {
+		return NodeID(n), 0, err
+	}
+	c, _ := binary.Uvarint(v)
+	return NodeID(n), c, nil
+}
+
+// SetIdent records the node and cluster id.
+func SetIdent(w Writer, node NodeID, cluster uint64) error {
+	if err := w.Set(nodeIDKey, binary.AppendUvarint(nil, uint64(node)), nil); err != nil {
+		return err
+	}
+	return w.Set(clusterIDKey, binary.AppendUvarint(nil, cluster), nil)
+}

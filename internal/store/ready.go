@@ -1,0 +1,399 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/kvorum/kvorum/internal/storage"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// readyItem is one replica's share of a round of Ready handling.
+type readyItem struct {
+	r  *Replica
+	rd raft.Ready
+
+	// Filled while staging, used after the batch commits.
+	applied     storage.AppliedState
+	appliedSet  bool
+	snapApplied bool
+	snapDesc    *storage.Descriptor
+	completions []completion
+	newDesc     *storage.Descriptor
+	truncate    bool
+}
+
+type completion struct {
+	p       *proposal
+	replies []kv.Reply
+	err     error
+}
+
+// run is the Ready loop: see the package doc.
+func (s *Store) run() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.stopper:
+			return
+		case <-s.work:
+		}
+		more, err := s.processReady()
+		if err != nil {
+			s.failFatal(err)
+			return
+		}
+		if more {
+			s.signal()
+		}
+	}
+}
+
+// processReady handles one round for every replica with work. It reports
+// whether another round is already due.
+func (s *Store) processReady() (more bool, err error) {
+	start := time.Now()
+	var items []*readyItem
+	for _, r := range s.Replicas() {
+		r.mu.Lock()
+		r.issueReadsLocked()
+		if r.mu.rn.HasReady() {
+			items = append(items, &readyItem{r: r, rd: r.mu.rn.Ready()})
+		}
+		r.mu.Unlock()
+	}
+	if len(items) == 0 {
+		return false, nil
+	}
+	s.cfg.Metrics.ReadyRounds.Inc()
+
+	batch := s.db.NewIndexedBatch()
+	defer batch.Close()
+	mustSync := false
+	for _, it := range items {
+		if err := it.r.stage(batch, it); err != nil {
+			return false, fmt.Errorf("range %d: stage ready: %w", it.r.id, err)
+		}
+		mustSync = mustSync || it.rd.MustSync || it.snapApplied
+	}
+	if !batch.Empty() {
+		opts := pebble.NoSync
+		if mustSync {
+			opts = pebble.Sync
+		}
+		t := time.Now()
+		if err := batch.Commit(opts); err != nil {
+			return false, fmt.Errorf("commit raft batch: %w", err)
+		}
+		if mustSync {
+			s.cfg.Metrics.FsyncDuration.Observe(time.Since(t).Seconds())
+		}
+	}
+
+	var msgs []*raftpb.Message
+	for _, it := range items {
+		it.r.afterCommit(it)
+		msgs = append(msgs, it.rd.Messages...)
+	}
+	if len(msgs) > 0 {
+		for _, m := range msgs {
+			if m.GetType() == raftpb.MessageType_MsgSnap {
+				s.cfg.Metrics.SnapshotsSent.Inc()
+			}
+		}
+		s.cfg.Transport.Send(msgs)
+	}
+	for _, it := range items {
+		it.r.mu.Lock()
+		it.r.mu.rn.Advance(it.rd)
+		more = more || it.r.mu.rn.HasReady()
+		it.r.mu.Unlock()
+		if it.truncate {
+			if err := it.r.truncateLog(); err != nil {
+				return false, err
+			}
+		}
+	}
+	s.cfg.Metrics.ReadyDuration.Observe(time.Since(start).Seconds())
+	return more, nil
+}
+
+// stage adds the replica's snapshot, entries, hard state and the effects of
+// its committed entries to b.
+func (r *Replica) stage(b *pebble.Batch, it *readyItem) error {
+	rd := &it.rd
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		if err := r.stageSnapshot(b, it); err != nil {
+			return err
+		}
+	}
+	if err := r.log.StageAppend(b, rd.Entries); err != nil {
+		return err
+	}
+	if len(rd.Entries) > 0 {
+		r.trackProposalIndexes(rd.Entries)
+	}
+	if !raft.IsEmptyHardState(rd.HardState) {
+		if err := storage.SetHardState(b, r.id, rd.HardState); err != nil {
+			return err
+		}
+	}
+	if len(rd.CommittedEntries) > 0 {
+		return r.stageApply(b, it)
+	}
+	return nil
+}
+
+// trackProposalIndexes records at which index each local proposal landed, so
+// that a different entry committed there proves the proposal lost.
+func (r *Replica) trackProposalIndexes(ents []*raftpb.Entry) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.mu.proposals) == 0 {
+		return
+	}
+	for _, e := range ents {
+		if e.GetType() != raftpb.EntryType_EntryNormal || len(e.GetData()) < 2 {
+			continue
+		}
+		id, n := binary.Uvarint(e.GetData()[1:])
+		if n <= 0 {
+			continue
+		}
+		if p, ok := r.mu.proposals[id]; ok {
+			r.mu.byIndex[e.GetIndex()] = p
+		}
+	}
+}
+
+// stageApply applies committed entries into b.
+func (r *Replica) stageApply(b *pebble.Batch, it *readyItem) error {
+	self := uint64(r.store.cfg.NodeID)
+	var last *raftpb.Entry
+	cur := r.log.Applied()
+	if it.snapApplied {
+		cur = it.applied
+	}
+	cs := cur.ConfState
+	for _, e := range it.rd.CommittedEntries {
+		if e.GetIndex() <= cur.Index {
+			continue // already applied (e.g. covered by the snapshot)
+		}
+		last = e
+		switch e.GetType() {
+		case raftpb.EntryType_EntryNormal:
+			if len(e.GetData()) == 0 {
+				r.resolveIndex(it, e.GetIndex(), 0)
+				continue
+			}
+			p, err := decodeEntry(e.GetData())
+			if err != nil {
+				return fmt.Errorf("entry %d: %w", e.GetIndex(), err)
+			}
+			replies := make([]kv.Reply, len(p.cmds))
+			for i, args := range p.cmds {
+				replies[i] = kv.Apply(b, args, p.ts)
+			}
+			if p.node == self {
+				r.resolveIndex(it, e.GetIndex(), p.id)
+				r.mu.Lock()
+				if prop, ok := r.mu.proposals[p.id]; ok {
+					delete(r.mu.proposals, p.id)
+					it.completions = append(it.completions, completion{p: prop, replies: replies})
+				}
+				r.mu.Unlock()
+			} else {
+				r.resolveIndex(it, e.GetIndex(), 0)
+			}
+		case raftpb.EntryType_EntryConfChange, raftpb.EntryType_EntryConfChangeV2:
+			newCS, err := r.applyConfChange(b, it, e)
+			if err != nil {
+				return err
+			}
+			cs = newCS
+		}
+	}
+	if last == nil {
+		return nil
+	}
+	it.applied = storage.AppliedState{Index: last.GetIndex(), Term: last.GetTerm(), ConfState: cs}
+	it.appliedSet = true
+	r.store.cfg.Metrics.EntriesApplied.Add(float64(len(it.rd.CommittedEntries)))
+	_, _, trunc, _ := r.log.State()
+	if th := r.store.cfg.SnapshotThreshold; th > 0 && last.GetIndex()-trunc.Index > th {
+		it.truncate = true
+	}
+	return storage.SetAppliedState(b, r.id, it.applied)
+}
+
+// resolveIndex fails a local proposal that was appended at index but lost
+// to another entry there (id is the proposal id found at index, 0 if none).
+func (r *Replica) resolveIndex(it *readyItem, index, id uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.mu.byIndex[index]
+	if !ok {
+		return
+	}
+	delete(r.mu.byIndex, index)
+	if p.id != id {
+		if _, pending := r.mu.proposals[p.id]; pending {
+			delete(r.mu.proposals, p.id)
+			it.completions = append(it.completions, completion{p: p, err: ErrProposalDropped})
+		}
+	}
+}
+
+// afterCommit updates in-memory state once the round's batch is durable and
+// completes waiters. Runs before messages are sent and before Advance.
+func (r *Replica) afterCommit(it *readyItem) {
+	rd := &it.rd
+	if it.snapApplied {
+		r.log.ApplySnapshot(rd.Snapshot.GetMetadata(), it.applied)
+		r.store.cfg.Metrics.SnapshotsRecv.Inc()
+	}
+	r.log.Append(rd.Entries)
+	if !raft.IsEmptyHardState(rd.HardState) {
+		r.log.SetHardState(rd.HardState)
+	}
+	if it.appliedSet {
+		r.log.SetApplied(it.applied)
+		r.applied.Store(it.applied.Index)
+	}
+	desc := it.newDesc
+	if desc == nil {
+		desc = it.snapDesc
+	}
+	if desc != nil {
+		for _, rep := range desc.Replicas {
+			if rep.NodeID != r.store.cfg.NodeID {
+				r.store.cfg.Transport.SetPeer(uint64(rep.NodeID), rep.PeerAddr)
+			}
+		}
+	}
+	for _, c := range it.completions {
+		c.p.finish(c.replies, c.err)
+	}
+
+	r.mu.Lock()
+	if desc != nil {
+		old := r.mu.desc
+		r.mu.desc = desc
+		for _, rep := range old.Replicas {
+			if _, ok := desc.Replica(rep.NodeID); !ok && rep.NodeID != r.store.cfg.NodeID {
+				r.store.cfg.Transport.RemovePeer(uint64(rep.NodeID))
+			}
+		}
+	}
+	if rd.SoftState != nil && rd.SoftState.Lead != r.mu.leader {
+		r.mu.leader = rd.SoftState.Lead
+		// Read rounds sent to the old leader will never be answered.
+		r.failReadsLocked(ErrLeaderChanged)
+	}
+	for _, rs := range rd.ReadStates {
+		if len(rs.RequestCtx) != 8 {
+			continue
+		}
+		seq := binary.BigEndian.Uint64(rs.RequestCtx)
+		if b, ok := r.mu.readSent[seq]; ok {
+			delete(r.mu.readSent, seq)
+			b.index = rs.Index
+			r.mu.readWait = append(r.mu.readWait, b)
+		}
+	}
+	r.releaseReadsLocked(r.applied.Load())
+	for idx := range it.r.mu.staged {
+		if it.snapApplied && idx <= it.applied.Index {
+			r.store.removeStaged(r.mu.staged[idx])
+			delete(r.mu.staged, idx)
+		}
+	}
+	r.mu.Unlock()
+}
+
+// truncateLog removes applied entries beyond the retained tail.
+func (r *Replica) truncateLog() error {
+	applied := r.log.Applied().Index
+	keep := r.store.cfg.SnapshotThreshold / 2
+	if applied <= keep {
+		return nil
+	}
+	b := r.store.db.NewBatch()
+	defer b.Close()
+	t, err := r.log.StageTruncate(b, applied-keep)
+	if err != nil {
+		return err
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("truncate log: %w", err)
+	}
+	r.log.SetTruncated(t)
+	return nil
+}
+
+// applyConfChange applies a committed membership change.
+func (r *Replica) applyConfChange(b *pebble.Batch, it *readyItem, e *raftpb.Entry) (*raftpb.ConfState, error) {
+	var cc raftpb.ConfChangeI
+	var ctxBytes []byte
+	if e.GetType() == raftpb.EntryType_EntryConfChange {
+		var c1 raftpb.ConfChange
+		if err := proto.Unmarshal(e.GetData(), &c1); err != nil {
+			return nil, fmt.Errorf("entry %d: conf change: %w", e.GetIndex(), err)
+		}
+		cc, ctxBytes = &c1, c1.GetContext()
+	} else {
+		var c2 raftpb.ConfChangeV2
+		if err := proto.Unmarshal(e.GetData(), &c2); err != nil {
+			return nil, fmt.Errorf("entry %d: conf change: %w", e.GetIndex(), err)
+		}
+		cc, ctxBytes = &c2, c2.GetContext()
+	}
+	cctx, err := decodeConfContext(ctxBytes)
+	if err != nil {
+		return nil, fmt.Errorf("entry %d: conf context: %w", e.GetIndex(), err)
+	}
+	r.mu.Lock()
+	cs := r.mu.rn.ApplyConfChange(cc)
+	desc := r.mu.desc
+	if it.newDesc != nil {
+		desc = it.newDesc
+	}
+	r.mu.Unlock()
+	nd := desc.Clone()
+	nd.Generation++
+	nd.Replicas = nd.Replicas[:0]
+	addr := func(id uint64) string {
+		if rep, ok := desc.Replica(storage.NodeID(id)); ok && rep.PeerAddr != "" {
+			return rep.PeerAddr
+		}
+		if cctx.NodeID == id {
+			return cctx.PeerAddr
+		}
+		return ""
+	}
+	for _, id := range cs.GetVoters() {
+		nd.Replicas = append(nd.Replicas, storage.ReplicaDescriptor{NodeID: storage.NodeID(id), PeerAddr: addr(id)})
+	}
+	for _, id := range cs.GetLearners() {
+		nd.Replicas = append(nd.Replicas, storage.ReplicaDescriptor{NodeID: storage.NodeID(id), PeerAddr: addr(id), Learner: true})
+	}
+	if err := storage.SetDescriptor(b, nd); err != nil {
+		return nil, err
+	}
+	it.newDesc = nd
+	if cctx.Proposer == uint64(r.store.cfg.NodeID) {
+		r.mu.Lock()
+		if p, ok := r.mu.proposals[cctx.ProposalID]; ok {
+			delete(r.mu.proposals, cctx.ProposalID)
+			it.completions = append(it.completions, completion{p: p})
+		}
+		r.mu.Unlock()
+	}
+	r.store.log.Info("membership changed", "range", r.id, "voters", cs.GetVoters(), "learners", cs.GetLearners(), "index", e.GetIndex())
+	return cs, nil
+}

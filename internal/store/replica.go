@@ -1,0 +1,407 @@
+package store
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/kvorum/kvorum/internal/storage"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
+)
+
+// Replica is this node's member of one range: its descriptor, RawNode and
+// applied state.
+type Replica struct {
+	store *Store
+	id    storage.RangeID
+	log   *storage.RaftLog
+
+	// applied mirrors log.Applied().Index for lock-free reads.
+	applied atomic.Uint64
+
+	mu struct {
+		sync.Mutex
+		rn   *raft.RawNode
+		desc *storage.Descriptor
+		// lastTS is the last timestamp this replica put in a proposal; kept
+		// monotonic while it leads.
+		lastTS   int64
+		nextProp uint64
+		// proposals by id, and by log index once their entry was appended.
+		proposals map[uint64]*proposal
+		byIndex   map[uint64]*proposal
+		// readQueue holds reads not yet covered by a ReadIndex request;
+		// readSent holds requests sent, by context; readWait holds batches
+		// that know their index and wait for it to be applied.
+		readQueue []*readBatch
+		readSent  map[uint64]*readBatch
+		readWait  []*readBatch
+		readSeq   uint64
+		leader    uint64
+		// staged maps snapshot index to the staged file path.
+		staged map[uint64]string
+	}
+}
+
+type proposal struct {
+	id      uint64
+	done    chan struct{}
+	replies []kv.Reply
+	err     error
+}
+
+func (p *proposal) finish(replies []kv.Reply, err error) {
+	p.replies, p.err = replies, err
+	close(p.done)
+}
+
+// readBatch is a group of reads served by one ReadIndex round.
+type readBatch struct {
+	done  chan struct{}
+	index uint64
+	err   error
+}
+
+// Errors a caller may retry (the command was certainly not applied).
+var (
+	// ErrProposalDropped: raft refused or lost the proposal before commit.
+	ErrProposalDropped = errors.New("store: proposal dropped (leader changed); not applied")
+	// ErrNoLeader: no leader is known; the node may be in a minority.
+	ErrNoLeader = errors.New("store: no leader")
+	// ErrLeaderChanged: a read round was interrupted by a leader change.
+	ErrLeaderChanged = errors.New("store: leader changed during read")
+)
+
+// ErrAmbiguous: the caller stopped waiting; the command may or may not apply.
+var ErrAmbiguous = errors.New("store: timed out waiting for commit; the write may or may not have been applied")
+
+// NotLeaderError is returned by Propose on a replica that does not lead.
+type NotLeaderError struct {
+	Range  storage.RangeID
+	Leader uint64 // 0 if unknown
+}
+
+func (e *NotLeaderError) Error() string {
+	return fmt.Sprintf("store: range %d: not leader (leader %d)", e.Range, e.Leader)
+}
+
+// BootstrapRange writes the initial state of a brand-new range whose members
+// are desc.Replicas (all voters). Every initial member writes the same state,
+// so they agree without any message.
+func BootstrapRange(w storage.Writer, desc *storage.Descriptor) error {
+	const initIndex, initTerm = 10, 5
+	cs := &raftpb.ConfState{}
+	for _, r := range desc.Replicas {
+		if r.Learner {
+			cs.Learners = append(cs.Learners, uint64(r.NodeID))
+		} else {
+			cs.Voters = append(cs.Voters, uint64(r.NodeID))
+		}
+	}
+	if err := storage.SetDescriptor(w, desc); err != nil {
+		return err
+	}
+	if err := storage.SetTruncatedState(w, desc.RangeID, storage.TruncatedState{Index: initIndex, Term: initTerm}); err != nil {
+		return err
+	}
+	if err := storage.SetAppliedState(w, desc.RangeID, storage.AppliedState{Index: initIndex, Term: initTerm, ConfState: cs}); err != nil {
+		return err
+	}
+	return storage.SetHardState(w, desc.RangeID, &raftpb.HardState{Term: ptr(uint64(initTerm)), Commit: ptr(uint64(initIndex))})
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// AddReplica loads range desc.RangeID from storage and adds it to the store.
+// desc is used only when storage holds no descriptor yet (a node that joins
+// and waits for a snapshot).
+func (s *Store) AddReplica(desc *storage.Descriptor) (*Replica, error) {
+	log, err := storage.LoadRaftLog(s.db, desc.RangeID, s.snaps)
+	if err != nil {
+		return nil, err
+	}
+	stored, ok, err := storage.LoadDescriptor(s.db, desc.RangeID)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		desc = stored
+	}
+	applied := log.Applied()
+	rn, err := raft.NewRawNode(s.raftConfig(log, applied.Index))
+	if err != nil {
+		return nil, fmt.Errorf("store: range %d: %w", desc.RangeID, err)
+	}
+	r := &Replica{store: s, id: desc.RangeID, log: log}
+	r.applied.Store(applied.Index)
+	r.mu.rn = rn
+	r.mu.desc = desc
+	r.mu.proposals = map[uint64]*proposal{}
+	r.mu.byIndex = map[uint64]*proposal{}
+	r.mu.readSent = map[uint64]*readBatch{}
+	r.mu.staged = map[uint64]string{}
+	var seed [8]byte
+	_, _ = crand.Read(seed[:])
+	r.mu.nextProp = binary.LittleEndian.Uint64(seed[:]) >> 1
+	for _, rd := range desc.Replicas {
+		if rd.NodeID != s.cfg.NodeID {
+			s.cfg.Transport.SetPeer(uint64(rd.NodeID), rd.PeerAddr)
+		}
+	}
+	s.mu.Lock()
+	s.mu.replicas[desc.RangeID] = r
+	s.mu.Unlock()
+	return r, nil
+}
+
+// RangeID returns the range id.
+func (r *Replica) RangeID() storage.RangeID { return r.id }
+
+// Descriptor returns a copy of the current descriptor.
+func (r *Replica) Descriptor() *storage.Descriptor {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.desc.Clone()
+}
+
+// AppliedIndex returns the index of the last applied entry.
+func (r *Replica) AppliedIndex() uint64 { return r.applied.Load() }
+
+func (r *Replica) tick() {
+	r.mu.Lock()
+	r.mu.rn.Tick()
+	r.mu.Unlock()
+}
+
+func (r *Replica) step(m *raftpb.Message) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.mu.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
+		r.store.log.Debug("raft step", "range", r.id, "type", m.GetType(), "from", m.GetFrom(), "err", err)
+	}
+}
+
+// Leader returns the current leader's node id (0 if unknown) and whether it
+// is this node.
+func (r *Replica) Leader() (leader uint64, isLocal bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.mu.rn.BasicStatus()
+	return st.Lead, st.RaftState == raft.StateLeader
+}
+
+func (r *Replica) nextProposalIDLocked() uint64 {
+	r.mu.nextProp++
+	return r.mu.nextProp
+}
+
+// Propose replicates cmds as one entry and returns their replies once the
+// entry is applied on this replica. Returns *NotLeaderError if this replica
+// does not lead, ErrProposalDropped if raft lost it (safe to retry), and
+// ErrAmbiguous if ctx ended first.
+func (r *Replica) Propose(ctx context.Context, cmds [][][]byte) ([]kv.Reply, error) {
+	r.mu.Lock()
+	st := r.mu.rn.BasicStatus()
+	if st.RaftState != raft.StateLeader {
+		r.mu.Unlock()
+		return nil, &NotLeaderError{Range: r.id, Leader: st.Lead}
+	}
+	ts := r.store.cfg.Now()
+	if ts < r.mu.lastTS {
+		ts = r.mu.lastTS
+	}
+	r.mu.lastTS = ts
+	p := &proposal{id: r.nextProposalIDLocked(), done: make(chan struct{})}
+	data := encodeEntry(&entryPayload{id: p.id, node: uint64(r.store.cfg.NodeID), ts: ts, cmds: cmds})
+	if err := r.mu.rn.Propose(data); err != nil {
+		r.mu.Unlock()
+		return nil, ErrProposalDropped
+	}
+	r.mu.proposals[p.id] = p
+	r.mu.Unlock()
+	r.store.cfg.Metrics.Proposals.Inc()
+	r.store.signal()
+	return r.wait(ctx, p)
+}
+
+func (r *Replica) wait(ctx context.Context, p *proposal) ([]kv.Reply, error) {
+	select {
+	case <-p.done:
+		return p.replies, p.err
+	case <-ctx.Done():
+		r.forget(p)
+		return nil, ErrAmbiguous
+	case <-r.store.stopper:
+		return nil, ErrStopped
+	}
+}
+
+func (r *Replica) forget(p *proposal) {
+	r.mu.Lock()
+	delete(r.mu.proposals, p.id)
+	r.mu.Unlock()
+}
+
+// ReadBarrier returns once this replica has applied everything committed
+// before the call (a linearizable read point). Concurrent callers share one
+// ReadIndex round. Errors: ErrNoLeader, ErrLeaderChanged (retry), ctx errors.
+func (r *Replica) ReadBarrier(ctx context.Context) error {
+	r.mu.Lock()
+	var b *readBatch
+	if n := len(r.mu.readQueue); n > 0 {
+		b = r.mu.readQueue[n-1]
+	} else {
+		b = &readBatch{done: make(chan struct{})}
+		r.mu.readQueue = append(r.mu.readQueue, b)
+	}
+	r.mu.Unlock()
+	r.store.signal()
+	select {
+	case <-b.done:
+		return b.err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-r.store.stopper:
+		return ErrStopped
+	}
+}
+
+// issueReadsLocked sends one ReadIndex for all queued reads.
+// REQUIRES: r.mu held.
+func (r *Replica) issueReadsLocked() {
+	if len(r.mu.readQueue) == 0 {
+		return
+	}
+	if r.mu.rn.BasicStatus().Lead == raft.None {
+		for _, b := range r.mu.readQueue {
+			b.err = ErrNoLeader
+			close(b.done)
+		}
+		r.mu.readQueue = r.mu.readQueue[:0]
+		return
+	}
+	for _, b := range r.mu.readQueue {
+		r.mu.readSeq++
+		var ctx [8]byte
+		binary.BigEndian.PutUint64(ctx[:], r.mu.readSeq)
+		r.mu.readSent[r.mu.readSeq] = b
+		r.mu.rn.ReadIndex(ctx[:])
+		r.store.cfg.Metrics.ReadIndexRounds.Inc()
+	}
+	r.mu.readQueue = r.mu.readQueue[:0]
+}
+
+// failReadsLocked fails every read round in flight.
+// REQUIRES: r.mu held.
+func (r *Replica) failReadsLocked(err error) {
+	for k, b := range r.mu.readSent {
+		b.err = err
+		close(b.done)
+		delete(r.mu.readSent, k)
+	}
+}
+
+// releaseReadsLocked completes read batches whose index is applied.
+// REQUIRES: r.mu held.
+func (r *Replica) releaseReadsLocked(applied uint64) {
+	keep := r.mu.readWait[:0]
+	for _, b := range r.mu.readWait {
+		if b.index <= applied {
+			close(b.done)
+		} else {
+			keep = append(keep, b)
+		}
+	}
+	r.mu.readWait = keep
+}
+
+func (r *Replica) failAll(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, p := range r.mu.proposals {
+		p.finish(nil, err)
+		delete(r.mu.proposals, id)
+	}
+	r.mu.byIndex = map[uint64]*proposal{}
+	r.failReadsLocked(err)
+	for _, b := range r.mu.readQueue {
+		b.err = err
+		close(b.done)
+	}
+	r.mu.readQueue = nil
+	for _, b := range r.mu.readWait {
+		b.err = err
+		close(b.done)
+	}
+	r.mu.readWait = nil
+}
+
+// Status is a snapshot of the replica's Raft state.
+type Status struct {
+	RangeID      storage.RangeID
+	Role         string
+	Term         uint64
+	Leader       uint64
+	Commit       uint64
+	Applied      uint64
+	FirstIndex   uint64
+	LastIndex    uint64
+	Descriptor   *storage.Descriptor
+	Progress     map[uint64]tracker.Progress
+	LeadTransfer uint64
+}
+
+// Status reports the replica's state.
+func (r *Replica) Status() Status {
+	r.mu.Lock()
+	st := r.mu.rn.Status()
+	desc := r.mu.desc.Clone()
+	r.mu.Unlock()
+	_, applied, trunc, last := r.log.State()
+	role := st.RaftState.String()
+	switch role {
+	case "StateLeader":
+		role = "leader"
+	case "StateFollower":
+		role = "follower"
+		if _, ok := st.Config.Learners[st.ID]; ok {
+			role = "learner"
+		}
+	case "StateCandidate":
+		role = "candidate"
+	case "StatePreCandidate":
+		role = "pre-candidate"
+	}
+	return Status{
+		RangeID: r.id, Role: role, Term: st.GetTerm(), Leader: st.Lead,
+		Commit: st.GetCommit(), Applied: applied.Index,
+		FirstIndex: trunc.Index + 1, LastIndex: last,
+		Descriptor: desc, Progress: st.Progress, LeadTransfer: st.LeadTransferee,
+	}
+}
+
+// ReportUnreachable tells raft that a message to id could not be sent.
+func (r *Replica) ReportUnreachable(id uint64) {
+	r.mu.Lock()
+	r.mu.rn.ReportUnreachable(id)
+	r.mu.Unlock()
+}
+
+// ReportSnapshot tells raft how sending a snapshot to id ended.
+func (r *Replica) ReportSnapshot(id uint64, ok bool) {
+	st := raft.SnapshotFinish
+	if !ok {
+		st = raft.SnapshotFailure
+	}
+	r.mu.Lock()
+	r.mu.rn.ReportSnapshot(id, st)
+	r.mu.Unlock()
+	r.store.signal()
+}

@@ -1,0 +1,241 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/kvorum/kvorum/internal/storage"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// Transport is what the store needs from the peer transport.
+type Transport interface {
+	Send(msgs []*raftpb.Message)
+	SetPeer(id uint64, addr string)
+	RemovePeer(id uint64)
+}
+
+// Config configures a Store.
+type Config struct {
+	NodeID storage.NodeID
+	DB     *pebble.DB
+	// FS and Dir locate the directory where incoming snapshots are staged.
+	FS  vfs.FS
+	Dir string
+
+	Transport Transport
+
+	TickInterval   time.Duration
+	ElectionTicks  int
+	HeartbeatTicks int
+	// SnapshotThreshold: the log is truncated once it holds more than this
+	// many applied entries.
+	SnapshotThreshold uint64
+	// MaxInflightBytes bounds unacknowledged MsgApp bytes per follower.
+	MaxInflightBytes uint64
+
+	Logger  *slog.Logger
+	Metrics *Metrics
+	// Now returns the wall clock in Unix ms; tests replace it.
+	Now func() int64
+}
+
+// Store hosts the replicas of one node.
+type Store struct {
+	cfg   Config
+	db    *pebble.DB
+	snaps *storage.SnapshotRegistry
+	log   *slog.Logger
+
+	work    chan struct{}
+	stopper chan struct{}
+	wg      sync.WaitGroup
+
+	mu struct {
+		sync.RWMutex
+		replicas map[storage.RangeID]*Replica
+		stopped  bool
+	}
+	// fatal is set when persisting failed; the store then stops serving.
+	fatal chan error
+	fatalOnce sync.Once
+}
+
+// ErrStopped is returned for operations on a stopped store.
+var ErrStopped = errors.New("store: stopped")
+
+// SnapshotSpan returns the storage span of a range's user data.
+func SnapshotSpan(d *storage.Descriptor) (start, end []byte) {
+	// One range covers the whole keyspace for now; with many ranges this
+	// becomes the storage encoding of [StartKey, EndKey).
+	return kv.UserSpan()
+}
+
+// New creates a store; call AddReplica for each range, then Start.
+func New(cfg Config) *Store {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = func() int64 { return time.Now().UnixMilli() }
+	}
+	if cfg.MaxInflightBytes == 0 {
+		cfg.MaxInflightBytes = 32 << 20
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	s := &Store{
+		cfg:     cfg,
+		db:      cfg.DB,
+		snaps:   storage.NewSnapshotRegistry(SnapshotSpan),
+		log:     cfg.Logger,
+		work:    make(chan struct{}, 1),
+		stopper: make(chan struct{}),
+		fatal:   make(chan error, 1),
+	}
+	s.mu.replicas = map[storage.RangeID]*Replica{}
+	return s
+}
+
+// DB returns the store's Pebble.
+func (s *Store) DB() *pebble.DB { return s.db }
+
+// NodeID returns the node id.
+func (s *Store) NodeID() storage.NodeID { return s.cfg.NodeID }
+
+// Fatal is closed-with-value when the store hit an unrecoverable storage error.
+func (s *Store) Fatal() <-chan error { return s.fatal }
+
+// Start launches the ticker and Ready loop.
+func (s *Store) Start() {
+	s.wg.Add(2)
+	go s.tickLoop()
+	go s.run()
+}
+
+// Stop stops the loops; pending proposals and reads fail with ErrStopped.
+func (s *Store) Stop() {
+	s.mu.Lock()
+	if s.mu.stopped {
+		s.mu.Unlock()
+		return
+	}
+	s.mu.stopped = true
+	s.mu.Unlock()
+	close(s.stopper)
+	s.wg.Wait()
+	for _, r := range s.Replicas() {
+		r.failAll(ErrStopped)
+	}
+	s.snaps.Close()
+}
+
+// Replica returns the replica of range id, or nil.
+func (s *Store) Replica(id storage.RangeID) *Replica {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.mu.replicas[id]
+}
+
+// Replicas returns every replica.
+func (s *Store) Replicas() []*Replica {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]*Replica, 0, len(s.mu.replicas))
+	for _, r := range s.mu.replicas {
+		out = append(out, r)
+	}
+	return out
+}
+
+// ReplicaForKey routes a user key to the replica whose range holds it.
+func (s *Store) ReplicaForKey(key []byte) *Replica {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, r := range s.mu.replicas {
+		if r.Descriptor().ContainsKey(key) {
+			return r
+		}
+	}
+	return nil
+}
+
+func (s *Store) signal() {
+	select {
+	case s.work <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Store) tickLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.TickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopper:
+			return
+		case <-t.C:
+			for _, r := range s.Replicas() {
+				r.tick()
+			}
+			s.signal()
+		}
+	}
+}
+
+// Step delivers a message from a peer to the range it belongs to.
+func (s *Store) Step(rangeID storage.RangeID, m *raftpb.Message) error {
+	r := s.Replica(rangeID)
+	if r == nil {
+		return fmt.Errorf("store: no replica of range %d", rangeID)
+	}
+	r.step(m)
+	s.signal()
+	return nil
+}
+
+// OpenSnapshot opens the data stream of an outgoing snapshot message.
+func (s *Store) OpenSnapshot(snap *raftpb.Snapshot) (interface {
+	Read([]byte) (int, error)
+	Close() error
+}, error) {
+	return s.snaps.Open(snap)
+}
+
+func (s *Store) failFatal(err error) {
+	s.fatalOnce.Do(func() {
+		s.log.Error("storage failure: node stops serving", "err", err)
+		s.fatal <- err
+		close(s.fatal)
+	})
+}
+
+// raftConfig returns the raft.Config for a replica.
+func (s *Store) raftConfig(log *storage.RaftLog, applied uint64) *raft.Config {
+	return &raft.Config{
+		ID:                        uint64(s.cfg.NodeID),
+		ElectionTick:              s.cfg.ElectionTicks,
+		HeartbeatTick:             s.cfg.HeartbeatTicks,
+		Storage:                   log,
+		Applied:                   applied,
+		MaxSizePerMsg:             1 << 20,
+		MaxCommittedSizePerReady:  16 << 20,
+		MaxUncommittedEntriesSize: 256 << 20,
+		MaxInflightMsgs:           256,
+		MaxInflightBytes:          s.cfg.MaxInflightBytes,
+		CheckQuorum:               true,
+		PreVote:                   true,
+		ReadOnlyOption:            raft.ReadOnlySafe,
+		DisableProposalForwarding: true,
+		Logger:                    raftLogger{s.log},
+	}
+}
