@@ -44,17 +44,26 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // raftLogger adapts slog to raft.Logger; raft's info chatter goes to debug.
 type raftLogger struct{ l *slog.Logger }
 
-func (r raftLogger) Debug(v ...interface{})                 { r.l.Debug(fmt.Sprint(v...), "component", "raft") }
-func (r raftLogger) Debugf(format string, v ...interface{}) { r.l.Debug(fmt.Sprintf(format, v...), "component", "raft") }
-func (r raftLogger) Error(v ...interface{})                 { r.l.Error(fmt.Sprint(v...), "component", "raft") }
-func (r raftLogger) Errorf(format string, v ...interface{}) { r.l.Error(fmt.Sprintf(format, v...), "component", "raft") }
-func (r raftLogger) Info(v ...interface{})                  { r.l.Debug(fmt.Sprint(v...), "component", "raft") }
-func (r raftLogger) Infof(format string, v ...interface{})  { r.l.Debug(fmt.Sprintf(format, v...), "component", "raft") }
-func (r raftLogger) Warning(v ...interface{})               { r.l.Warn(fmt.Sprint(v...), "component", "raft") }
+func (r raftLogger) Debug(v ...interface{}) { r.l.Debug(fmt.Sprint(v...), "component", "raft") }
+func (r raftLogger) Debugf(format string, v ...interface{}) {
+	r.l.Debug(fmt.Sprintf(format, v...), "component", "raft")
+}
+func (r raftLogger) Error(v ...interface{}) { r.l.Error(fmt.Sprint(v...), "component", "raft") }
+func (r raftLogger) Errorf(format string, v ...interface{}) {
+	r.l.Error(fmt.Sprintf(format, v...), "component", "raft")
+}
+func (r raftLogger) Info(v ...interface{}) { r.l.Debug(fmt.Sprint(v...), "component", "raft") }
+func (r raftLogger) Infof(format string, v ...interface{}) {
+	r.l.Debug(fmt.Sprintf(format, v...), "component", "raft")
+}
+func (r raftLogger) Warning(v ...interface{}) { r.l.Warn(fmt.Sprint(v...), "component", "raft") }
 func (r raftLogger) Warningf(format string, v ...interface{}) {
 	r.l.Warn(fmt.Sprintf(format, v...), "component", "raft")
 }
-func (r raftLogger) Fatal(v ...interface{}) { r.l.Error(fmt.Sprint(v...), "component", "raft"); panic(fmt.Sprint(v...)) }
+func (r raftLogger) Fatal(v ...interface{}) {
+	r.l.Error(fmt.Sprint(v...), "component", "raft")
+	panic(fmt.Sprint(v...))
+}
 func (r raftLogger) Fatalf(format string, v ...interface{}) {
 	msg := fmt.Sprintf(format, v...)
 	r.l.Error(msg, "component", "raft")

@@ -64,7 +64,7 @@ type Store struct {
 		stopped  bool
 	}
 	// fatal is set when persisting failed; the store then stops serving.
-	fatal chan error
+	fatal     chan error
 	fatalOnce sync.Once
 }
 
