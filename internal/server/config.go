@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/kvorum/kvorum/internal/transport"
 )
 
 // Config configures one kvorum node. Zero values mean the documented default
@@ -55,6 +56,14 @@ type Config struct {
 	MaxFrameSize int // default 128 MiB per command frame
 	MaxClients   int // default 10,000 connections
 
+	// RequestTimeout bounds how long a client command waits for a leader,
+	// a commit or a read barrier before it gets an error. Default 10s.
+	RequestTimeout time.Duration
+
+	// PeerInterceptor, when set, sees every outgoing peer message and call
+	// (fault injection in tests).
+	PeerInterceptor transport.Interceptor
+
 	// Logger receives structured logs. Default: warnings and errors to stderr.
 	Logger *slog.Logger
 }
@@ -73,6 +82,7 @@ const (
 	DefaultMaxArgs           = 1 << 20
 	DefaultMaxFrameSize      = 128 << 20
 	DefaultMaxClients        = 10000
+	DefaultRequestTimeout    = 10 * time.Second
 )
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -115,6 +125,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.MaxClients == 0 {
 		c.MaxClients = DefaultMaxClients
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

@@ -3,78 +3,296 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/kvorum/kvorum/internal/admin"
+	"github.com/kvorum/kvorum/internal/resp"
+	"github.com/kvorum/kvorum/internal/storage"
+	"github.com/kvorum/kvorum/internal/store"
+	"github.com/kvorum/kvorum/internal/transport"
+	"github.com/prometheus/client_golang/prometheus"
 )
+
+// Version is the kvorum version reported by INFO, HELLO and `kvorum version`.
+var Version = "0.1.0-dev"
+
+// rangeID of the single range that covers the whole keyspace for now.
+const firstRange storage.RangeID = 1
 
 // Node is one running kvorum node: storage, Raft replicas, peer transport,
 // RESP server and admin HTTP server.
 type Node struct {
-	cfg Config
-}
+	cfg       Config
+	id        storage.NodeID
+	clusterID uint64
+	db        *pebble.DB
+	store     *store.Store
+	trans     *transport.Transport
+	resp      *resp.Server
+	admin     *admin.Server
+	reg       *prometheus.Registry
+	started   time.Time
 
-// Status is a node's view of itself and the cluster, as `kvorum ctl status`
-// and the admin API report it.
-type Status struct {
-	NodeID       uint64   `json:"node_id"`
-	ClusterID    uint64   `json:"cluster_id"`
-	Role         string   `json:"role"` // leader, follower, candidate, pre-candidate, learner
-	Term         uint64   `json:"term"`
-	Leader       uint64   `json:"leader"` // 0 = unknown
-	CommitIndex  uint64   `json:"commit_index"`
-	AppliedIndex uint64   `json:"applied_index"`
-	FirstIndex   uint64   `json:"first_index"` // first index still in the log
-	LastIndex    uint64   `json:"last_index"`
-	ClientAddr   string   `json:"client_addr"`
-	PeerAddr     string   `json:"peer_addr"`
-	AdminAddr    string   `json:"admin_addr"`
-	Version      string   `json:"version"`
-	Ready        bool     `json:"ready"` // can serve linearizable reads
-	Members      []Member `json:"members"`
-}
+	clientLis, peerLis, adminLis net.Listener
 
-// Member is one voter or learner of the (single, for now) range.
-type Member struct {
-	ID       uint64 `json:"id"`
-	PeerAddr string `json:"peer_addr"`
-	Learner  bool   `json:"learner"`
-	// Match is the leader's view of this member's replicated log index (0
-	// when this node is not the leader).
-	Match uint64 `json:"match"`
+	stopOnce sync.Once
+	stopper  chan struct{}
+	wg       sync.WaitGroup
+	done     chan error
 }
-
-// ErrNotImplemented marks stubs during development.
-var ErrNotImplemented = errors.New("server: not implemented yet")
 
 // Start opens the data directory, recovers or bootstraps state, starts all
-// listeners and returns once they accept connections. It does not wait for
-// a leader (see WaitLeader).
-func Start(cfg Config) (*Node, error) { return nil, ErrNotImplemented }
+// listeners and returns once they accept connections. With Join set it also
+// waits until the cluster has admitted this node. It does not wait for a
+// leader (see WaitLeader).
+func Start(cfg Config) (n *Node, err error) {
+	cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	n = &Node{cfg: cfg, reg: prometheus.NewRegistry(), stopper: make(chan struct{}), done: make(chan error, 1), started: time.Now()}
+	defer func() {
+		if err != nil {
+			n.closeAll()
+		}
+	}()
+	if n.db, err = storage.Open(cfg.DataDir, cfg.FS, cfg.Logger); err != nil {
+		return nil, err
+	}
+	desc, err := n.recoverOrBootstrap()
+	if err != nil {
+		return nil, err
+	}
+	log := cfg.Logger.With("node", uint64(n.id))
+
+	if n.peerLis, err = net.Listen("tcp", cfg.PeerAddr); err != nil {
+		return nil, fmt.Errorf("listen on peer address: %w", err)
+	}
+	n.trans = transport.New(transport.Config{NodeID: uint64(n.id), Logger: log, Registerer: n.reg, Interceptor: cfg.PeerInterceptor}, (*peerHandler)(n), n.openSnapshot)
+	n.store = store.New(store.Config{
+		NodeID: n.id, DB: n.db, FS: cfg.FS, Dir: cfg.DataDir, Transport: n.trans,
+		TickInterval: cfg.TickInterval, ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
+		SnapshotThreshold: cfg.SnapshotThreshold, Logger: log, Metrics: store.NewMetrics(n.reg),
+	})
+	n.store.CleanStaged()
+	if _, err = n.store.AddReplica(desc); err != nil {
+		return nil, err
+	}
+	n.store.Start()
+	n.goServe("peer", func() error { return n.trans.Serve(n.peerLis) })
+
+	if cfg.Join != "" {
+		if err := n.join(); err != nil {
+			return nil, err
+		}
+	}
+
+	if n.clientLis, err = net.Listen("tcp", cfg.ClientAddr); err != nil {
+		return nil, fmt.Errorf("listen on client address: %w", err)
+	}
+	n.resp = resp.NewServer(resp.Config{
+		Limits:       resp.Limits{MaxArgs: cfg.MaxArgs, MaxFrameSize: cfg.MaxFrameSize},
+		MaxKeySize:   cfg.MaxKeySize,
+		MaxValueSize: cfg.MaxValueSize,
+		MaxClients:   cfg.MaxClients,
+		Logger:       log,
+		Registerer:   n.reg,
+		NodeID:       uint64(n.id),
+		Version:      Version,
+	}, (*backend)(n))
+	n.goServe("client", func() error { return n.resp.Serve(n.clientLis) })
+
+	if cfg.AdminAddr != "-" {
+		if n.adminLis, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
+			return nil, fmt.Errorf("listen on admin address: %w", err)
+		}
+		n.admin = admin.New(admin.Config{Node: (*adminAPI)(n), Registry: n.reg, Logger: log})
+		n.goServe("admin", func() error { return n.admin.Serve(n.adminLis) })
+	}
+
+	n.wg.Add(2)
+	go n.expiryLoop()
+	go n.watchFatal()
+	log.Info("node started", "client", n.ClientAddr(), "peer", n.PeerAddr(), "admin", n.AdminAddr())
+	return n, nil
+}
+
+// recoverOrBootstrap reads the node's identity, or creates it for a new
+// node, and returns the descriptor of the first range.
+func (n *Node) recoverOrBootstrap() (*storage.Descriptor, error) {
+	id, cluster, err := storage.LoadIdent(n.db)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &n.cfg
+	if id != 0 {
+		if cfg.ID != 0 && storage.NodeID(cfg.ID) != id {
+			return nil, fmt.Errorf("data directory %s belongs to node %d, not %d", cfg.DataDir, id, cfg.ID)
+		}
+		n.id, n.clusterID = id, cluster
+		desc, ok, err := storage.LoadDescriptor(n.db, firstRange)
+		if err != nil {
+			return nil, err
+		}
+		if !ok { // joined but never received a snapshot
+			desc = &storage.Descriptor{RangeID: firstRange}
+		}
+		return desc, nil
+	}
+	if cfg.ID == 0 {
+		return nil, errors.New("--id is required for a new node (the data directory is empty)")
+	}
+	n.id = storage.NodeID(cfg.ID)
+	b := n.db.NewBatch()
+	defer b.Close()
+	desc := &storage.Descriptor{RangeID: firstRange}
+	switch {
+	case cfg.Join != "":
+		// State arrives by snapshot once the leader adds us.
+	default:
+		members := cfg.InitialCluster
+		if len(members) == 0 {
+			members = map[uint64]string{cfg.ID: cfg.PeerAddr}
+		}
+		for mid, addr := range members {
+			desc.Replicas = append(desc.Replicas, storage.ReplicaDescriptor{NodeID: storage.NodeID(mid), PeerAddr: addr})
+		}
+		sortReplicas(desc.Replicas)
+		n.clusterID = clusterIDOf(members)
+		if err := store.BootstrapRange(b, desc); err != nil {
+			return nil, err
+		}
+	}
+	if err := storage.SetIdent(b, n.id, n.clusterID); err != nil {
+		return nil, err
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return nil, err
+	}
+	return desc, nil
+}
+
+func (n *Node) goServe(what string, serve func() error) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		if err := serve(); err != nil && !isClosedErr(err) {
+			n.cfg.Logger.Error("server stopped", "server", what, "err", err)
+		}
+	}()
+}
+
+func isClosedErr(err error) bool {
+	return errors.Is(err, net.ErrClosed) || errors.Is(err, transport.ErrClosed) || errors.Is(err, resp.ErrServerClosed)
+}
+
+// watchFatal stops the node when storage fails: it must never keep running
+// on a state it could not persist.
+func (n *Node) watchFatal() {
+	defer n.wg.Done()
+	select {
+	case <-n.stopper:
+	case err := <-n.store.Fatal():
+		n.cfg.Logger.Error("fatal storage error; stopping node", "err", err)
+		go func() {
+			_ = n.Stop()
+			n.done <- err
+		}()
+	}
+}
+
+// Done delivers an error if the node stopped by itself (a storage failure).
+func (n *Node) Done() <-chan error { return n.done }
 
 // Stop shuts the node down cleanly: stops accepting clients, stops Raft,
 // flushes and closes storage. Safe to call twice.
-func (n *Node) Stop() error { return ErrNotImplemented }
+func (n *Node) Stop() error {
+	var err error
+	n.stopOnce.Do(func() {
+		close(n.stopper)
+		err = n.closeAll()
+		n.wg.Wait()
+	})
+	return err
+}
 
-// WaitLeader blocks until this node knows a leader and has applied its
-// entries up to the commit index seen when it learned of that leader.
-func (n *Node) WaitLeader(ctx context.Context) error { return ErrNotImplemented }
+func (n *Node) closeAll() error {
+	if n.admin != nil {
+		_ = n.admin.Close()
+	} else if n.adminLis != nil {
+		_ = n.adminLis.Close()
+	}
+	if n.resp != nil {
+		_ = n.resp.Close()
+	} else if n.clientLis != nil {
+		_ = n.clientLis.Close()
+	}
+	if n.store != nil {
+		n.store.Stop()
+	}
+	if n.trans != nil {
+		_ = n.trans.Close()
+	} else if n.peerLis != nil {
+		_ = n.peerLis.Close()
+	}
+	if n.db != nil {
+		err := n.db.Close()
+		n.db = nil
+		return err
+	}
+	return nil
+}
 
-// Status reports the node's state.
-func (n *Node) Status() Status { return Status{} }
+// WaitLeader blocks until this node knows a leader and has applied
+// everything committed when it learned of it (a read barrier succeeds).
+func (n *Node) WaitLeader(ctx context.Context) error {
+	r := n.store.Replica(firstRange)
+	for {
+		if lead, _ := r.Leader(); lead != 0 {
+			bctx, cancel := context.WithTimeout(ctx, 2*n.electionTimeout())
+			err := r.ReadBarrier(bctx)
+			cancel()
+			if err == nil {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no leader elected: %w", ctx.Err())
+		case <-n.stopper:
+			return store.ErrStopped
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (n *Node) electionTimeout() time.Duration {
+	return time.Duration(n.cfg.ElectionTicks) * n.cfg.TickInterval
+}
 
 // ID returns the node id. ClientAddr/PeerAddr/AdminAddr return the bound
 // addresses (useful when configured with port 0).
-func (n *Node) ID() uint64         { return n.cfg.ID }
-func (n *Node) ClientAddr() string { return n.cfg.ClientAddr }
-func (n *Node) PeerAddr() string   { return n.cfg.PeerAddr }
-func (n *Node) AdminAddr() string  { return n.cfg.AdminAddr }
+func (n *Node) ID() uint64 { return uint64(n.id) }
 
-// AddMember adds a node: first as a learner, then, once it has caught up,
-// promotes it to voter (ConfChangeV2). Returns when the promotion is applied.
-func (n *Node) AddMember(ctx context.Context, id uint64, peerAddr string) error {
-	return ErrNotImplemented
+// ClientAddr returns the RESP listener's address.
+func (n *Node) ClientAddr() string { return lisAddr(n.clientLis, n.cfg.ClientAddr) }
+
+// PeerAddr returns the peer listener's address.
+func (n *Node) PeerAddr() string { return lisAddr(n.peerLis, n.cfg.PeerAddr) }
+
+// AdminAddr returns the admin HTTP listener's address.
+func (n *Node) AdminAddr() string { return lisAddr(n.adminLis, n.cfg.AdminAddr) }
+
+// Registry returns the node's metrics registry.
+func (n *Node) Registry() *prometheus.Registry { return n.reg }
+
+func lisAddr(l net.Listener, def string) string {
+	if l == nil {
+		return def
+	}
+	return l.Addr().String()
 }
-
-// RemoveMember removes a node from the cluster.
-func (n *Node) RemoveMember(ctx context.Context, id uint64) error { return ErrNotImplemented }
-
-// TransferLeader moves leadership to node id and waits until it holds.
-func (n *Node) TransferLeader(ctx context.Context, id uint64) error { return ErrNotImplemented }

@@ -1,0 +1,165 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/kvorum/kvorum/internal/resp"
+	"github.com/kvorum/kvorum/internal/store"
+)
+
+// backend is the Node as the RESP server sees it.
+type backend Node
+
+// Error replies for cluster conditions. Redis has no exact equivalent; the
+// codes are ones Redis clients already treat as retryable.
+func errNoLeaderReply(d time.Duration) kv.Reply {
+	return kv.Error(fmt.Sprintf("CLUSTERDOWN no Raft leader reachable for %s: this node may be in a minority partition or an election is under way; try again", d.Round(time.Millisecond)))
+}
+
+var errAmbiguousReply = kv.Error("TRYAGAIN timed out waiting for the write to commit; it may or may not have been applied")
+
+// Do executes cmds in order. Consecutive writes go to the leader as one
+// proposal (one Raft entry); consecutive reads share one read barrier.
+func (b *backend) Do(ctx context.Context, cmds [][][]byte) []kv.Reply {
+	n := (*Node)(b)
+	replies := make([]kv.Reply, len(cmds))
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
+	defer cancel()
+	for i := 0; i < len(cmds); {
+		write := isWrite(cmds[i])
+		j := i + 1
+		for j < len(cmds) && isWrite(cmds[j]) == write {
+			j++
+		}
+		if write {
+			n.execWrite(ctx, cmds[i:j], replies[i:j])
+		} else {
+			n.execRead(ctx, cmds[i:j], replies[i:j])
+		}
+		i = j
+	}
+	return replies
+}
+
+func isWrite(args [][]byte) bool {
+	s := kv.Lookup(args[0])
+	return s == nil || s.Write
+}
+
+func fill(out []kv.Reply, r kv.Reply) {
+	for i := range out {
+		out[i] = r
+	}
+}
+
+// execWrite proposes cmds on the leader, forwarding if needed, and retries
+// only while the outcome is certain (the command was not applied).
+func (n *Node) execWrite(ctx context.Context, cmds [][][]byte, out []kv.Reply) {
+	r := n.store.Replica(firstRange)
+	start := time.Now()
+	for {
+		lead, local := r.Leader()
+		var replies []kv.Reply
+		var err error
+		switch {
+		case local:
+			replies, err = r.Propose(ctx, cmds)
+		case lead != 0:
+			replies, err = n.forwardExec(ctx, lead, cmds)
+		default:
+			err = store.ErrNoLeader
+		}
+		if err == nil {
+			copy(out, replies)
+			return
+		}
+		var nle *store.NotLeaderError
+		switch {
+		case errors.Is(err, store.ErrProposalDropped), errors.Is(err, store.ErrNoLeader), errors.As(err, &nle):
+			// Not applied: safe to retry once a leader is known.
+		case errors.Is(err, store.ErrAmbiguous):
+			fill(out, errAmbiguousReply)
+			return
+		case errors.Is(err, store.ErrStopped):
+			fill(out, kv.Error("ERR node is shutting down"))
+			return
+		default:
+			fill(out, kv.Error("TRYAGAIN "+err.Error()))
+			return
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(err, store.ErrNoLeader) || nle != nil {
+				fill(out, errNoLeaderReply(time.Since(start)))
+			} else {
+				fill(out, errAmbiguousReply)
+			}
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// execRead waits for a linearizable read point, then reads local state.
+func (n *Node) execRead(ctx context.Context, cmds [][][]byte, out []kv.Reply) {
+	r := n.store.Replica(firstRange)
+	start := time.Now()
+	for {
+		err := r.ReadBarrier(ctx)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, store.ErrStopped) {
+			fill(out, kv.Error("ERR node is shutting down"))
+			return
+		}
+		if ctx.Err() != nil {
+			fill(out, errNoLeaderReply(time.Since(start)))
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	now := time.Now().UnixMilli()
+	db := n.store.DB()
+	for i, args := range cmds {
+		out[i] = kv.Read(db, args, now)
+	}
+}
+
+// Info returns the node's INFO sections.
+func (b *backend) Info() []resp.InfoSection {
+	n := (*Node)(b)
+	st := n.store.Replica(firstRange).Status()
+	role := "master"
+	if st.Role != "leader" {
+		role = "slave"
+	}
+	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
+	repl := resp.InfoSection{Name: "Replication", Fields: [][2]string{
+		{"role", role},
+		{"raft_node_id", u(uint64(n.id))},
+		{"raft_role", st.Role},
+		{"raft_term", u(st.Term)},
+		{"raft_leader", u(st.Leader)},
+		{"raft_commit_index", u(st.Commit)},
+		{"raft_applied_index", u(st.Applied)},
+		{"raft_first_index", u(st.FirstIndex)},
+		{"raft_last_index", u(st.LastIndex)},
+		{"raft_members", u(uint64(len(st.Descriptor.Replicas)))},
+		{"connected_slaves", "0"},
+	}}
+	keys := kv.Read(n.store.DB(), [][]byte{[]byte("DBSIZE")}, time.Now().UnixMilli())
+	ks := resp.InfoSection{Name: "Keyspace"}
+	if keys.Kind == kv.KindInt && keys.Int > 0 {
+		ks.Fields = append(ks.Fields, [2]string{"db0", fmt.Sprintf("keys=%d,expires=0,avg_ttl=0", keys.Int)})
+	}
+	return []resp.InfoSection{repl, ks}
+}

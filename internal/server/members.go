@@ -1,0 +1,134 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kvorum/kvorum/internal/admin"
+	"github.com/kvorum/kvorum/internal/storage"
+	"github.com/kvorum/kvorum/internal/store"
+)
+
+// onLeader runs local on this node if it leads, else forwards method to the
+// leader. It waits for a leader for up to ctx.
+func (n *Node) onLeader(ctx context.Context, method string, req memberRequest, local func(*store.Replica) error) error {
+	r := n.store.Replica(firstRange)
+	payload, _ := json.Marshal(req)
+	for {
+		lead, isLocal := r.Leader()
+		var err error
+		switch {
+		case isLocal:
+			err = local(r)
+		case lead != 0:
+			_, err = n.trans.Call(ctx, lead, method, payload)
+		default:
+			err = store.ErrNoLeader
+		}
+		var nle *store.NotLeaderError
+		if err == nil || !(errors.As(err, &nle) || errors.Is(err, store.ErrNoLeader)) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %v", admin.ErrNoLeader, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// AddMember adds a node: first as a learner, then, once it has caught up,
+// promotes it to voter (ConfChangeV2). Returns when the promotion is applied.
+func (n *Node) AddMember(ctx context.Context, id uint64, peerAddr string) error {
+	if id == 0 || peerAddr == "" {
+		return fmt.Errorf("%w: member id and peer address are required", admin.ErrInvalid)
+	}
+	return n.onLeader(ctx, methodJoin, memberRequest{ID: id, PeerAddr: peerAddr}, func(r *store.Replica) error {
+		err := r.AddMember(ctx, id, peerAddr)
+		if errors.Is(err, store.ErrMemberExists) {
+			return fmt.Errorf("%w: node %d", admin.ErrMemberExists, id)
+		}
+		return err
+	})
+}
+
+// RemoveMember removes a node from the cluster.
+func (n *Node) RemoveMember(ctx context.Context, id uint64) error {
+	return n.onLeader(ctx, methodRemoveMember, memberRequest{ID: id}, func(r *store.Replica) error {
+		d := r.Descriptor()
+		voters := 0
+		for _, rep := range d.Replicas {
+			if !rep.Learner {
+				voters++
+			}
+		}
+		if rep, ok := d.Replica(storage.NodeID(id)); ok && !rep.Learner && voters == 1 {
+			return fmt.Errorf("%w: cannot remove the last voter", admin.ErrInvalid)
+		}
+		err := r.RemoveMember(ctx, id)
+		if errors.Is(err, store.ErrMemberNotFound) {
+			return fmt.Errorf("%w: node %d", admin.ErrUnknownMember, id)
+		}
+		return err
+	})
+}
+
+// TransferLeader moves leadership to node id and waits until it holds.
+func (n *Node) TransferLeader(ctx context.Context, id uint64) error {
+	return n.onLeader(ctx, methodTransferLeader, memberRequest{ID: id}, func(r *store.Replica) error {
+		err := r.TransferLeader(ctx, id)
+		if errors.Is(err, store.ErrMemberNotFound) {
+			return fmt.Errorf("%w: node %d", admin.ErrUnknownMember, id)
+		}
+		return err
+	})
+}
+
+// Status reports the node's state.
+func (n *Node) Status() admin.Status {
+	st := n.store.Replica(firstRange).Status()
+	out := admin.Status{
+		NodeID: uint64(n.id), ClusterID: n.clusterID, Role: st.Role, Term: st.Term,
+		Leader: st.Leader, CommitIndex: st.Commit, AppliedIndex: st.Applied,
+		FirstIndex: st.FirstIndex, LastIndex: st.LastIndex,
+		ClientAddr: n.ClientAddr(), PeerAddr: n.PeerAddr(), AdminAddr: n.AdminAddr(),
+		Version: Version,
+	}
+	for _, rep := range st.Descriptor.Replicas {
+		m := admin.Member{ID: uint64(rep.NodeID), PeerAddr: rep.PeerAddr, Learner: rep.Learner}
+		if pr, ok := st.Progress[uint64(rep.NodeID)]; ok {
+			m.Match = pr.Match
+		}
+		out.Members = append(out.Members, m)
+	}
+	out.Ready = n.ready()
+	return out
+}
+
+// ready reports whether a linearizable read would succeed right now.
+func (n *Node) ready() bool {
+	r := n.store.Replica(firstRange)
+	if lead, _ := r.Leader(); lead == 0 {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	return r.ReadBarrier(ctx) == nil
+}
+
+// adminAPI adapts Node to admin.NodeAPI.
+type adminAPI Node
+
+func (a *adminAPI) Status() admin.Status { return (*Node)(a).Status() }
+func (a *adminAPI) AddMember(ctx context.Context, id uint64, addr string) error {
+	return (*Node)(a).AddMember(ctx, id, addr)
+}
+func (a *adminAPI) RemoveMember(ctx context.Context, id uint64) error {
+	return (*Node)(a).RemoveMember(ctx, id)
+}
+func (a *adminAPI) TransferLeader(ctx context.Context, id uint64) error {
+	return (*Node)(a).TransferLeader(ctx, id)
+}

@@ -1,0 +1,258 @@
+package server
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/kvorum/kvorum/internal/storage"
+	"github.com/kvorum/kvorum/internal/store"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// peerHandler is the Node as the peer transport sees it.
+type peerHandler Node
+
+// Peer call methods.
+const (
+	methodExec           = "exec"
+	methodJoin           = "join"
+	methodRemoveMember   = "member-remove"
+	methodTransferLeader = "transfer-leader"
+)
+
+func (h *peerHandler) HandleRaft(msgs []*raftpb.Message) {
+	n := (*Node)(h)
+	for _, m := range msgs {
+		// One range for now: every message belongs to it.
+		_ = n.store.Step(firstRange, m)
+	}
+}
+
+func (h *peerHandler) HandleSnapshot(m *raftpb.Message, data io.Reader) error {
+	return (*Node)(h).store.ReceiveSnapshot(m, data)
+}
+
+func (h *peerHandler) ReportUnreachable(to uint64) {
+	if r := (*Node)(h).store.Replica(firstRange); r != nil {
+		r.ReportUnreachable(to)
+	}
+}
+
+func (h *peerHandler) ReportSnapshot(to uint64, ok bool) {
+	if r := (*Node)(h).store.Replica(firstRange); r != nil {
+		r.ReportSnapshot(to, ok)
+	}
+}
+
+func (n *Node) openSnapshot(m *raftpb.Message) (io.ReadCloser, error) {
+	rc, err := n.store.OpenSnapshot(m.GetSnapshot())
+	if err != nil {
+		return nil, err
+	}
+	return rc, nil
+}
+
+// Forwarded exec: request = uvarint range, uvarint count, commands (each
+// uvarint argc + uvarint-prefixed args). Response = status byte, then either
+// replies (statusOK) or uvarint leader (statusNotLeader) or an error text.
+const (
+	statusOK byte = iota
+	statusNotLeader
+	statusDropped
+	statusAmbiguous
+	statusError
+)
+
+func encodeCmds(cmds [][][]byte) []byte {
+	b := binary.AppendUvarint(nil, uint64(firstRange))
+	b = binary.AppendUvarint(b, uint64(len(cmds)))
+	for _, c := range cmds {
+		b = binary.AppendUvarint(b, uint64(len(c)))
+		for _, a := range c {
+			b = binary.AppendUvarint(b, uint64(len(a)))
+			b = append(b, a...)
+		}
+	}
+	return b
+}
+
+var errBadPayload = errors.New("server: malformed peer payload")
+
+func decodeCmds(b []byte) ([][][]byte, error) {
+	next := func() (uint64, bool) {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return 0, false
+		}
+		b = b[n:]
+		return v, true
+	}
+	if _, ok := next(); !ok {
+		return nil, errBadPayload
+	}
+	nc, ok := next()
+	if !ok || nc > uint64(len(b)) {
+		return nil, errBadPayload
+	}
+	cmds := make([][][]byte, nc)
+	for i := range cmds {
+		argc, ok := next()
+		if !ok || argc == 0 || argc > uint64(len(b)) {
+			return nil, errBadPayload
+		}
+		cmds[i] = make([][]byte, argc)
+		for j := range cmds[i] {
+			l, ok := next()
+			if !ok || l > uint64(len(b)) {
+				return nil, errBadPayload
+			}
+			cmds[i][j] = b[:l:l]
+			b = b[l:]
+		}
+	}
+	return cmds, nil
+}
+
+func (n *Node) forwardExec(ctx context.Context, lead uint64, cmds [][][]byte) ([]kv.Reply, error) {
+	resp, err := n.trans.Call(ctx, lead, methodExec, encodeCmds(cmds))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, store.ErrAmbiguous
+		}
+		return nil, fmt.Errorf("forward to leader %d: %w", lead, err)
+	}
+	if len(resp) == 0 {
+		return nil, errBadPayload
+	}
+	switch resp[0] {
+	case statusOK:
+		b := resp[1:]
+		out := make([]kv.Reply, 0, len(cmds))
+		for range cmds {
+			var r kv.Reply
+			if r, b, err = kv.DecodeReply(b); err != nil {
+				return nil, err
+			}
+			out = append(out, r)
+		}
+		return out, nil
+	case statusNotLeader:
+		l, _ := binary.Uvarint(resp[1:])
+		return nil, &store.NotLeaderError{Range: firstRange, Leader: l}
+	case statusDropped:
+		return nil, store.ErrProposalDropped
+	case statusAmbiguous:
+		return nil, store.ErrAmbiguous
+	default:
+		return nil, errors.New(string(resp[1:]))
+	}
+}
+
+func (h *peerHandler) HandleCall(ctx context.Context, method string, payload []byte) ([]byte, error) {
+	n := (*Node)(h)
+	switch method {
+	case methodExec:
+		cmds, err := decodeCmds(payload)
+		if err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
+		defer cancel()
+		replies, err := n.store.Replica(firstRange).Propose(ctx, cmds)
+		var nle *store.NotLeaderError
+		switch {
+		case err == nil:
+			out := []byte{statusOK}
+			for _, r := range replies {
+				out = r.AppendBinary(out)
+			}
+			return out, nil
+		case errors.As(err, &nle):
+			return binary.AppendUvarint([]byte{statusNotLeader}, nle.Leader), nil
+		case errors.Is(err, store.ErrProposalDropped):
+			return []byte{statusDropped}, nil
+		case errors.Is(err, store.ErrAmbiguous):
+			return []byte{statusAmbiguous}, nil
+		default:
+			return append([]byte{statusError}, err.Error()...), nil
+		}
+	case methodJoin:
+		var req memberRequest
+		if err := json.Unmarshal(payload, &req); err != nil {
+			return nil, err
+		}
+		return nil, n.AddMember(ctx, req.ID, req.PeerAddr)
+	case methodRemoveMember:
+		var req memberRequest
+		if err := json.Unmarshal(payload, &req); err != nil {
+			return nil, err
+		}
+		return nil, n.RemoveMember(ctx, req.ID)
+	case methodTransferLeader:
+		var req memberRequest
+		if err := json.Unmarshal(payload, &req); err != nil {
+			return nil, err
+		}
+		return nil, n.TransferLeader(ctx, req.ID)
+	}
+	return nil, fmt.Errorf("unknown peer method %q", method)
+}
+
+type memberRequest struct {
+	ID       uint64 `json:"id"`
+	PeerAddr string `json:"peer_addr,omitempty"`
+}
+
+// join asks the cluster at cfg.Join to admit this node, retrying until the
+// request succeeds or a minute passes.
+func (n *Node) join() error {
+	payload, _ := json.Marshal(memberRequest{ID: uint64(n.id), PeerAddr: n.PeerAddr()})
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err := n.trans.CallAddr(ctx, n.cfg.Join, methodJoin, payload)
+		cancel()
+		if err == nil {
+			n.cfg.Logger.Info("joined cluster", "via", n.cfg.Join)
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("join via %s: %w", n.cfg.Join, err)
+		}
+		n.cfg.Logger.Warn("join attempt failed; retrying", "via", n.cfg.Join, "err", err)
+		select {
+		case <-n.stopper:
+			return store.ErrStopped
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func sortReplicas(rs []storage.ReplicaDescriptor) {
+	sort.Slice(rs, func(i, j int) bool { return rs[i].NodeID < rs[j].NodeID })
+}
+
+// clusterIDOf derives a cluster id from the initial member list, so every
+// initial member computes the same one.
+func clusterIDOf(members map[uint64]string) uint64 {
+	ids := make([]uint64, 0, len(members))
+	for id := range members {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	h := uint64(14695981039346656037)
+	for _, id := range ids {
+		for _, c := range fmt.Sprintf("%d=%s,", id, members[id]) {
+			h ^= uint64(c)
+			h *= 1099511628211
+		}
+	}
+	return h
+}
