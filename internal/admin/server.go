@@ -246,7 +246,7 @@ func (s *Server) members() MembersResponse {
 	if m == nil {
 		m = []Member{}
 	}
-	return MembersResponse{Leader: st.Leader, Members: m}
+	return MembersResponse{NodeID: st.NodeID, Leader: st.Leader, Members: m}
 }
 
 func (s *Server) listMembers(w http.ResponseWriter, r *http.Request) {

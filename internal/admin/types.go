@@ -52,6 +52,9 @@ type Member struct {
 // MembersResponse is the body of GET /v1/members, and of successful
 // POST /v1/members and DELETE /v1/members/{id}.
 type MembersResponse struct {
+	// NodeID is the answering node's id. Member.Match values are only
+	// meaningful when NodeID == Leader.
+	NodeID uint64 `json:"node_id"`
 	// Leader is the leader's id as the answering node knows it (0 = unknown).
 	Leader  uint64   `json:"leader"`
 	Members []Member `json:"members"`

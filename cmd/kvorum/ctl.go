@@ -1,0 +1,386 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kvorum/kvorum/internal/admin"
+	"github.com/kvorum/kvorum/internal/server"
+)
+
+var ctlHelp = helpText{
+	usage: `
+kvorum ctl [--addr HOST:PORT] [--json] status
+kvorum ctl [--addr HOST:PORT] [--json] member list
+kvorum ctl [--addr HOST:PORT] [--json] member add ID PEERADDR
+kvorum ctl [--addr HOST:PORT] [--json] member remove ID
+kvorum ctl [--addr HOST:PORT] [--json] transfer-leader ID`,
+	description: `
+Talks to one node's admin HTTP API (see 'kvorum start --admin-addr').
+
+  status               the node's role, term, leader, Raft indexes and members
+  member list          the cluster's members (voters and learners)
+  member add ID ADDR   add node ID whose peer address is ADDR: it joins as a
+                       learner and is promoted to voter once caught up (waits
+                       for that, up to a minute); then start the node with
+                       'kvorum start --id ID --join ...'
+  member remove ID     remove node ID from the cluster
+  transfer-leader ID   move leadership to node ID and wait until it holds
+
+Membership changes and leadership transfers are run by the leader: point
+--addr at the leader's admin address. Flags may also follow the subcommand.
+Exit status: 0 on success, 1 if the operation failed or the node is
+unreachable, 2 on a bad command line.`,
+	groups: []flagGroup{{"Flags", []string{"addr", "json", "timeout"}}},
+}
+
+type ctlFlags struct {
+	fs      *flag.FlagSet
+	addr    string
+	json    bool
+	timeout time.Duration
+}
+
+func newCtlFlags() *ctlFlags {
+	f := &ctlFlags{fs: flag.NewFlagSet("ctl", flag.ContinueOnError)}
+	f.fs.StringVar(&f.addr, "addr", server.DefaultAdminAddr, "`HOST:PORT` (or http:// URL) of a node's admin server: its --admin-addr")
+	f.fs.BoolVar(&f.json, "json", false, "print the admin API's JSON answer instead of text")
+	f.fs.DurationVar(&f.timeout, "timeout", 75*time.Second, "give up waiting for an answer after this `DURATION`")
+	return f
+}
+
+// ctlCommand is a parsed ctl invocation.
+type ctlCommand struct {
+	op       string // status, member-list, member-add, member-remove, transfer-leader
+	id       uint64
+	peerAddr string
+}
+
+func parseCtl(args []string, stdout io.Writer) (*ctlFlags, ctlCommand, error) {
+	f := newCtlFlags()
+	// Parse flags wherever they appear: before or after the subcommand.
+	var pos []string
+	for {
+		if err := parseFlags("ctl", f.fs, ctlHelp, args, stdout); err != nil {
+			return nil, ctlCommand{}, err
+		}
+		rest := f.fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+	bad := func(format string, a ...any) error { return usageErrorf("ctl", format, a...) }
+	if f.timeout <= 0 {
+		return nil, ctlCommand{}, bad("--timeout must be positive")
+	}
+	if _, err := adminURL(f.addr); err != nil {
+		return nil, ctlCommand{}, bad("--addr: %v", err)
+	}
+	if len(pos) == 0 {
+		return nil, ctlCommand{}, bad("missing subcommand: status, member list, member add, member remove or transfer-leader")
+	}
+	nargs := func(n int, usage string) error {
+		if len(pos) != n {
+			return bad("usage: kvorum ctl %s", usage)
+		}
+		return nil
+	}
+	parseID := func(s string) (uint64, error) {
+		id, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || id == 0 {
+			return 0, bad("node id %q is not a positive integer", s)
+		}
+		return id, nil
+	}
+	var c ctlCommand
+	var err error
+	switch pos[0] {
+	case "status":
+		c.op = "status"
+		err = nargs(1, "status")
+	case "member", "members":
+		if len(pos) < 2 {
+			return nil, c, bad("usage: kvorum ctl member list | member add ID PEERADDR | member remove ID")
+		}
+		switch pos[1] {
+		case "list", "ls":
+			c.op = "member-list"
+			err = nargs(2, "member list")
+		case "add":
+			c.op = "member-add"
+			if err = nargs(4, "member add ID PEERADDR"); err == nil {
+				if c.id, err = parseID(pos[2]); err == nil {
+					c.peerAddr = pos[3]
+					if verr := admin.ValidatePeerAddr(c.peerAddr); verr != nil {
+						err = bad("peer address: %v", verr)
+					}
+				}
+			}
+		case "remove", "rm":
+			c.op = "member-remove"
+			if err = nargs(3, "member remove ID"); err == nil {
+				c.id, err = parseID(pos[2])
+			}
+		default:
+			return nil, c, bad("unknown member subcommand %q (want list, add or remove)", pos[1])
+		}
+	case "transfer-leader":
+		c.op = "transfer-leader"
+		if err = nargs(2, "transfer-leader ID"); err == nil {
+			c.id, err = parseID(pos[1])
+		}
+	default:
+		return nil, c, bad("unknown subcommand %q (want status, member or transfer-leader)", pos[0])
+	}
+	if err != nil {
+		return nil, c, err
+	}
+	return f, c, nil
+}
+
+// adminURL turns --addr (HOST:PORT, or an http:// URL) into a base URL.
+func adminURL(addr string) (string, error) {
+	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
+		u, err := url.Parse(addr)
+		if err != nil || u.Host == "" {
+			return "", fmt.Errorf("%q is not a valid URL", addr)
+		}
+		return strings.TrimRight(addr, "/"), nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("%q is not HOST:PORT", addr)
+	}
+	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
+		return "", fmt.Errorf("%q has an invalid port %q", addr, port)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port), nil
+}
+
+// ctlClient calls one node's admin API.
+type ctlClient struct {
+	addr string // as the user gave it, for messages
+	base string
+	http *http.Client
+}
+
+// call performs a request and decodes a 2xx JSON answer into out (if not
+// nil). It returns the raw body for --json.
+func (c *ctlClient) call(ctx context.Context, method, path string, in, out any) ([]byte, error) {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			if ue.Timeout() {
+				return nil, fmt.Errorf("no answer from kvorum admin at %s within %v (the operation may still complete)", c.addr, c.http.Timeout)
+			}
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("cannot reach kvorum admin at %s: %v", c.addr, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("reading answer from kvorum admin at %s: %v", c.addr, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		var e admin.ErrorResponse
+		if json.Unmarshal(raw, &e) != nil || e.Error == "" {
+			return raw, fmt.Errorf("unexpected answer from %s (is it a kvorum admin address?): HTTP %d: %s",
+				c.addr, resp.StatusCode, truncate(strings.TrimSpace(string(raw)), 200))
+		}
+		msg := e.Error
+		if e.Leader != 0 {
+			msg += fmt.Sprintf(" (node %d is the leader: run this against its admin address)", e.Leader)
+		} else if resp.StatusCode == http.StatusMisdirectedRequest {
+			msg += " (no leader known; retry shortly)"
+		}
+		return raw, fmt.Errorf("%s (HTTP %d)", msg, resp.StatusCode)
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return raw, fmt.Errorf("unexpected answer from %s (is it a kvorum admin address?): %v", c.addr, err)
+		}
+	}
+	return raw, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, cmd, err := parseCtl(args, stdout)
+	if err != nil {
+		return err
+	}
+	base, _ := adminURL(f.addr)
+	c := &ctlClient{addr: f.addr, base: base, http: &http.Client{Timeout: f.timeout}}
+	return c.run(ctx, cmd, f.json, stdout, stderr)
+}
+
+func (c *ctlClient) run(ctx context.Context, cmd ctlCommand, asJSON bool, stdout, stderr io.Writer) error {
+	var (
+		raw []byte
+		err error
+	)
+	switch cmd.op {
+	case "status":
+		var st admin.Status
+		if raw, err = c.call(ctx, http.MethodGet, "/v1/status", nil, &st); err == nil && !asJSON {
+			writeStatus(stdout, st)
+		}
+	case "member-list":
+		var mr admin.MembersResponse
+		if raw, err = c.call(ctx, http.MethodGet, "/v1/members", nil, &mr); err == nil && !asJSON {
+			writeMembers(stdout, mr)
+		}
+	case "member-add":
+		if !asJSON {
+			fmt.Fprintf(stderr, "adding node %d (%s); waiting until it has caught up and is a voter...\n", cmd.id, cmd.peerAddr)
+		}
+		var mr admin.MembersResponse
+		req := admin.AddMemberRequest{ID: cmd.id, PeerAddr: cmd.peerAddr}
+		if raw, err = c.call(ctx, http.MethodPost, "/v1/members", req, &mr); err == nil && !asJSON {
+			fmt.Fprintf(stdout, "added node %d (%s) as a voter\n\n", cmd.id, cmd.peerAddr)
+			writeMembers(stdout, mr)
+		}
+	case "member-remove":
+		var mr admin.MembersResponse
+		if raw, err = c.call(ctx, http.MethodDelete, fmt.Sprintf("/v1/members/%d", cmd.id), nil, &mr); err == nil && !asJSON {
+			fmt.Fprintf(stdout, "removed node %d\n\n", cmd.id)
+			writeMembers(stdout, mr)
+		}
+	case "transfer-leader":
+		var tr admin.TransferLeaderResponse
+		req := admin.TransferLeaderRequest{ID: cmd.id}
+		if raw, err = c.call(ctx, http.MethodPost, "/v1/transfer-leader", req, &tr); err == nil && !asJSON {
+			fmt.Fprintf(stdout, "node %d is now the leader\n", tr.Leader)
+		}
+	default:
+		return fmt.Errorf("internal error: unknown ctl op %q", cmd.op)
+	}
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		stdout.Write(raw)
+		if len(raw) > 0 && raw[len(raw)-1] != '\n' {
+			fmt.Fprintln(stdout)
+		}
+	}
+	return nil
+}
+
+// writeStatus prints a status as aligned "key: value" lines followed by the
+// member table.
+func writeStatus(w io.Writer, st admin.Status) {
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
+	kv := func(k string, v any) { fmt.Fprintf(tw, "%s:\t%v\n", k, v) }
+	kv("node", st.NodeID)
+	kv("role", orDash(st.Role))
+	leader := "unknown (no leader)"
+	if st.Leader != 0 {
+		leader = strconv.FormatUint(st.Leader, 10)
+		if st.Leader == st.NodeID {
+			leader += " (this node)"
+		}
+	}
+	kv("leader", leader)
+	kv("term", st.Term)
+	ready := "yes"
+	if !st.Ready {
+		ready = "no"
+	}
+	kv("ready", ready)
+	kv("cluster id", fmt.Sprintf("%016x", st.ClusterID))
+	kv("commit index", st.CommitIndex)
+	kv("applied index", st.AppliedIndex)
+	kv("log", fmt.Sprintf("%d..%d (first..last index)", st.FirstIndex, st.LastIndex))
+	kv("client addr", orDash(st.ClientAddr))
+	kv("peer addr", orDash(st.PeerAddr))
+	kv("admin addr", orDash(st.AdminAddr))
+	kv("version", orDash(st.Version))
+	voters, learners := 0, 0
+	for _, m := range st.Members {
+		if m.Learner {
+			learners++
+		} else {
+			voters++
+		}
+	}
+	kv("members", fmt.Sprintf("%d voter(s), %d learner(s)", voters, learners))
+	tw.Flush()
+	if len(st.Members) > 0 {
+		fmt.Fprintln(w)
+		writeMembers(w, admin.MembersResponse{NodeID: st.NodeID, Leader: st.Leader, Members: st.Members})
+	}
+}
+
+// writeMembers prints the members as an aligned table. MATCH (the leader's
+// replication progress) is shown only when the answering node leads.
+func writeMembers(w io.Writer, mr admin.MembersResponse) {
+	if len(mr.Members) == 0 {
+		fmt.Fprintln(w, "no members")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tPEER ADDR\tROLE\tMATCH")
+	for _, m := range mr.Members {
+		role := "voter"
+		switch {
+		case m.Learner:
+			role = "learner"
+		case m.ID == mr.Leader:
+			role = "leader"
+		}
+		match := "-"
+		if mr.Leader != 0 && mr.NodeID == mr.Leader {
+			match = strconv.FormatUint(m.Match, 10)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", m.ID, m.PeerAddr, role, match)
+	}
+	tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

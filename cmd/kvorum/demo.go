@@ -1,0 +1,327 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kvorum/kvorum/internal/server"
+)
+
+const (
+	demoMaxNodes      = 9
+	demoPeerOffset    = 1000
+	demoAdminOffset   = 2000
+	demoLeaderTimeout = 30 * time.Second
+)
+
+var demoHelp = helpText{
+	usage: `kvorum demo [--nodes N] [--port PORT] [--data-dir DIR]`,
+	description: `
+Runs a complete N-node cluster inside this one process, on 127.0.0.1, for
+trying kvorum out. Node i (1..N) listens on:
+
+  client (Redis protocol)   PORT + i - 1          (6379, 6380, ...)
+  peer (Raft)               PORT + 1000 + i - 1   (7379, 7380, ...)
+  admin HTTP                PORT + 2000 + i - 1   (8379, 8380, ...)
+
+It waits for a leader, prints how to connect, and runs until Ctrl-C (or
+SIGTERM), then stops every node cleanly. Without --data-dir the data lives in
+a temporary directory removed on exit; with --data-dir DIR node i keeps its
+data in DIR/node-i, and running the demo again with the same --data-dir (and
+--nodes) resumes that cluster.`,
+	groups: []flagGroup{{"Flags", []string{"nodes", "port", "data-dir", "log-level", "log-format"}}},
+	footer: `
+Examples:
+  kvorum demo
+  kvorum demo --nodes 5 --port 16379 --data-dir ./demo-data
+  redis-cli -p 6379 SET hello world
+  kvorum ctl --addr 127.0.0.1:8379 member list`,
+}
+
+type demoFlags struct {
+	fs        *flag.FlagSet
+	nodes     int
+	port      int
+	dataDir   string
+	logLevel  string
+	logFormat string
+}
+
+func newDemoFlags() *demoFlags {
+	f := &demoFlags{fs: flag.NewFlagSet("demo", flag.ContinueOnError)}
+	f.fs.IntVar(&f.nodes, "nodes", 3, fmt.Sprintf("number of nodes (`N`), 1 to %d", demoMaxNodes))
+	f.fs.IntVar(&f.port, "port", 6379, "first client `PORT`; peer ports start at PORT+1000, admin ports at PORT+2000")
+	f.fs.StringVar(&f.dataDir, "data-dir", "", "keep node data in `DIR`/node-1, DIR/node-2, ... and reuse it on the next run\n(default: a temporary directory, removed on exit)")
+	f.fs.StringVar(&f.logLevel, "log-level", "warn", "`LEVEL` of node logs written to stderr: debug, info, warn or error")
+	f.fs.StringVar(&f.logFormat, "log-format", "text", "`FORMAT` of logs: text or json")
+	return f
+}
+
+func parseDemo(args []string, stdout io.Writer) (*demoFlags, error) {
+	f := newDemoFlags()
+	if err := parseFlags("demo", f.fs, demoHelp, args, stdout); err != nil {
+		return nil, err
+	}
+	bad := func(format string, a ...any) error { return usageErrorf("demo", format, a...) }
+	if f.fs.NArg() > 0 {
+		return nil, bad("unexpected argument %q", f.fs.Arg(0))
+	}
+	if f.nodes < 1 || f.nodes > demoMaxNodes {
+		return nil, bad("--nodes must be between 1 and %d (got %d)", demoMaxNodes, f.nodes)
+	}
+	if maxPort := 65535 - demoAdminOffset - (f.nodes - 1); f.port < 1 || f.port > maxPort {
+		return nil, bad("--port must be between 1 and %d for %d nodes, so that admin ports PORT+%d.. stay below 65536 (got %d)",
+			maxPort, f.nodes, demoAdminOffset, f.port)
+	}
+	if _, err := newLogger(io.Discard, f.logLevel, f.logFormat); err != nil {
+		return nil, bad("%v", err)
+	}
+	return f, nil
+}
+
+// demoNodeConfigs returns the configs of the demo's nodes (Logger unset).
+func demoNodeConfigs(nodes, port int, dataDir string) []server.Config {
+	cluster := map[uint64]string{}
+	for i := 1; i <= nodes; i++ {
+		cluster[uint64(i)] = demoAddr(port + demoPeerOffset + i - 1)
+	}
+	cfgs := make([]server.Config, nodes)
+	for i := 1; i <= nodes; i++ {
+		cfgs[i-1] = server.Config{
+			ID:             uint64(i),
+			DataDir:        filepath.Join(dataDir, fmt.Sprintf("node-%d", i)),
+			ClientAddr:     demoAddr(port + i - 1),
+			PeerAddr:       demoAddr(port + demoPeerOffset + i - 1),
+			AdminAddr:      demoAddr(port + demoAdminOffset + i - 1),
+			InitialCluster: cluster,
+		}
+	}
+	return cfgs
+}
+
+func demoAddr(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
+
+// checkDemoDir makes sure an existing --data-dir holds a demo cluster of
+// the same size (or nothing).
+func checkDemoDir(dir string, nodes int) (resumed bool, err error) {
+	fi, err := os.Stat(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !fi.IsDir() {
+		return false, fmt.Errorf("--data-dir %s exists and is not a directory", dir)
+	}
+	found, _ := filepath.Glob(filepath.Join(dir, "node-*"))
+	if len(found) == 0 {
+		return false, nil
+	}
+	if len(found) != nodes {
+		return false, fmt.Errorf("--data-dir %s holds a %d-node demo cluster; run with --nodes %d, or use another --data-dir", dir, len(found), len(found))
+	}
+	for i := 1; i <= nodes; i++ {
+		if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("node-%d", i))); err != nil {
+			return false, fmt.Errorf("--data-dir %s does not look like a %d-node demo cluster (node-%d missing)", dir, nodes, i)
+		}
+	}
+	return true, nil
+}
+
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	f, err := parseDemo(args, stdout)
+	if err != nil {
+		return err
+	}
+	log, _ := newLogger(stderr, f.logLevel, f.logFormat)
+
+	dir, resumed := f.dataDir, false
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "kvorum-demo-*"); err != nil {
+			return fmt.Errorf("creating a temporary data directory: %w", err)
+		}
+		defer func() {
+			if rerr := os.RemoveAll(dir); rerr != nil && err == nil {
+				err = fmt.Errorf("removing %s: %w", dir, rerr)
+			}
+		}()
+	} else {
+		if resumed, err = checkDemoDir(dir, f.nodes); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("creating --data-dir: %w", err)
+		}
+	}
+
+	cfgs := demoNodeConfigs(f.nodes, f.port, dir)
+	nodes := make([]*server.Node, 0, f.nodes)
+	defer func() {
+		if len(nodes) > 0 {
+			fmt.Fprintf(stdout, "stopping %d node(s)...\n", len(nodes))
+			if serr := stopAll(nodes); serr != nil && err == nil {
+				err = serr
+			}
+			fmt.Fprintln(stdout, "stopped")
+		}
+	}()
+	for i := range cfgs {
+		cfgs[i].Logger = log.With("node", cfgs[i].ID)
+		n, err := server.Start(cfgs[i])
+		if err != nil {
+			err = fmt.Errorf("starting node %d: %w", cfgs[i].ID, err)
+			if errors.Is(err, syscall.EADDRINUSE) {
+				err = fmt.Errorf("%w\n(a port is in use: is another kvorum or redis running? pick other ports with --port)", err)
+			}
+			return err
+		}
+		nodes = append(nodes, n)
+	}
+
+	where := dir + " (temporary, removed on exit)"
+	if f.dataDir != "" {
+		where = dir
+		if resumed {
+			where += " (resumed)"
+		}
+	}
+	fmt.Fprintf(stdout, "kvorum demo: %d node(s), data in %s\n\n", len(nodes), where)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tCLIENT (RESP)\tPEER (RAFT)\tADMIN (HTTP)")
+	for _, n := range nodes {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", n.ID(), n.ClientAddr(), n.PeerAddr(), n.AdminAddr())
+	}
+	tw.Flush()
+
+	fmt.Fprint(stdout, "\nwaiting for a leader ")
+	start := time.Now()
+	if err := waitLeaders(ctx, nodes, demoLeaderTimeout, stdout); err != nil {
+		fmt.Fprintln(stdout)
+		if ctx.Err() != nil {
+			return nil // interrupted: stop quietly
+		}
+		return fmt.Errorf("no leader after %v: %w", demoLeaderTimeout.Round(time.Second), err)
+	}
+	fmt.Fprintf(stdout, " elected in %v\n\n", time.Since(start).Round(10*time.Millisecond))
+
+	leader := currentLeader(nodes)
+	for _, n := range nodes {
+		mark := ""
+		if n.ID() == leader {
+			mark = "(leader)"
+		}
+		fmt.Fprintln(stdout, strings.TrimRight(fmt.Sprintf("node %d  redis-cli -p %-5s  %s", n.ID(), portOf(n.ClientAddr()), mark), " "))
+	}
+	fmt.Fprintf(stdout, "\ncluster status:  kvorum ctl --addr %s status\n", nodes[0].AdminAddr())
+	fmt.Fprintln(stdout, "press Ctrl-C to stop")
+
+	watchLeader(ctx, nodes, leader, stdout)
+	return nil
+}
+
+// waitLeaders waits until every node knows a leader, printing a dot every
+// half second.
+func waitLeaders(ctx context.Context, nodes []*server.Node, timeout time.Duration, progress io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	errs := make(chan error, len(nodes))
+	for _, n := range nodes {
+		go func() {
+			if err := n.WaitLeader(ctx); err != nil {
+				errs <- fmt.Errorf("node %d: %w", n.ID(), err)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for pending := len(nodes); pending > 0; {
+		select {
+		case err := <-errs:
+			if err != nil {
+				return err
+			}
+			pending--
+		case <-tick.C:
+			fmt.Fprint(progress, ".")
+		}
+	}
+	return nil
+}
+
+// currentLeader is the leader most nodes report (0 if none).
+func currentLeader(nodes []*server.Node) uint64 {
+	votes := map[uint64]int{}
+	var best uint64
+	for _, n := range nodes {
+		if l := n.Status().Leader; l != 0 {
+			votes[l]++
+			if votes[l] > votes[best] {
+				best = l
+			}
+		}
+	}
+	return best
+}
+
+// watchLeader prints leadership changes until ctx is done.
+func watchLeader(ctx context.Context, nodes []*server.Node, leader uint64, w io.Writer) {
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			l := currentLeader(nodes)
+			if l == leader {
+				continue
+			}
+			switch {
+			case l == 0:
+				fmt.Fprintf(w, "%s  leader lost (node %d), election in progress\n", time.Now().Format("15:04:05"), leader)
+			default:
+				fmt.Fprintf(w, "%s  node %d is now the leader\n", time.Now().Format("15:04:05"), l)
+			}
+			leader = l
+		}
+	}
+}
+
+func portOf(addr string) string {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return port
+}
+
+// stopAll stops the nodes concurrently and returns the first error.
+func stopAll(nodes []*server.Node) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(nodes))
+	for i, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := n.Stop(); err != nil {
+				errs[i] = fmt.Errorf("stopping node %d: %w", n.ID(), err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

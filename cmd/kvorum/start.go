@@ -1,0 +1,307 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kvorum/kvorum/internal/admin"
+	"github.com/kvorum/kvorum/internal/server"
+)
+
+var startHelp = helpText{
+	usage: `
+kvorum start --id N --data-dir DIR --initial-cluster 1=HOST:PORT,2=HOST:PORT,... [flags]
+kvorum start --id N --data-dir DIR --join HOST:PORT [flags]
+kvorum start --data-dir DIR [flags]          (restart: the cluster is read from DIR)`,
+	description: `
+Runs one kvorum node: a Redis-protocol server for clients, a peer server for
+Raft traffic between nodes, and an admin HTTP server (/healthz, /readyz,
+/metrics and the API 'kvorum ctl' uses). Stops cleanly on SIGINT or SIGTERM.
+
+To create a cluster, start every node with the same --initial-cluster and its
+own --id. To grow a running cluster, first register the node
+('kvorum ctl member add ID PEERADDR' against any member), then start it with
+--join pointing at a member's peer address. A restarted node needs only
+--data-dir.`,
+	groups: []flagGroup{
+		{"Node and cluster", []string{"id", "data-dir", "initial-cluster", "join"}},
+		{"Listen addresses", []string{"client-addr", "peer-addr", "admin-addr"}},
+		{"Raft", []string{"tick-interval", "election-ticks", "heartbeat-ticks", "snapshot-threshold"}},
+		{"Client limits (sizes accept K, M, G suffixes: powers of 1024)", []string{"max-key-size", "max-value-size", "max-args", "max-frame-size", "max-clients"}},
+		{"Logging", []string{"log-level", "log-format"}},
+	},
+}
+
+type startFlags struct {
+	fs             *flag.FlagSet
+	cfg            server.Config
+	initialCluster string
+	logLevel       string
+	logFormat      string
+}
+
+func newStartFlags() *startFlags {
+	f := &startFlags{fs: flag.NewFlagSet("start", flag.ContinueOnError)}
+	fs, c := f.fs, &f.cfg
+	fs.Uint64Var(&c.ID, "id", 0, "this node's `ID`: a positive integer, unique in the cluster (required on first\nstart; read from --data-dir on restart)")
+	fs.StringVar(&c.DataDir, "data-dir", "", "`DIR` holding the node's Raft log and data; created if missing (required)")
+	fs.StringVar(&f.initialCluster, "initial-cluster", "", "comma-separated `ID=HOST:PORT` entries: every founding member's id and peer\naddress, identical on all founding nodes; ignored when --data-dir already holds\nstate (default: none)")
+	fs.StringVar(&c.Join, "join", "", "peer address (`HOST:PORT`) of a running member to join through; the node must\nfirst be added with 'kvorum ctl member add'. Excludes --initial-cluster\n(default: none)")
+	fs.StringVar(&c.ClientAddr, "client-addr", server.DefaultClientAddr, "`HOST:PORT` to serve Redis-protocol clients on")
+	fs.StringVar(&c.PeerAddr, "peer-addr", server.DefaultPeerAddr, "`HOST:PORT` to listen on for other nodes, and the address they dial;\nwith --initial-cluster, defaults to this node's entry there")
+	fs.StringVar(&c.AdminAddr, "admin-addr", server.DefaultAdminAddr, "`HOST:PORT` of the admin HTTP server (/metrics, /healthz, /readyz, ctl API);\n\"-\" disables it")
+	fs.DurationVar(&c.TickInterval, "tick-interval", server.DefaultTickInterval, "Raft logical clock period (a `DURATION` such as 100ms)")
+	fs.IntVar(&c.ElectionTicks, "election-ticks", server.DefaultElectionTicks, "election timeout in ticks (`N`); must exceed --heartbeat-ticks")
+	fs.IntVar(&c.HeartbeatTicks, "heartbeat-ticks", server.DefaultHeartbeatTicks, "leader heartbeat interval in ticks (`N`)")
+	fs.Uint64Var(&c.SnapshotThreshold, "snapshot-threshold", server.DefaultSnapshotThreshold, "truncate the Raft log once `N` applied entries sit in it")
+	c.MaxKeySize = server.DefaultMaxKeySize
+	c.MaxValueSize = server.DefaultMaxValueSize
+	c.MaxFrameSize = server.DefaultMaxFrameSize
+	fs.Var(sizeValue{&c.MaxKeySize}, "max-key-size", "largest key accepted (`SIZE`)")
+	fs.Var(sizeValue{&c.MaxValueSize}, "max-value-size", "largest value accepted (`SIZE`)")
+	fs.IntVar(&c.MaxArgs, "max-args", server.DefaultMaxArgs, "most arguments in one command (`N`)")
+	fs.Var(sizeValue{&c.MaxFrameSize}, "max-frame-size", "largest command frame accepted (`SIZE`)")
+	fs.IntVar(&c.MaxClients, "max-clients", server.DefaultMaxClients, "most simultaneous client connections (`N`)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "`LEVEL` of logs written to stderr: debug, info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "text", "`FORMAT` of logs: text or json")
+	return f
+}
+
+// parseStart parses and validates `kvorum start` arguments into a
+// server.Config (Logger not set) and logging options.
+func parseStart(args []string, stdout io.Writer) (*startFlags, error) {
+	f := newStartFlags()
+	if err := parseFlags("start", f.fs, startHelp, args, stdout); err != nil {
+		return nil, err
+	}
+	bad := func(format string, a ...any) error { return usageErrorf("start", format, a...) }
+	if f.fs.NArg() > 0 {
+		return nil, bad("unexpected argument %q (all options are --flags)", f.fs.Arg(0))
+	}
+	set := setFlags(f.fs)
+	c := &f.cfg
+	if c.DataDir == "" {
+		return nil, bad("--data-dir is required")
+	}
+	if set["id"] && c.ID == 0 {
+		return nil, bad("--id must be a positive integer")
+	}
+	cluster, err := parseInitialCluster(f.initialCluster)
+	if err != nil {
+		return nil, bad("--initial-cluster: %v", err)
+	}
+	c.InitialCluster = cluster
+	if cluster != nil && c.Join != "" {
+		return nil, bad("--initial-cluster and --join are mutually exclusive (use --initial-cluster to create a cluster, --join to enter a running one)")
+	}
+	if cluster != nil {
+		if c.ID == 0 {
+			return nil, bad("--id is required with --initial-cluster")
+		}
+		addr, ok := cluster[c.ID]
+		if !ok {
+			return nil, bad("--initial-cluster does not list this node's id %d (it lists %s)", c.ID, idList(cluster))
+		}
+		if !set["peer-addr"] {
+			c.PeerAddr = addr
+		}
+	}
+	if c.Join != "" {
+		if c.ID == 0 {
+			return nil, bad("--id is required with --join")
+		}
+		if err := admin.ValidatePeerAddr(c.Join); err != nil {
+			return nil, bad("--join: %v", err)
+		}
+	}
+	if err := validateListenAddr(c.ClientAddr); err != nil {
+		return nil, bad("--client-addr: %v", err)
+	}
+	if err := validateListenAddr(c.PeerAddr); err != nil {
+		return nil, bad("--peer-addr: %v", err)
+	}
+	if c.AdminAddr != "-" {
+		if err := validateListenAddr(c.AdminAddr); err != nil {
+			return nil, bad("--admin-addr: %v (or \"-\" to disable)", err)
+		}
+	}
+	if err := validateRaftFlags(c); err != nil {
+		return nil, bad("%v", err)
+	}
+	for _, l := range []struct {
+		name string
+		v    int
+	}{
+		{"max-key-size", c.MaxKeySize}, {"max-value-size", c.MaxValueSize}, {"max-args", c.MaxArgs},
+		{"max-frame-size", c.MaxFrameSize}, {"max-clients", c.MaxClients},
+	} {
+		if l.v <= 0 {
+			return nil, bad("--%s must be positive", l.name)
+		}
+	}
+	if c.MaxKeySize > c.MaxFrameSize || c.MaxValueSize > c.MaxFrameSize {
+		return nil, bad("--max-key-size (%s) and --max-value-size (%s) must not exceed --max-frame-size (%s)",
+			formatSize(c.MaxKeySize), formatSize(c.MaxValueSize), formatSize(c.MaxFrameSize))
+	}
+	if _, err := newLogger(io.Discard, f.logLevel, f.logFormat); err != nil {
+		return nil, bad("%v", err)
+	}
+	return f, nil
+}
+
+func validateRaftFlags(c *server.Config) error {
+	switch {
+	case c.TickInterval < time.Millisecond:
+		return fmt.Errorf("--tick-interval must be at least 1ms (got %v)", c.TickInterval)
+	case c.HeartbeatTicks < 1:
+		return errors.New("--heartbeat-ticks must be at least 1")
+	case c.ElectionTicks <= c.HeartbeatTicks:
+		return fmt.Errorf("--election-ticks (%d) must be greater than --heartbeat-ticks (%d)", c.ElectionTicks, c.HeartbeatTicks)
+	case c.SnapshotThreshold == 0:
+		return errors.New("--snapshot-threshold must be positive")
+	}
+	return nil
+}
+
+// parseInitialCluster parses "1=host:7379,2=host:7380". An empty string
+// yields nil.
+func parseInitialCluster(s string) (map[uint64]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	cluster := map[uint64]string{}
+	byAddr := map[string]uint64{}
+	for i, entry := range strings.Split(s, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			return nil, fmt.Errorf("entry %d is empty (stray comma?); want ID=HOST:PORT,ID=HOST:PORT,...", i+1)
+		}
+		idStr, addr, ok := strings.Cut(entry, "=")
+		if !ok {
+			return nil, fmt.Errorf("entry %q: want ID=HOST:PORT", entry)
+		}
+		idStr, addr = strings.TrimSpace(idStr), strings.TrimSpace(addr)
+		id, err := strconv.ParseUint(idStr, 10, 64)
+		if err != nil || id == 0 {
+			return nil, fmt.Errorf("entry %q: node id %q is not a positive integer", entry, idStr)
+		}
+		if err := admin.ValidatePeerAddr(addr); err != nil {
+			return nil, fmt.Errorf("entry %q: %v", entry, err)
+		}
+		if prev, dup := cluster[id]; dup {
+			return nil, fmt.Errorf("node id %d is listed twice (%s and %s)", id, prev, addr)
+		}
+		if prev, dup := byAddr[addr]; dup {
+			return nil, fmt.Errorf("address %s is listed for both node %d and node %d", addr, prev, id)
+		}
+		cluster[id] = addr
+		byAddr[addr] = id
+	}
+	return cluster, nil
+}
+
+func idList(cluster map[uint64]string) string {
+	ids := make([]uint64, 0, len(cluster))
+	for id := range cluster {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.FormatUint(id, 10)
+	}
+	return strings.Join(s, ", ")
+}
+
+// validateListenAddr checks a HOST:PORT to listen on; an empty host means
+// all interfaces, port 0 a free port.
+func validateListenAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not HOST:PORT", addr)
+	}
+	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p > 65535 {
+		return fmt.Errorf("%q has an invalid port %q", addr, port)
+	}
+	return nil
+}
+
+// newLogger builds the process logger from --log-level and --log-format.
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lvl slog.Level
+	switch strings.ToLower(level) {
+	case "debug":
+		lvl = slog.LevelDebug
+	case "info":
+		lvl = slog.LevelInfo
+	case "warn", "warning":
+		lvl = slog.LevelWarn
+	case "error":
+		lvl = slog.LevelError
+	default:
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch strings.ToLower(format) {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	default:
+		return nil, fmt.Errorf("--log-format %q: want text or json", format)
+	}
+}
+
+func runStart(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseStart(args, stdout)
+	if err != nil {
+		return err
+	}
+	log, _ := newLogger(stderr, f.logLevel, f.logFormat)
+	cfg := f.cfg
+	cfg.Logger = log
+	if cluster := cfg.InitialCluster; cluster != nil {
+		if addr := cluster[cfg.ID]; addr != cfg.PeerAddr {
+			log.Warn("--peer-addr differs from this node's --initial-cluster entry; other nodes will dial the --initial-cluster address",
+				"peer_addr", cfg.PeerAddr, "initial_cluster_entry", addr)
+		}
+	}
+
+	log.Info("starting kvorum", "version", versionString(), "id", cfg.ID, "data_dir", cfg.DataDir)
+	n, err := server.Start(cfg)
+	if err != nil {
+		return fmt.Errorf("starting node: %w", err)
+	}
+	log.Info("kvorum node running",
+		"id", n.ID(), "client_addr", n.ClientAddr(), "peer_addr", n.PeerAddr(), "admin_addr", n.AdminAddr(),
+		"data_dir", cfg.DataDir)
+
+	// Report when the cluster has a leader, without holding up anything.
+	go func() {
+		if err := n.WaitLeader(ctx); err != nil {
+			if ctx.Err() == nil {
+				log.Warn("waiting for a leader", "err", err)
+			}
+			return
+		}
+		st := n.Status()
+		log.Info("cluster has a leader", "leader", st.Leader, "term", st.Term, "role", st.Role)
+	}()
+
+	<-ctx.Done()
+	log.Info("stopping kvorum node", "id", n.ID())
+	if err := n.Stop(); err != nil {
+		return fmt.Errorf("stopping node: %w", err)
+	}
+	log.Info("kvorum node stopped", "id", n.ID())
+	return nil
+}
