@@ -34,13 +34,14 @@ Talks to one node's admin HTTP API (see 'kvorum start --admin-addr').
   member list          the cluster's members (voters and learners)
   member add ID ADDR   add node ID whose peer address is ADDR: it joins as a
                        learner and is promoted to voter once caught up (waits
-                       for that, up to a minute); then start the node with
-                       'kvorum start --id ID --join ...'
+                       for that, up to a minute). 'kvorum start --join' does
+                       this by itself; use member add to re-add or to drive
+                       it by hand
   member remove ID     remove node ID from the cluster
   transfer-leader ID   move leadership to node ID and wait until it holds
 
-Membership changes and leadership transfers are run by the leader: point
---addr at the leader's admin address. Flags may also follow the subcommand.
+Any member will do: membership changes and leadership transfers are
+forwarded to the leader. Flags may also follow the subcommand.
 Exit status: 0 on success, 1 if the operation failed or the node is
 unreachable, 2 on a bad command line.`,
 	groups: []flagGroup{{"Flags", []string{"addr", "json", "timeout"}}},

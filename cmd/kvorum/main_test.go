@@ -112,7 +112,7 @@ func TestHelpDefaultsMatchServer(t *testing.T) {
 		"(default " + server.DefaultAdminAddr + ")",
 		"(default 100ms)", "(default 10)", "(default 1)", "(default 10000)",
 		"(default 512KiB)", "(default 64MiB)", "(default 1048576)", "(default 128MiB)",
-		"(default info)", "(default text)",
+		"(default 10s)", "(default warn)", "(default text)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("start --help lacks %q", want)
@@ -214,7 +214,7 @@ func TestParseStart(t *testing.T) {
 		"--initial-cluster", "1=h1:7379,2=h2:7379,3=h3:7379",
 		"--client-addr", "0.0.0.0:6379", "--admin-addr", "-",
 		"--tick-interval", "50ms", "--election-ticks", "20", "--heartbeat-ticks", "2",
-		"--snapshot-threshold", "500", "--max-key-size", "1KiB", "--max-value-size", "2M",
+		"--snapshot-threshold", "500", "--request-timeout", "3s", "--max-key-size", "1KiB", "--max-value-size", "2M",
 		"--max-args", "100", "--max-frame-size", "4MiB", "--max-clients", "5",
 		"--log-level", "debug", "--log-format", "json",
 	}, nil)
@@ -226,7 +226,8 @@ func TestParseStart(t *testing.T) {
 		ID: 2, DataDir: "/d", ClientAddr: "0.0.0.0:6379", PeerAddr: "h2:7379", AdminAddr: "-",
 		InitialCluster: map[uint64]string{1: "h1:7379", 2: "h2:7379", 3: "h3:7379"},
 		TickInterval:   50 * time.Millisecond, ElectionTicks: 20, HeartbeatTicks: 2, SnapshotThreshold: 500,
-		MaxKeySize: 1024, MaxValueSize: 2 << 20, MaxArgs: 100, MaxFrameSize: 4 << 20, MaxClients: 5,
+		RequestTimeout: 3 * time.Second,
+		MaxKeySize:     1024, MaxValueSize: 2 << 20, MaxArgs: 100, MaxFrameSize: 4 << 20, MaxClients: 5,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("config\n got %+v\nwant %+v", c, want)
@@ -280,6 +281,7 @@ func TestParseStartErrors(t *testing.T) {
 		{[]string{"--data-dir", "d", "--heartbeat-ticks", "0"}, "--heartbeat-ticks must be at least 1"},
 		{[]string{"--data-dir", "d", "--election-ticks", "3", "--heartbeat-ticks", "3"}, "--election-ticks (3) must be greater than --heartbeat-ticks (3)"},
 		{[]string{"--data-dir", "d", "--snapshot-threshold", "0"}, "--snapshot-threshold must be positive"},
+		{[]string{"--data-dir", "d", "--request-timeout", "0s"}, "--request-timeout must be positive"},
 		{[]string{"--data-dir", "d", "--max-clients", "0"}, "--max-clients must be positive"},
 		{[]string{"--data-dir", "d", "--max-key-size", "0"}, "--max-key-size must be positive"},
 		{[]string{"--data-dir", "d", "--max-value-size", "1GiB"}, "must not exceed --max-frame-size"},

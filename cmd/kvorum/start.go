@@ -21,22 +21,24 @@ var startHelp = helpText{
 	usage: `
 kvorum start --id N --data-dir DIR --initial-cluster 1=HOST:PORT,2=HOST:PORT,... [flags]
 kvorum start --id N --data-dir DIR --join HOST:PORT [flags]
-kvorum start --data-dir DIR [flags]          (restart: the cluster is read from DIR)`,
+kvorum start --id N --data-dir DIR [flags]   (a new single-node cluster)
+kvorum start --data-dir DIR [flags]          (restart: identity and cluster are read from DIR)`,
 	description: `
 Runs one kvorum node: a Redis-protocol server for clients, a peer server for
 Raft traffic between nodes, and an admin HTTP server (/healthz, /readyz,
 /metrics and the API 'kvorum ctl' uses). Stops cleanly on SIGINT or SIGTERM.
 
 To create a cluster, start every node with the same --initial-cluster and its
-own --id. To grow a running cluster, first register the node
-('kvorum ctl member add ID PEERADDR' against any member), then start it with
---join pointing at a member's peer address. A restarted node needs only
---data-dir.`,
+own --id. To grow a running cluster, start the new node with its --id and
+--join pointing at any member's peer address: it is added as a learner, gets
+a snapshot and the log tail, and is promoted to voter once caught up. A node
+started with neither --initial-cluster nor --join on an empty --data-dir forms
+a single-node cluster. A restarted node needs only --data-dir.`,
 	groups: []flagGroup{
 		{"Node and cluster", []string{"id", "data-dir", "initial-cluster", "join"}},
 		{"Listen addresses", []string{"client-addr", "peer-addr", "admin-addr"}},
 		{"Raft", []string{"tick-interval", "election-ticks", "heartbeat-ticks", "snapshot-threshold"}},
-		{"Client limits (sizes accept K, M, G suffixes: powers of 1024)", []string{"max-key-size", "max-value-size", "max-args", "max-frame-size", "max-clients"}},
+		{"Clients (sizes accept K, M, G suffixes: powers of 1024)", []string{"request-timeout", "max-key-size", "max-value-size", "max-args", "max-frame-size", "max-clients"}},
 		{"Logging", []string{"log-level", "log-format"}},
 	},
 }
@@ -54,8 +56,8 @@ func newStartFlags() *startFlags {
 	fs, c := f.fs, &f.cfg
 	fs.Uint64Var(&c.ID, "id", 0, "this node's `ID`: a positive integer, unique in the cluster (required on first\nstart; read from --data-dir on restart)")
 	fs.StringVar(&c.DataDir, "data-dir", "", "`DIR` holding the node's Raft log and data; created if missing (required)")
-	fs.StringVar(&f.initialCluster, "initial-cluster", "", "comma-separated `ID=HOST:PORT` entries: every founding member's id and peer\naddress, identical on all founding nodes; ignored when --data-dir already holds\nstate (default: none)")
-	fs.StringVar(&c.Join, "join", "", "peer address (`HOST:PORT`) of a running member to join through; the node must\nfirst be added with 'kvorum ctl member add'. Excludes --initial-cluster\n(default: none)")
+	fs.StringVar(&f.initialCluster, "initial-cluster", "", "comma-separated `ID=HOST:PORT` entries: every founding member's id and peer\naddress, identical on all founding nodes; ignored when --data-dir already holds\nstate (default: none; a new node then forms a single-node cluster, or joins\nwith --join)")
+	fs.StringVar(&c.Join, "join", "", "peer address (`HOST:PORT`) of any member of a running cluster: a new node\nasks to be added through it, and start returns once it is admitted; excludes\n--initial-cluster (default: none)")
 	fs.StringVar(&c.ClientAddr, "client-addr", server.DefaultClientAddr, "`HOST:PORT` to serve Redis-protocol clients on")
 	fs.StringVar(&c.PeerAddr, "peer-addr", server.DefaultPeerAddr, "`HOST:PORT` to listen on for other nodes, and the address they dial;\nwith --initial-cluster, defaults to this node's entry there")
 	fs.StringVar(&c.AdminAddr, "admin-addr", server.DefaultAdminAddr, "`HOST:PORT` of the admin HTTP server (/metrics, /healthz, /readyz, ctl API);\n\"-\" disables it")
@@ -63,6 +65,7 @@ func newStartFlags() *startFlags {
 	fs.IntVar(&c.ElectionTicks, "election-ticks", server.DefaultElectionTicks, "election timeout in ticks (`N`); must exceed --heartbeat-ticks")
 	fs.IntVar(&c.HeartbeatTicks, "heartbeat-ticks", server.DefaultHeartbeatTicks, "leader heartbeat interval in ticks (`N`)")
 	fs.Uint64Var(&c.SnapshotThreshold, "snapshot-threshold", server.DefaultSnapshotThreshold, "truncate the Raft log once `N` applied entries sit in it")
+	fs.DurationVar(&c.RequestTimeout, "request-timeout", server.DefaultRequestTimeout, "how long a client command waits for a leader or a commit before it gets an\nerror (`DURATION`)")
 	c.MaxKeySize = server.DefaultMaxKeySize
 	c.MaxValueSize = server.DefaultMaxValueSize
 	c.MaxFrameSize = server.DefaultMaxFrameSize
@@ -71,7 +74,7 @@ func newStartFlags() *startFlags {
 	fs.IntVar(&c.MaxArgs, "max-args", server.DefaultMaxArgs, "most arguments in one command (`N`)")
 	fs.Var(sizeValue{&c.MaxFrameSize}, "max-frame-size", "largest command frame accepted (`SIZE`)")
 	fs.IntVar(&c.MaxClients, "max-clients", server.DefaultMaxClients, "most simultaneous client connections (`N`)")
-	fs.StringVar(&f.logLevel, "log-level", "info", "`LEVEL` of logs written to stderr: debug, info, warn or error")
+	fs.StringVar(&f.logLevel, "log-level", "warn", "`LEVEL` of logs written to stderr: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "`FORMAT` of logs: text or json")
 	return f
 }
@@ -168,6 +171,8 @@ func validateRaftFlags(c *server.Config) error {
 		return fmt.Errorf("--election-ticks (%d) must be greater than --heartbeat-ticks (%d)", c.ElectionTicks, c.HeartbeatTicks)
 	case c.SnapshotThreshold == 0:
 		return errors.New("--snapshot-threshold must be positive")
+	case c.RequestTimeout <= 0:
+		return errors.New("--request-timeout must be positive")
 	}
 	return nil
 }
