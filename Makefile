@@ -1,0 +1,59 @@
+# kvorum build and test entry points. `make test` is what CI runs (.ci/run).
+
+GO           ?= go
+BIN          ?= bin/kvorum
+# Version stamped into the binary (main.version); empty keeps the source's.
+VERSION      ?=
+LDFLAGS      := -s -w $(if $(VERSION),-X main.version=$(VERSION))
+
+TEST_TIMEOUT ?= 20m
+RACE_TIMEOUT ?= 30m
+# Packages with concurrency worth running under the race detector.
+RACE_PKGS    ?= ./internal/transport/... ./internal/resp/... ./internal/store/... ./internal/server/...
+# Fuzz targets, as FuzzName:package; each runs for FUZZTIME.
+FUZZ         ?= FuzzParse:./internal/resp FuzzCommands:./internal/kv
+FUZZTIME     ?= 15s
+# Extra arguments for `make demo`, e.g. make demo DEMO_ARGS="--nodes 5".
+DEMO_ARGS    ?=
+
+# The steps of `make test` must run in order.
+.NOTPARALLEL:
+
+.PHONY: help test deps vet unit race fuzz build demo clean
+
+help:
+	@echo "make test    vet, unit and cluster tests, -race on RACE_PKGS, a short fuzz run"
+	@echo "             (installs redis-server and gcc with apt-get if missing)"
+	@echo "make build   static binary in $(BIN) (VERSION=x.y.z to stamp a version)"
+	@echo "make demo    run a local 3-node cluster (DEMO_ARGS=\"--nodes 5\")"
+	@echo "make vet | unit | race | fuzz | deps | clean"
+
+test: deps vet unit race fuzz
+
+deps:
+	@scripts/ensure-test-deps.sh
+
+vet:
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -timeout $(TEST_TIMEOUT) ./...
+
+race:
+	CGO_ENABLED=1 $(GO) test -race -timeout $(RACE_TIMEOUT) $(RACE_PKGS)
+
+fuzz:
+	@set -e; for t in $(FUZZ); do \
+		name=$${t%%:*}; pkg=$${t#*:}; \
+		echo "$(GO) test -run '^\$$' -fuzz '^$$name\$$' -fuzztime $(FUZZTIME) $$pkg"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/kvorum
+
+demo:
+	$(GO) run ./cmd/kvorum demo $(DEMO_ARGS)
+
+clean:
+	rm -rf bin
