@@ -1,0 +1,238 @@
+package server
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestClusterAnyNodeServesLinearizably(t *testing.T) {
+	c := newTestCluster(t, 3)
+	ctx := testCtx(t, 30*time.Second)
+	for id := uint64(1); id <= 3; id++ {
+		key := fmt.Sprintf("k%d", id)
+		if err := c.client(id).Set(ctx, key, fmt.Sprintf("v%d", id), 0).Err(); err != nil {
+			t.Fatalf("set via node %d: %v", id, err)
+		}
+		// Every node must see the write at once (ReadIndex, not stale reads).
+		for other := uint64(1); other <= 3; other++ {
+			got, err := c.client(other).Get(ctx, key).Result()
+			if err != nil || got != fmt.Sprintf("v%d", id) {
+				t.Fatalf("get %s via node %d after write via %d: %q, %v", key, other, id, got, err)
+			}
+		}
+	}
+	// A pipeline of mixed writes and reads keeps its order.
+	pipe := c.client(2).Pipeline()
+	incr := make([]interface{ Val() int64 }, 0)
+	for i := 0; i < 20; i++ {
+		incr = append(incr, pipe.Incr(ctx, "counter"))
+	}
+	get := pipe.Get(ctx, "counter")
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range incr {
+		if r.Val() != int64(i+1) {
+			t.Fatalf("incr %d returned %d", i, r.Val())
+		}
+	}
+	if get.Val() != "20" {
+		t.Fatalf("get after pipelined incrs: %q", get.Val())
+	}
+}
+
+// writeLoad runs writers against the given nodes until stop is closed and
+// returns the keys whose SET was acknowledged.
+func writeLoad(t *testing.T, c *testCluster, ids []uint64, stop chan struct{}) func() map[string]string {
+	var mu sync.Mutex
+	acked := map[string]string{}
+	var wg sync.WaitGroup
+	for w, id := range ids {
+		cl := c.client(id)
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			ctx := testCtx(t, time.Minute)
+			for i := 0; i < 100000; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k, v := fmt.Sprintf("w%d-%d", w, i), fmt.Sprintf("val-%d-%d", w, i)
+				if err := cl.Set(ctx, k, v, 0).Err(); err == nil {
+					mu.Lock()
+					acked[k] = v
+					mu.Unlock()
+				} else {
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+		}(w)
+	}
+	return func() map[string]string {
+		close(stop)
+		wg.Wait()
+		return acked
+	}
+}
+
+func checkAcked(t *testing.T, c *testCluster, id uint64, acked map[string]string) {
+	t.Helper()
+	ctx := testCtx(t, time.Minute)
+	cl := c.client(id)
+	for k, v := range acked {
+		got, err := cl.Get(ctx, k).Result()
+		if err != nil || got != v {
+			t.Fatalf("acknowledged write %s=%s lost on node %d: got %q, %v", k, v, id, got, err)
+		}
+	}
+}
+
+func TestClusterLeaderCrashLosesNoAcknowledgedWrite(t *testing.T) {
+	c := newTestCluster(t, 3)
+	lead := c.waitLeader()
+	var others []uint64
+	for id := uint64(1); id <= 3; id++ {
+		if id != lead {
+			others = append(others, id)
+		}
+	}
+	stop := writeLoad(t, c, []uint64{1, 2, 3, others[0]}, make(chan struct{}))
+	time.Sleep(500 * time.Millisecond)
+	c.stop(lead)
+	newLead := c.waitLeader()
+	if newLead == lead {
+		t.Fatalf("leader %d still leader after stop", lead)
+	}
+	time.Sleep(500 * time.Millisecond)
+	acked := stop()
+	if len(acked) == 0 {
+		t.Fatal("no write was acknowledged")
+	}
+	t.Logf("%d acknowledged writes; leader %d crashed, new leader %d", len(acked), lead, newLead)
+	checkAcked(t, c, others[0], acked)
+	c.start(lead) // restart with the same (in-memory) data directory
+	c.waitLeader()
+	checkAcked(t, c, lead, acked)
+}
+
+func TestClusterMinorityRefusesAndHeals(t *testing.T) {
+	c := newTestCluster(t, 3)
+	ctx := testCtx(t, 30*time.Second)
+	lead := c.waitLeader()
+	if err := c.client(lead).Set(ctx, "before", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Isolate the leader: it is the minority now.
+	c.net.Isolate(lead)
+	err := c.client(lead).Set(ctx, "minority", "x", 0).Err()
+	if err == nil || !strings.Contains(err.Error(), "CLUSTERDOWN") {
+		t.Fatalf("write on isolated leader: want CLUSTERDOWN error, got %v", err)
+	}
+	if _, err := c.client(lead).Get(ctx, "before").Result(); err == nil || !strings.Contains(err.Error(), "CLUSTERDOWN") {
+		t.Fatalf("read on isolated node: want CLUSTERDOWN error, got %v", err)
+	}
+	// The majority elects a new leader and keeps serving.
+	var maj uint64 = 1
+	if maj == lead {
+		maj = 2
+	}
+	if err := c.client(maj).Set(ctx, "majority", "y", 0).Err(); err != nil {
+		t.Fatalf("majority write: %v", err)
+	}
+	c.net.Heal()
+	c.waitLeader()
+	if got, err := c.client(lead).Get(ctx, "majority").Result(); err != nil || got != "y" {
+		t.Fatalf("healed node: get majority = %q, %v", got, err)
+	}
+	if n, err := c.client(lead).Exists(ctx, "minority").Result(); err != nil || n != 0 {
+		t.Fatalf("write refused in minority must not appear: exists=%d, %v", n, err)
+	}
+}
+
+func TestClusterMembershipAndSnapshotCatchUp(t *testing.T) {
+	c := newTestCluster(t, 3)
+	ctx := testCtx(t, 60*time.Second)
+	cl := c.client(1)
+	for i := 0; i < 300; i++ { // several times SnapshotThreshold: the log is truncated
+		if err := cl.Set(ctx, fmt.Sprintf("key-%03d", i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := c.node(1).Status()
+	if st.FirstIndex <= 11 {
+		t.Fatalf("log was not truncated: first index %d", st.FirstIndex)
+	}
+	// Node 4 joins through node 2; it can only catch up by snapshot.
+	cfg := nodeConfig(t, 4, c.net)
+	cfg.Join = c.node(2).PeerAddr()
+	c.cfgs[4] = cfg
+	c.start(4)
+	if n := len(c.node(1).Status().Members); n != 4 {
+		t.Fatalf("members after join: %d", n)
+	}
+	for _, m := range c.node(1).Status().Members {
+		if m.Learner {
+			t.Fatalf("member %d still a learner after join returned", m.ID)
+		}
+	}
+	got, err := c.client(4).Get(ctx, "key-299").Result()
+	if err != nil || got != "299" {
+		t.Fatalf("new node: get key-299 = %q, %v", got, err)
+	}
+	if n, err := c.client(4).DBSize(ctx).Result(); err != nil || n != 300 {
+		t.Fatalf("new node dbsize = %d, %v", n, err)
+	}
+	// Leader transfer to the new node, then remove it.
+	if err := c.node(3).TransferLeader(ctx, 4); err != nil {
+		t.Fatalf("transfer leader: %v", err)
+	}
+	if l := c.waitLeader(); l != 4 {
+		t.Fatalf("leader after transfer: %d", l)
+	}
+	if err := cl.Set(ctx, "after-transfer", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.node(1).RemoveMember(ctx, 4); err != nil {
+		t.Fatalf("remove member: %v", err)
+	}
+	c.stop(4)
+	lead := c.waitLeader()
+	if lead == 4 {
+		t.Fatal("removed node still leader")
+	}
+	if n := len(c.node(lead).Status().Members); n != 3 {
+		t.Fatalf("members after remove: %d", n)
+	}
+	if err := cl.Set(ctx, "after-remove", "1", 0).Err(); err != nil {
+		t.Fatalf("write after remove: %v", err)
+	}
+}
+
+func TestClusterRestartAllReadsEverythingBack(t *testing.T) {
+	c := newTestCluster(t, 3)
+	ctx := testCtx(t, 60*time.Second)
+	acked := map[string]string{}
+	for i := 0; i < 120; i++ {
+		k, v := fmt.Sprintf("r%d", i), fmt.Sprintf("v%d", i)
+		if err := c.client(uint64(i%3+1)).Set(ctx, k, v, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		acked[k] = v
+	}
+	c.stopAll()
+	for id := uint64(1); id <= 3; id++ {
+		cfg := c.cfgs[id]
+		cfg.InitialCluster = nil // recovered from disk
+		c.cfgs[id] = cfg
+		c.start(id)
+	}
+	c.waitLeader()
+	for id := uint64(1); id <= 3; id++ {
+		checkAcked(t, c, id, acked)
+	}
+}

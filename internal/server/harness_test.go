@@ -1,0 +1,171 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/kvorum/kvorum/internal/transport"
+	"github.com/redis/go-redis/v9"
+)
+
+// testCluster runs N nodes in this process on 127.0.0.1 with in-memory
+// filesystems and one Partitioner shared by every node's transport, so a
+// test can cut links, crash (Stop) and restart nodes with their state.
+type testCluster struct {
+	t     *testing.T
+	net   *transport.Partitioner
+	mu    sync.Mutex
+	nodes map[uint64]*Node
+	cfgs  map[uint64]Config
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func testLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func nodeConfig(t *testing.T, id uint64, p *transport.Partitioner) Config {
+	return Config{
+		ID:                id,
+		DataDir:           fmt.Sprintf("/node-%d", id),
+		FS:                vfs.NewMem(),
+		ClientAddr:        freeAddr(t),
+		PeerAddr:          freeAddr(t),
+		AdminAddr:         "-",
+		TickInterval:      20 * time.Millisecond,
+		ElectionTicks:     10,
+		HeartbeatTicks:    1,
+		SnapshotThreshold: 50,
+		RequestTimeout:    3 * time.Second,
+		PeerInterceptor:   p,
+		Logger:            testLogger(),
+	}
+}
+
+func newTestCluster(t *testing.T, n int) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, net: transport.NewPartitioner(), nodes: map[uint64]*Node{}, cfgs: map[uint64]Config{}}
+	initial := map[uint64]string{}
+	for id := uint64(1); id <= uint64(n); id++ {
+		cfg := nodeConfig(t, id, c.net)
+		c.cfgs[id] = cfg
+		initial[id] = cfg.PeerAddr
+	}
+	for id := uint64(1); id <= uint64(n); id++ {
+		cfg := c.cfgs[id]
+		cfg.InitialCluster = initial
+		c.cfgs[id] = cfg
+		c.start(id)
+	}
+	t.Cleanup(c.stopAll)
+	c.waitLeader()
+	return c
+}
+
+func (c *testCluster) start(id uint64) *Node {
+	c.t.Helper()
+	var node *Node
+	var err error
+	// Ports picked by freeAddr may be briefly taken; retry a little.
+	for i := 0; i < 20; i++ {
+		if node, err = Start(c.cfgs[id]); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		c.t.Fatalf("start node %d: %v", id, err)
+	}
+	c.mu.Lock()
+	c.nodes[id] = node
+	c.mu.Unlock()
+	return node
+}
+
+func (c *testCluster) stop(id uint64) {
+	c.mu.Lock()
+	n := c.nodes[id]
+	delete(c.nodes, id)
+	c.mu.Unlock()
+	if n != nil {
+		if err := n.Stop(); err != nil {
+			c.t.Errorf("stop node %d: %v", id, err)
+		}
+	}
+}
+
+func (c *testCluster) stopAll() {
+	c.mu.Lock()
+	ids := make([]uint64, 0, len(c.nodes))
+	for id := range c.nodes {
+		ids = append(ids, id)
+	}
+	c.mu.Unlock()
+	for _, id := range ids {
+		c.stop(id)
+	}
+}
+
+func (c *testCluster) node(id uint64) *Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes[id]
+}
+
+// waitLeader waits until every running node knows the same leader and
+// returns it.
+func (c *testCluster) waitLeader() uint64 {
+	c.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		c.mu.Lock()
+		var lead uint64
+		agree := true
+		for _, n := range c.nodes {
+			l := n.Status().Leader
+			if l == 0 || (lead != 0 && l != lead) {
+				agree = false
+			}
+			lead = l
+		}
+		_, running := c.nodes[lead]
+		c.mu.Unlock()
+		if agree && lead != 0 && running {
+			return lead
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.t.Fatal("no leader agreed on within 15s")
+	return 0
+}
+
+func (c *testCluster) client(id uint64) *redis.Client {
+	cl := redis.NewClient(&redis.Options{
+		Addr: c.node(id).ClientAddr(), Protocol: 2, MaxRetries: -1,
+		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
+	})
+	c.t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+func testCtx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
