@@ -1,0 +1,157 @@
+package transport
+
+import (
+	"errors"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// Reasons a message is dropped (label "reason").
+const (
+	dropQueueFull   = "queue_full"   // the peer's queue was full
+	dropUnknownPeer = "unknown_peer" // Send to an id without SetPeer
+	dropSendFailed  = "send_failed"  // the stream broke / the peer is down
+	dropInterceptor = "interceptor"  // the Interceptor said so
+)
+
+// Stats are cumulative counters, for tests and debugging.
+type Stats struct {
+	FramesSent       uint64 // raft batch frames written to streams
+	MessagesSent     uint64
+	MessagesReceived uint64
+	MessagesDropped  uint64 // for any reason
+	SnapshotsSent    uint64 // successfully
+	SnapshotsFailed  uint64
+}
+
+type stats struct {
+	framesSent, msgsSent, msgsRecv, msgsDropped, snapsSent, snapsFailed atomic.Uint64
+}
+
+func (s *stats) get() Stats {
+	return Stats{
+		FramesSent:       s.framesSent.Load(),
+		MessagesSent:     s.msgsSent.Load(),
+		MessagesReceived: s.msgsRecv.Load(),
+		MessagesDropped:  s.msgsDropped.Load(),
+		SnapshotsSent:    s.snapsSent.Load(),
+		SnapshotsFailed:  s.snapsFailed.Load(),
+	}
+}
+
+type metrics struct {
+	stats
+	sent      *prometheus.CounterVec // type
+	received  *prometheus.CounterVec // type
+	dropped   *prometheus.CounterVec // type, reason
+	frames    prometheus.Counter
+	bytesSent prometheus.Counter
+	bytesRecv prometheus.Counter
+	snapshots *prometheus.CounterVec   // direction, result
+	snapBytes *prometheus.CounterVec   // direction
+	callDur   *prometheus.HistogramVec // method, result
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		sent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvorum_transport_messages_sent_total", Help: "Raft messages written to peer streams, by type.",
+		}, []string{"type"}),
+		received: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvorum_transport_messages_received_total", Help: "Raft messages received from peers, by type.",
+		}, []string{"type"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvorum_transport_messages_dropped_total", Help: "Outgoing Raft messages dropped, by type and reason.",
+		}, []string{"type", "reason"}),
+		frames: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvorum_transport_frames_sent_total", Help: "Batches of Raft messages written to peer streams.",
+		}),
+		bytesSent: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvorum_transport_sent_bytes_total", Help: "Bytes of Raft batch frames sent.",
+		}),
+		bytesRecv: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvorum_transport_received_bytes_total", Help: "Bytes of Raft batch frames received.",
+		}),
+		snapshots: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvorum_transport_snapshots_total", Help: "Snapshot transfers, by direction (sent/received) and result (ok/failed).",
+		}, []string{"direction", "result"}),
+		snapBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvorum_transport_snapshot_bytes_total", Help: "Snapshot data bytes streamed, by direction.",
+		}, []string{"direction"}),
+		callDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "kvorum_transport_call_duration_seconds", Help: "Latency of outgoing peer calls, by method and result.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 17),
+		}, []string{"method", "result"}),
+	}
+	if reg != nil {
+		m.sent = register(reg, m.sent)
+		m.received = register(reg, m.received)
+		m.dropped = register(reg, m.dropped)
+		m.frames = register(reg, m.frames)
+		m.bytesSent = register(reg, m.bytesSent)
+		m.bytesRecv = register(reg, m.bytesRecv)
+		m.snapshots = register(reg, m.snapshots)
+		m.snapBytes = register(reg, m.snapBytes)
+		m.callDur = register(reg, m.callDur)
+	}
+	return m
+}
+
+// register registers c, or returns the identical collector already
+// registered (a transport re-created on the same registry).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		// A conflicting collector under the same name: keep ours unregistered.
+	}
+	return c
+}
+
+func typeLabel(m *raftpb.Message) string { return m.GetType().String() }
+
+func (m *metrics) drop(msg *raftpb.Message, reason string) {
+	m.msgsDropped.Add(1)
+	m.dropped.WithLabelValues(typeLabel(msg), reason).Inc()
+}
+
+func (m *metrics) dropAll(msgs []*raftpb.Message, reason string) {
+	for _, msg := range msgs {
+		m.drop(msg, reason)
+	}
+}
+
+func (m *metrics) sentMsgs(msgs []*raftpb.Message) {
+	m.msgsSent.Add(uint64(len(msgs)))
+	for _, msg := range msgs {
+		m.sent.WithLabelValues(typeLabel(msg)).Inc()
+	}
+}
+
+func (m *metrics) receivedMsgs(msgs []*raftpb.Message) {
+	m.msgsRecv.Add(uint64(len(msgs)))
+	for _, msg := range msgs {
+		m.received.WithLabelValues(typeLabel(msg)).Inc()
+	}
+}
+
+func (m *metrics) snapshotDone(direction string, ok bool) {
+	result := "ok"
+	if !ok {
+		result = "failed"
+	}
+	if direction == "sent" {
+		if ok {
+			m.snapsSent.Add(1)
+		} else {
+			m.snapsFailed.Add(1)
+		}
+	}
+	m.snapshots.WithLabelValues(direction, result).Inc()
+}

@@ -1,0 +1,494 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+)
+
+// Handler is the node as the transport sees it.
+type Handler interface {
+	// HandleRaft receives a batch of messages from a peer (may be called
+	// concurrently from several peers).
+	HandleRaft(msgs []*raftpb.Message)
+	// HandleSnapshot receives an incoming MsgSnap and its data stream; it
+	// must consume data fully before returning; returning nil means
+	// success.
+	HandleSnapshot(msg *raftpb.Message, data io.Reader) error
+	// HandleCall serves a unary call.
+	HandleCall(ctx context.Context, method string, payload []byte) ([]byte, error)
+	// ReportUnreachable / ReportSnapshot feed back send failures to Raft.
+	// They are never called on the goroutine that called Send.
+	ReportUnreachable(to uint64)
+	ReportSnapshot(to uint64, ok bool)
+}
+
+// SnapshotSource opens the data for an outgoing MsgSnap (the caller
+// closes it).
+type SnapshotSource func(msg *raftpb.Message) (io.ReadCloser, error)
+
+// Sender is what a node needs from a transport; *Transport and *Local
+// implement it.
+type Sender interface {
+	SetPeer(id uint64, addr string)
+	RemovePeer(id uint64)
+	Send(msgs []*raftpb.Message)
+	Call(ctx context.Context, to uint64, method string, payload []byte) ([]byte, error)
+	CallAddr(ctx context.Context, addr string, method string, payload []byte) ([]byte, error)
+	Close() error
+}
+
+var (
+	_ Sender = (*Transport)(nil)
+	_ Sender = (*Local)(nil)
+)
+
+var (
+	// ErrClosed is returned by a closed transport (and by Serve once the
+	// transport is closed, if it was not serving yet).
+	ErrClosed = errors.New("transport: closed")
+	// ErrUnknownPeer: Call to an id that was never SetPeer (or was removed).
+	ErrUnknownPeer = errors.New("transport: unknown peer")
+)
+
+// Config configures a Transport.
+type Config struct {
+	NodeID uint64
+	Logger *slog.Logger
+	// Registerer may be nil; metrics: messages sent/received/dropped by
+	// type, bytes, frames, snapshot transfers, call latency.
+	Registerer prometheus.Registerer
+	// DialTimeout bounds one connection attempt (default 1s).
+	DialTimeout time.Duration
+	// Interceptor may be nil; fault-injection seam.
+	Interceptor Interceptor
+	// QueueSize bounds the raft messages waiting for one peer (default
+	// 4096); beyond it Send drops.
+	QueueSize int
+	// SnapshotChunkSize is the size of snapshot data frames (default 1 MiB).
+	SnapshotChunkSize int
+}
+
+// Transport carries raft messages, snapshots and calls between nodes over
+// gRPC. See the package documentation for which goroutine does what.
+type Transport struct {
+	cfg   Config
+	h     Handler
+	snaps SnapshotSource
+	log   *slog.Logger
+	m     *metrics
+	srv   *grpc.Server
+	rep   *reporter
+
+	ctx    context.Context // canceled by Close
+	cancel context.CancelFunc
+
+	mu     sync.RWMutex
+	closed bool
+	peers  map[uint64]*peer
+	wg     sync.WaitGroup // peer loops, snapshot senders, the reporter
+}
+
+// New creates a transport. It does not listen: call Serve.
+func New(cfg Config, h Handler, snaps SnapshotSource) *Transport {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = time.Second
+	}
+	if cfg.QueueSize <= 0 {
+		cfg.QueueSize = DefaultQueueSize
+	}
+	if cfg.SnapshotChunkSize <= 0 {
+		cfg.SnapshotChunkSize = 1 << 20
+	}
+	t := &Transport{
+		cfg:   cfg,
+		h:     h,
+		snaps: snaps,
+		log:   cfg.Logger.With("component", "transport"),
+		m:     newMetrics(cfg.Registerer),
+		rep:   newReporter(),
+		peers: map[uint64]*peer{},
+	}
+	t.ctx, t.cancel = context.WithCancel(context.Background())
+	t.srv = grpc.NewServer(
+		grpc.ForceServerCodecV2(rawCodec{}),
+		grpc.MaxRecvMsgSize(maxWireMsg),
+		grpc.MaxSendMsgSize(maxWireMsg),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
+		grpc.WaitForHandlers(true),
+	)
+	t.srv.RegisterService(&serviceDesc, t)
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		t.rep.run(t.ctx.Done(), h)
+	}()
+	return t
+}
+
+// Serve accepts peer connections on l until Close. It returns nil after
+// Close, or ErrClosed if the transport was already closed.
+func (t *Transport) Serve(l net.Listener) error {
+	t.mu.RLock()
+	closed := t.closed
+	t.mu.RUnlock()
+	if closed {
+		_ = l.Close()
+		return ErrClosed
+	}
+	err := t.srv.Serve(l)
+	if errors.Is(err, grpc.ErrServerStopped) {
+		return ErrClosed
+	}
+	return err
+}
+
+// Stats returns cumulative counters.
+func (t *Transport) Stats() Stats { return t.m.get() }
+
+// newConn creates a (lazily connecting) client connection to addr.
+func (t *Transport) newConn(addr string) (*grpc.ClientConn, error) {
+	dialTimeout := t.cfg.DialTimeout
+	return grpc.NewClient("passthrough:///"+addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
+			d := net.Dialer{Timeout: dialTimeout}
+			return d.DialContext(ctx, "tcp", a)
+		}),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: minBackoff, Multiplier: 2, Jitter: 0.2, MaxDelay: maxBackoff},
+			MinConnectTimeout: dialTimeout,
+		}),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.WithDefaultCallOptions(
+			grpc.ForceCodecV2(rawCodec{}),
+			grpc.MaxCallRecvMsgSize(maxWireMsg),
+			grpc.MaxCallSendMsgSize(maxWireMsg),
+		),
+	)
+}
+
+// SetPeer adds a peer or updates its address; idempotent.
+func (t *Transport) SetPeer(id uint64, addr string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	if p := t.peers[id]; p != nil {
+		p.setAddr(addr)
+		return
+	}
+	p := &peer{t: t, id: id, out: newOutbox(t.cfg.QueueSize)}
+	p.ctx, p.cancel = context.WithCancel(t.ctx)
+	p.setAddr(addr)
+	t.peers[id] = p
+	t.wg.Add(1)
+	go p.loop()
+}
+
+// RemovePeer forgets a peer: queued messages are discarded, its stream and
+// any snapshot in flight to it are canceled. It does not block.
+func (t *Transport) RemovePeer(id uint64) {
+	t.mu.Lock()
+	p := t.peers[id]
+	delete(t.peers, id)
+	t.mu.Unlock()
+	if p != nil {
+		p.cancel() // the peer loop closes the connection on its way out
+	}
+}
+
+// Send routes each message to the queue of its destination (m.To). It never
+// blocks; a message that cannot be queued is dropped (raft tolerates loss)
+// and its destination reported unreachable. MsgSnap is sent on its own
+// goroutine. Send keeps references to the messages until they are sent:
+// callers must not modify them.
+func (t *Transport) Send(msgs []*raftpb.Message) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.closed {
+		return
+	}
+	now := time.Now()
+	for _, m := range msgs {
+		to := m.GetTo()
+		isSnap := m.GetType() == raftpb.MsgSnap
+		p := t.peers[to]
+		if p == nil {
+			t.m.drop(m, dropUnknownPeer)
+			t.rep.unreachable(to)
+			if isSnap {
+				t.m.snapshotDone("sent", false)
+				t.rep.snapshot(to, false)
+			}
+			continue
+		}
+		var delay time.Duration
+		if ic := t.cfg.Interceptor; ic != nil {
+			var drop bool
+			if drop, delay = ic.Outgoing(t.cfg.NodeID, to, m); drop {
+				t.m.drop(m, dropInterceptor)
+				if isSnap {
+					t.m.snapshotDone("sent", false)
+					t.rep.snapshot(to, false)
+				}
+				continue
+			}
+		}
+		if isSnap {
+			t.wg.Add(1)
+			go t.sendSnapshot(p, m, delay)
+			continue
+		}
+		var due time.Time
+		if delay > 0 {
+			due = now.Add(delay)
+		}
+		if !p.out.push(m, due) {
+			t.m.drop(m, dropQueueFull)
+			t.rep.unreachable(to)
+		}
+	}
+}
+
+func (t *Transport) peer(id uint64) (*peer, error) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.closed {
+		return nil, ErrClosed
+	}
+	if p := t.peers[id]; p != nil {
+		return p, nil
+	}
+	return nil, fmt.Errorf("%w %d", ErrUnknownPeer, id)
+}
+
+// Call invokes method on peer `to`. A failure of the remote handler comes
+// back as a gRPC status error carrying its message (status.Code tells it
+// apart from transport failures such as codes.Unavailable).
+func (t *Transport) Call(ctx context.Context, to uint64, method string, payload []byte) ([]byte, error) {
+	p, err := t.peer(to)
+	if err != nil {
+		return nil, err
+	}
+	if ic := t.cfg.Interceptor; ic != nil {
+		if err := ic.Call(t.cfg.NodeID, to); err != nil {
+			return nil, err
+		}
+	}
+	conn, err := p.getConn()
+	if err != nil {
+		return nil, err
+	}
+	return t.invoke(ctx, conn, method, payload)
+}
+
+// CallAddr is Call to an address rather than a peer id (to join a cluster
+// before having a peer id for its members). If addr is a known peer's
+// address, that peer's connection is used.
+func (t *Transport) CallAddr(ctx context.Context, addr string, method string, payload []byte) ([]byte, error) {
+	t.mu.RLock()
+	if t.closed {
+		t.mu.RUnlock()
+		return nil, ErrClosed
+	}
+	var known *peer
+	for _, p := range t.peers {
+		if p.getAddr() == addr {
+			known = p
+			break
+		}
+	}
+	t.mu.RUnlock()
+	var to uint64
+	if known != nil {
+		to = known.id
+	}
+	if ic := t.cfg.Interceptor; ic != nil {
+		if err := ic.Call(t.cfg.NodeID, to); err != nil {
+			return nil, err
+		}
+	}
+	if known != nil {
+		if conn, err := known.getConn(); err == nil {
+			return t.invoke(ctx, conn, method, payload)
+		}
+	}
+	conn, err := t.newConn(addr)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	// A transport closing meanwhile cancels the call.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(t.ctx, cancel)
+	defer stop()
+	return t.invoke(ctx, conn, method, payload)
+}
+
+func (t *Transport) invoke(ctx context.Context, conn *grpc.ClientConn, method string, payload []byte) ([]byte, error) {
+	start := time.Now()
+	var resp frame
+	err := conn.Invoke(ctx, methodCall, &frame{b: encodeCall(t.cfg.NodeID, method, payload)}, &resp)
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	t.m.callDur.WithLabelValues(method, result).Observe(time.Since(start).Seconds())
+	if err != nil {
+		return nil, err
+	}
+	return resp.b, nil
+}
+
+// Close stops serving, cancels everything in flight and waits until no
+// goroutine of the transport runs and no Handler method is executing.
+// Handler methods must not call Close. Safe to call twice.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	t.peers = nil
+	t.mu.Unlock()
+	t.cancel()   // peer loops, outgoing streams, snapshot sends, the reporter
+	t.srv.Stop() // listeners, connections; waits for handlers to return
+	t.wg.Wait()  // peer loops close their connections on the way out
+	return nil
+}
+
+// ---- server side ----
+
+func (t *Transport) checkTo(to uint64) error {
+	if t.cfg.NodeID != 0 && to != t.cfg.NodeID {
+		return status.Errorf(codes.FailedPrecondition, "transport: message for node %d reached node %d", to, t.cfg.NodeID)
+	}
+	return nil
+}
+
+// serveRaft runs on a gRPC server goroutine, one per incoming stream (so
+// one per sending peer): it hands every frame to HandleRaft in order.
+func (t *Transport) serveRaft(st grpc.ServerStream) error {
+	for {
+		var f frame
+		if err := st.RecvMsg(&f); err != nil {
+			if err == io.EOF {
+				return st.SendMsg(&frame{})
+			}
+			return err
+		}
+		from, to, msgs, err := decodeBatch(f.b)
+		if err != nil {
+			t.log.Warn("bad raft frame", "err", err)
+			return status.Error(codes.InvalidArgument, err.Error())
+		}
+		if err := t.checkTo(to); err != nil {
+			t.log.Warn("raft frame for another node", "from", from, "to", to)
+			return err
+		}
+		t.m.bytesRecv.Add(float64(len(f.b)))
+		t.m.receivedMsgs(msgs)
+		t.h.HandleRaft(msgs)
+	}
+}
+
+// serveSnapshot runs on a gRPC server goroutine: it hands the MsgSnap and a
+// reader over the following data frames to HandleSnapshot.
+func (t *Transport) serveSnapshot(st grpc.ServerStream) error {
+	var f frame
+	if err := st.RecvMsg(&f); err != nil {
+		return err
+	}
+	from, to, m, err := decodeSnapHeader(f.b)
+	if err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := t.checkTo(to); err != nil {
+		return err
+	}
+	t.m.receivedMsgs([]*raftpb.Message{m})
+	r := &snapReader{st: st}
+	err = t.h.HandleSnapshot(m, r)
+	if err == nil {
+		// The handler should have read everything; make sure the stream
+		// ended cleanly (a sender that gave up is an error, not a success).
+		if _, derr := io.Copy(io.Discard, r); derr != nil {
+			err = derr
+		}
+	}
+	t.m.snapBytes.WithLabelValues("received").Add(float64(r.n))
+	t.m.snapshotDone("received", err == nil)
+	if err != nil {
+		t.log.Warn("incoming snapshot failed", "from", from, "index", m.GetSnapshot().GetMetadata().GetIndex(), "err", err)
+		if _, ok := status.FromError(err); ok {
+			return err
+		}
+		return status.Error(codes.Aborted, err.Error())
+	}
+	return st.SendMsg(&frame{})
+}
+
+// snapReader reads the data frames of a Snapshot stream. It returns io.EOF
+// only if the sender finished cleanly.
+type snapReader struct {
+	st  grpc.ServerStream
+	buf []byte
+	err error
+	n   int64
+}
+
+func (r *snapReader) Read(p []byte) (int, error) {
+	for len(r.buf) == 0 {
+		if r.err != nil {
+			return 0, r.err
+		}
+		var f frame
+		if err := r.st.RecvMsg(&f); err != nil {
+			if err != io.EOF {
+				err = fmt.Errorf("transport: snapshot stream: %w", err)
+			}
+			r.err = err
+			continue
+		}
+		r.buf = f.b
+	}
+	n := copy(p, r.buf)
+	r.buf = r.buf[n:]
+	r.n += int64(n)
+	return n, nil
+}
+
+// serveCall runs on a gRPC server goroutine.
+func (t *Transport) serveCall(ctx context.Context, req []byte) ([]byte, error) {
+	_, method, payload, err := decodeCall(req)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	resp, err := t.h.HandleCall(ctx, method, payload)
+	if err != nil {
+		return nil, status.Convert(err).Err()
+	}
+	return resp, nil
+}

@@ -1,0 +1,189 @@
+package transport
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// Wire formats. Every frame starts with a version byte; integers are
+// uvarints.
+//
+//	raft batch:      v=1 | from | to | count | count × (len | proto(Message))
+//	snapshot header: v=1 | from | to | proto(MsgSnap)   (first frame of a Snapshot stream;
+//	                 the following frames are raw snapshot data chunks)
+//	call request:    v=1 | from | len(method) | method | payload
+//	call response:   payload
+//
+// Snapshot and Raft streams are answered with one empty frame on success;
+// failures travel as gRPC statuses.
+const wireVersion = 1
+
+var errBadFrame = errors.New("transport: malformed frame")
+
+// maxFrameBytes is where the sender starts a new frame while encoding a
+// batch (a single message larger than this still goes out in one frame).
+const maxFrameBytes = 4 << 20
+
+// maxWireMsg bounds what gRPC will accept in one frame, either way.
+const maxWireMsg = 512 << 20
+
+var marshalCached = proto.MarshalOptions{UseCachedSize: true}
+
+// appendMsg appends len | proto(m).
+func appendMsg(b []byte, m *raftpb.Message) ([]byte, error) {
+	n := proto.Size(m)
+	b = binary.AppendUvarint(b, uint64(n))
+	start := len(b)
+	b, err := marshalCached.MarshalAppend(b, m)
+	if err != nil {
+		return nil, err
+	}
+	if len(b)-start != n {
+		return nil, fmt.Errorf("transport: message changed while being marshalled")
+	}
+	return b, nil
+}
+
+// encodeBatch encodes msgs, all addressed to `to`, into frames of at most
+// about maxFrameBytes each. It returns the frames and, per frame, how many
+// messages it holds.
+func encodeBatch(from, to uint64, msgs []*raftpb.Message) (frames [][]byte, counts []int, err error) {
+	for len(msgs) > 0 {
+		b := []byte{wireVersion}
+		b = binary.AppendUvarint(b, from)
+		b = binary.AppendUvarint(b, to)
+		// Reserve room for the count: encode messages into body first.
+		var body []byte
+		n := 0
+		for n < len(msgs) {
+			if n > 0 && len(body) >= maxFrameBytes {
+				break
+			}
+			if body, err = appendMsg(body, msgs[n]); err != nil {
+				return nil, nil, err
+			}
+			n++
+		}
+		b = binary.AppendUvarint(b, uint64(n))
+		b = append(b, body...)
+		frames = append(frames, b)
+		counts = append(counts, n)
+		msgs = msgs[n:]
+	}
+	return frames, counts, nil
+}
+
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = errBadFrame
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) bytes(n uint64) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.b)) {
+		r.err = errBadFrame
+		return nil
+	}
+	out := r.b[:n:n]
+	r.b = r.b[n:]
+	return out
+}
+
+func (r *reader) version() {
+	if len(r.b) == 0 || r.b[0] != wireVersion {
+		r.err = fmt.Errorf("%w: unknown version", errBadFrame)
+		return
+	}
+	r.b = r.b[1:]
+}
+
+func decodeBatch(b []byte) (from, to uint64, msgs []*raftpb.Message, err error) {
+	r := reader{b: b}
+	r.version()
+	from = r.uvarint()
+	to = r.uvarint()
+	count := r.uvarint()
+	if r.err != nil {
+		return 0, 0, nil, r.err
+	}
+	if count > uint64(len(r.b)) { // each message takes at least one byte
+		return 0, 0, nil, errBadFrame
+	}
+	msgs = make([]*raftpb.Message, 0, count)
+	for i := uint64(0); i < count; i++ {
+		mb := r.bytes(r.uvarint())
+		if r.err != nil {
+			return 0, 0, nil, r.err
+		}
+		m := new(raftpb.Message)
+		if err := proto.Unmarshal(mb, m); err != nil {
+			return 0, 0, nil, fmt.Errorf("%w: %v", errBadFrame, err)
+		}
+		msgs = append(msgs, m)
+	}
+	if len(r.b) != 0 {
+		return 0, 0, nil, fmt.Errorf("%w: trailing bytes", errBadFrame)
+	}
+	return from, to, msgs, nil
+}
+
+func encodeSnapHeader(from, to uint64, m *raftpb.Message) ([]byte, error) {
+	b := []byte{wireVersion}
+	b = binary.AppendUvarint(b, from)
+	b = binary.AppendUvarint(b, to)
+	return proto.MarshalOptions{}.MarshalAppend(b, m)
+}
+
+func decodeSnapHeader(b []byte) (from, to uint64, m *raftpb.Message, err error) {
+	r := reader{b: b}
+	r.version()
+	from = r.uvarint()
+	to = r.uvarint()
+	if r.err != nil {
+		return 0, 0, nil, r.err
+	}
+	m = new(raftpb.Message)
+	if err := proto.Unmarshal(r.b, m); err != nil {
+		return 0, 0, nil, fmt.Errorf("%w: %v", errBadFrame, err)
+	}
+	return from, to, m, nil
+}
+
+func encodeCall(from uint64, method string, payload []byte) []byte {
+	b := make([]byte, 0, 1+2*binary.MaxVarintLen64+len(method)+len(payload))
+	b = append(b, wireVersion)
+	b = binary.AppendUvarint(b, from)
+	b = binary.AppendUvarint(b, uint64(len(method)))
+	b = append(b, method...)
+	return append(b, payload...)
+}
+
+func decodeCall(b []byte) (from uint64, method string, payload []byte, err error) {
+	r := reader{b: b}
+	r.version()
+	from = r.uvarint()
+	method = string(r.bytes(r.uvarint()))
+	if r.err != nil {
+		return 0, "", nil, r.err
+	}
+	return from, method, r.b, nil
+}
