@@ -302,7 +302,7 @@ func (l *Local) streamSnapshot(p *localPeer, m *raftpb.Message) error {
 	}
 	dst.m.snapshotDone("received", err == nil)
 	if err != nil {
-		return status.Convert(err).Err()
+		return toStatus(err)
 	}
 	return nil
 }
@@ -411,25 +411,28 @@ func (l *Local) doCall(ctx context.Context, to uint64, method string, payload []
 		defer dst.exit()
 		b, err := dst.h.HandleCall(hctx, method, in)
 		if err != nil {
-			done <- result{nil, status.Convert(err).Err()}
+			done <- result{nil, toStatus(err)}
 			return
 		}
 		done <- result{bytes.Clone(b), nil}
 	}()
+	var r result
 	select {
-	case r := <-done:
-		return r.b, r.err
+	case r = <-done:
 	case <-hctx.Done():
 		select {
-		case r := <-done:
-			return r.b, r.err
+		case r = <-done:
 		default:
+			r.err = status.Error(codes.Unavailable, "transport: local peer closed")
 		}
+	}
+	if r.err != nil {
+		// As over gRPC: the caller's own deadline or cancellation wins.
 		if err := ctx.Err(); err != nil {
 			return nil, status.FromContextError(err).Err()
 		}
-		return nil, status.Error(codes.Unavailable, "transport: local peer closed")
 	}
+	return r.b, r.err
 }
 
 // Close detaches l from the network, stops its goroutines and waits until

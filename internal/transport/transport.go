@@ -356,6 +356,10 @@ func (t *Transport) invoke(ctx context.Context, conn *grpc.ClientConn, method st
 	}
 	t.m.callDur.WithLabelValues(method, result).Observe(time.Since(start).Seconds())
 	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			// The caller's own deadline or cancellation wins.
+			return nil, status.FromContextError(cerr).Err()
+		}
 		return nil, err
 	}
 	return resp.b, nil
@@ -488,7 +492,20 @@ func (t *Transport) serveCall(ctx context.Context, req []byte) ([]byte, error) {
 	}
 	resp, err := t.h.HandleCall(ctx, method, payload)
 	if err != nil {
-		return nil, status.Convert(err).Err()
+		return nil, toStatus(err)
 	}
 	return resp, nil
+}
+
+// toStatus turns a handler's error into the status the caller receives:
+// status errors travel as they are, context errors with their codes,
+// anything else as codes.Unknown with the error's text.
+func toStatus(err error) error {
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return status.Error(status.FromContextError(err).Code(), err.Error())
+	}
+	return status.Error(codes.Unknown, err.Error())
 }
