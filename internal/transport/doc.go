@@ -1,0 +1,71 @@
+// Package transport carries Raft messages, snapshots and unary calls
+// between kvorum nodes.
+//
+// Transport does it over gRPC without generated code: the service
+// kvorum.Peer is registered by hand (a grpc.ServiceDesc) and every message
+// on the wire is an opaque frame passed through by a forced pass-through
+// codec ("kvorum-raw"); frame layouts are described in wire.go. The service
+// has three methods:
+//
+//   - Raft, client-streaming: one long-lived stream per (sender, receiver)
+//     pair; each frame is a batch of proto-marshalled raftpb.Messages with a
+//     header naming sender and receiver. A receiver rejects frames meant
+//     for another node id.
+//   - Snapshot, client-streaming: one stream per MsgSnap: the message, then
+//     1 MiB chunks of the data from the SnapshotSource; the receiver answers
+//     after Handler.HandleSnapshot returns (failure as a gRPC status).
+//   - Call, unary: (method, payload) → payload, for forwarding commands to
+//     the leader and for joins. Payloads are not interpreted; a handler's
+//     error comes back as a gRPC status (codes.Unknown with its text unless
+//     it is a status or a context error already).
+//
+// Local implements the same methods in process (LocalNetwork routes by node
+// id), with the same asynchrony, copying, bounded queues and Interceptor,
+// for cluster tests without sockets. Sender is the interface both satisfy.
+//
+// # Goroutines
+//
+// Sending side (Transport and Local alike):
+//
+//   - Send runs on the caller's goroutine (the Raft loop) and never blocks
+//     nor calls back into the Handler: it asks the Interceptor about each
+//     message, then appends it to its destination's bounded queue (4096 by
+//     default; when full the message is dropped and counted) or, for
+//     MsgSnap, starts a snapshot goroutine.
+//   - One peer loop goroutine per known peer (started by SetPeer, stopped
+//     by RemovePeer or Close) wakes when its queue is non-empty, takes
+//     everything queued (holding back messages the Interceptor delayed,
+//     without delaying the others) and writes it as one frame (split at
+//     ~4 MiB) on the peer's Raft stream, opening the stream first if
+//     needed. If that fails, the unsent messages are dropped, the peer is
+//     reported unreachable and the loop backs off (100ms doubling to 2s)
+//     before trying a fresh stream; gRPC's own reconnection uses the same
+//     backoff. In Local the loop calls the destination's HandleRaft itself
+//     (with copies of the messages), which is what the receiving server
+//     goroutine does over gRPC.
+//   - One goroutine per outgoing MsgSnap streams the message and its data,
+//     independently of the Raft stream, and then reports the outcome.
+//   - One reporter goroutine per transport calls Handler.ReportUnreachable
+//     (coalesced per peer) and Handler.ReportSnapshot, so that feedback
+//     never runs on the goroutine that called Send.
+//   - Call and CallAddr run on the caller's goroutine (Local runs the
+//     remote handler on a goroutine of its own, as a server would).
+//
+// Receiving side (Transport): gRPC's server goroutines, one per incoming
+// stream or call. HandleRaft is called on the stream's goroutine, in order,
+// so it runs concurrently for different senders but never for the same
+// one; HandleSnapshot reads the data straight off its stream's goroutine;
+// HandleCall runs on the call's goroutine with the call's context.
+//
+// Close cancels everything in flight (streams, snapshots, queued messages,
+// the handler contexts of incoming calls), stops the gRPC server and waits
+// until every goroutine of the transport has exited and no Handler method
+// is executing. Handler methods must therefore not call Close.
+//
+// # Faults
+//
+// The Interceptor is consulted on the sending side for every raft message
+// and call. Partitioner is a ready-made one (cuts, one-way cuts, isolation,
+// random drops and delays); a single Partitioner can be shared by all nodes
+// of an in-process cluster, since each transport passes its own id.
+package transport
