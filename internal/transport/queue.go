@@ -61,12 +61,6 @@ func (o *outbox) take(spare []queued) []queued {
 	return q
 }
 
-func (o *outbox) len() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return len(o.q)
-}
-
 // run drains the outbox until stop is closed: every wake-up takes all
 // queued messages that are due and hands them to deliver as one batch.
 // deliver accounts for and reports whatever it could not send; if it
