@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -360,9 +362,11 @@ func writeMembers(w io.Writer, mr admin.MembersResponse) {
 		fmt.Fprintln(w, "no members")
 		return
 	}
+	members := slices.Clone(mr.Members)
+	slices.SortFunc(members, func(a, b admin.Member) int { return cmp.Compare(a.ID, b.ID) })
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tPEER ADDR\tROLE\tMATCH")
-	for _, m := range mr.Members {
+	for _, m := range members {
 		role := "voter"
 		switch {
 		case m.Learner:

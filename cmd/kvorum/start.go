@@ -281,7 +281,11 @@ func runStart(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 
-	log.Info("starting kvorum", "version", versionString(), "id", cfg.ID, "data_dir", cfg.DataDir)
+	startAttrs := []any{"version", versionString(), "data_dir", cfg.DataDir}
+	if cfg.ID != 0 {
+		startAttrs = append(startAttrs, "id", cfg.ID)
+	}
+	log.Info("starting kvorum", startAttrs...)
 	n, err := server.Start(cfg)
 	if err != nil {
 		return fmt.Errorf("starting node: %w", err)
