@@ -388,9 +388,27 @@ func StatusCode(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, ErrInvalid):
 		return http.StatusBadRequest
-	default:
-		return http.StatusInternalServerError
 	}
+	// Errors that crossed a process boundary (forwarded to the leader) keep
+	// their text but not their identity.
+	msg := err.Error()
+	for _, m := range []struct {
+		err  error
+		code int
+	}{
+		{ErrNotLeader, http.StatusMisdirectedRequest},
+		{ErrNoLeader, http.StatusServiceUnavailable},
+		{ErrStopped, http.StatusServiceUnavailable},
+		{ErrUnknownMember, http.StatusNotFound},
+		{ErrMemberExists, http.StatusConflict},
+		{ErrBusy, http.StatusConflict},
+		{ErrInvalid, http.StatusBadRequest},
+	} {
+		if strings.Contains(msg, m.err.Error()) {
+			return m.code
+		}
+	}
+	return http.StatusInternalServerError
 }
 
 // ValidatePeerAddr checks that addr is a dialable host:port.

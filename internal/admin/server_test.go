@@ -338,6 +338,7 @@ func TestNodeErrors(t *testing.T) {
 		{ErrStopped, 503, 0},
 		{errors.New("disk on fire"), 500, 0},
 		{statusErr(418), 418, 0},
+		{errors.New("rpc: node 4: member already exists"), 409, 0},
 	}
 	for _, c := range cases {
 		f := newFake()
