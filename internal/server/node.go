@@ -10,6 +10,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/kvorum/kvorum/internal/admin"
+	"github.com/kvorum/kvorum/internal/kv"
 	"github.com/kvorum/kvorum/internal/resp"
 	"github.com/kvorum/kvorum/internal/storage"
 	"github.com/kvorum/kvorum/internal/store"
@@ -22,6 +23,19 @@ var Version = "0.1.0-dev"
 
 // rangeID of the single range that covers the whole keyspace for now.
 const firstRange storage.RangeID = 1
+
+// kvMachine is package kv as the store's state machine.
+type kvMachine struct{}
+
+func (kvMachine) Apply(b *pebble.Batch, args [][]byte, nowMs int64) kv.Reply {
+	return kv.Apply(b, args, nowMs)
+}
+
+func (kvMachine) Span(*storage.Descriptor) (start, end []byte) {
+	// One range covers the whole keyspace for now; with many ranges this
+	// becomes the storage encoding of [StartKey, EndKey).
+	return kv.UserSpan()
+}
 
 // Node is one running kvorum node: storage, Raft replicas, peer transport,
 // RESP server and admin HTTP server.
@@ -77,6 +91,7 @@ func Start(cfg Config) (n *Node, err error) {
 		NodeID: n.id, DB: n.db, FS: cfg.FS, Dir: cfg.DataDir, Transport: n.trans,
 		TickInterval: cfg.TickInterval, ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
 		SnapshotThreshold: cfg.SnapshotThreshold, Logger: log, Metrics: store.NewMetrics(n.reg),
+		StateMachine: kvMachine{},
 	})
 	n.store.CleanStaged()
 	if _, err = n.store.AddReplica(desc); err != nil {

@@ -23,6 +23,7 @@ type peerHandler Node
 const (
 	methodExec           = "exec"
 	methodJoin           = "join"
+	methodMembers        = "members"
 	methodRemoveMember   = "member-remove"
 	methodTransferLeader = "transfer-leader"
 )
@@ -189,6 +190,8 @@ func (h *peerHandler) HandleCall(ctx context.Context, method string, payload []b
 			return nil, err
 		}
 		return nil, n.AddMember(ctx, req.ID, req.PeerAddr)
+	case methodMembers:
+		return json.Marshal(n.store.Replica(firstRange).Descriptor().Replicas)
 	case methodRemoveMember:
 		var req memberRequest
 		if err := json.Unmarshal(payload, &req); err != nil {
@@ -217,7 +220,20 @@ func (n *Node) join() error {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_, err := n.trans.CallAddr(ctx, n.cfg.Join, methodJoin, payload)
+		// Learn the members' addresses first: until the snapshot arrives
+		// this node must be able to answer the leader.
+		members, err := n.trans.CallAddr(ctx, n.cfg.Join, methodMembers, nil)
+		if err == nil {
+			var reps []storage.ReplicaDescriptor
+			if err = json.Unmarshal(members, &reps); err == nil {
+				for _, rep := range reps {
+					if rep.NodeID != n.id {
+						n.trans.SetPeer(uint64(rep.NodeID), rep.PeerAddr)
+					}
+				}
+				_, err = n.trans.CallAddr(ctx, n.cfg.Join, methodJoin, payload)
+			}
+		}
 		cancel()
 		if err == nil {
 			n.cfg.Logger.Info("joined cluster", "via", n.cfg.Join)

@@ -217,8 +217,11 @@ func ReadSnapshotStream(r io.Reader, fn func(k, v []byte) error) (*Descriptor, *
 	br := bufio.NewReaderSize(r, 256<<10)
 	tr := &teeByteReader{r: br, h: crc}
 	magic := make([]byte, len(snapMagic))
-	if _, err := io.ReadFull(tr, magic); err != nil || string(magic) != snapMagic {
-		return nil, nil, fmt.Errorf("%w: snapshot stream header", ErrCorrupt)
+	if _, err := io.ReadFull(tr, magic); err != nil {
+		return nil, nil, fmt.Errorf("snapshot stream: %w", err)
+	}
+	if string(magic) != snapMagic {
+		return nil, nil, fmt.Errorf("%w: snapshot stream header %q", ErrCorrupt, magic)
 	}
 	readField := func(buf []byte) ([]byte, error) {
 		n, err := binary.ReadUvarint(tr)

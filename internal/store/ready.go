@@ -197,7 +197,7 @@ func (r *Replica) stageApply(b *pebble.Batch, it *readyItem) error {
 			}
 			replies := make([]kv.Reply, len(p.cmds))
 			for i, args := range p.cmds {
-				replies[i] = kv.Apply(b, args, p.ts)
+				replies[i] = r.store.cfg.StateMachine.Apply(b, args, p.ts)
 			}
 			if p.node == self {
 				r.resolveIndex(it, e.GetIndex(), p.id)

@@ -41,10 +41,24 @@ type Config struct {
 	// MaxInflightBytes bounds unacknowledged MsgApp bytes per follower.
 	MaxInflightBytes uint64
 
+	// StateMachine applies committed commands. Required.
+	StateMachine StateMachine
+
 	Logger  *slog.Logger
 	Metrics *Metrics
 	// Now returns the wall clock in Unix ms; tests replace it.
 	Now func() int64
+}
+
+// StateMachine is the replicated state machine the store drives (package
+// kv in production). Apply runs at apply time on every replica with the
+// leader's timestamp and must be deterministic; it writes through b, an
+// indexed batch that also carries the round's Raft state.
+type StateMachine interface {
+	Apply(b *pebble.Batch, args [][]byte, nowMs int64) kv.Reply
+	// Span is the storage span holding a range's user data: what a
+	// snapshot carries and replaces.
+	Span(d *storage.Descriptor) (start, end []byte)
 }
 
 // Store hosts the replicas of one node.
@@ -71,13 +85,6 @@ type Store struct {
 // ErrStopped is returned for operations on a stopped store.
 var ErrStopped = errors.New("store: stopped")
 
-// SnapshotSpan returns the storage span of a range's user data.
-func SnapshotSpan(d *storage.Descriptor) (start, end []byte) {
-	// One range covers the whole keyspace for now; with many ranges this
-	// becomes the storage encoding of [StartKey, EndKey).
-	return kv.UserSpan()
-}
-
 // New creates a store; call AddReplica for each range, then Start.
 func New(cfg Config) *Store {
 	if cfg.Logger == nil {
@@ -95,7 +102,7 @@ func New(cfg Config) *Store {
 	s := &Store{
 		cfg:     cfg,
 		db:      cfg.DB,
-		snaps:   storage.NewSnapshotRegistry(SnapshotSpan),
+		snaps:   storage.NewSnapshotRegistry(cfg.StateMachine.Span),
 		log:     cfg.Logger,
 		work:    make(chan struct{}, 1),
 		stopper: make(chan struct{}),
