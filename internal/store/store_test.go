@@ -325,3 +325,51 @@ func testLog() *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
+
+func TestStoreMembershipLearnerSnapshotPromoteTransferRemove(t *testing.T) {
+	c := newCluster(t, 3)
+	for i := 0; i < 60; i++ { // past SnapshotThreshold: the new node needs a snapshot
+		c.proposeRetry([]string{"INCR", "n"})
+	}
+	tn := &testNode{id: 4, fs: vfs.NewMem()}
+	c.nodes[4] = tn
+	c.startNode(tn, &storage.Descriptor{RangeID: 1})
+	for id := uint64(1); id <= 3; id++ {
+		tn.tr.SetPeer(id, transport.LocalAddr(id))
+	}
+	lead := c.leader()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := lead.store.Replica(1).AddMember(ctx, 4, transport.LocalAddr(4)); err != nil {
+		t.Fatalf("add member: %v", err)
+	}
+	d := lead.store.Replica(1).Descriptor()
+	if rep, ok := d.Replica(4); !ok || rep.Learner {
+		t.Fatalf("node 4 not a voter: %+v", d)
+	}
+	if err := lead.store.Replica(1).AddMember(ctx, 4, transport.LocalAddr(4)); !errors.Is(err, ErrMemberExists) {
+		t.Fatalf("second add: %v", err)
+	}
+	if v, _ := barrierRead(t, tn, "n"); v != "60" {
+		t.Fatalf("new member n=%q", v)
+	}
+	if err := lead.store.Replica(1).TransferLeader(ctx, 4); err != nil {
+		t.Fatalf("transfer: %v", err)
+	}
+	if l := c.leader(); l.id != 4 {
+		t.Fatalf("leader after transfer: %d", l.id)
+	}
+	c.proposeRetry([]string{"INCR", "n"})
+	if err := tn.store.Replica(1).RemoveMember(ctx, 1); err != nil {
+		t.Fatalf("remove 1: %v", err)
+	}
+	if _, ok := tn.store.Replica(1).Descriptor().Replica(1); ok {
+		t.Fatal("node 1 still a member")
+	}
+	c.stopNode(c.nodes[1])
+	delete(c.nodes, 1)
+	rs := c.proposeRetry([]string{"INCR", "n"})
+	if rs[0].Int != 62 {
+		t.Fatalf("n after remove = %d", rs[0].Int)
+	}
+}
