@@ -1,0 +1,954 @@
+package resp
+
+import (
+	"bytes"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// command is an entry of the server's command table: a connection command
+// (handler set) or a data command from kv.Commands() (handler nil; kept
+// for COMMAND output and metrics).
+type command struct {
+	spec    kv.Spec
+	handler func(c *conn, args [][]byte) kv.Reply
+	acl     []string
+	tips    []string
+	since   string
+	subs    []*command // container commands (CLIENT, COMMAND)
+	calls   prometheus.Counter
+	latency prometheus.Observer
+}
+
+var connFlags = []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}
+
+func connCmd(name string, arity int, flags []string, acl []string, since, summary string,
+	h func(c *conn, args [][]byte) kv.Reply) *command {
+	return &command{
+		spec:    kv.Spec{Name: name, Arity: arity, Flags: flags, Group: "connection", Summary: summary},
+		handler: h,
+		acl:     acl,
+		since:   since,
+	}
+}
+
+// connCommands is the table of commands the server answers itself.
+func connCommands() []*command {
+	fastConn := []string{"@fast", "@connection"}
+	slowConn := []string{"@slow", "@connection"}
+	cmdFlags := []string{"loading", "stale"}
+	clientFlags := []string{"noscript", "loading", "stale"}
+	sub := func(parent, name string, arity int, flags, acl []string, since, summary string,
+		h func(c *conn, args [][]byte) kv.Reply) *command {
+		c := connCmd(parent+"|"+name, arity, flags, acl, since, summary, h)
+		return c
+	}
+	client := connCmd("client", -2, nil, []string{"@slow"}, "2.4.0", "A container for client connection commands", nil)
+	client.subs = []*command{
+		sub("client", "id", 2, clientFlags, slowConn, "5.0.0", "Returns the unique client ID of the connection", clientID),
+		sub("client", "setname", 3, clientFlags, slowConn, "2.6.9", "Sets the connection name", clientSetName),
+		sub("client", "getname", 2, clientFlags, slowConn, "2.6.9", "Returns the name of the connection", clientGetName),
+		sub("client", "info", 2, clientFlags, slowConn, "6.2.0", "Returns information about the connection", clientInfo),
+		sub("client", "list", -2, append([]string{"admin"}, clientFlags...), []string{"@admin", "@slow", "@dangerous", "@connection"}, "2.4.0", "Lists open connections", clientList),
+		sub("client", "setinfo", 4, clientFlags, slowConn, "7.2.0", "Sets information specific to the client or connection", clientSetInfo),
+		sub("client", "no-evict", 3, append([]string{"admin"}, clientFlags...), []string{"@admin", "@slow", "@dangerous", "@connection"}, "7.0.0", "Sets the client eviction mode of the connection", clientOnOff),
+		sub("client", "no-touch", 3, clientFlags, slowConn, "7.2.0", "Controls whether commands sent by the client affect the LRU/LFU of accessed keys", clientOnOff),
+		sub("client", "help", 2, clientFlags, slowConn, "5.0.0", "Returns helpful text about the different subcommands", clientHelp),
+	}
+	client.handler = containerHandler(client)
+	cmdCmd := connCmd("command", -1, cmdFlags, slowConn, "2.8.13", "Returns detailed information about all commands", nil)
+	cmdCmd.tips = []string{"nondeterministic_output_order"}
+	cmdCmd.subs = []*command{
+		sub("command", "count", 2, cmdFlags, slowConn, "2.8.13", "Returns a count of commands", commandCount),
+		sub("command", "docs", -2, cmdFlags, slowConn, "7.0.0", "Returns documentary information about one, multiple or all commands", commandDocs),
+		sub("command", "info", -2, cmdFlags, slowConn, "2.8.13", "Returns information about one, multiple or all commands", commandInfoCmd),
+		sub("command", "list", -2, cmdFlags, slowConn, "7.0.0", "Returns a list of command names", commandList),
+		sub("command", "getkeys", -3, cmdFlags, slowConn, "2.8.13", "Extracts the key names from an arbitrary command", commandGetKeys),
+		sub("command", "help", 2, cmdFlags, slowConn, "5.0.0", "Returns helpful text about the different subcommands", commandHelp),
+	}
+	containerH := containerHandler(cmdCmd)
+	cmdCmd.handler = func(c *conn, args [][]byte) kv.Reply {
+		if len(args) == 1 {
+			return c.s.commandInfos(nil)
+		}
+		return containerH(c, args)
+	}
+	cmds := []*command{
+		connCmd("ping", -1, []string{"fast"}, fastConn, "1.0.0", "Returns the server's liveliness response", ping),
+		connCmd("echo", 2, []string{"loading", "stale", "fast"}, fastConn, "1.0.0", "Returns the given string", echo),
+		connCmd("hello", -1, connFlags, fastConn, "6.0.0", "Handshakes with the Redis server", hello),
+		connCmd("auth", -2, connFlags, fastConn, "1.0.0", "Authenticates the connection", auth),
+		connCmd("select", 2, []string{"loading", "stale", "fast"}, fastConn, "1.0.0", "Changes the selected database", selectDB),
+		connCmd("quit", -1, connFlags, fastConn, "1.0.0", "Closes the connection", quit),
+		connCmd("reset", 1, connFlags, fastConn, "6.2.0", "Resets the connection", reset),
+		connCmd("time", 1, []string{"loading", "stale", "fast"}, []string{"@fast"}, "2.6.0", "Returns the server time", timeCmd),
+		connCmd("info", -1, []string{"loading", "stale"}, []string{"@slow", "@dangerous"}, "1.0.0", "Returns information and statistics about the server", info),
+		client,
+		cmdCmd,
+	}
+	for _, c := range cmds {
+		c.spec.Group = "connection"
+	}
+	for _, name := range []string{"time", "info"} {
+		for _, c := range cmds {
+			if c.spec.Name == name {
+				c.spec.Group = "server"
+				c.tips = []string{"nondeterministic_output"}
+			}
+		}
+	}
+	cmdCmd.spec.Group = "server"
+	slices.SortFunc(cmds, func(a, b *command) int { return strings.Compare(a.spec.Name, b.spec.Name) })
+	return cmds
+}
+
+// buildTable fills s.cmds from the connection commands and kv.Commands().
+func (s *Server) buildTable() {
+	s.cmds = make(map[string]*command)
+	s.conn = connCommands()
+	for _, sp := range kv.Commands() {
+		if sp == nil {
+			continue
+		}
+		c := &command{spec: *sp, since: "1.0.0"}
+		c.spec.Name = strings.ToLower(sp.Name)
+		c.acl = aclCategories(sp)
+		s.cmds[c.spec.Name] = c
+	}
+	for _, c := range s.conn {
+		s.cmds[c.spec.Name] = c // connection commands win over a clash
+	}
+	for name, c := range s.cmds {
+		c.calls = s.m.cmds.WithLabelValues(name)
+		c.latency = s.m.latency.WithLabelValues(name)
+		for _, sc := range c.subs {
+			sc.calls, sc.latency = c.calls, c.latency
+		}
+	}
+}
+
+// aclCategories derives Redis ACL categories for a data command.
+func aclCategories(sp *kv.Spec) []string {
+	var acl []string
+	if sp.Write {
+		acl = append(acl, "@write")
+	} else {
+		acl = append(acl, "@read")
+	}
+	switch strings.ToLower(sp.Group) {
+	case "generic", "keyspace", "server":
+		acl = append(acl, "@keyspace")
+	case "string":
+		acl = append(acl, "@string")
+	case "hash":
+		acl = append(acl, "@hash")
+	case "list":
+		acl = append(acl, "@list")
+	case "set":
+		acl = append(acl, "@set")
+	case "sorted_set", "sorted-set", "zset", "sortedset":
+		acl = append(acl, "@sortedset")
+	}
+	if slices.Contains(sp.Flags, "fast") {
+		acl = append(acl, "@fast")
+	} else {
+		acl = append(acl, "@slow")
+	}
+	return acl
+}
+
+func wrongArgs(name string) kv.Reply {
+	return kv.Error("ERR wrong number of arguments for '" + name + "' command")
+}
+
+func arityOK(arity, n int) bool {
+	if arity >= 0 {
+		return n == arity
+	}
+	return n >= -arity
+}
+
+// connCommand runs a connection command after Redis's arity check.
+func (c *conn) connCommand(cmd *command, args [][]byte) kv.Reply {
+	if !arityOK(cmd.spec.Arity, len(args)) {
+		return wrongArgs(cmd.spec.Name)
+	}
+	return cmd.handler(c, args)
+}
+
+// containerHandler dispatches a container command's subcommands with
+// Redis's errors for unknown subcommands and wrong arity.
+func containerHandler(parent *command) func(c *conn, args [][]byte) kv.Reply {
+	upper := strings.ToUpper(parent.spec.Name)
+	return func(c *conn, args [][]byte) kv.Reply {
+		var buf [32]byte
+		name, ok := lower(&buf, args[1])
+		if ok {
+			for _, sc := range parent.subs {
+				if sc.spec.Name[len(parent.spec.Name)+1:] == string(name) {
+					if !arityOK(sc.spec.Arity, len(args)) {
+						return wrongArgs(sc.spec.Name)
+					}
+					return sc.handler(c, args)
+				}
+			}
+		}
+		return kv.Error("ERR unknown subcommand '" + string(args[1][:min(len(args[1]), 128)]) + "'. Try " + upper + " HELP.")
+	}
+}
+
+func eqFold(b []byte, s string) bool { return strings.EqualFold(string(b), s) }
+
+var errSyntax = kv.Error("ERR syntax error")
+
+func ping(c *conn, args [][]byte) kv.Reply {
+	switch len(args) {
+	case 1:
+		return kv.Status("PONG")
+	case 2:
+		return kv.Bulk(args[1])
+	}
+	return wrongArgs("ping")
+}
+
+func echo(c *conn, args [][]byte) kv.Reply { return kv.Bulk(args[1]) }
+
+// parseInt is Redis's string2ll: strict decimal, no spaces or '+'.
+func parseInt(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, false
+	}
+	return parseLen(append(b[:len(b):len(b)], '\r'))
+}
+
+func hello(c *conn, args [][]byte) kv.Reply {
+	ver := int64(0)
+	i := 1
+	if len(args) >= 2 {
+		v, ok := parseInt(args[1])
+		if !ok {
+			return kv.Error("ERR Protocol version is not an integer or out of range")
+		}
+		if v < 2 || v > 3 {
+			return kv.Error("NOPROTO unsupported protocol version")
+		}
+		ver, i = v, 2
+	}
+	var user []byte
+	var name []byte
+	setName := false
+	for ; i < len(args); i++ {
+		more := len(args) - 1 - i
+		switch {
+		case eqFold(args[i], "AUTH") && more >= 2:
+			user = args[i+1]
+			i += 2
+		case eqFold(args[i], "SETNAME") && more >= 1:
+			name, setName = args[i+1], true
+			if !validName(name) {
+				return kv.Error("ERR Client names cannot contain spaces, newlines or special characters.")
+			}
+			i++
+		default:
+			return kv.Error("ERR Syntax error in HELLO option '" + string(args[i][:min(len(args[i]), 128)]) + "'")
+		}
+	}
+	if user != nil && !bytes.Equal(user, []byte("default")) {
+		return errWrongPass
+	}
+	if setName {
+		c.setName(string(name))
+	}
+	if ver != 0 {
+		c.setProto(int(ver))
+	}
+	return kv.Map(
+		kv.BulkString("server"), kv.BulkString("redis"),
+		kv.BulkString("version"), kv.BulkString(RedisVersion),
+		kv.BulkString("proto"), kv.Int(int64(c.proto)),
+		kv.BulkString("id"), kv.Int(int64(c.id)),
+		kv.BulkString("mode"), kv.BulkString("standalone"),
+		kv.BulkString("role"), kv.BulkString("master"),
+		kv.BulkString("modules"), kv.Array(),
+	)
+}
+
+var errWrongPass = kv.Error("WRONGPASS invalid username-password pair or user is disabled.")
+
+// auth answers like Redis with no password configured: the default user
+// needs none (any password is accepted for it), other users do not exist.
+func auth(c *conn, args [][]byte) kv.Reply {
+	switch len(args) {
+	case 2:
+		return kv.Error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+	case 3:
+		if string(args[1]) == "default" {
+			return kv.OK
+		}
+		return errWrongPass
+	}
+	return errSyntax
+}
+
+func selectDB(c *conn, args [][]byte) kv.Reply {
+	v, ok := parseInt(args[1])
+	if !ok || v < -1<<31 || v > 1<<31-1 {
+		return kv.Error("ERR value is not an integer or out of range")
+	}
+	if v != 0 {
+		return kv.Error("ERR DB index is out of range")
+	}
+	return kv.OK
+}
+
+func quit(c *conn, args [][]byte) kv.Reply {
+	c.closeAfter = true
+	return kv.OK
+}
+
+func reset(c *conn, args [][]byte) kv.Reply {
+	c.setProto(2)
+	c.setName("")
+	return kv.Status("RESET")
+}
+
+func timeCmd(c *conn, args [][]byte) kv.Reply {
+	now := time.Now()
+	return kv.Array(
+		kv.BulkString(strconv.FormatInt(now.Unix(), 10)),
+		kv.BulkString(strconv.Itoa(now.Nanosecond()/1000)),
+	)
+}
+
+func (c *conn) setProto(p int) {
+	c.proto = p
+	c.protoVersion.Store(int32(p))
+}
+
+func (c *conn) setName(name string) {
+	c.info.Lock()
+	c.info.name = name
+	c.info.Unlock()
+}
+
+// validName is Redis's rule for client names and library attributes:
+// printable ASCII without spaces.
+func validName(b []byte) bool {
+	for _, ch := range b {
+		if ch < '!' || ch > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// ---- CLIENT ----
+
+func clientID(c *conn, args [][]byte) kv.Reply { return kv.Int(int64(c.id)) }
+
+func clientSetName(c *conn, args [][]byte) kv.Reply {
+	if !validName(args[2]) {
+		return kv.Error("ERR Client names cannot contain spaces, newlines or special characters.")
+	}
+	c.setName(string(args[2]))
+	return kv.OK
+}
+
+func clientGetName(c *conn, args [][]byte) kv.Reply {
+	c.info.Lock()
+	name := c.info.name
+	c.info.Unlock()
+	if name == "" {
+		return kv.Nil
+	}
+	return kv.BulkString(name)
+}
+
+func clientSetInfo(c *conn, args [][]byte) kv.Reply {
+	var attr string
+	switch {
+	case eqFold(args[2], "lib-name"):
+		attr = "lib-name"
+	case eqFold(args[2], "lib-ver"):
+		attr = "lib-ver"
+	default:
+		return kv.Error("ERR Unrecognized option '" + string(args[2][:min(len(args[2]), 128)]) + "'")
+	}
+	if !validName(args[3]) {
+		return kv.Error("ERR " + attr + " cannot contain spaces, newlines or special characters.")
+	}
+	c.info.Lock()
+	if attr == "lib-name" {
+		c.info.libName = string(args[3])
+	} else {
+		c.info.libVer = string(args[3])
+	}
+	c.info.Unlock()
+	return kv.OK
+}
+
+// clientOnOff accepts CLIENT NO-EVICT / NO-TOUCH ON|OFF; kvorum neither
+// evicts clients nor tracks key access, so both are no-ops.
+func clientOnOff(c *conn, args [][]byte) kv.Reply {
+	if eqFold(args[2], "on") || eqFold(args[2], "off") {
+		return kv.OK
+	}
+	return errSyntax
+}
+
+func clientHelp(c *conn, args [][]byte) kv.Reply {
+	return helpReply("CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+		"GETNAME",
+		"    Return the name of the current connection.",
+		"ID",
+		"    Return the ID of the current connection.",
+		"INFO",
+		"    Return information about the current client connection.",
+		"LIST [options ...]",
+		"    Return information about client connections. Options:",
+		"    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+		"      Return clients of specified type.",
+		"    * ID <client-id> [<client-id> ...]",
+		"      Return clients with the specified IDs.",
+		"SETNAME <name>",
+		"    Assign the name <name> to the current connection.",
+		"SETINFO <option> <value>",
+		"    Set client meta attr. Options are:",
+		"    * LIB-NAME: the client lib name.",
+		"    * LIB-VER: the client lib version.",
+		"NO-EVICT (ON|OFF)",
+		"    Accepted for compatibility; kvorum does not evict clients.",
+		"NO-TOUCH (ON|OFF)",
+		"    Accepted for compatibility; kvorum does not track key access.",
+		"HELP",
+		"    Print this help.")
+}
+
+func helpReply(lines ...string) kv.Reply {
+	elems := make([]kv.Reply, len(lines))
+	for i, l := range lines {
+		elems[i] = kv.Status(l)
+	}
+	return kv.Array(elems...)
+}
+
+func clientInfo(c *conn, args [][]byte) kv.Reply {
+	return kv.Reply{Kind: kv.KindVerbatim, Str: c.appendInfoLine(nil, time.Now())}
+}
+
+func clientList(c *conn, args [][]byte) kv.Reply {
+	var ids []uint64
+	for i := 2; i < len(args); i++ {
+		switch {
+		case eqFold(args[i], "TYPE") && i+1 < len(args):
+			t := strings.ToLower(string(args[i+1]))
+			switch t {
+			case "normal":
+			case "master", "replica", "slave", "pubsub":
+				return kv.Reply{Kind: kv.KindVerbatim, Str: []byte{}}
+			default:
+				return kv.Error("ERR Unknown client type '" + string(args[i+1][:min(len(args[i+1]), 128)]) + "'")
+			}
+			i++
+		case eqFold(args[i], "ID") && i+1 < len(args):
+			for i++; i < len(args); i++ {
+				v, ok := parseInt(args[i])
+				if !ok || v <= 0 {
+					return kv.Error("ERR Invalid client ID")
+				}
+				ids = append(ids, uint64(v))
+			}
+		default:
+			return errSyntax
+		}
+	}
+	s := c.s
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.conns))
+	for o := range s.conns {
+		if ids == nil || slices.Contains(ids, o.id) {
+			conns = append(conns, o)
+		}
+	}
+	s.mu.Unlock()
+	slices.SortFunc(conns, func(a, b *conn) int { return int(a.id - b.id) })
+	now := time.Now()
+	var b []byte
+	for _, o := range conns {
+		b = o.appendInfoLine(b, now)
+	}
+	if b == nil {
+		b = []byte{}
+	}
+	return kv.Reply{Kind: kv.KindVerbatim, Str: b}
+}
+
+// appendInfoLine appends the connection's CLIENT LIST line (Redis 7.2's
+// fields; memory fields kvorum does not track are 0).
+func (c *conn) appendInfoLine(b []byte, now time.Time) []byte {
+	c.info.Lock()
+	name, libName, libVer := c.info.name, c.info.libName, c.info.libVer
+	c.info.Unlock()
+	cmd := "NULL"
+	if lc := c.lastCmd.Load(); lc != nil {
+		cmd = lc.spec.Name
+	}
+	proto := c.protoVersion.Load()
+	if proto == 0 {
+		proto = 2
+	}
+	idle := now.Sub(time.Unix(0, c.lastActive.Load()))
+	b = append(b, "id="...)
+	b = strconv.AppendUint(b, c.id, 10)
+	b = append(b, " addr="...)
+	b = append(b, c.addr...)
+	b = append(b, " laddr="...)
+	b = append(b, c.laddr...)
+	b = append(b, " fd=-1 name="...)
+	b = append(b, name...)
+	b = append(b, " age="...)
+	b = strconv.AppendInt(b, int64(now.Sub(c.created)/time.Second), 10)
+	b = append(b, " idle="...)
+	b = strconv.AppendInt(b, int64(idle/time.Second), 10)
+	b = append(b, " flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd="...)
+	b = append(b, cmd...)
+	b = append(b, " user=default redir=-1 resp="...)
+	b = strconv.AppendInt(b, int64(proto), 10)
+	b = append(b, " lib-name="...)
+	b = append(b, libName...)
+	b = append(b, " lib-ver="...)
+	b = append(b, libVer...)
+	return append(b, '\n')
+}
+
+// ---- COMMAND ----
+
+func (s *Server) topLevel() []*command {
+	out := make([]*command, 0, len(s.cmds))
+	for _, c := range s.cmds {
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b *command) int { return strings.Compare(a.spec.Name, b.spec.Name) })
+	return out
+}
+
+func (s *Server) find(name []byte) *command {
+	n := strings.ToLower(string(name))
+	if parent, sub, ok := strings.Cut(n, "|"); ok {
+		p := s.cmds[parent]
+		if p == nil {
+			return nil
+		}
+		for _, sc := range p.subs {
+			if sc.spec.Name == parent+"|"+sub {
+				return sc
+			}
+		}
+		return nil
+	}
+	return s.cmds[n]
+}
+
+// commandInfos is the COMMAND (INFO) reply: all commands, or the named ones
+// (nil for unknown names).
+func (s *Server) commandInfos(names [][]byte) kv.Reply {
+	if names == nil {
+		all := s.topLevel()
+		elems := make([]kv.Reply, len(all))
+		for i, c := range all {
+			elems[i] = c.infoReply()
+		}
+		return kv.Array(elems...)
+	}
+	elems := make([]kv.Reply, len(names))
+	for i, n := range names {
+		if c := s.find(n); c != nil {
+			elems[i] = c.infoReply()
+		} else {
+			elems[i] = kv.Nil
+		}
+	}
+	return kv.Array(elems...)
+}
+
+func statusSet(ss []string) kv.Reply {
+	elems := make([]kv.Reply, len(ss))
+	for i, s := range ss {
+		elems[i] = kv.Status(s)
+	}
+	return kv.Reply{Kind: kv.KindSet, Elems: elems}
+}
+
+func bulkSet(ss []string) kv.Reply {
+	elems := make([]kv.Reply, len(ss))
+	for i, s := range ss {
+		elems[i] = kv.BulkString(s)
+	}
+	return kv.Reply{Kind: kv.KindSet, Elems: elems}
+}
+
+// infoReply is one command's entry in COMMAND / COMMAND INFO, in Redis 7's
+// ten-element form.
+func (c *command) infoReply() kv.Reply {
+	sp := &c.spec
+	first, last, step := sp.FirstKey, sp.LastKey, sp.Step
+	keySpecs := kv.Reply{Kind: kv.KindSet}
+	if first > 0 {
+		flags := []string{"RO", "access"}
+		if sp.Write {
+			flags = []string{"RW", "update"}
+		}
+		rel := last
+		if last >= 0 {
+			rel = last - first
+		}
+		keySpecs.Elems = []kv.Reply{kv.Map(
+			kv.BulkString("flags"), statusSet(flags),
+			kv.BulkString("begin_search"), kv.Map(
+				kv.BulkString("type"), kv.BulkString("index"),
+				kv.BulkString("spec"), kv.Map(kv.BulkString("index"), kv.Int(int64(first))),
+			),
+			kv.BulkString("find_keys"), kv.Map(
+				kv.BulkString("type"), kv.BulkString("range"),
+				kv.BulkString("spec"), kv.Map(
+					kv.BulkString("lastkey"), kv.Int(int64(rel)),
+					kv.BulkString("keystep"), kv.Int(int64(step)),
+					kv.BulkString("limit"), kv.Int(0),
+				),
+			),
+		)}
+	}
+	subs := make([]kv.Reply, len(c.subs))
+	for i, sc := range c.subs {
+		subs[i] = sc.infoReply()
+	}
+	return kv.Array(
+		kv.BulkString(sp.Name),
+		kv.Int(int64(sp.Arity)),
+		statusSet(sp.Flags),
+		kv.Int(int64(first)),
+		kv.Int(int64(last)),
+		kv.Int(int64(step)),
+		statusSet(c.acl),
+		bulkSet(c.tips),
+		keySpecs,
+		kv.Reply{Kind: kv.KindSet, Elems: subs},
+	)
+}
+
+// docsReply is one command's COMMAND DOCS map: enough for redis-cli's
+// help and hints (no argument descriptions).
+func (c *command) docsReply() kv.Reply {
+	group := c.spec.Group
+	if group == "" {
+		group = "generic"
+	}
+	summary := c.spec.Summary
+	if summary == "" {
+		summary = strings.ToUpper(c.spec.Name) + " command"
+	}
+	elems := []kv.Reply{
+		kv.BulkString("summary"), kv.BulkString(summary),
+		kv.BulkString("since"), kv.BulkString(c.since),
+		kv.BulkString("group"), kv.BulkString(group),
+	}
+	if len(c.subs) > 0 {
+		subs := make([]kv.Reply, 0, 2*len(c.subs))
+		for _, sc := range c.subs {
+			subs = append(subs, kv.BulkString(sc.spec.Name), sc.docsReply())
+		}
+		elems = append(elems, kv.BulkString("subcommands"), kv.Map(subs...))
+	}
+	return kv.Map(elems...)
+}
+
+func commandCount(c *conn, args [][]byte) kv.Reply { return kv.Int(int64(len(c.s.cmds))) }
+
+func commandInfoCmd(c *conn, args [][]byte) kv.Reply {
+	if len(args) == 2 {
+		return c.s.commandInfos(nil)
+	}
+	return c.s.commandInfos(args[2:])
+}
+
+func commandDocs(c *conn, args [][]byte) kv.Reply {
+	var cmds []*command
+	if len(args) == 2 {
+		cmds = c.s.topLevel()
+	} else {
+		for _, n := range args[2:] {
+			if cmd := c.s.find(n); cmd != nil {
+				cmds = append(cmds, cmd)
+			}
+		}
+	}
+	elems := make([]kv.Reply, 0, 2*len(cmds))
+	for _, cmd := range cmds {
+		elems = append(elems, kv.BulkString(cmd.spec.Name), cmd.docsReply())
+	}
+	return kv.Map(elems...)
+}
+
+// commandList is COMMAND LIST [FILTERBY ACLCAT cat | PATTERN glob]: names
+// of all commands and subcommands.
+func commandList(c *conn, args [][]byte) kv.Reply {
+	keep := func(*command) bool { return true }
+	if len(args) > 2 {
+		if len(args) != 5 || !eqFold(args[2], "FILTERBY") {
+			return errSyntax
+		}
+		arg := strings.ToLower(string(args[4]))
+		switch {
+		case eqFold(args[3], "ACLCAT"):
+			keep = func(cmd *command) bool { return slices.Contains(cmd.acl, "@"+arg) }
+		case eqFold(args[3], "PATTERN"):
+			keep = func(cmd *command) bool { return globMatch(arg, cmd.spec.Name) }
+		case eqFold(args[3], "MODULE"):
+			keep = func(*command) bool { return false }
+		default:
+			return errSyntax
+		}
+	}
+	var elems []kv.Reply
+	for _, cmd := range c.s.topLevel() {
+		if keep(cmd) {
+			elems = append(elems, kv.BulkString(cmd.spec.Name))
+		}
+		for _, sc := range cmd.subs {
+			if keep(sc) {
+				elems = append(elems, kv.BulkString(sc.spec.Name))
+			}
+		}
+	}
+	return kv.Array(elems...)
+}
+
+// globMatch matches Redis-style globs with * ? and [...] (no escapes).
+func globMatch(pat, s string) bool {
+	for len(pat) > 0 {
+		switch pat[0] {
+		case '*':
+			for len(pat) > 0 && pat[0] == '*' {
+				pat = pat[1:]
+			}
+			if pat == "" {
+				return true
+			}
+			for i := 0; i <= len(s); i++ {
+				if globMatch(pat, s[i:]) {
+					return true
+				}
+			}
+			return false
+		case '?':
+			if s == "" {
+				return false
+			}
+			pat, s = pat[1:], s[1:]
+		case '[':
+			end := strings.IndexByte(pat, ']')
+			if end < 0 || s == "" {
+				return false
+			}
+			class, neg := pat[1:end], false
+			if strings.HasPrefix(class, "^") {
+				class, neg = class[1:], true
+			}
+			match := false
+			for i := 0; i < len(class); i++ {
+				if i+2 < len(class) && class[i+1] == '-' {
+					if s[0] >= class[i] && s[0] <= class[i+2] {
+						match = true
+					}
+					i += 2
+				} else if class[i] == s[0] {
+					match = true
+				}
+			}
+			if match == neg {
+				return false
+			}
+			pat, s = pat[end+1:], s[1:]
+		default:
+			if s == "" || s[0] != pat[0] {
+				return false
+			}
+			pat, s = pat[1:], s[1:]
+		}
+	}
+	return s == ""
+}
+
+// commandGetKeys is COMMAND GETKEYS cmd arg...: the keys by the command's
+// first/last/step key positions.
+func commandGetKeys(c *conn, args [][]byte) kv.Reply {
+	cmd := c.s.lookup(args[2])
+	if cmd == nil {
+		return kv.Error("ERR Invalid command specified")
+	}
+	argv := args[2:]
+	if !arityOK(cmd.spec.Arity, len(argv)) {
+		return kv.Error("ERR Invalid number of arguments specified for command")
+	}
+	first, last, step := cmd.spec.FirstKey, cmd.spec.LastKey, cmd.spec.Step
+	if first <= 0 {
+		return kv.Error("ERR The command has no key arguments")
+	}
+	if last < 0 {
+		last = len(argv) + last
+	}
+	if step <= 0 {
+		step = 1
+	}
+	var keys []kv.Reply
+	for i := first; i <= last && i < len(argv); i += step {
+		keys = append(keys, kv.Bulk(argv[i]))
+	}
+	return kv.Array(keys...)
+}
+
+func commandHelp(c *conn, args [][]byte) kv.Reply {
+	return helpReply("COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+		"(no subcommand)",
+		"    Return details about all commands.",
+		"COUNT",
+		"    Return the total number of commands in this server.",
+		"LIST",
+		"    Return a list of all commands in this server.",
+		"INFO [<command-name> ...]",
+		"    Return details about multiple commands.",
+		"    If no command names are given, documentation details for all",
+		"    commands are returned.",
+		"DOCS [<command-name> ...]",
+		"    Return documentation details about multiple commands.",
+		"    If no command names are given, documentation details for all",
+		"    commands are returned.",
+		"GETKEYS <full-command>",
+		"    Return the keys from a full command.",
+		"HELP",
+		"    Print this help.")
+}
+
+// ---- INFO ----
+
+func info(c *conn, args [][]byte) kv.Reply {
+	s := c.s
+	want := map[string]bool{}
+	all := len(args) == 1
+	for _, a := range args[1:] {
+		n := strings.ToLower(string(a))
+		if n == "all" || n == "everything" || n == "default" {
+			all = true
+		}
+		want[n] = true
+	}
+	var b []byte
+	section := func(name string, fields [][2]string) {
+		if !all && !want[strings.ToLower(name)] {
+			return
+		}
+		if len(b) > 0 {
+			b = append(b, "\r\n"...)
+		}
+		b = append(b, "# "...)
+		b = append(b, name...)
+		b = append(b, "\r\n"...)
+		for _, f := range fields {
+			b = append(b, f[0]...)
+			b = append(b, ':')
+			b = append(b, f[1]...)
+			b = append(b, "\r\n"...)
+		}
+	}
+	now := time.Now()
+	up := now.Sub(s.started)
+	i64 := func(v int64) string { return strconv.FormatInt(v, 10) }
+	u64 := func(v uint64) string { return strconv.FormatUint(v, 10) }
+	exe, _ := os.Executable()
+	section("Server", [][2]string{
+		{"redis_version", RedisVersion},
+		{"redis_git_sha1", "00000000"},
+		{"redis_git_dirty", "0"},
+		{"redis_mode", "standalone"},
+		{"kvorum_version", s.cfg.Version},
+		{"kvorum_node_id", u64(s.cfg.NodeID)},
+		{"os", runtime.GOOS + " " + runtime.GOARCH},
+		{"arch_bits", strconv.Itoa(strconv.IntSize)},
+		{"multiplexing_api", "goroutines"},
+		{"go_version", runtime.Version()},
+		{"process_id", strconv.Itoa(os.Getpid())},
+		{"run_id", s.runID},
+		{"tcp_port", i64(s.port.Load())},
+		{"server_time_usec", i64(now.UnixMicro())},
+		{"uptime_in_seconds", i64(int64(up / time.Second))},
+		{"uptime_in_days", i64(int64(up / (24 * time.Hour)))},
+		{"executable", exe},
+	})
+	if all || want["clients"] {
+		section("Clients", [][2]string{
+			{"connected_clients", i64(s.clients.Load())},
+			{"maxclients", strconv.Itoa(s.cfg.MaxClients)},
+			{"blocked_clients", "0"},
+			{"tracking_clients", "0"},
+		})
+	}
+	if all || want["memory"] {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		section("Memory", [][2]string{
+			{"used_memory", u64(ms.HeapAlloc)},
+			{"used_memory_human", bytesToHuman(ms.HeapAlloc)},
+			{"used_memory_rss", u64(ms.Sys)},
+			{"used_memory_rss_human", bytesToHuman(ms.Sys)},
+			{"maxmemory", "0"},
+			{"maxmemory_human", "0B"},
+			{"maxmemory_policy", "noeviction"},
+			{"mem_allocator", "go"},
+			{"go_heap_objects", u64(ms.HeapObjects)},
+			{"go_gc_cycles", strconv.FormatUint(uint64(ms.NumGC), 10)},
+		})
+	}
+	section("Stats", [][2]string{
+		{"total_connections_received", u64(s.totalConns.Load())},
+		{"total_commands_processed", u64(s.totalCmds.Load())},
+		{"instantaneous_ops_per_sec", "0"},
+		{"total_net_input_bytes", u64(s.netIn.Load())},
+		{"total_net_output_bytes", u64(s.netOut.Load())},
+		{"rejected_connections", u64(s.rejected.Load())},
+		{"protocol_errors", u64(s.protoErrs.Load())},
+	})
+	if s.b != nil {
+		for _, sec := range s.b.Info() {
+			section(sec.Name, sec.Fields)
+		}
+	}
+	if b == nil {
+		b = []byte{}
+	}
+	return kv.Reply{Kind: kv.KindVerbatim, Str: b}
+}
+
+// bytesToHuman formats n like Redis's INFO *_human fields.
+func bytesToHuman(n uint64) string {
+	const k = 1024.0
+	f := float64(n)
+	switch {
+	case n < 1024:
+		return strconv.FormatUint(n, 10) + "B"
+	case f < k*k:
+		return strconv.FormatFloat(f/k, 'f', 2, 64) + "K"
+	case f < k*k*k:
+		return strconv.FormatFloat(f/(k*k), 'f', 2, 64) + "M"
+	case f < k*k*k*k:
+		return strconv.FormatFloat(f/(k*k*k), 'f', 2, 64) + "G"
+	default:
+		return strconv.FormatFloat(f/(k*k*k*k), 'f', 2, 64) + "T"
+	}
+}

@@ -1,0 +1,80 @@
+package resp
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the RESP server's Prometheus instruments. Per-command series
+// exist only for commands in the table (connection commands and
+// kv.Commands()), so a client cannot create series by sending junk names.
+type metrics struct {
+	cmds      *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+	clients   prometheus.Gauge
+	conns     prometheus.Counter
+	rejected  prometheus.Counter
+	protoErrs prometheus.Counter
+	batch     prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		cmds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvorum_resp_commands_total",
+			Help: "Commands received from clients, by command (rejected ones included).",
+		}, []string{"command"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "kvorum_resp_command_duration_seconds",
+			Help:    "Time to execute a command; data commands batched from one pipeline share the batch's time.",
+			Buckets: prometheus.ExponentialBuckets(0.00001, 2, 22),
+		}, []string{"command"}),
+		clients: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kvorum_resp_connected_clients",
+			Help: "Client connections currently open.",
+		}),
+		conns: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvorum_resp_connections_total",
+			Help: "Client connections accepted (including rejected ones).",
+		}),
+		rejected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvorum_resp_rejected_connections_total",
+			Help: "Client connections refused because max clients was reached.",
+		}),
+		protoErrs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvorum_resp_protocol_errors_total",
+			Help: "Connections closed because of a protocol error or an over-limit frame.",
+		}),
+		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "kvorum_resp_pipeline_commands",
+			Help:    "Commands executed per read of a connection (pipeline batch size).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
+		}),
+	}
+	if reg != nil {
+		m.cmds = register(reg, m.cmds)
+		m.latency = register(reg, m.latency)
+		m.clients = register(reg, m.clients)
+		m.conns = register(reg, m.conns)
+		m.rejected = register(reg, m.rejected)
+		m.protoErrs = register(reg, m.protoErrs)
+		m.batch = register(reg, m.batch)
+	}
+	return m
+}
+
+// register registers c, or returns the collector already registered under
+// the same description (several servers sharing one registry, as in tests).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		panic(err)
+	}
+	return c
+}

@@ -1,0 +1,532 @@
+package resp
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Backend executes data commands. The server calls it from connection
+// goroutines, concurrently.
+type Backend interface {
+	// Do executes cmds in order and returns exactly len(cmds) replies
+	// (failures as KindError replies). cmds are consecutive data commands
+	// of one pipeline, already validated by kv.Check; they may be applied
+	// as one batch. The argument bytes are only valid until Do returns.
+	// ctx is cancelled when the connection or the server closes.
+	Do(ctx context.Context, cmds [][][]byte) []kv.Reply
+	// Info returns the backend's INFO sections (e.g. Replication,
+	// Keyspace), appended after the server's own.
+	Info() []InfoSection
+}
+
+// InfoSection is one "# Name" block of INFO output.
+type InfoSection struct {
+	Name   string
+	Fields [][2]string
+}
+
+// Config configures a Server. Zero values take defaults.
+type Config struct {
+	Limits       Limits
+	MaxKeySize   int // passed to kv.Check
+	MaxValueSize int // passed to kv.Check
+	// MaxClients bounds concurrent connections (default 10000). A client
+	// beyond it gets "ERR max number of clients reached" and is closed.
+	MaxClients int
+	Logger     *slog.Logger
+	// Registerer receives the kvorum_resp_* metrics; nil: not registered.
+	Registerer prometheus.Registerer
+	NodeID     uint64
+	Version    string // kvorum's version, for INFO
+
+	// WriteTimeout bounds one flush of replies to a client (default 30s);
+	// a client that does not read is disconnected.
+	WriteTimeout time.Duration
+	// PipelineMaxCommands and PipelineMaxBytes bound how many already
+	// buffered commands are executed as one batch (defaults 1024 and 1 MiB
+	// of argument data).
+	PipelineMaxCommands int
+	PipelineMaxBytes    int
+}
+
+// Defaults for Config.
+const (
+	DefaultMaxClients          = 10000
+	DefaultWriteTimeout        = 30 * time.Second
+	DefaultPipelineMaxCommands = 1024
+	DefaultPipelineMaxBytes    = 1 << 20
+)
+
+// RedisVersion is the Redis version kvorum reports to clients (HELLO,
+// INFO). Clients use it to decide which commands and reply shapes exist.
+const RedisVersion = "7.2.0"
+
+// ErrServerClosed is returned by Serve after Close.
+var ErrServerClosed = errors.New("resp: server closed")
+
+// Server serves the Redis protocol: one goroutine per connection, commands
+// already pipelined executed as one batch, connection-level commands
+// answered here, data commands passed to the Backend.
+type Server struct {
+	cfg     Config
+	kvLim   kv.Limits
+	b       Backend
+	log     *slog.Logger
+	m       *metrics
+	cmds    map[string]*command // by lower-case name: connection and data commands
+	conn    []*command          // connection commands, sorted by name
+	started time.Time
+	runID   string
+	port    atomic.Int64
+
+	nextID     atomic.Uint64
+	clients    atomic.Int64
+	totalConns atomic.Uint64
+	totalCmds  atomic.Uint64
+	rejected   atomic.Uint64
+	protoErrs  atomic.Uint64
+	netIn      atomic.Uint64
+	netOut     atomic.Uint64
+
+	mu        sync.Mutex
+	closed    bool
+	listeners map[net.Listener]struct{}
+	conns     map[*conn]struct{}
+	wg        sync.WaitGroup
+}
+
+// NewServer returns a server executing data commands on b.
+func NewServer(cfg Config, b Backend) *Server {
+	cfg.Limits = cfg.Limits.WithDefaults()
+	if cfg.MaxClients <= 0 {
+		cfg.MaxClients = DefaultMaxClients
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	if cfg.PipelineMaxCommands <= 0 {
+		cfg.PipelineMaxCommands = DefaultPipelineMaxCommands
+	}
+	if cfg.PipelineMaxBytes <= 0 {
+		cfg.PipelineMaxBytes = DefaultPipelineMaxBytes
+	}
+	var id [20]byte
+	_, _ = rand.Read(id[:])
+	s := &Server{
+		cfg:       cfg,
+		kvLim:     kv.Limits{MaxKeySize: cfg.MaxKeySize, MaxValueSize: cfg.MaxValueSize},
+		b:         b,
+		log:       cfg.Logger,
+		m:         newMetrics(cfg.Registerer),
+		started:   time.Now(),
+		runID:     hex.EncodeToString(id[:]),
+		listeners: make(map[net.Listener]struct{}),
+		conns:     make(map[*conn]struct{}),
+	}
+	s.buildTable()
+	return s
+}
+
+// Serve accepts connections on l until Close. It always returns a non-nil
+// error; after Close, ErrServerClosed.
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = l.Close()
+		return ErrServerClosed
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+	}()
+	if a, ok := l.Addr().(*net.TCPAddr); ok {
+		s.port.CompareAndSwap(0, int64(a.Port))
+	}
+	var delay time.Duration
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			if s.isClosed() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
+				// Out of file descriptors and the like: back off, as
+				// net/http does, instead of spinning or giving up.
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				s.log.Warn("resp: accept failed; retrying", "err", err, "delay", delay)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		s.accept(nc)
+	}
+}
+
+func isTemporary(err error) bool {
+	t, ok := err.(interface{ Temporary() bool })
+	return ok && t.Temporary()
+}
+
+func (s *Server) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+func (s *Server) accept(nc net.Conn) {
+	s.totalConns.Add(1)
+	s.m.conns.Inc()
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+		_ = tc.SetKeepAlive(true)
+	}
+	if s.clients.Add(1) > int64(s.cfg.MaxClients) {
+		s.clients.Add(-1)
+		s.rejected.Add(1)
+		s.m.rejected.Inc()
+		// Like Redis: tell the client why, then close. Best effort, bounded.
+		_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = nc.Write([]byte("-ERR max number of clients reached\r\n"))
+		_ = nc.Close()
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &conn{
+		s:       s,
+		nc:      nc,
+		rd:      NewReader(countingReader{nc, &s.netIn}, s.cfg.Limits),
+		id:      s.nextID.Add(1),
+		ctx:     ctx,
+		cancel:  cancel,
+		proto:   2,
+		created: time.Now(),
+	}
+	c.addr = nc.RemoteAddr().String()
+	c.laddr = nc.LocalAddr().String()
+	c.lastActive.Store(c.created.UnixNano())
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.clients.Add(-1)
+		cancel()
+		_ = nc.Close()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	s.m.clients.Inc()
+	go c.serve()
+}
+
+// Close stops accepting, closes every connection and waits for their
+// goroutines to finish (a goroutine inside Backend.Do finishes once Do
+// returns; its context is cancelled).
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.wg.Wait()
+		return nil
+	}
+	s.closed = true
+	var err error
+	for l := range s.listeners {
+		if e := l.Close(); e != nil && !errors.Is(e, net.ErrClosed) && err == nil {
+			err = e
+		}
+	}
+	for c := range s.conns {
+		c.cancel()
+		_ = c.nc.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return err
+}
+
+// countingReader counts bytes received for INFO stats.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Uint64
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(uint64(n))
+	return n, err
+}
+
+// conn is one client connection. Fields below the line are owned by the
+// connection goroutine except where noted.
+type conn struct {
+	s            *Server
+	nc           net.Conn
+	rd           *Reader
+	id           uint64
+	ctx          context.Context
+	cancel       context.CancelFunc
+	created      time.Time
+	addr, laddr  string
+	lastActive   atomic.Int64 // unix nanos of the last command batch
+	lastCmd      atomic.Pointer[command]
+	protoVersion atomic.Int32 // mirror of proto for CLIENT LIST
+
+	info struct { // read by other connections (CLIENT LIST)
+		sync.Mutex
+		name, libName, libVer string
+	}
+
+	proto      int
+	closeAfter bool // QUIT: close once the replies are written
+	out        []byte
+	batch      [][][]byte
+	replies    []kv.Reply
+	run        [][][]byte
+	runIdx     []int
+	runCmd     []*command
+}
+
+const keepOut = 64 << 10
+
+func (c *conn) serve() {
+	s := c.s
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("resp: panic while serving a client; connection closed",
+				"client", c.addr, "panic", p, "stack", string(debug.Stack()))
+		}
+		c.cancel()
+		_ = c.nc.Close()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		s.clients.Add(-1)
+		s.m.clients.Dec()
+		s.wg.Done()
+	}()
+	maxCmds, maxBytes := s.cfg.PipelineMaxCommands, s.cfg.PipelineMaxBytes
+	for {
+		args, err := c.rd.ReadCommand()
+		if err != nil {
+			c.readFailed(err)
+			return
+		}
+		c.batch = append(c.batch[:0], args)
+		var perr error
+		for len(c.batch) < maxCmds && c.rd.Pending() < maxBytes && c.rd.Buffered() > 0 {
+			args, ok, err := c.rd.TryReadCommand()
+			if err != nil {
+				perr = err
+				break
+			}
+			if !ok {
+				break
+			}
+			c.batch = append(c.batch, args)
+		}
+		c.lastActive.Store(time.Now().UnixNano())
+		c.exec(c.batch)
+		if perr != nil && !c.closeAfter {
+			c.protocolError(perr)
+			c.closeAfter = true
+		}
+		clear(c.batch)
+		c.rd.Release()
+		if !c.flush() || c.closeAfter {
+			return
+		}
+	}
+}
+
+// readFailed handles an error from ReadCommand: a protocol error is
+// answered before closing, like Redis does.
+func (c *conn) readFailed(err error) {
+	var pe *ProtocolError
+	if errors.As(err, &pe) {
+		c.protocolError(err)
+		c.flush()
+		return
+	}
+	if err != io.EOF && !errors.Is(err, net.ErrClosed) && !c.s.isClosed() {
+		c.s.log.Debug("resp: client read failed", "client", c.addr, "err", err)
+	}
+}
+
+func (c *conn) protocolError(err error) {
+	c.s.protoErrs.Add(1)
+	c.s.m.protoErrs.Inc()
+	c.s.log.Debug("resp: protocol error; closing connection", "client", c.addr, "err", err)
+	c.out = appendSimple(c.out, '-', []byte(err.Error()))
+}
+
+// flush writes the pending replies; false if the connection failed.
+func (c *conn) flush() bool {
+	if len(c.out) == 0 {
+		return true
+	}
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
+	n, err := c.nc.Write(c.out)
+	c.s.netOut.Add(uint64(n))
+	if cap(c.out) > keepOut {
+		c.out = nil
+	} else {
+		c.out = c.out[:0]
+	}
+	if err != nil {
+		if !errors.Is(err, net.ErrClosed) && !c.s.isClosed() {
+			c.s.log.Debug("resp: client write failed; closing connection", "client", c.addr, "err", err)
+		}
+		return false
+	}
+	return true
+}
+
+// exec runs one batch of commands and appends their replies to c.out in
+// order. Runs of data commands go to the backend in one Do call; a
+// connection command flushes the run before it executes.
+func (c *conn) exec(batch [][][]byte) {
+	s := c.s
+	s.totalCmds.Add(uint64(len(batch)))
+	s.m.batch.Observe(float64(len(batch)))
+	if cap(c.replies) < len(batch) {
+		c.replies = make([]kv.Reply, len(batch))
+	}
+	replies := c.replies[:len(batch)]
+	c.run, c.runIdx, c.runCmd = c.run[:0], c.runIdx[:0], c.runCmd[:0]
+	from := 0 // first command whose reply is not yet in c.out
+	for i, args := range batch {
+		cmd := s.lookup(args[0])
+		if cmd != nil {
+			c.lastCmd.Store(cmd)
+			cmd.calls.Inc()
+		}
+		if cmd != nil && cmd.handler != nil {
+			c.doRun(replies)
+			for ; from < i; from++ {
+				c.out = AppendReply(c.out, replies[from], c.proto)
+			}
+			from = i + 1
+			start := time.Now()
+			r := c.connCommand(cmd, args)
+			c.out = AppendReply(c.out, r, c.proto)
+			cmd.latency.Observe(time.Since(start).Seconds())
+			if c.closeAfter {
+				clear(replies)
+				return // QUIT: later commands are not executed
+			}
+			continue
+		}
+		if kv.Lookup(args[0]) == nil {
+			replies[i] = unknownCommand(args)
+			continue
+		}
+		if r, ok := kv.Check(args, s.kvLim); !ok {
+			replies[i] = r
+			continue
+		}
+		c.run = append(c.run, args)
+		c.runIdx = append(c.runIdx, i)
+		c.runCmd = append(c.runCmd, cmd)
+	}
+	c.doRun(replies)
+	for ; from < len(batch); from++ {
+		c.out = AppendReply(c.out, replies[from], c.proto)
+	}
+	clear(replies)
+	if cap(c.replies) > keepArgv {
+		c.replies = nil
+	}
+}
+
+// doRun sends the pending run of data commands to the backend.
+func (c *conn) doRun(replies []kv.Reply) {
+	if len(c.run) == 0 {
+		return
+	}
+	start := time.Now()
+	out := c.s.b.Do(c.ctx, c.run)
+	d := time.Since(start).Seconds()
+	for j, i := range c.runIdx {
+		if j < len(out) {
+			replies[i] = out[j]
+		} else {
+			replies[i] = kv.Error("ERR internal error: backend returned " + strconv.Itoa(len(out)) +
+				" replies for " + strconv.Itoa(len(c.run)) + " commands")
+		}
+		if cmd := c.runCmd[j]; cmd != nil {
+			cmd.latency.Observe(d)
+		}
+	}
+	clear(c.run)
+	clear(c.runCmd)
+	c.run, c.runIdx, c.runCmd = c.run[:0], c.runIdx[:0], c.runCmd[:0]
+}
+
+// unknownCommand is Redis 7's reply to a command it does not know.
+func unknownCommand(args [][]byte) kv.Reply {
+	b := make([]byte, 0, 64)
+	b = append(b, "ERR unknown command '"...)
+	b = append(b, args[0][:min(len(args[0]), 128)]...)
+	b = append(b, "', with args beginning with: "...)
+	n := 0
+	for _, a := range args[1:] {
+		if n >= 128 {
+			break
+		}
+		start := len(b)
+		b = append(b, '\'')
+		b = append(b, a[:min(len(a), 128-n)]...)
+		b = append(b, '\'', ' ')
+		n += len(b) - start
+	}
+	return kv.Reply{Kind: kv.KindError, Str: b}
+}
+
+// lower writes the ASCII lower case of name into buf, for map lookups that
+// do not allocate; ok is false if name is too long to be a command.
+func lower(buf *[32]byte, name []byte) ([]byte, bool) {
+	if len(name) > len(buf) {
+		return nil, false
+	}
+	for i, c := range name {
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf[i] = c
+	}
+	return buf[:len(name)], true
+}
+
+// lookup finds a command by name, case-insensitively, without allocating.
+func (s *Server) lookup(name []byte) *command {
+	var buf [32]byte
+	l, ok := lower(&buf, name)
+	if !ok {
+		return nil
+	}
+	return s.cmds[string(l)]
+}
