@@ -137,6 +137,13 @@ func NewReader(rd io.Reader, lim Limits) *Reader {
 	return &Reader{rd: rd, lim: lim.WithDefaults()}
 }
 
+// Reset discards all state and reads from rd, keeping allocated memory.
+func (r *Reader) Reset(rd io.Reader) {
+	r.rd, r.err = rd, nil
+	r.r, r.w = 0, 0
+	r.Release()
+}
+
 // Limits returns the effective limits.
 func (r *Reader) Limits() Limits { return r.lim }
 
