@@ -84,9 +84,9 @@ func errExpectedDollar(c byte) error {
 	return &ProtocolError{Msg: "ERR Protocol error: expected '$', got '" + string([]byte{c}) + "'"}
 }
 
-func errFrameTooLarge(n, limit int) error {
+func errFrameTooLarge(n int64, limit int) error {
 	return &ProtocolError{Msg: "ERR Protocol error: command frame too large (" +
-		strconv.Itoa(n) + " bytes, limit " + strconv.Itoa(limit) + ")"}
+		strconv.FormatInt(n, 10) + " bytes, limit " + strconv.Itoa(limit) + ")"}
 }
 
 func errTooManyArgs(n int64, limit int) error {
@@ -334,12 +334,19 @@ func (r *Reader) multibulk(block bool) ([][]byte, error) {
 			return nil, errExpectedDollar(l[0])
 		}
 		size, ok := parseLen(l[1:])
-		if !ok || size < 0 || size > int64(r.lim.MaxBulkLen) {
+		if !ok || size < 0 {
 			return nil, ErrInvalidBulkLength
 		}
 		r.frame += len(l) + 1
-		if total := int64(r.frame) + size + 2; total > int64(r.lim.MaxFrameSize) {
-			return nil, errFrameTooLarge(int(total), r.lim.MaxFrameSize)
+		total := int64(math.MaxInt64) // saturate instead of overflowing
+		if size <= math.MaxInt64-int64(r.frame)-2 {
+			total = int64(r.frame) + size + 2
+		}
+		if total > int64(r.lim.MaxFrameSize) {
+			return nil, errFrameTooLarge(total, r.lim.MaxFrameSize)
+		}
+		if size > int64(r.lim.MaxBulkLen) {
+			return nil, ErrInvalidBulkLength
 		}
 		r.frame += int(size) + 2
 		arg, err := r.bulk(block, int(size))
@@ -466,7 +473,7 @@ func (r *Reader) inline(block bool) ([][]byte, error) {
 	}
 	r.frame = len(l) + 1
 	if r.frame > r.lim.MaxFrameSize {
-		return nil, errFrameTooLarge(r.frame, r.lim.MaxFrameSize)
+		return nil, errFrameTooLarge(int64(r.frame), r.lim.MaxFrameSize)
 	}
 	if n := len(l); n > 0 && l[n-1] == '\r' {
 		l = l[:n-1]
