@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -776,4 +778,79 @@ func BenchmarkServerPipeline(b *testing.B) {
 		b.Fatalf("replies %q", buf)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/cmd")
+}
+
+// Idle connections cost little: a small read buffer and a goroutine.
+func TestIdleConnectionsAreCheap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens 1000 connections")
+	}
+	s, addr := startServer(t, Config{}, newFakeBackend())
+	const n = 1000
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	conns := make([]net.Conn, 0, n)
+	buf := make([]byte, 7)
+	for range n {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, nc)
+		if _, err := nc.Write([]byte("PING\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(nc, buf); err != nil || string(buf) != "+PONG\r\n" {
+			t.Fatalf("%q %v", buf, err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	heap := (int64(after.HeapInuse) - int64(before.HeapInuse)) / n
+	stack := (int64(after.StackInuse) - int64(before.StackInuse)) / n
+	t.Logf("per idle connection (client and server side): heap %d B, stacks %d B", heap, stack)
+	if heap > 16<<10 {
+		t.Errorf("idle connection heap cost %d B", heap)
+	}
+	if got := s.clients.Load(); got != n {
+		t.Errorf("clients = %d", got)
+	}
+	for _, nc := range conns {
+		nc.Close()
+	}
+}
+
+// redis-cli, if installed, talks to the server.
+func TestRedisCLI(t *testing.T) {
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		t.Skip("redis-cli not installed")
+	}
+	_, addr := startServer(t, Config{}, newFakeBackend())
+	host, port, _ := net.SplitHostPort(addr)
+	run := func(stdin string, args ...string) string {
+		cmd := exec.Command(cli, append([]string{"-h", host, "-p", port}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("redis-cli %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	if out := run("", "PING"); out != "PONG\n" {
+		t.Fatalf("PING: %q", out)
+	}
+	if out := run("SET k \"a b\"\nGET k\nCLIENT SETNAME x\nCLIENT GETNAME\n"); out != "OK\na b\nOK\nx\n" {
+		t.Fatalf("stdin commands: %q", out)
+	}
+	if out := run("", "-3", "HELLO", "3"); !strings.Contains(out, "proto") || !strings.Contains(out, "3") {
+		t.Fatalf("HELLO 3: %q", out)
+	}
+	if out := run("", "-3", "INFO", "server"); !strings.Contains(out, "redis_version:7.2.0") {
+		t.Fatalf("INFO: %q", out)
+	}
+	if out := run("", "COMMAND", "DOCS", "ping"); !strings.Contains(out, "summary") {
+		t.Fatalf("COMMAND DOCS: %q", out)
+	}
 }
