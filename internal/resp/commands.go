@@ -2,6 +2,7 @@ package resp
 
 import (
 	"bytes"
+	"cmp"
 	"os"
 	"runtime"
 	"slices"
@@ -478,7 +479,7 @@ func clientList(c *conn, args [][]byte) kv.Reply {
 		}
 	}
 	s.mu.Unlock()
-	slices.SortFunc(conns, func(a, b *conn) int { return int(a.id - b.id) })
+	slices.SortFunc(conns, func(a, b *conn) int { return cmp.Compare(a.id, b.id) })
 	now := time.Now()
 	var b []byte
 	for _, o := range conns {
