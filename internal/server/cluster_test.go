@@ -127,11 +127,20 @@ func TestClusterMinorityRefusesAndHeals(t *testing.T) {
 	if err := c.client(lead).Set(ctx, "before", "1", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	// Isolate the leader: it is the minority now.
+	// Isolate the leader: it is the minority now. A write it accepted before
+	// noticing is never acknowledged (the outcome is reported as unknown).
 	c.net.Isolate(lead)
-	err := c.client(lead).Set(ctx, "minority", "x", 0).Err()
+	if err := c.client(lead).Set(ctx, "minority", "x", 0).Err(); err == nil {
+		t.Fatal("isolated leader acknowledged a write")
+	}
+	// Once it has stepped down (CheckQuorum), it refuses clearly.
+	deadline := time.Now().Add(10 * time.Second)
+	for c.node(lead).Status().Leader != 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	err := c.client(lead).Set(ctx, "minority2", "x", 0).Err()
 	if err == nil || !strings.Contains(err.Error(), "CLUSTERDOWN") {
-		t.Fatalf("write on isolated leader: want CLUSTERDOWN error, got %v", err)
+		t.Fatalf("write on isolated node: want CLUSTERDOWN error, got %v", err)
 	}
 	if _, err := c.client(lead).Get(ctx, "before").Result(); err == nil || !strings.Contains(err.Error(), "CLUSTERDOWN") {
 		t.Fatalf("read on isolated node: want CLUSTERDOWN error, got %v", err)
@@ -149,7 +158,7 @@ func TestClusterMinorityRefusesAndHeals(t *testing.T) {
 	if got, err := c.client(lead).Get(ctx, "majority").Result(); err != nil || got != "y" {
 		t.Fatalf("healed node: get majority = %q, %v", got, err)
 	}
-	if n, err := c.client(lead).Exists(ctx, "minority").Result(); err != nil || n != 0 {
+	if n, err := c.client(lead).Exists(ctx, "minority", "minority2").Result(); err != nil || n != 0 {
 		t.Fatalf("write refused in minority must not appear: exists=%d, %v", n, err)
 	}
 }

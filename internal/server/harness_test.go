@@ -26,6 +26,15 @@ type testCluster struct {
 	cfgs  map[uint64]Config
 }
 
+func init() {
+	// go-redis logs every failed dial; the tests kill nodes on purpose.
+	redis.SetLogger(quietLogger{})
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...interface{}) {}
+
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
