@@ -15,8 +15,9 @@ import (
 
 // readyItem is one replica's share of a round of Ready handling.
 type readyItem struct {
-	r  *Replica
-	rd raft.Ready
+	r      *Replica
+	rd     raft.Ready
+	leader bool
 
 	// Filled while staging, used after the batch commits.
 	applied     storage.AppliedState
@@ -63,7 +64,7 @@ func (s *Store) processReady() (more bool, err error) {
 		r.mu.Lock()
 		r.issueReadsLocked()
 		if r.mu.rn.HasReady() {
-			items = append(items, &readyItem{r: r, rd: r.mu.rn.Ready()})
+			items = append(items, &readyItem{r: r, rd: r.mu.rn.Ready(), leader: r.mu.rn.BasicStatus().RaftState == raft.StateLeader})
 		}
 		r.mu.Unlock()
 	}
@@ -71,6 +72,19 @@ func (s *Store) processReady() (more bool, err error) {
 		return false, nil
 	}
 	s.cfg.Metrics.ReadyRounds.Inc()
+
+	// A leader's messages may go out before its own fsync (Raft thesis
+	// 10.2.1): followers persist in parallel with the leader, and nothing is
+	// acknowledged to a client before this round's batch is durable, since
+	// entries are applied in the same batch that persists them.
+	var early []*raftpb.Message
+	for _, it := range items {
+		if it.leader {
+			early = append(early, it.rd.Messages...)
+			it.rd.Messages = nil
+		}
+	}
+	s.send(early)
 
 	batch := s.db.NewIndexedBatch()
 	defer batch.Close()
@@ -100,14 +114,7 @@ func (s *Store) processReady() (more bool, err error) {
 		it.r.afterCommit(it)
 		msgs = append(msgs, it.rd.Messages...)
 	}
-	if len(msgs) > 0 {
-		for _, m := range msgs {
-			if m.GetType() == raftpb.MessageType_MsgSnap {
-				s.cfg.Metrics.SnapshotsSent.Inc()
-			}
-		}
-		s.cfg.Transport.Send(msgs)
-	}
+	s.send(msgs)
 	for _, it := range items {
 		it.r.mu.Lock()
 		it.r.mu.rn.Advance(it.rd)
@@ -121,6 +128,18 @@ func (s *Store) processReady() (more bool, err error) {
 	}
 	s.cfg.Metrics.ReadyDuration.Observe(time.Since(start).Seconds())
 	return more, nil
+}
+
+func (s *Store) send(msgs []*raftpb.Message) {
+	if len(msgs) == 0 {
+		return
+	}
+	for _, m := range msgs {
+		if m.GetType() == raftpb.MessageType_MsgSnap {
+			s.cfg.Metrics.SnapshotsSent.Inc()
+		}
+	}
+	s.cfg.Transport.Send(msgs)
 }
 
 // stage adds the replica's snapshot, entries, hard state and the effects of
