@@ -1,0 +1,658 @@
+package kv
+
+import (
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+type readerI = pebble.Reader
+
+// Redis error texts.
+var (
+	errSyntax      = Error("ERR syntax error")
+	errNotInt      = Error("ERR value is not an integer or out of range")
+	errOverflow    = Error("ERR increment or decrement would overflow")
+	errNotFloat    = Error("ERR value is not a valid float")
+	errNaN         = Error("ERR increment would produce NaN or Infinity")
+	errWrongType   = Error("WRONGTYPE Operation against a key holding the wrong kind of value")
+	errNoSuchKey   = Error("ERR no such key")
+	errOffset      = Error("ERR offset is out of range")
+	errTooBig      = Error("ERR string exceeds maximum allowed size (proto-max-bulk-len)")
+	errInvalidCurs = Error("ERR invalid cursor")
+)
+
+func errStorage(err error) Reply { return Error("ERR storage: " + err.Error()) }
+
+func invalidExpire(cmd string) Reply {
+	return Error("ERR invalid expire time in '" + cmd + "' command")
+}
+
+// maxStringSize is Redis's proto-max-bulk-len default (512 MB).
+const maxStringSize = 512 << 20
+
+func eq(b []byte, s string) bool { return strings.EqualFold(string(b), s) }
+
+func parseInt(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 20 || b[0] == '+' || (len(b) > 1 && b[0] == '0') || (len(b) > 1 && b[0] == '-' && b[1] == '0') || b[0] == ' ' {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	return n, err == nil
+}
+
+// getString loads k as a string: ok=false if absent; a non-nil reply is an
+// error to return (wrong type, storage).
+func getString(x *ctx, k []byte) (record, bool, *Reply) {
+	rec, ok, err := load(x.r, k, x.now)
+	if err != nil {
+		r := errStorage(err)
+		return rec, false, &r
+	}
+	if ok && rec.typ != typeString {
+		r := errWrongType
+		return rec, false, &r
+	}
+	return rec, ok, nil
+}
+
+func putString(x *ctx, k, v []byte, expire int64) Reply {
+	if err := store(x.w, k, &record{typ: typeString, expire: expire, value: v}); err != nil {
+		return errStorage(err)
+	}
+	return OK
+}
+
+func init() {
+	def("get", 2, "readonly fast", 1, 1, 1, "string", "Returns the string value of a key.", cmdGet, nil)
+	def("set", -3, "write denyoom", 1, 1, 1, "string", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", cmdSet, checkSet)
+	def("setnx", 3, "write denyoom fast", 1, 1, 1, "string", "Set the string value of a key only when the key doesn't exist.", cmdSetNX, nil)
+	def("setex", 4, "write denyoom", 1, 1, 1, "string", "Sets the string value and expiration time of a key.", cmdSetEX, checkSetEX)
+	def("psetex", 4, "write denyoom", 1, 1, 1, "string", "Sets both string value and expiration time in milliseconds of a key.", cmdSetEX, checkSetEX)
+	def("getset", 3, "write denyoom fast", 1, 1, 1, "string", "Returns the previous string value of a key after setting it to a new value.", cmdGetSet, nil)
+	def("getdel", 2, "write fast", 1, 1, 1, "string", "Returns the string value of a key after deleting the key.", cmdGetDel, nil)
+	def("getex", -2, "write fast", 1, 1, 1, "string", "Returns the string value of a key after setting its expiration time.", cmdGetEx, checkGetEx)
+	def("mget", -2, "readonly fast", 1, -1, 1, "string", "Atomically returns the string values of one or more keys.", cmdMGet, nil)
+	def("mset", -3, "write denyoom", 1, -1, 2, "string", "Atomically creates or modifies the string values of one or more keys.", cmdMSet, checkPairs("mset"))
+	def("msetnx", -3, "write denyoom", 1, -1, 2, "string", "Atomically modifies the string values of one or more keys only when all keys don't exist.", cmdMSetNX, checkPairs("msetnx"))
+	def("incr", 2, "write denyoom fast", 1, 1, 1, "string", "Increments the integer value of a key by one.", cmdIncrBy, nil)
+	def("decr", 2, "write denyoom fast", 1, 1, 1, "string", "Decrements the integer value of a key by one.", cmdIncrBy, nil)
+	def("incrby", 3, "write denyoom fast", 1, 1, 1, "string", "Increments the integer value of a key by a number.", cmdIncrBy, checkIntArg(2))
+	def("decrby", 3, "write denyoom fast", 1, 1, 1, "string", "Decrements a number from the integer value of a key.", cmdIncrBy, checkIntArg(2))
+	def("incrbyfloat", 3, "write denyoom fast", 1, 1, 1, "string", "Increment the floating point value of a key by a number.", cmdIncrByFloat, checkFloatArg(2))
+	def("append", 3, "write denyoom", 1, 1, 1, "string", "Appends a string to the value of a key. Creates the key if it doesn't exist.", cmdAppend, nil)
+	def("strlen", 2, "readonly fast", 1, 1, 1, "string", "Returns the length of a string value.", cmdStrlen, nil)
+	def("getrange", 4, "readonly", 1, 1, 1, "string", "Returns a substring of the string stored at a key.", cmdGetRange, checkIntArgs(2, 3))
+	def("setrange", 4, "write denyoom", 1, 1, 1, "string", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.", cmdSetRange, checkIntArg(2))
+}
+
+func cmdGet(x *ctx, args [][]byte) Reply {
+	rec, ok, e := getString(x, args[1])
+	if e != nil {
+		return *e
+	}
+	if !ok {
+		return Nil
+	}
+	return Bulk(rec.value)
+}
+
+// setOpts is the parsed tail of SET.
+type setOpts struct {
+	nx, xx, get, keepTTL bool
+	unit                 string // "", "EX", "PX", "EXAT", "PXAT"
+	n                    int64
+}
+
+func parseSet(args [][]byte) (setOpts, Reply, bool) {
+	var o setOpts
+	for i := 3; i < len(args); i++ {
+		a := strings.ToUpper(string(args[i]))
+		switch a {
+		case "NX":
+			if o.xx {
+				return o, errSyntax, false
+			}
+			o.nx = true
+		case "XX":
+			if o.nx {
+				return o, errSyntax, false
+			}
+			o.xx = true
+		case "GET":
+			o.get = true
+		case "KEEPTTL":
+			if o.unit != "" {
+				return o, errSyntax, false
+			}
+			o.keepTTL = true
+		case "EX", "PX", "EXAT", "PXAT":
+			if o.unit != "" || o.keepTTL || i+1 >= len(args) {
+				return o, errSyntax, false
+			}
+			n, ok := parseInt(args[i+1])
+			if !ok {
+				return o, errNotInt, false
+			}
+			o.unit, o.n = a, n
+			i++
+		default:
+			return o, errSyntax, false
+		}
+	}
+	if o.unit != "" && o.n <= 0 {
+		return o, invalidExpire("set"), false
+	}
+	if o.unit == "EX" || o.unit == "EXAT" {
+		if o.n > math.MaxInt64/1000 {
+			return o, invalidExpire("set"), false
+		}
+	}
+	return o, Reply{}, true
+}
+
+func checkSet(args [][]byte) (Reply, bool) {
+	_, r, ok := parseSet(args)
+	return r, ok
+}
+
+// deadline converts a relative or absolute expiry to an absolute Unix ms
+// deadline; ok=false on overflow.
+func deadline(unit string, n, now int64) (int64, bool) {
+	switch unit {
+	case "EX":
+		if n > (math.MaxInt64-now)/1000 {
+			return 0, false
+		}
+		return now + n*1000, true
+	case "PX":
+		if n > math.MaxInt64-now {
+			return 0, false
+		}
+		return now + n, true
+	case "EXAT":
+		if n > math.MaxInt64/1000 {
+			return 0, false
+		}
+		return n * 1000, true
+	case "PXAT":
+		return n, true
+	}
+	return 0, true
+}
+
+func cmdSet(x *ctx, args [][]byte) Reply {
+	o, r, ok := parseSet(args)
+	if !ok {
+		return r
+	}
+	rec, exists, err := load(x.r, args[1], x.now)
+	if err != nil {
+		return errStorage(err)
+	}
+	if o.get && exists && rec.typ != typeString {
+		return errWrongType
+	}
+	var old Reply = Nil
+	if o.get && exists {
+		old = Bulk(rec.value)
+	}
+	if (o.nx && exists) || (o.xx && !exists) {
+		if o.get {
+			return old
+		}
+		return Nil
+	}
+	var expire int64
+	if o.keepTTL && exists {
+		expire = rec.expire
+	}
+	if o.unit != "" {
+		d, ok := deadline(o.unit, o.n, x.now)
+		if !ok {
+			return invalidExpire("set")
+		}
+		expire = d
+	}
+	if expire != 0 && expire <= x.now {
+		// An absolute deadline in the past: the key is set and expires at once.
+		if exists {
+			if err := remove(x.w, args[1]); err != nil {
+				return errStorage(err)
+			}
+		}
+	} else if r := putString(x, args[1], args[2], expire); r.IsError() {
+		return r
+	}
+	if o.get {
+		return old
+	}
+	return OK
+}
+
+func cmdSetNX(x *ctx, args [][]byte) Reply {
+	_, exists, err := load(x.r, args[1], x.now)
+	if err != nil {
+		return errStorage(err)
+	}
+	if exists {
+		return Int(0)
+	}
+	if r := putString(x, args[1], args[2], 0); r.IsError() {
+		return r
+	}
+	return Int(1)
+}
+
+func checkSetEX(args [][]byte) (Reply, bool) {
+	n, ok := parseInt(args[2])
+	if !ok {
+		return errNotInt, false
+	}
+	name := strings.ToLower(string(args[0]))
+	if n <= 0 || (name == "setex" && n > math.MaxInt64/1000) {
+		return invalidExpire(name), false
+	}
+	return Reply{}, true
+}
+
+func cmdSetEX(x *ctx, args [][]byte) Reply {
+	n, _ := parseInt(args[2])
+	name := strings.ToLower(string(args[0]))
+	unit := "PX"
+	if name == "setex" {
+		unit = "EX"
+	}
+	d, ok := deadline(unit, n, x.now)
+	if !ok {
+		return invalidExpire(name)
+	}
+	return putString(x, args[1], args[3], d)
+}
+
+func cmdGetSet(x *ctx, args [][]byte) Reply {
+	rec, ok, e := getString(x, args[1])
+	if e != nil {
+		return *e
+	}
+	if r := putString(x, args[1], args[2], 0); r.IsError() {
+		return r
+	}
+	if !ok {
+		return Nil
+	}
+	return Bulk(rec.value)
+}
+
+func cmdGetDel(x *ctx, args [][]byte) Reply {
+	rec, ok, e := getString(x, args[1])
+	if e != nil {
+		return *e
+	}
+	if !ok {
+		return Nil
+	}
+	if err := remove(x.w, args[1]); err != nil {
+		return errStorage(err)
+	}
+	return Bulk(rec.value)
+}
+
+type getexOpts struct {
+	persist bool
+	unit    string
+	n       int64
+}
+
+func parseGetEx(args [][]byte) (getexOpts, Reply, bool) {
+	var o getexOpts
+	for i := 2; i < len(args); i++ {
+		a := strings.ToUpper(string(args[i]))
+		switch a {
+		case "PERSIST":
+			if o.unit != "" || o.persist {
+				return o, errSyntax, false
+			}
+			o.persist = true
+		case "EX", "PX", "EXAT", "PXAT":
+			if o.unit != "" || o.persist || i+1 >= len(args) {
+				return o, errSyntax, false
+			}
+			n, ok := parseInt(args[i+1])
+			if !ok {
+				return o, errNotInt, false
+			}
+			o.unit, o.n = a, n
+			i++
+		default:
+			return o, errSyntax, false
+		}
+	}
+	if o.unit != "" && (o.n <= 0 || ((o.unit == "EX" || o.unit == "EXAT") && o.n > math.MaxInt64/1000)) {
+		return o, invalidExpire("getex"), false
+	}
+	return o, Reply{}, true
+}
+
+func checkGetEx(args [][]byte) (Reply, bool) {
+	_, r, ok := parseGetEx(args)
+	return r, ok
+}
+
+func cmdGetEx(x *ctx, args [][]byte) Reply {
+	o, r, ok := parseGetEx(args)
+	if !ok {
+		return r
+	}
+	rec, exists, e := getString(x, args[1])
+	if e != nil {
+		return *e
+	}
+	if !exists {
+		return Nil
+	}
+	switch {
+	case o.persist && rec.expire != 0:
+		rec.expire = 0
+		if err := store(x.w, args[1], &rec); err != nil {
+			return errStorage(err)
+		}
+	case o.unit != "":
+		d, ok := deadline(o.unit, o.n, x.now)
+		if !ok {
+			return invalidExpire("getex")
+		}
+		if d <= x.now {
+			if err := remove(x.w, args[1]); err != nil {
+				return errStorage(err)
+			}
+		} else {
+			rec.expire = d
+			if err := store(x.w, args[1], &rec); err != nil {
+				return errStorage(err)
+			}
+		}
+	}
+	return Bulk(rec.value)
+}
+
+func cmdMGet(x *ctx, args [][]byte) Reply {
+	out := make([]Reply, 0, len(args)-1)
+	for _, k := range args[1:] {
+		rec, ok, err := load(x.r, k, x.now)
+		if err != nil {
+			return errStorage(err)
+		}
+		if !ok || rec.typ != typeString {
+			out = append(out, Nil)
+		} else {
+			out = append(out, Bulk(rec.value))
+		}
+	}
+	return Array(out...)
+}
+
+func checkPairs(name string) func([][]byte) (Reply, bool) {
+	return func(args [][]byte) (Reply, bool) {
+		if len(args)%2 != 1 {
+			return wrongArity(name), false
+		}
+		return Reply{}, true
+	}
+}
+
+func cmdMSet(x *ctx, args [][]byte) Reply {
+	for i := 1; i+1 < len(args); i += 2 {
+		if r := putString(x, args[i], args[i+1], 0); r.IsError() {
+			return r
+		}
+	}
+	return OK
+}
+
+func cmdMSetNX(x *ctx, args [][]byte) Reply {
+	for i := 1; i+1 < len(args); i += 2 {
+		_, ok, err := load(x.r, args[i], x.now)
+		if err != nil {
+			return errStorage(err)
+		}
+		if ok {
+			return Int(0)
+		}
+	}
+	cmdMSet(x, args)
+	return Int(1)
+}
+
+func checkIntArg(i int) func([][]byte) (Reply, bool) {
+	return func(args [][]byte) (Reply, bool) {
+		if _, ok := parseInt(args[i]); !ok {
+			return errNotInt, false
+		}
+		return Reply{}, true
+	}
+}
+
+func checkIntArgs(is ...int) func([][]byte) (Reply, bool) {
+	return func(args [][]byte) (Reply, bool) {
+		for _, i := range is {
+			if _, ok := parseInt(args[i]); !ok {
+				return errNotInt, false
+			}
+		}
+		return Reply{}, true
+	}
+}
+
+func cmdIncrBy(x *ctx, args [][]byte) Reply {
+	var delta int64
+	switch strings.ToLower(string(args[0])) {
+	case "incr":
+		delta = 1
+	case "decr":
+		delta = -1
+	case "incrby":
+		delta, _ = parseInt(args[2])
+	case "decrby":
+		d, _ := parseInt(args[2])
+		if d == math.MinInt64 {
+			return Error("ERR decrement would overflow")
+		}
+		delta = -d
+	}
+	rec, ok, e := getString(x, args[1])
+	if e != nil {
+		return *e
+	}
+	var cur int64
+	if ok {
+		v, good := parseInt(rec.value)
+		if !good {
+			return errNotInt
+		}
+		cur = v
+	}
+	if (delta > 0 && cur > math.MaxInt64-delta) || (delta < 0 && cur < math.MinInt64-delta) {
+		return errOverflow
+	}
+	cur += delta
+	var expire int64
+	if ok {
+		expire = rec.expire
+	}
+	if r := putString(x, args[1], strconv.AppendInt(nil, cur, 10), expire); r.IsError() {
+		return r
+	}
+	return Int(cur)
+}
+
+// parseLongDouble parses like Redis's strtold-based check, at x87
+// extended precision (64-bit mantissa), which is what Redis computes in.
+func parseLongDouble(b []byte) (*big.Float, bool) {
+	s := string(b)
+	if len(s) == 0 || strings.TrimSpace(s) != s {
+		return nil, false
+	}
+	if f, err := strconv.ParseFloat(s, 64); err == nil && (math.IsInf(f, 0) || math.IsNaN(f)) {
+		return nil, false
+	}
+	lower := strings.ToLower(s)
+	if strings.Contains(lower, "nan") || strings.Contains(lower, "inf") || strings.HasPrefix(lower, "0x") || strings.HasPrefix(lower, "-0x") || strings.Contains(s, "_") {
+		return nil, false
+	}
+	f, _, err := big.ParseFloat(s, 10, 64, big.ToNearestEven)
+	if err != nil {
+		return nil, false
+	}
+	return f, true
+}
+
+func checkFloatArg(i int) func([][]byte) (Reply, bool) {
+	return func(args [][]byte) (Reply, bool) {
+		if _, ok := parseLongDouble(args[i]); !ok {
+			return errNotFloat, false
+		}
+		return Reply{}, true
+	}
+}
+
+// formatLongDouble formats like Redis's ld2string(LD_STR_HUMAN): %.17Lf
+// with trailing zeros (and a trailing dot) removed.
+func formatLongDouble(f *big.Float) string {
+	s := f.Text('f', 17)
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(s, "0")
+		s = strings.TrimSuffix(s, ".")
+	}
+	if s == "-0" {
+		s = "0"
+	}
+	return s
+}
+
+func cmdIncrByFloat(x *ctx, args [][]byte) Reply {
+	incr, ok := parseLongDouble(args[2])
+	if !ok {
+		return errNotFloat
+	}
+	rec, exists, e := getString(x, args[1])
+	if e != nil {
+		return *e
+	}
+	cur := new(big.Float).SetPrec(64)
+	if exists {
+		v, good := parseLongDouble(rec.value)
+		if !good {
+			return errNotFloat
+		}
+		cur = v
+	}
+	sum := new(big.Float).SetPrec(64).SetMode(big.ToNearestEven).Add(cur, incr)
+	// x87 extended range: beyond ~1.19e4932 Redis gets Infinity.
+	if sum.MantExp(nil) > 16384 {
+		return errNaN
+	}
+	out := []byte(formatLongDouble(sum))
+	var expire int64
+	if exists {
+		expire = rec.expire
+	}
+	if r := putString(x, args[1], out, expire); r.IsError() {
+		return r
+	}
+	return Bulk(out)
+}
+
+func cmdAppend(x *ctx, args [][]byte) Reply {
+	rec, ok, e := getString(x, args[1])
+	if e != nil {
+		return *e
+	}
+	if len(rec.value)+len(args[2]) > maxStringSize {
+		return errTooBig
+	}
+	v := append(rec.value, args[2]...)
+	var expire int64
+	if ok {
+		expire = rec.expire
+	}
+	if r := putString(x, args[1], v, expire); r.IsError() {
+		return r
+	}
+	return Int(int64(len(v)))
+}
+
+func cmdStrlen(x *ctx, args [][]byte) Reply {
+	rec, _, e := getString(x, args[1])
+	if e != nil {
+		return *e
+	}
+	return Int(int64(len(rec.value)))
+}
+
+func cmdGetRange(x *ctx, args [][]byte) Reply {
+	start, _ := parseInt(args[2])
+	end, _ := parseInt(args[3])
+	rec, _, e := getString(x, args[1])
+	if e != nil {
+		return *e
+	}
+	n := int64(len(rec.value))
+	if start < 0 && end < 0 && start > end {
+		return Bulk([]byte{})
+	}
+	if start < 0 {
+		start += n
+	}
+	if end < 0 {
+		end += n
+	}
+	if start < 0 {
+		start = 0
+	}
+	if end < 0 {
+		end = 0
+	}
+	if end >= n {
+		end = n - 1
+	}
+	if n == 0 || start > end {
+		return Bulk([]byte{})
+	}
+	return Bulk(rec.value[start : end+1])
+}
+
+func cmdSetRange(x *ctx, args [][]byte) Reply {
+	off, _ := parseInt(args[2])
+	if off < 0 {
+		return errOffset
+	}
+	val := args[3]
+	rec, ok, e := getString(x, args[1])
+	if e != nil {
+		return *e
+	}
+	if len(val) == 0 {
+		return Int(int64(len(rec.value)))
+	}
+	if off+int64(len(val)) > maxStringSize {
+		return errTooBig
+	}
+	end := int(off) + len(val)
+	v := rec.value
+	if len(v) < end {
+		v = append(v, make([]byte, end-len(v))...)
+	}
+	copy(v[off:], val)
+	var expire int64
+	if ok {
+		expire = rec.expire
+	}
+	if r := putString(x, args[1], v, expire); r.IsError() {
+		return r
+	}
+	return Int(int64(len(v)))
+}

@@ -1,0 +1,194 @@
+package kv
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Spec describes one data command (connection commands such as PING,
+// HELLO, CLIENT and INFO belong to package resp).
+type Spec struct {
+	Name                    string   // lower case, as COMMAND reports it
+	Arity                   int      // Redis convention: N exact, -N at least N (with the name)
+	Flags                   []string // Redis COMMAND flags
+	FirstKey, LastKey, Step int      // key positions as COMMAND INFO reports them
+	Write                   bool     // true: replicated through Raft (Apply); false: Read
+	Group                   string   // for COMMAND DOCS
+	Summary                 string   // one line, for COMMAND DOCS
+}
+
+// Limits bound client input; 0 means unlimited.
+type Limits struct{ MaxKeySize, MaxValueSize int }
+
+type ctx struct {
+	r   readerI
+	w   writer // nil for reads
+	now int64
+}
+
+type handler func(x *ctx, args [][]byte) Reply
+
+type cmdDef struct {
+	spec  Spec
+	run   handler
+	check func(args [][]byte) (Reply, bool) // syntax beyond arity; nil = none
+	// internal commands are proposed by the node itself, never by clients.
+	internal bool
+}
+
+var (
+	table    = map[string]*cmdDef{}
+	specList []*Spec
+)
+
+func def(name string, arity int, flags string, first, last, step int, group, summary string, run handler, check func([][]byte) (Reply, bool)) {
+	d := &cmdDef{spec: Spec{Name: name, Arity: arity, Flags: strings.Fields(flags), FirstKey: first, LastKey: last, Step: step,
+		Write: strings.Contains(flags, "write"), Group: group, Summary: summary}, run: run, check: check}
+	table[name] = d
+	specList = append(specList, &d.spec)
+}
+
+// lookup finds a command without allocating for names up to 32 bytes.
+func lookup(name []byte) *cmdDef {
+	if len(name) > 32 {
+		return nil
+	}
+	var buf [32]byte
+	for i, c := range name {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf[i] = c
+	}
+	return table[string(buf[:len(name)])]
+}
+
+// Lookup returns the command's Spec (case-insensitive), nil if unknown or
+// internal.
+func Lookup(name []byte) *Spec {
+	d := lookup(name)
+	if d == nil || d.internal {
+		return nil
+	}
+	return &d.spec
+}
+
+// Commands returns every client-visible Spec.
+func Commands() []*Spec { return specList }
+
+// IsInternal reports whether name is a command only the node itself may propose.
+func IsInternal(name []byte) bool {
+	d := lookup(name)
+	return d != nil && d.internal
+}
+
+// UnknownCommand is Redis 7's reply for an unknown command.
+func UnknownCommand(args [][]byte) Reply {
+	var b strings.Builder
+	name := args[0]
+	if len(name) > 128 {
+		name = name[:128]
+	}
+	fmt.Fprintf(&b, "ERR unknown command '%s', with args beginning with: ", name)
+	for _, a := range args[1:] {
+		if b.Len() > 128 {
+			break
+		}
+		if len(a) > 128 {
+			a = a[:128]
+		}
+		fmt.Fprintf(&b, "'%s' ", a)
+	}
+	return Error(b.String())
+}
+
+func wrongArity(name string) Reply {
+	return Error("ERR wrong number of arguments for '" + name + "' command")
+}
+
+// Check validates a command before it is proposed or read: arity, syntax
+// and limits. ok=false: reply with r and do nothing else.
+func Check(args [][]byte, lim Limits) (r Reply, ok bool) {
+	if len(args) == 0 {
+		return Error("ERR empty command"), false
+	}
+	d := lookup(args[0])
+	if d == nil || d.internal {
+		return UnknownCommand(args), false
+	}
+	s := &d.spec
+	if (s.Arity > 0 && len(args) != s.Arity) || (s.Arity < 0 && len(args) < -s.Arity) {
+		return wrongArity(s.Name), false
+	}
+	isKey := func(i int) bool {
+		if s.FirstKey == 0 || i < s.FirstKey {
+			return false
+		}
+		last := s.LastKey
+		if last < 0 {
+			last = len(args) + last
+		}
+		return i <= last && (i-s.FirstKey)%s.Step == 0
+	}
+	for i := 1; i < len(args); i++ {
+		if isKey(i) {
+			if lim.MaxKeySize > 0 && len(args[i]) > lim.MaxKeySize {
+				return Error(fmt.Sprintf("ERR key too large (%d bytes, limit %d)", len(args[i]), lim.MaxKeySize)), false
+			}
+		} else if s.Write && lim.MaxValueSize > 0 && len(args[i]) > lim.MaxValueSize {
+			return Error(fmt.Sprintf("ERR value too large (%d bytes, limit %d)", len(args[i]), lim.MaxValueSize)), false
+		}
+	}
+	if d.check != nil {
+		return d.check(args)
+	}
+	return Reply{}, true
+}
+
+// Apply executes a write command against b, an indexed batch, at log time
+// nowMs. Deterministic. On an error reply nothing was written.
+func Apply(b writer, args [][]byte, nowMs int64) (r Reply) {
+	defer func() {
+		if p := recover(); p != nil {
+			r = Error(fmt.Sprintf("ERR internal error: %v", p))
+		}
+	}()
+	if len(args) == 0 {
+		return Error("ERR empty command")
+	}
+	d := lookup(args[0])
+	if d == nil {
+		return UnknownCommand(args)
+	}
+	if d.check != nil {
+		if r, ok := d.check(args); !ok {
+			return r
+		}
+	}
+	return d.run(&ctx{r: b, w: b, now: nowMs}, args)
+}
+
+// Read executes a read-only command against r at time nowMs.
+func Read(r readerI, args [][]byte, nowMs int64) (rep Reply) {
+	defer func() {
+		if p := recover(); p != nil {
+			rep = Error(fmt.Sprintf("ERR internal error: %v", p))
+		}
+	}()
+	if len(args) == 0 {
+		return Error("ERR empty command")
+	}
+	d := lookup(args[0])
+	if d == nil || d.internal {
+		return UnknownCommand(args)
+	}
+	if d.spec.Write {
+		return Error("ERR internal: write command sent to Read")
+	}
+	if d.check != nil {
+		if r, ok := d.check(args); !ok {
+			return r
+		}
+	}
+	return d.run(&ctx{r: r, now: nowMs}, args)
+}
