@@ -496,10 +496,12 @@ func parseLongDouble(b []byte) (*big.Float, bool) {
 	if len(s) == 0 || strings.TrimSpace(s) != s {
 		return nil, false
 	}
-	if f, err := strconv.ParseFloat(s, 64); err == nil && (math.IsInf(f, 0) || math.IsNaN(f)) {
-		return nil, false
-	}
 	lower := strings.ToLower(s)
+	switch strings.TrimLeft(lower, "+-") {
+	case "inf", "infinity":
+		// strtold accepts infinities; the sum is then refused.
+		return new(big.Float).SetInf(lower[0] == '-'), true
+	}
 	if strings.Contains(lower, "nan") || strings.Contains(lower, "inf") || strings.HasPrefix(lower, "0x") || strings.HasPrefix(lower, "-0x") || strings.Contains(s, "_") {
 		return nil, false
 	}
@@ -549,6 +551,9 @@ func cmdIncrByFloat(x *ctx, args [][]byte) Reply {
 			return errNotFloat
 		}
 		cur = v
+	}
+	if incr.IsInf() || cur.IsInf() {
+		return errNaN
 	}
 	sum := new(big.Float).SetPrec(64).SetMode(big.ToNearestEven).Add(cur, incr)
 	// x87 extended range: beyond ~1.19e4932 Redis gets Infinity.
