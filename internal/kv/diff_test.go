@@ -241,7 +241,7 @@ func sortUnordered(cmd string, out []any) []any {
 
 func openMem(t testing.TB) *pebble.DB {
 	t.Helper()
-	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem()})
+	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem(), Logger: quietLogger{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,3 +279,10 @@ func startRedisServer(t *testing.T) *redis.Client {
 	}
 	return cl
 }
+
+// quietLogger drops pebble's informational logging in tests.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any)           {}
+func (quietLogger) Errorf(string, ...any)          {}
+func (quietLogger) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }

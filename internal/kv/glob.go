@@ -1,8 +1,11 @@
 package kv
 
-// globMatch implements Redis's stringmatchlen: * ? [abc] [^a] [a-z] and \x.
+// globMatch reports whether s matches the glob pattern pat, with the exact
+// semantics of Redis 7's stringmatchlen: * ? [abc] [^a] [a-z] and \x
+// escapes; an unterminated [ class ends at the end of the pattern.
 func globMatch(pat, s []byte, nocase bool) bool {
-	return globMatchDepth(pat, s, nocase, 0)
+	skipLonger := false
+	return globMatchImpl(pat, s, nocase, &skipLonger, 0)
 }
 
 func lower(c byte) byte {
@@ -12,11 +15,15 @@ func lower(c byte) byte {
 	return c
 }
 
-func globMatchDepth(pat, s []byte, nocase bool, depth int) bool {
-	if depth > 1000 {
+// globMatchImpl is a port of stringmatchlen_impl. skipLonger is Redis's
+// skipLongerMatches: once a '*' failed to match the rest of s at every
+// position, no outer '*' can succeed by consuming more of s either, which
+// keeps patterns like "*a*a*a*a*b" linear-ish instead of exponential.
+func globMatchImpl(pat, s []byte, nocase bool, skipLonger *bool, nesting int) bool {
+	if nesting > 1000 {
 		return false
 	}
-	for len(pat) > 0 && len(s) >= 0 {
+	for len(pat) > 0 && len(s) > 0 {
 		switch pat[0] {
 		case '*':
 			for len(pat) > 1 && pat[1] == '*' {
@@ -25,21 +32,20 @@ func globMatchDepth(pat, s []byte, nocase bool, depth int) bool {
 			if len(pat) == 1 {
 				return true
 			}
-			for i := 0; i <= len(s); i++ {
-				if globMatchDepth(pat[1:], s[i:], nocase, depth+1) {
+			for len(s) > 0 {
+				if globMatchImpl(pat[1:], s, nocase, skipLonger, nesting+1) {
 					return true
 				}
+				if *skipLonger {
+					return false
+				}
+				s = s[1:]
 			}
+			*skipLonger = true
 			return false
 		case '?':
-			if len(s) == 0 {
-				return false
-			}
 			s = s[1:]
 		case '[':
-			if len(s) == 0 {
-				return false
-			}
 			pat = pat[1:]
 			not := len(pat) > 0 && pat[0] == '^'
 			if not {
@@ -47,19 +53,20 @@ func globMatchDepth(pat, s []byte, nocase bool, depth int) bool {
 			}
 			match := false
 			for {
-				if len(pat) == 0 {
-					break
-				}
-				if pat[0] == '\\' && len(pat) >= 2 {
+				if len(pat) >= 2 && pat[0] == '\\' {
 					pat = pat[1:]
 					if pat[0] == s[0] {
 						match = true
 					}
-				} else if pat[0] == ']' {
+				} else if len(pat) > 0 && pat[0] == ']' {
+					break
+				} else if len(pat) == 0 {
+					// Unterminated class: Redis steps back so that the
+					// pattern ends right after this.
+					pat = []byte{']'}
 					break
 				} else if len(pat) >= 3 && pat[1] == '-' {
-					start, end := pat[0], pat[2]
-					c := s[0]
+					start, end, c := pat[0], pat[2], s[0]
 					if start > end {
 						start, end = end, start
 					}
@@ -79,10 +86,6 @@ func globMatchDepth(pat, s []byte, nocase bool, depth int) bool {
 				}
 				pat = pat[1:]
 			}
-			if len(pat) == 0 {
-				// Unterminated class: Redis treats the end of pattern as ']'.
-				pat = []byte{']'}
-			}
 			if not {
 				match = !match
 			}
@@ -96,9 +99,6 @@ func globMatchDepth(pat, s []byte, nocase bool, depth int) bool {
 			}
 			fallthrough
 		default:
-			if len(s) == 0 {
-				return false
-			}
 			if nocase {
 				if lower(pat[0]) != lower(s[0]) {
 					return false

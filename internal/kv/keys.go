@@ -3,7 +3,6 @@ package kv
 import (
 	"encoding/binary"
 	"errors"
-	"io"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -156,19 +155,32 @@ func store(w writer, k []byte, rec *record) error { return w.Set(metaKey(k), rec
 
 func remove(w writer, k []byte) error { return w.Delete(metaKey(k), nil) }
 
-// iterKeys calls fn for every live key (in storage order) starting after
-// storage key `from` (nil: from the start), until fn returns false.
-func iterKeys(r pebble.Reader, from []byte, nowMs int64, fn func(user []byte, sk []byte, rec *record) bool) error {
+// iterKeys calls fn for every live key (in storage order) after storage
+// key `after` (nil: from the start), until fn returns false.
+func iterKeys(r pebble.Reader, after []byte, nowMs int64, fn func(user []byte, sk []byte, rec *record) bool) error {
+	return iterKeysImpl(r, after, true, nowMs, fn)
+}
+
+// iterKeysFrom is iterKeys starting at storage key from, inclusive.
+func iterKeysFrom(r pebble.Reader, from []byte, nowMs int64, fn func(user []byte, sk []byte, rec *record) bool) error {
+	return iterKeysImpl(r, from, false, nowMs, fn)
+}
+
+func iterKeysImpl(r pebble.Reader, from []byte, exclusive bool, nowMs int64, fn func(user []byte, sk []byte, rec *record) bool) (err error) {
 	start, end := UserSpan()
 	it, err := r.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
 	if err != nil {
 		return err
 	}
-	defer it.Close()
+	defer func() {
+		if cerr := it.Close(); err == nil {
+			err = cerr
+		}
+	}()
 	valid := it.First()
 	if from != nil {
 		valid = it.SeekGE(from)
-		if valid && string(it.Key()) == string(from) {
+		if exclusive && valid && string(it.Key()) == string(from) {
 			valid = it.Next()
 		}
 	}
@@ -194,5 +206,3 @@ func iterKeys(r pebble.Reader, from []byte, nowMs int64, fn func(user []byte, sk
 	}
 	return it.Error()
 }
-
-var _ io.Closer = (*pebble.Iterator)(nil)

@@ -1,12 +1,15 @@
 package kv
 
 import (
+	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 func init() {
@@ -96,7 +99,7 @@ func cmdTTL(x *ctx, args [][]byte) Reply {
 	case "pttl":
 		return Int(rec.expire - x.now)
 	case "expiretime":
-		return Int(rec.expire / 1000)
+		return Int((rec.expire + 500) / 1000)
 	default:
 		return Int(rec.expire)
 	}
@@ -104,24 +107,22 @@ func cmdTTL(x *ctx, args [][]byte) Reply {
 
 type expireOpts struct{ nx, xx, gt, lt bool }
 
+// parseExpire parses EXPIRE's options, then its number, in Redis's order.
 func parseExpire(args [][]byte) (int64, expireOpts, Reply, bool) {
 	var o expireOpts
-	n, ok := parseInt(args[2])
-	if !ok {
-		return 0, o, errNotInt, false
-	}
 	for _, a := range args[3:] {
-		switch strings.ToUpper(string(a)) {
-		case "NX":
+		switch {
+		case eq(a, "NX"):
 			o.nx = true
-		case "XX":
+		case eq(a, "XX"):
 			o.xx = true
-		case "GT":
+		case eq(a, "GT"):
 			o.gt = true
-		case "LT":
+		case eq(a, "LT"):
 			o.lt = true
 		default:
-			return 0, o, Error("ERR Unsupported option " + string(a)), false
+			b := appendCString([]byte("ERR Unsupported option "), a, len(a))
+			return 0, o, Error(string(sanitizeError(b))), false
 		}
 	}
 	if o.nx && (o.xx || o.gt || o.lt) {
@@ -129,6 +130,10 @@ func parseExpire(args [][]byte) (int64, expireOpts, Reply, bool) {
 	}
 	if o.gt && o.lt {
 		return 0, o, Error("ERR GT and LT options at the same time are not compatible"), false
+	}
+	n, ok := parseInt(args[2])
+	if !ok {
+		return 0, o, errNotInt, false
 	}
 	return n, o, Reply{}, true
 }
@@ -266,13 +271,29 @@ func cmdKeys(x *ctx, args [][]byte) Reply {
 	return Array(out...)
 }
 
-// SCAN cursors. A cursor is a number; the node remembers, for a while, the
-// storage key each cursor it handed out stopped at, so a scan resumes
-// exactly there (every key present for the whole scan is returned once; a
-// key added or removed meanwhile may or may not be). A cursor this node does
-// not remember (another node issued it, or it expired after cursorTTL) is
-// read as a position in key order: still complete if nothing before the
-// position was deleted meanwhile.
+// SCAN cursors.
+//
+// A SCAN cursor must be a number (clients parse it as an unsigned 64-bit
+// integer), but our keys are ordered byte strings of any length, so a
+// cursor cannot name an arbitrary position exactly. The design:
+//
+//   - A cursor is P<<8 | S: P is the first 7 bytes (zero padded) of the
+//     escaped storage key of the last key the previous call visited (the
+//     bytes after the 0x10 prefix), and S is a salt in 1..255, so no cursor
+//     is 0.
+//   - The node that hands out a cursor remembers, for cursorTTL, the exact
+//     storage key it stopped at; a remembered cursor resumes strictly after
+//     it.
+//   - A cursor the node does not remember (another node issued it, the node
+//     restarted, the entry expired or was dropped) resumes at the first key
+//     >= P with trailing zero bytes removed. That position is never after
+//     the exact one, so the scan is still complete; it may return keys it
+//     already returned, which SCAN allows.
+//
+// Either way, every key present for the whole scan is returned at least
+// once; keys added or removed meanwhile may or may not be. If two scans
+// would share one cursor value with different exact positions, the entry
+// is dropped and both take the (still complete) prefix path.
 var cursors struct {
 	sync.Mutex
 	m    map[uint64]cursorState
@@ -280,8 +301,7 @@ var cursors struct {
 }
 
 type cursorState struct {
-	after []byte
-	pos   uint64
+	after []byte // storage key of the last visited key
 	at    time.Time
 }
 
@@ -290,7 +310,15 @@ const (
 	cursorLimit = 100000
 )
 
-func rememberCursor(after []byte, pos uint64) uint64 {
+// cursorPrefix is P of a cursor that stopped at storage key sk.
+func cursorPrefix(sk []byte) uint64 {
+	var p [8]byte
+	copy(p[1:], sk[1:])
+	return binary.BigEndian.Uint64(p[:])
+}
+
+func rememberCursor(after []byte) uint64 {
+	id := cursorPrefix(after)<<8 | uint64(1+rand.IntN(255))
 	cursors.Lock()
 	defer cursors.Unlock()
 	if cursors.m == nil {
@@ -305,46 +333,80 @@ func rememberCursor(after []byte, pos uint64) uint64 {
 		}
 		cursors.last = now
 	}
-	// The low 32 bits carry the position so that an unknown cursor still
-	// means something; the high bits make it unique.
-	id := rand.Uint64()&^0xFFFFFFFF | pos&0xFFFFFFFF
-	if id == 0 {
-		id = 1 << 32
+	if old, ok := cursors.m[id]; ok && string(old.after) != string(after) {
+		delete(cursors.m, id)
+		return id
 	}
-	cursors.m[id] = cursorState{after: after, pos: pos, at: now}
+	cursors.m[id] = cursorState{after: after, at: now}
 	return id
 }
 
-func recallCursor(id uint64) (cursorState, bool) {
+// resumeAt returns where a scan with cursor id continues: strictly after
+// `after` if the cursor is remembered, else at or after `from`.
+func resumeAt(id uint64) (after, from []byte) {
 	cursors.Lock()
-	defer cursors.Unlock()
 	c, ok := cursors.m[id]
-	return c, ok
+	cursors.Unlock()
+	if ok {
+		return c.after, nil
+	}
+	var p [8]byte
+	binary.BigEndian.PutUint64(p[:], id)
+	p[0] = userPrefix
+	end := 8
+	for end > 1 && p[end-1] == 0 {
+		end--
+	}
+	return nil, append([]byte(nil), p[:end]...)
+}
+
+// parseCursor reads a cursor like Redis's strtoul-based
+// parseScanCursorOrReply: optional sign (a minus wraps), digits, nothing
+// else; the empty string is 0.
+func parseCursor(b []byte) (uint64, bool) {
+	if len(b) > 0 && (b[0] == ' ' || (b[0] >= '\t' && b[0] <= '\r')) {
+		return 0, false
+	}
+	neg := false
+	digits := b
+	if len(digits) > 0 && (digits[0] == '+' || digits[0] == '-') {
+		neg = digits[0] == '-'
+		digits = digits[1:]
+	}
+	if len(digits) == 0 {
+		// strtoul parsed nothing: the cursor is 0 if nothing else is there.
+		return 0, len(b) == 0
+	}
+	n, err := strconv.ParseUint(string(digits), 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
 }
 
 type scanOpts struct {
 	cursor uint64
 	match  []byte
 	count  int64
-	typ    string
+	typ    []byte
 }
 
 func parseScan(args [][]byte) (scanOpts, Reply, bool) {
 	o := scanOpts{count: 10}
-	c, err := strconv.ParseUint(string(args[1]), 10, 64)
-	if err != nil {
+	c, ok := parseCursor(args[1])
+	if !ok {
 		return o, errInvalidCurs, false
 	}
 	o.cursor = c
-	for i := 2; i < len(args); i++ {
-		a := strings.ToUpper(string(args[i]))
+	for i := 2; i < len(args); i += 2 {
 		if i+1 >= len(args) {
 			return o, errSyntax, false
 		}
-		switch a {
-		case "MATCH":
-			o.match = args[i+1]
-		case "COUNT":
+		switch {
+		case eq(args[i], "COUNT"):
 			n, ok := parseInt(args[i+1])
 			if !ok {
 				return o, errNotInt, false
@@ -353,12 +415,16 @@ func parseScan(args [][]byte) (scanOpts, Reply, bool) {
 				return o, errSyntax, false
 			}
 			o.count = n
-		case "TYPE":
-			o.typ = strings.ToLower(string(args[i+1]))
+		case eq(args[i], "MATCH"):
+			o.match = args[i+1]
+			if len(o.match) == 1 && o.match[0] == '*' {
+				o.match = nil
+			}
+		case eq(args[i], "TYPE"):
+			o.typ = args[i+1]
 		default:
 			return o, errSyntax, false
 		}
-		i++
 	}
 	return o, Reply{}, true
 }
@@ -373,48 +439,42 @@ func cmdScan(x *ctx, args [][]byte) Reply {
 	if !ok {
 		return r
 	}
-	var after []byte
-	var pos uint64
-	skip := uint64(0)
+	var after, from []byte
 	if o.cursor != 0 {
-		if st, ok := recallCursor(o.cursor); ok {
-			after, pos = st.after, st.pos
-		} else {
-			skip = o.cursor & 0xFFFFFFFF
-			pos = skip
-		}
+		after, from = resumeAt(o.cursor)
 	}
 	var keys []Reply
 	var seen int64
 	var last []byte
 	more := false
-	err := iterKeys(x.r, after, x.now, func(user, sk []byte, rec *record) bool {
-		if skip > 0 {
-			skip--
-			return true
-		}
+	visit := func(user, sk []byte, rec *record) bool {
 		if seen >= o.count {
 			more = true
 			return false
 		}
 		seen++
-		pos++
 		last = sk
 		if o.match != nil && !globMatch(o.match, user, false) {
 			return true
 		}
-		if o.typ != "" && typeName(rec.typ) != o.typ {
+		if o.typ != nil && !eq(o.typ, typeName(rec.typ)) {
 			return true
 		}
 		keys = append(keys, Bulk(user))
 		return true
-	})
+	}
+	var err error
+	if after != nil {
+		err = iterKeys(x.r, after, x.now, visit)
+	} else {
+		err = iterKeysFrom(x.r, from, x.now, visit)
+	}
 	if err != nil {
 		return errStorage(err)
 	}
 	next := uint64(0)
 	if more {
-		next = rememberCursor(last, pos)
+		next = rememberCursor(last)
 	}
 	if keys == nil {
 		keys = []Reply{}
@@ -422,27 +482,56 @@ func cmdScan(x *ctx, args [][]byte) Reply {
 	return Array(BulkString(strconv.FormatUint(next, 10)), Array(keys...))
 }
 
+// cmdRandomKey picks a key near a uniformly random point between the first
+// and the last key (comparing their first 8 bytes as numbers): cheap, and
+// roughly uniform when keys are spread evenly; dense clusters of keys are
+// picked less often than sparse ones, which RANDOMKEY's contract allows.
 func cmdRandomKey(x *ctx, _ [][]byte) Reply {
+	start, end := UserSpan()
+	it, err := x.r.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
+	if err != nil {
+		return errStorage(err)
+	}
+	var lo, hi uint64
+	if it.First() {
+		lo = cursorPrefix8(it.Key())
+		if it.Last() {
+			hi = cursorPrefix8(it.Key())
+		}
+	}
+	if err := it.Close(); err != nil {
+		return errStorage(err)
+	}
+	if hi < lo {
+		hi = lo
+	}
 	var seek [9]byte
 	seek[0] = userPrefix
-	for i := 1; i < len(seek); i++ {
-		seek[i] = byte(rand.IntN(256))
-	}
+	binary.BigEndian.PutUint64(seek[1:], lo+rand.Uint64N(hi-lo+1))
 	var found []byte
-	pick := func(from []byte) {
-		_ = iterKeys(x.r, from, x.now, func(user, _ []byte, _ *record) bool {
-			found = user
-			return false
-		})
+	pick := func(user, _ []byte, _ *record) bool {
+		found = user
+		return false
 	}
-	pick(seek[:])
+	if err := iterKeysFrom(x.r, seek[:], x.now, pick); err != nil {
+		return errStorage(err)
+	}
 	if found == nil {
-		pick(nil)
+		if err := iterKeysFrom(x.r, nil, x.now, pick); err != nil {
+			return errStorage(err)
+		}
 	}
 	if found == nil {
 		return Nil
 	}
 	return Bulk(found)
+}
+
+// cursorPrefix8 is the 8 bytes after the 0x10 prefix of storage key sk.
+func cursorPrefix8(sk []byte) uint64 {
+	var p [8]byte
+	copy(p[:], sk[1:])
+	return binary.BigEndian.Uint64(p[:])
 }
 
 func cmdDBSize(x *ctx, _ [][]byte) Reply {

@@ -100,122 +100,136 @@ func cmdGet(x *ctx, args [][]byte) Reply {
 	return Bulk(rec.value)
 }
 
-// setOpts is the parsed tail of SET.
-type setOpts struct {
-	nx, xx, get, keepTTL bool
-	unit                 string // "", "EX", "PX", "EXAT", "PXAT"
-	n                    int64
+// Flags of SET and GETEX options, as Redis's
+// parseExtendedStringArgumentsOrReply sets them.
+const (
+	optNX = 1 << iota
+	optXX
+	optGet
+	optKeepTTL
+	optPersist
+	optEX
+	optPX
+	optEXAT
+	optPXAT
+
+	optExpiry = optEX | optPX | optEXAT | optPXAT
+)
+
+// strOpts is the parsed tail of SET (from args[3]) or GETEX (from args[2]).
+type strOpts struct {
+	flags  int
+	expire []byte // the last expiry argument; parsed by expiryMs
 }
 
-func parseSet(args [][]byte) (setOpts, Reply, bool) {
-	var o setOpts
-	for i := 3; i < len(args); i++ {
-		a := strings.ToUpper(string(args[i]))
-		switch a {
-		case "NX":
-			if o.xx {
-				return o, errSyntax, false
-			}
-			o.nx = true
-		case "XX":
-			if o.nx {
-				return o, errSyntax, false
-			}
-			o.xx = true
-		case "GET":
-			o.get = true
-		case "KEEPTTL":
-			if o.unit != "" {
-				return o, errSyntax, false
-			}
-			o.keepTTL = true
-		case "EX", "PX", "EXAT", "PXAT":
-			if o.unit != "" || o.keepTTL || i+1 >= len(args) {
-				return o, errSyntax, false
-			}
-			n, ok := parseInt(args[i+1])
-			if !ok {
-				return o, errNotInt, false
-			}
-			o.unit, o.n = a, n
-			i++
+// parseStrOpts is a port of Redis 7's parseExtendedStringArgumentsOrReply:
+// an option may repeat (the last expiry wins), conflicting ones are a
+// syntax error, and the expiry number is not looked at yet.
+func parseStrOpts(args [][]byte, from int, isSet bool) (strOpts, Reply, bool) {
+	var o strOpts
+	for j := from; j < len(args); j++ {
+		a := args[j]
+		hasNext := j+1 < len(args)
+		f := o.flags
+		switch {
+		case eq(a, "NX") && f&optXX == 0 && isSet:
+			o.flags |= optNX
+		case eq(a, "XX") && f&optNX == 0 && isSet:
+			o.flags |= optXX
+		case eq(a, "GET") && isSet:
+			o.flags |= optGet
+		case eq(a, "KEEPTTL") && f&(optPersist|optExpiry) == 0 && isSet:
+			o.flags |= optKeepTTL
+		case eq(a, "PERSIST") && f&(optExpiry|optKeepTTL) == 0 && !isSet:
+			o.flags |= optPersist
+		case eq(a, "EX") && f&(optKeepTTL|optPersist|optEXAT|optPX|optPXAT) == 0 && hasNext:
+			o.flags |= optEX
+			o.expire = args[j+1]
+			j++
+		case eq(a, "PX") && f&(optKeepTTL|optPersist|optEX|optEXAT|optPXAT) == 0 && hasNext:
+			o.flags |= optPX
+			o.expire = args[j+1]
+			j++
+		case eq(a, "EXAT") && f&(optKeepTTL|optPersist|optEX|optPX|optPXAT) == 0 && hasNext:
+			o.flags |= optEXAT
+			o.expire = args[j+1]
+			j++
+		case eq(a, "PXAT") && f&(optKeepTTL|optPersist|optEX|optEXAT|optPX) == 0 && hasNext:
+			o.flags |= optPXAT
+			o.expire = args[j+1]
+			j++
 		default:
 			return o, errSyntax, false
-		}
-	}
-	if o.unit != "" && o.n <= 0 {
-		return o, invalidExpire("set"), false
-	}
-	if o.unit == "EX" || o.unit == "EXAT" {
-		if o.n > math.MaxInt64/1000 {
-			return o, invalidExpire("set"), false
 		}
 	}
 	return o, Reply{}, true
 }
 
-func checkSet(args [][]byte) (Reply, bool) {
-	_, r, ok := parseSet(args)
-	return r, ok
+// expiryMs is Redis's getExpireMillisecondsOrReply: the absolute deadline
+// in Unix ms of o's expiry, or an error reply.
+func (o *strOpts) expiryMs(cmd string, now int64) (int64, Reply, bool) {
+	n, ok := parseInt(o.expire)
+	if !ok {
+		return 0, errNotInt, false
+	}
+	seconds := o.flags&(optEX|optEXAT) != 0
+	if n <= 0 || (seconds && n > math.MaxInt64/1000) {
+		return 0, invalidExpire(cmd), false
+	}
+	if seconds {
+		n *= 1000
+	}
+	if o.flags&(optEX|optPX) != 0 {
+		if n > math.MaxInt64-now {
+			// Redis overflows into a negative number and refuses it.
+			return 0, invalidExpire(cmd), false
+		}
+		n += now
+	}
+	return n, Reply{}, true
 }
 
-// deadline converts a relative or absolute expiry to an absolute Unix ms
-// deadline; ok=false on overflow.
-func deadline(unit string, n, now int64) (int64, bool) {
-	switch unit {
-	case "EX":
-		if n > (math.MaxInt64-now)/1000 {
-			return 0, false
-		}
-		return now + n*1000, true
-	case "PX":
-		if n > math.MaxInt64-now {
-			return 0, false
-		}
-		return now + n, true
-	case "EXAT":
-		if n > math.MaxInt64/1000 {
-			return 0, false
-		}
-		return n * 1000, true
-	case "PXAT":
-		return n, true
+// checkSet validates SET's options and, since Redis does so before looking
+// at the key, its expiry number (relative overflow is left to Apply).
+func checkSet(args [][]byte) (Reply, bool) {
+	o, r, ok := parseStrOpts(args, 3, true)
+	if !ok || o.flags&optExpiry == 0 {
+		return r, ok
 	}
-	return 0, true
+	if _, r, ok := o.expiryMs("set", 0); !ok {
+		return r, false
+	}
+	return Reply{}, true
 }
 
 func cmdSet(x *ctx, args [][]byte) Reply {
-	o, r, ok := parseSet(args)
+	o, r, ok := parseStrOpts(args, 3, true)
 	if !ok {
 		return r
+	}
+	var expire int64
+	if o.flags&optExpiry != 0 {
+		if expire, r, ok = o.expiryMs("set", x.now); !ok {
+			return r
+		}
 	}
 	rec, exists, err := load(x.r, args[1], x.now)
 	if err != nil {
 		return errStorage(err)
 	}
-	if o.get && exists && rec.typ != typeString {
+	get := o.flags&optGet != 0
+	if get && exists && rec.typ != typeString {
 		return errWrongType
 	}
 	var old Reply = Nil
-	if o.get && exists {
+	if get && exists {
 		old = Bulk(rec.value)
 	}
-	if (o.nx && exists) || (o.xx && !exists) {
-		if o.get {
-			return old
-		}
-		return Nil
+	if (o.flags&optNX != 0 && exists) || (o.flags&optXX != 0 && !exists) {
+		return old // nil unless GET
 	}
-	var expire int64
-	if o.keepTTL && exists {
+	if o.flags&optKeepTTL != 0 && exists {
 		expire = rec.expire
-	}
-	if o.unit != "" {
-		d, ok := deadline(o.unit, o.n, x.now)
-		if !ok {
-			return invalidExpire("set")
-		}
-		expire = d
 	}
 	if expire != 0 && expire <= x.now {
 		// An absolute deadline in the past: the key is set and expires at once.
@@ -227,7 +241,7 @@ func cmdSet(x *ctx, args [][]byte) Reply {
 	} else if r := putString(x, args[1], args[2], expire); r.IsError() {
 		return r
 	}
-	if o.get {
+	if get {
 		return old
 	}
 	return OK
@@ -247,28 +261,27 @@ func cmdSetNX(x *ctx, args [][]byte) Reply {
 	return Int(1)
 }
 
-func checkSetEX(args [][]byte) (Reply, bool) {
-	n, ok := parseInt(args[2])
-	if !ok {
-		return errNotInt, false
+// setexOpts reads SETEX/PSETEX's expiry the way Redis does (as SET EX/PX).
+func setexOpts(args [][]byte) (strOpts, string) {
+	if len(args[0]) == len("setex") {
+		return strOpts{flags: optEX, expire: args[2]}, "setex"
 	}
-	name := strings.ToLower(string(args[0]))
-	if n <= 0 || (name == "setex" && n > math.MaxInt64/1000) {
-		return invalidExpire(name), false
+	return strOpts{flags: optPX, expire: args[2]}, "psetex"
+}
+
+func checkSetEX(args [][]byte) (Reply, bool) {
+	o, name := setexOpts(args)
+	if _, r, ok := o.expiryMs(name, 0); !ok {
+		return r, false
 	}
 	return Reply{}, true
 }
 
 func cmdSetEX(x *ctx, args [][]byte) Reply {
-	n, _ := parseInt(args[2])
-	name := strings.ToLower(string(args[0]))
-	unit := "PX"
-	if name == "setex" {
-		unit = "EX"
-	}
-	d, ok := deadline(unit, n, x.now)
+	o, name := setexOpts(args)
+	d, r, ok := o.expiryMs(name, x.now)
 	if !ok {
-		return invalidExpire(name)
+		return r
 	}
 	return putString(x, args[1], args[3], d)
 }
@@ -301,49 +314,15 @@ func cmdGetDel(x *ctx, args [][]byte) Reply {
 	return Bulk(rec.value)
 }
 
-type getexOpts struct {
-	persist bool
-	unit    string
-	n       int64
-}
-
-func parseGetEx(args [][]byte) (getexOpts, Reply, bool) {
-	var o getexOpts
-	for i := 2; i < len(args); i++ {
-		a := strings.ToUpper(string(args[i]))
-		switch a {
-		case "PERSIST":
-			if o.unit != "" || o.persist {
-				return o, errSyntax, false
-			}
-			o.persist = true
-		case "EX", "PX", "EXAT", "PXAT":
-			if o.unit != "" || o.persist || i+1 >= len(args) {
-				return o, errSyntax, false
-			}
-			n, ok := parseInt(args[i+1])
-			if !ok {
-				return o, errNotInt, false
-			}
-			o.unit, o.n = a, n
-			i++
-		default:
-			return o, errSyntax, false
-		}
-	}
-	if o.unit != "" && (o.n <= 0 || ((o.unit == "EX" || o.unit == "EXAT") && o.n > math.MaxInt64/1000)) {
-		return o, invalidExpire("getex"), false
-	}
-	return o, Reply{}, true
-}
-
+// checkGetEx validates GETEX's syntax only: Redis looks at the expiry
+// number after the key (GETEX missing EX abc is a nil reply).
 func checkGetEx(args [][]byte) (Reply, bool) {
-	_, r, ok := parseGetEx(args)
+	_, r, ok := parseStrOpts(args, 2, false)
 	return r, ok
 }
 
 func cmdGetEx(x *ctx, args [][]byte) Reply {
-	o, r, ok := parseGetEx(args)
+	o, r, ok := parseStrOpts(args, 2, false)
 	if !ok {
 		return r
 	}
@@ -355,15 +334,10 @@ func cmdGetEx(x *ctx, args [][]byte) Reply {
 		return Nil
 	}
 	switch {
-	case o.persist && rec.expire != 0:
-		rec.expire = 0
-		if err := store(x.w, args[1], &rec); err != nil {
-			return errStorage(err)
-		}
-	case o.unit != "":
-		d, ok := deadline(o.unit, o.n, x.now)
+	case o.flags&optExpiry != 0:
+		d, r, ok := o.expiryMs("getex", x.now)
 		if !ok {
-			return invalidExpire("getex")
+			return r
 		}
 		if d <= x.now {
 			if err := remove(x.w, args[1]); err != nil {
@@ -374,6 +348,11 @@ func cmdGetEx(x *ctx, args [][]byte) Reply {
 			if err := store(x.w, args[1], &rec); err != nil {
 				return errStorage(err)
 			}
+		}
+	case o.flags&optPersist != 0 && rec.expire != 0:
+		rec.expire = 0
+		if err := store(x.w, args[1], &rec); err != nil {
+			return errStorage(err)
 		}
 	}
 	return Bulk(rec.value)
@@ -643,7 +622,7 @@ func cmdSetRange(x *ctx, args [][]byte) Reply {
 	if len(val) == 0 {
 		return Int(int64(len(rec.value)))
 	}
-	if off+int64(len(val)) > maxStringSize {
+	if off > maxStringSize-int64(len(val)) {
 		return errTooBig
 	}
 	end := int(off) + len(val)

@@ -3,6 +3,8 @@ package kv
 import (
 	"fmt"
 	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // Spec describes one data command (connection commands such as PING,
@@ -82,24 +84,64 @@ func IsInternal(name []byte) bool {
 	return d != nil && d.internal
 }
 
-// UnknownCommand is Redis 7's reply for an unknown command.
+// UnknownCommand is Redis 7's reply for an unknown command: the name and
+// the first arguments, quoted, cut at 128 bytes like Redis does.
 func UnknownCommand(args [][]byte) Reply {
-	var b strings.Builder
-	name := args[0]
-	if len(name) > 128 {
-		name = name[:128]
-	}
-	fmt.Fprintf(&b, "ERR unknown command '%s', with args beginning with: ", name)
+	b := make([]byte, 0, 256)
+	b = append(b, "ERR unknown command '"...)
+	b = appendCString(b, args[0], 128)
+	b = append(b, "', with args beginning with: "...)
+	quoted := 0 // Redis bounds the length of the quoted list, not of the whole text
 	for _, a := range args[1:] {
-		if b.Len() > 128 {
+		if quoted >= 128 {
 			break
 		}
-		if len(a) > 128 {
-			a = a[:128]
-		}
-		fmt.Fprintf(&b, "'%s' ", a)
+		n := len(b)
+		b = append(b, '\'')
+		b = appendCString(b, a, 128-quoted)
+		b = append(b, '\'', ' ')
+		quoted += len(b) - n
 	}
-	return Error(b.String())
+	return Error(string(sanitizeError(b)))
+}
+
+// appendCString appends at most max bytes of s, stopping at a NUL byte as
+// C's "%.*s" does.
+func appendCString(b, s []byte, max int) []byte {
+	for i, c := range s {
+		if c == 0 || i >= max {
+			break
+		}
+		b = append(b, c)
+	}
+	return b
+}
+
+// sanitizeError replaces CR and LF with spaces, as Redis does for every
+// error it formats, so the reply stays one RESP line.
+func sanitizeError(b []byte) []byte {
+	for i, c := range b {
+		if c == '\r' || c == '\n' {
+			b[i] = ' '
+		}
+	}
+	return b
+}
+
+func arityOK(s *Spec, args [][]byte) bool {
+	return (s.Arity > 0 && len(args) == s.Arity) || (s.Arity < 0 && len(args) >= -s.Arity)
+}
+
+// validate repeats Check's arity and syntax checks (not the limits) so that
+// Apply and Read never index past args, whatever they are given.
+func validate(d *cmdDef, args [][]byte) (Reply, bool) {
+	if !arityOK(&d.spec, args) {
+		return wrongArity(d.spec.Name), false
+	}
+	if d.check != nil {
+		return d.check(args)
+	}
+	return Reply{}, true
 }
 
 func wrongArity(name string) Reply {
@@ -117,7 +159,7 @@ func Check(args [][]byte, lim Limits) (r Reply, ok bool) {
 		return UnknownCommand(args), false
 	}
 	s := &d.spec
-	if (s.Arity > 0 && len(args) != s.Arity) || (s.Arity < 0 && len(args) < -s.Arity) {
+	if !arityOK(s, args) {
 		return wrongArity(s.Name), false
 	}
 	isKey := func(i int) bool {
@@ -147,7 +189,7 @@ func Check(args [][]byte, lim Limits) (r Reply, ok bool) {
 
 // Apply executes a write command against b, an indexed batch, at log time
 // nowMs. Deterministic. On an error reply nothing was written.
-func Apply(b writer, args [][]byte, nowMs int64) (r Reply) {
+func Apply(b *pebble.Batch, args [][]byte, nowMs int64) (r Reply) {
 	defer func() {
 		if p := recover(); p != nil {
 			r = Error(fmt.Sprintf("ERR internal error: %v", p))
@@ -160,16 +202,17 @@ func Apply(b writer, args [][]byte, nowMs int64) (r Reply) {
 	if d == nil {
 		return UnknownCommand(args)
 	}
-	if d.check != nil {
-		if r, ok := d.check(args); !ok {
-			return r
-		}
+	if !d.spec.Write {
+		return Error("ERR internal: read-only command sent to Apply")
+	}
+	if r, ok := validate(d, args); !ok {
+		return r
 	}
 	return d.run(&ctx{r: b, w: b, now: nowMs}, args)
 }
 
 // Read executes a read-only command against r at time nowMs.
-func Read(r readerI, args [][]byte, nowMs int64) (rep Reply) {
+func Read(r pebble.Reader, args [][]byte, nowMs int64) (rep Reply) {
 	defer func() {
 		if p := recover(); p != nil {
 			rep = Error(fmt.Sprintf("ERR internal error: %v", p))
@@ -185,10 +228,8 @@ func Read(r readerI, args [][]byte, nowMs int64) (rep Reply) {
 	if d.spec.Write {
 		return Error("ERR internal: write command sent to Read")
 	}
-	if d.check != nil {
-		if r, ok := d.check(args); !ok {
-			return r
-		}
+	if r, ok := validate(d, args); !ok {
+		return r
 	}
 	return d.run(&ctx{r: r, now: nowMs}, args)
 }
