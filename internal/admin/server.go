@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -121,6 +122,12 @@ func New(cfg Config) *Server {
 	s.route(mux, "/v1/members/{id}", "member", map[string]http.HandlerFunc{http.MethodDelete: s.removeMember})
 	s.route(mux, "/v1/transfer-leader", "transfer-leader", map[string]http.HandlerFunc{http.MethodPost: s.transferLeader})
 	s.route(mux, "/", "other", map[string]http.HandlerFunc{})
+	// Go profiling (the admin port listens on loopback by default).
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	s.handler = mux
 
 	s.srv = &http.Server{
