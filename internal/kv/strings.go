@@ -468,27 +468,87 @@ func cmdIncrBy(x *ctx, args [][]byte) Reply {
 	return Int(cur)
 }
 
-// parseLongDouble parses like Redis's strtold-based check, at x87
-// extended precision (64-bit mantissa), which is what Redis computes in.
+// parseLongDouble parses like Redis's string2ld (strtold, then its own
+// checks), at x87 extended precision (64-bit mantissa), which is what Redis
+// computes in: decimal or hexadecimal (0x1p3) notation, optional sign,
+// "inf"/"infinity"; no spaces, no NaN, nothing left over; a value that
+// overflows or underflows to zero is refused.
 func parseLongDouble(b []byte) (*big.Float, bool) {
-	s := string(b)
-	if len(s) == 0 || strings.TrimSpace(s) != s {
+	if len(b) == 0 || len(b) >= 5*1024 {
 		return nil, false
 	}
+	s := string(b)
 	lower := strings.ToLower(s)
-	switch strings.TrimLeft(lower, "+-") {
+	unsigned := strings.TrimPrefix(strings.TrimPrefix(lower, "+"), "-")
+	if len(unsigned) != len(lower) && len(lower)-len(unsigned) > 1 {
+		return nil, false // two signs
+	}
+	switch unsigned {
 	case "inf", "infinity":
-		// strtold accepts infinities; the sum is then refused.
+		// strtold accepts infinities; INCRBYFLOAT then refuses the sum.
 		return new(big.Float).SetInf(lower[0] == '-'), true
 	}
-	if strings.Contains(lower, "nan") || strings.Contains(lower, "inf") || strings.HasPrefix(lower, "0x") || strings.HasPrefix(lower, "-0x") || strings.Contains(s, "_") {
+	base := 10
+	if strings.HasPrefix(unsigned, "0x") {
+		base = 0 // hexadecimal mantissa, optional binary 'p' exponent
+	}
+	if unsigned == "" || strings.ContainsAny(unsigned, "_+-") && !validExpSigns(unsigned) {
 		return nil, false
 	}
-	f, _, err := big.ParseFloat(s, 10, 64, big.ToNearestEven)
+	for _, c := range unsigned {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c == '.' || c == 'x' || c == 'p' || c == '+' || c == '-') {
+			return nil, false
+		}
+	}
+	f, _, err := big.ParseFloat(s, base, 64, big.ToNearestEven)
 	if err != nil {
 		return nil, false
 	}
+	if f.Sign() != 0 && !longDoubleRange(f) {
+		return nil, false
+	}
 	return f, true
+}
+
+// validExpSigns reports whether every '+' or '-' in s directly follows an
+// exponent letter (strtold allows a sign only there and at the start).
+func validExpSigns(s string) bool {
+	hex := strings.HasPrefix(s, "0x")
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '_':
+			return false
+		case '+', '-':
+			if i == 0 {
+				return false
+			}
+			if p := s[i-1]; !(p == 'p' || (!hex && p == 'e')) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// longDoubleRange reports whether a non-zero f neither overflows the x87
+// extended format (max just under 2^16384) nor rounds to zero (the smallest
+// subnormal is 2^-16445; half of it rounds to zero).
+func longDoubleRange(f *big.Float) bool {
+	if f.IsInf() {
+		return true
+	}
+	mant := new(big.Float)
+	exp := f.MantExp(mant) // |f| = |mant| * 2^exp, 0.5 <= |mant| < 1
+	if exp > 16384 {
+		return false
+	}
+	if exp < -16445 {
+		return false
+	}
+	if exp == -16445 && mant.Abs(mant).Cmp(big.NewFloat(0.5)) == 0 {
+		return false
+	}
+	return true
 }
 
 func checkFloatArg(i int) func([][]byte) (Reply, bool) {
@@ -536,7 +596,7 @@ func cmdIncrByFloat(x *ctx, args [][]byte) Reply {
 	}
 	sum := new(big.Float).SetPrec(64).SetMode(big.ToNearestEven).Add(cur, incr)
 	// x87 extended range: beyond ~1.19e4932 Redis gets Infinity.
-	if sum.MantExp(nil) > 16384 {
+	if sum.Sign() != 0 && sum.MantExp(nil) > 16384 {
 		return errNaN
 	}
 	out := []byte(formatLongDouble(sum))
