@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -286,3 +287,37 @@ type quietLogger struct{}
 func (quietLogger) Infof(string, ...any)           {}
 func (quietLogger) Errorf(string, ...any)          {}
 func (quietLogger) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }
+
+// TestGlobAgainstRedis compares KEYS with random patterns (all of glob's
+// special characters) over random keys with redis-server's answers.
+func TestGlobAgainstRedis(t *testing.T) {
+	rc := startRedisServer(t)
+	db := openMem(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	word := func(alpha string, max int) string {
+		b := make([]byte, rng.IntN(max+1))
+		for i := range b {
+			b[i] = alpha[rng.IntN(len(alpha))]
+		}
+		return string(b)
+	}
+	for round := 0; round < 20; round++ {
+		rc.FlushAll(ctx)
+		runKV(db, []string{"FLUSHALL"})
+		for i := 0; i < 30; i++ {
+			k := word("abAB-]^\\*?[", 5)
+			rc.Set(ctx, k, "v", 0)
+			runKV(db, []string{"SET", k, "v"})
+		}
+		for i := 0; i < 100; i++ {
+			pat := word("abAB*?[]^-\\", 7)
+			wv, werr := rc.Do(ctx, "KEYS", pat).Result()
+			want := normalizeRedis("KEYS", wv, werr)
+			got := normalizeKV("KEYS", runKV(db, []string{"KEYS", pat}))
+			if !reflect.DeepEqual(want, got) {
+				t.Fatalf("KEYS %q\n  redis: %q\n  kv:    %q", pat, want, got)
+			}
+		}
+	}
+}

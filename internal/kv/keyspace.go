@@ -482,42 +482,66 @@ func cmdScan(x *ctx, args [][]byte) Reply {
 	return Array(BulkString(strconv.FormatUint(next, 10)), Array(keys...))
 }
 
-// cmdRandomKey picks a key near a uniformly random point between the first
-// and the last key (comparing their first 8 bytes as numbers): cheap, and
-// roughly uniform when keys are spread evenly; dense clusters of keys are
-// picked less often than sparse ones, which RANDOMKEY's contract allows.
+// cmdRandomKey returns a random live key. A database of up to
+// randomKeyExact keys is sampled exactly uniformly (one pass, reservoir
+// sampling). A larger one is sampled approximately: seek to a uniformly
+// random point between the first and the last key (interpolating on the 8
+// bytes after their common prefix) and pick uniformly among the next
+// randomKeyWindow keys. Reads may use randomness; RANDOMKEY is never
+// replicated.
 func cmdRandomKey(x *ctx, _ [][]byte) Reply {
+	const randomKeyExact, randomKeyWindow = 1024, 64
+	var found []byte
+	n := 0
+	sample := func(limit int) func(user, _ []byte, _ *record) bool {
+		return func(user, _ []byte, _ *record) bool {
+			n++
+			if rand.IntN(n) == 0 {
+				found = user
+			}
+			return n < limit
+		}
+	}
+	if err := iterKeysFrom(x.r, nil, x.now, sample(randomKeyExact+1)); err != nil {
+		return errStorage(err)
+	}
+	if n <= randomKeyExact {
+		if found == nil {
+			return Nil
+		}
+		return Bulk(found)
+	}
 	start, end := UserSpan()
 	it, err := x.r.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
 	if err != nil {
 		return errStorage(err)
 	}
-	var lo, hi uint64
+	var first, last []byte
 	if it.First() {
-		lo = cursorPrefix8(it.Key())
+		first = append(first, it.Key()...)
 		if it.Last() {
-			hi = cursorPrefix8(it.Key())
+			last = append(last, it.Key()...)
 		}
 	}
 	if err := it.Close(); err != nil {
 		return errStorage(err)
 	}
+	c := 0
+	for c < len(first) && c < len(last) && first[c] == last[c] {
+		c++
+	}
+	lo, hi := be8(first[c:]), be8(last[c:])
 	if hi < lo {
 		hi = lo
 	}
-	var seek [9]byte
-	seek[0] = userPrefix
-	binary.BigEndian.PutUint64(seek[1:], lo+rand.Uint64N(hi-lo+1))
-	var found []byte
-	pick := func(user, _ []byte, _ *record) bool {
-		found = user
-		return false
-	}
-	if err := iterKeysFrom(x.r, seek[:], x.now, pick); err != nil {
+	seek := binary.BigEndian.AppendUint64(append([]byte(nil), first[:c]...), lo+rand.Uint64N(hi-lo+1))
+	found, n = nil, 0
+	if err := iterKeysFrom(x.r, seek, x.now, sample(randomKeyWindow)); err != nil {
 		return errStorage(err)
 	}
-	if found == nil {
-		if err := iterKeysFrom(x.r, nil, x.now, pick); err != nil {
+	if n < randomKeyWindow {
+		// Near the end: the window continues at the beginning.
+		if err := iterKeysFrom(x.r, nil, x.now, sample(randomKeyWindow)); err != nil {
 			return errStorage(err)
 		}
 	}
@@ -527,10 +551,10 @@ func cmdRandomKey(x *ctx, _ [][]byte) Reply {
 	return Bulk(found)
 }
 
-// cursorPrefix8 is the 8 bytes after the 0x10 prefix of storage key sk.
-func cursorPrefix8(sk []byte) uint64 {
+// be8 reads up to 8 bytes of b as a big-endian number, zero padded.
+func be8(b []byte) uint64 {
 	var p [8]byte
-	copy(p[:], sk[1:])
+	copy(p[:], b)
 	return binary.BigEndian.Uint64(p[:])
 }
 
