@@ -52,8 +52,9 @@ func appendEscaped(b, k []byte) []byte {
 }
 
 // metaKey returns the storage key of k's metadata record.
-func metaKey(k []byte) []byte {
-	b := make([]byte, 0, len(k)+4)
+func metaKey(k []byte) []byte { return appendMetaKey(make([]byte, 0, len(k)+4), k) }
+
+func appendMetaKey(b, k []byte) []byte {
 	b = append(b, userPrefix)
 	b = appendEscaped(b, k)
 	return append(b, suffixMeta)
@@ -100,15 +101,29 @@ const recordHeader = 1 + 1 + 8 + 8
 
 var errCorruptRecord = errors.New("kv: corrupt metadata record")
 
-func (r *record) encode() []byte {
-	b := make([]byte, recordHeader, recordHeader+len(r.value))
-	b[0], b[1] = r.typ, r.flags
-	binary.BigEndian.PutUint64(b[2:], uint64(r.expire))
-	binary.BigEndian.PutUint64(b[10:], r.version)
+func (r *record) encode() []byte { return r.appendTo(make([]byte, 0, recordHeader+len(r.value))) }
+
+// appendTo appends the encoded record to b.
+func (r *record) appendTo(b []byte) []byte {
+	n := len(b)
+	b = append(b, make([]byte, recordHeader)...)
+	h := b[n:]
+	h[0], h[1] = r.typ, r.flags
+	binary.BigEndian.PutUint64(h[2:], uint64(r.expire))
+	binary.BigEndian.PutUint64(h[10:], r.version)
 	return append(b, r.value...)
 }
 
 func decodeRecord(v []byte) (record, error) {
+	rec, err := decodeHeader(v)
+	if err == nil {
+		rec.value = append([]byte(nil), v[recordHeader:]...)
+	}
+	return rec, err
+}
+
+// decodeHeader decodes a record without its value.
+func decodeHeader(v []byte) (record, error) {
 	if len(v) < recordHeader {
 		return record{}, errCorruptRecord
 	}
@@ -116,31 +131,10 @@ func decodeRecord(v []byte) (record, error) {
 		typ: v[0], flags: v[1],
 		expire:  int64(binary.BigEndian.Uint64(v[2:])),
 		version: binary.BigEndian.Uint64(v[10:]),
-		value:   append([]byte(nil), v[recordHeader:]...),
 	}, nil
 }
 
 func (r *record) expired(nowMs int64) bool { return r.expire > 0 && r.expire <= nowMs }
-
-// load returns k's live record; ok is false if absent or expired.
-func load(r pebble.Reader, k []byte, nowMs int64) (rec record, ok bool, err error) {
-	v, c, err := r.Get(metaKey(k))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return record{}, false, nil
-	}
-	if err != nil {
-		return record{}, false, err
-	}
-	rec, err = decodeRecord(v)
-	_ = c.Close()
-	if err != nil {
-		return record{}, false, err
-	}
-	if rec.expired(nowMs) {
-		return record{}, false, nil
-	}
-	return rec, true, nil
-}
 
 // writer is what write commands need: reads that see earlier writes of the
 // same batch, and writes.
@@ -151,9 +145,49 @@ type writer interface {
 	DeleteRange(start, end []byte, o *pebble.WriteOptions) error
 }
 
-func store(w writer, k []byte, rec *record) error { return w.Set(metaKey(k), rec.encode(), nil) }
+// Record access for commands. The ctx's scratch buffers hold storage keys
+// and encoded records: pebble copies both on Set/Delete and does not keep
+// the key of a Get, so no command pays an allocation for them.
 
-func remove(w writer, k []byte) error { return w.Delete(metaKey(k), nil) }
+func (x *ctx) metaKey(k []byte) []byte {
+	x.kbuf = appendMetaKey(x.kbuf[:0], k)
+	return x.kbuf
+}
+
+// load returns k's live record, value included (a fresh copy, safe to
+// return in a reply); ok is false if absent or expired.
+func (x *ctx) load(k []byte) (record, bool, error) { return x.get(k, true) }
+
+// loadHeader is load without the value.
+func (x *ctx) loadHeader(k []byte) (record, bool, error) { return x.get(k, false) }
+
+func (x *ctx) get(k []byte, withValue bool) (record, bool, error) {
+	v, c, err := x.r.Get(x.metaKey(k))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return record{}, false, nil
+	}
+	if err != nil {
+		return record{}, false, err
+	}
+	var rec record
+	if withValue {
+		rec, err = decodeRecord(v)
+	} else {
+		rec, err = decodeHeader(v)
+	}
+	_ = c.Close()
+	if err != nil || rec.expired(x.now) {
+		return record{}, false, err
+	}
+	return rec, true, nil
+}
+
+func (x *ctx) store(k []byte, rec *record) error {
+	x.vbuf = rec.appendTo(x.vbuf[:0])
+	return x.w.Set(x.metaKey(k), x.vbuf, nil)
+}
+
+func (x *ctx) remove(k []byte) error { return x.w.Delete(x.metaKey(k), nil) }
 
 // iterKeys calls fn for every live key (in storage order) after storage
 // key `after` (nil: from the start), until fn returns false.

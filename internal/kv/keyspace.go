@@ -42,7 +42,7 @@ func init() {
 func cmdDel(x *ctx, args [][]byte) Reply {
 	var n int64
 	for _, k := range args[1:] {
-		_, ok, err := load(x.r, k, x.now)
+		_, ok, err := x.loadHeader(k)
 		if err != nil {
 			return errStorage(err)
 		}
@@ -50,7 +50,7 @@ func cmdDel(x *ctx, args [][]byte) Reply {
 			n++
 		}
 		// Delete expired leftovers too.
-		if err := remove(x.w, k); err != nil {
+		if err := x.remove(k); err != nil {
 			return errStorage(err)
 		}
 	}
@@ -60,7 +60,7 @@ func cmdDel(x *ctx, args [][]byte) Reply {
 func cmdExists(x *ctx, args [][]byte) Reply {
 	var n int64
 	for _, k := range args[1:] {
-		_, ok, err := load(x.r, k, x.now)
+		_, ok, err := x.loadHeader(k)
 		if err != nil {
 			return errStorage(err)
 		}
@@ -72,7 +72,7 @@ func cmdExists(x *ctx, args [][]byte) Reply {
 }
 
 func cmdType(x *ctx, args [][]byte) Reply {
-	rec, ok, err := load(x.r, args[1], x.now)
+	rec, ok, err := x.loadHeader(args[1])
 	if err != nil {
 		return errStorage(err)
 	}
@@ -83,7 +83,7 @@ func cmdType(x *ctx, args [][]byte) Reply {
 }
 
 func cmdTTL(x *ctx, args [][]byte) Reply {
-	rec, ok, err := load(x.r, args[1], x.now)
+	rec, ok, err := x.loadHeader(args[1])
 	if err != nil {
 		return errStorage(err)
 	}
@@ -175,7 +175,7 @@ func cmdExpire(x *ctx, args [][]byte) Reply {
 	if overflow {
 		return invalidExpire(name)
 	}
-	rec, exists, err := load(x.r, args[1], x.now)
+	rec, exists, err := x.load(args[1])
 	if err != nil {
 		return errStorage(err)
 	}
@@ -192,20 +192,20 @@ func cmdExpire(x *ctx, args [][]byte) Reply {
 		return Int(0)
 	}
 	if when <= x.now {
-		if err := remove(x.w, args[1]); err != nil {
+		if err := x.remove(args[1]); err != nil {
 			return errStorage(err)
 		}
 		return Int(1)
 	}
 	rec.expire = when
-	if err := store(x.w, args[1], &rec); err != nil {
+	if err := x.store(args[1], &rec); err != nil {
 		return errStorage(err)
 	}
 	return Int(1)
 }
 
 func cmdPersist(x *ctx, args [][]byte) Reply {
-	rec, ok, err := load(x.r, args[1], x.now)
+	rec, ok, err := x.load(args[1])
 	if err != nil {
 		return errStorage(err)
 	}
@@ -213,7 +213,7 @@ func cmdPersist(x *ctx, args [][]byte) Reply {
 		return Int(0)
 	}
 	rec.expire = 0
-	if err := store(x.w, args[1], &rec); err != nil {
+	if err := x.store(args[1], &rec); err != nil {
 		return errStorage(err)
 	}
 	return Int(1)
@@ -221,7 +221,7 @@ func cmdPersist(x *ctx, args [][]byte) Reply {
 
 func cmdRename(x *ctx, args [][]byte) Reply {
 	nx := strings.EqualFold(string(args[0]), "renamenx")
-	rec, ok, err := load(x.r, args[1], x.now)
+	rec, ok, err := x.load(args[1])
 	if err != nil {
 		return errStorage(err)
 	}
@@ -235,7 +235,7 @@ func cmdRename(x *ctx, args [][]byte) Reply {
 		return OK
 	}
 	if nx {
-		_, exists, err := load(x.r, args[2], x.now)
+		_, exists, err := x.loadHeader(args[2])
 		if err != nil {
 			return errStorage(err)
 		}
@@ -243,10 +243,10 @@ func cmdRename(x *ctx, args [][]byte) Reply {
 			return Int(0)
 		}
 	}
-	if err := remove(x.w, args[1]); err != nil {
+	if err := x.remove(args[1]); err != nil {
 		return errStorage(err)
 	}
-	if err := store(x.w, args[2], &rec); err != nil {
+	if err := x.store(args[2], &rec); err != nil {
 		return errStorage(err)
 	}
 	if nx {
@@ -601,7 +601,7 @@ func cmdDelExpired(x *ctx, args [][]byte) Reply {
 		if derr != nil || !rec.expired(x.now) {
 			continue
 		}
-		if err := remove(x.w, k); err != nil {
+		if err := x.remove(k); err != nil {
 			return errStorage(err)
 		}
 		n++

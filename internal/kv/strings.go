@@ -47,7 +47,7 @@ func parseInt(b []byte) (int64, bool) {
 // getString loads k as a string: ok=false if absent; a non-nil reply is an
 // error to return (wrong type, storage).
 func getString(x *ctx, k []byte) (record, bool, *Reply) {
-	rec, ok, err := load(x.r, k, x.now)
+	rec, ok, err := x.load(k)
 	if err != nil {
 		r := errStorage(err)
 		return rec, false, &r
@@ -60,7 +60,7 @@ func getString(x *ctx, k []byte) (record, bool, *Reply) {
 }
 
 func putString(x *ctx, k, v []byte, expire int64) Reply {
-	if err := store(x.w, k, &record{typ: typeString, expire: expire, value: v}); err != nil {
+	if err := x.store(k, &record{typ: typeString, expire: expire, value: v}); err != nil {
 		return errStorage(err)
 	}
 	return OK
@@ -213,11 +213,18 @@ func cmdSet(x *ctx, args [][]byte) Reply {
 			return r
 		}
 	}
-	rec, exists, err := load(x.r, args[1], x.now)
+	get := o.flags&optGet != 0
+	var rec record
+	var exists bool
+	var err error
+	if get {
+		rec, exists, err = x.load(args[1])
+	} else {
+		rec, exists, err = x.loadHeader(args[1]) // the old value is not needed
+	}
 	if err != nil {
 		return errStorage(err)
 	}
-	get := o.flags&optGet != 0
 	if get && exists && rec.typ != typeString {
 		return errWrongType
 	}
@@ -234,7 +241,7 @@ func cmdSet(x *ctx, args [][]byte) Reply {
 	if expire != 0 && expire <= x.now {
 		// An absolute deadline in the past: the key is set and expires at once.
 		if exists {
-			if err := remove(x.w, args[1]); err != nil {
+			if err := x.remove(args[1]); err != nil {
 				return errStorage(err)
 			}
 		}
@@ -248,7 +255,7 @@ func cmdSet(x *ctx, args [][]byte) Reply {
 }
 
 func cmdSetNX(x *ctx, args [][]byte) Reply {
-	_, exists, err := load(x.r, args[1], x.now)
+	_, exists, err := x.loadHeader(args[1])
 	if err != nil {
 		return errStorage(err)
 	}
@@ -308,7 +315,7 @@ func cmdGetDel(x *ctx, args [][]byte) Reply {
 	if !ok {
 		return Nil
 	}
-	if err := remove(x.w, args[1]); err != nil {
+	if err := x.remove(args[1]); err != nil {
 		return errStorage(err)
 	}
 	return Bulk(rec.value)
@@ -340,18 +347,18 @@ func cmdGetEx(x *ctx, args [][]byte) Reply {
 			return r
 		}
 		if d <= x.now {
-			if err := remove(x.w, args[1]); err != nil {
+			if err := x.remove(args[1]); err != nil {
 				return errStorage(err)
 			}
 		} else {
 			rec.expire = d
-			if err := store(x.w, args[1], &rec); err != nil {
+			if err := x.store(args[1], &rec); err != nil {
 				return errStorage(err)
 			}
 		}
 	case o.flags&optPersist != 0 && rec.expire != 0:
 		rec.expire = 0
-		if err := store(x.w, args[1], &rec); err != nil {
+		if err := x.store(args[1], &rec); err != nil {
 			return errStorage(err)
 		}
 	}
@@ -361,7 +368,7 @@ func cmdGetEx(x *ctx, args [][]byte) Reply {
 func cmdMGet(x *ctx, args [][]byte) Reply {
 	out := make([]Reply, 0, len(args)-1)
 	for _, k := range args[1:] {
-		rec, ok, err := load(x.r, k, x.now)
+		rec, ok, err := x.load(k)
 		if err != nil {
 			return errStorage(err)
 		}
@@ -394,7 +401,7 @@ func cmdMSet(x *ctx, args [][]byte) Reply {
 
 func cmdMSetNX(x *ctx, args [][]byte) Reply {
 	for i := 1; i+1 < len(args); i += 2 {
-		_, ok, err := load(x.r, args[i], x.now)
+		_, ok, err := x.loadHeader(args[i])
 		if err != nil {
 			return errStorage(err)
 		}

@@ -3,6 +3,7 @@ package kv
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -22,10 +23,32 @@ type Spec struct {
 // Limits bound client input; 0 means unlimited.
 type Limits struct{ MaxKeySize, MaxValueSize int }
 
+// ctx is one command's execution context. Contexts are pooled with their
+// scratch buffers.
 type ctx struct {
-	r   readerI
-	w   writer // nil for reads
-	now int64
+	r          readerI
+	w          writer // nil for reads
+	now        int64
+	kbuf, vbuf []byte // scratch: storage key, encoded record
+}
+
+var ctxPool = sync.Pool{New: func() any { return new(ctx) }}
+
+func getCtx(r readerI, w writer, now int64) *ctx {
+	x := ctxPool.Get().(*ctx)
+	x.r, x.w, x.now = r, w, now
+	return x
+}
+
+func putCtx(x *ctx) {
+	x.r, x.w = nil, nil
+	if cap(x.vbuf) > 64<<10 {
+		x.vbuf = nil
+	}
+	if cap(x.kbuf) > 64<<10 {
+		x.kbuf = nil
+	}
+	ctxPool.Put(x)
 }
 
 type handler func(x *ctx, args [][]byte) Reply
@@ -208,7 +231,9 @@ func Apply(b *pebble.Batch, args [][]byte, nowMs int64) (r Reply) {
 	if r, ok := validate(d, args); !ok {
 		return r
 	}
-	return d.run(&ctx{r: b, w: b, now: nowMs}, args)
+	x := getCtx(b, b, nowMs)
+	defer putCtx(x)
+	return d.run(x, args)
 }
 
 // Read executes a read-only command against r at time nowMs.
@@ -231,5 +256,7 @@ func Read(r pebble.Reader, args [][]byte, nowMs int64) (rep Reply) {
 	if r, ok := validate(d, args); !ok {
 		return r
 	}
-	return d.run(&ctx{r: r, now: nowMs}, args)
+	x := getCtx(r, nil, nowMs)
+	defer putCtx(x)
+	return d.run(x, args)
 }
