@@ -41,7 +41,7 @@ leader=""
 for _ in $(seq 1 100); do
 	for i in 1 2 3; do
 		st=$(curl -fsS "http://127.0.0.1:1840$i/v1/status" 2>/dev/null || true)
-		if echo "$st" | grep -q '"role":"leader"'; then leader=$i; fi
+		if echo "$st" | grep -Eq '"role": *"leader"'; then leader=$i; fi
 	done
 	[ -n "$leader" ] && break
 	sleep 0.2
