@@ -321,3 +321,34 @@ func TestGlobAgainstRedis(t *testing.T) {
 		}
 	}
 }
+
+// TestSpecsMatchRedis compares every Spec's arity, flags and key positions
+// with redis-server's COMMAND INFO.
+func TestSpecsMatchRedis(t *testing.T) {
+	rc := startRedisServer(t)
+	ctx := context.Background()
+	for _, s := range Commands() {
+		v, err := rc.Do(ctx, "COMMAND", "INFO", s.Name).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, ok := v.([]any)
+		if !ok || len(info) != 1 {
+			t.Fatalf("%s: COMMAND INFO: %#v", s.Name, v)
+		}
+		e, ok := info[0].([]any)
+		if !ok || len(e) < 6 {
+			t.Errorf("%s: not a Redis command", s.Name)
+			continue
+		}
+		var flags []string
+		for _, f := range e[2].([]any) {
+			flags = append(flags, fmt.Sprint(f))
+		}
+		want := fmt.Sprint(e[1], flags, e[3], e[4], e[5])
+		got := fmt.Sprint(int64(s.Arity), s.Flags, int64(s.FirstKey), int64(s.LastKey), int64(s.Step))
+		if got != want {
+			t.Errorf("%s: spec %s, redis %s", s.Name, got, want)
+		}
+	}
+}

@@ -1,36 +1,73 @@
 // Package kv is kvorum's state machine: the Redis command table and the
-// semantics of every data command, executed on Pebble.
+// semantics of every data command (strings, expiry, keyspace), executed on
+// Pebble. Connection commands (PING, HELLO, CLIENT, INFO, COMMAND) belong to
+// package resp; replication, read barriers and the expiry sweeper belong to
+// packages store and server. kv owns the command table (Spec, Lookup,
+// Commands), validation (Check), execution (Apply, Read) and the encoding
+// of user data in Pebble (UserSpan, ExpiredKeys).
 //
 // # Who calls what
 //
-//   - Check validates a command (arity, syntax, limits) before it is
-//     proposed; a command it rejects is answered at once and changes nothing.
+//   - Check validates a command before it is proposed or read: arity,
+//     option syntax, the format of numeric arguments, key and value size
+//     limits. A command it rejects is answered at once and changes nothing.
+//     Checks that Redis performs only after looking at the key (GETEX's
+//     expiry number, INCRBYFLOAT's overflow, ...) are left to Apply so the
+//     replies stay identical to Redis's.
 //   - Apply executes a write command at Raft apply time, on every replica,
-//     against the round's indexed batch. It must be deterministic: the only
-//     clock is nowMs, the timestamp the leader wrote into the log entry; no
-//     randomness, no map iteration order, no local state.
+//     against the round's indexed batch. When it returns an error reply it
+//     has written nothing for that command.
 //   - Read executes a read-only command against Pebble after the caller has
 //     passed a linearizable read barrier; nowMs is the local clock.
+//
+// # Determinism
+//
+// Apply runs on every replica and all of them must end up with the same
+// bytes. So a write command's only clock is nowMs, the timestamp the leader
+// wrote into the log entry (never time.Now); it uses no randomness, never
+// depends on map iteration order or any state outside the batch, and parses
+// numbers the same way on every machine (INCRBYFLOAT computes at x87
+// extended precision with math/big, not with the host's float hardware).
+// Read commands may use the local clock and randomness (RANDOMKEY, SCAN
+// cursor salts) because their results are never replicated.
 //
 // # Storage encoding
 //
 // Every storage key of user key k starts with 0x10 followed by an
-// order-preserving escaping of k (each 0x00 becomes 0x00 0xFF) and the
-// terminator 0x00 0x01, so all storage keys of one user key are contiguous
-// and a range of user keys [a, b) is one storage span (the keyspace will be
-// split into ranges). Then a suffix:
+// order-preserving escaping of k (each 0x00 byte becomes 0x00 0xFF) and the
+// terminator 0x00 0x01. Since 0x00 0x01 sorts below 0x00 0xFF and every
+// other byte is itself, all storage keys of one user key are contiguous and
+// sorted as the user keys are, so a range of user keys [a, b) is one storage
+// span (the keyspace will be split into ranges). Then a suffix:
 //
 //	0x00                          metadata record
-//	0x01 <version:8> <element>    element of a collection (hash, list, set,
-//	                              sorted set: the next milestone)
+//	0x01 <version:8 BE> <element> element of a collection (hash, list, set,
+//	                              sorted set: the next milestone; unused yet)
+//
+// Storage keys below 0x10 are Raft and range-local state owned by other
+// packages; kv never reads or writes them. UserSpan is [0x10, 0x11): what
+// snapshots copy and FLUSHALL deletes (one DeleteRange).
 //
 // The metadata record is: type tag (1 byte: string=1, hash=2, list=3,
-// set=4, zset=5), flags (1 byte), expiry deadline (int64 BE, Unix ms, 0 =
-// none), version (uint64 BE; a collection's elements carry it, so DEL can
-// drop the metadata in O(1) and reclaim elements later), then for strings
-// the value itself.
+// set=4, zset=5), flags (1 byte, 0 for now), expiry deadline (int64 BE,
+// Unix ms, 0 = none), version (uint64 BE, 0 for strings; a collection's
+// elements will carry it, so DEL and overwrite can drop the metadata in
+// O(1) and reclaim the orphaned elements later), then for strings the value
+// itself.
 //
 // A record whose deadline is <= nowMs is treated as absent by every read
-// and write at once; the leader deletes such keys in the background
-// (ExpiredKeys + KVORUM.DELEXPIRED).
+// and write at once (a write simply replaces it). The leader deletes such
+// keys in the background: ExpiredKeys finds them and the internal command
+// KVORUM.DELEXPIRED deletes each key only if it is still expired at apply
+// time, so a key whose TTL was extended meanwhile survives. Internal
+// commands are not in Commands(), Lookup and Check treat them as unknown,
+// and IsInternal lets the client layer refuse them.
+//
+// # SCAN cursors
+//
+// A cursor must be a 64-bit number but a position in an ordered keyspace
+// is a byte string; see the comment on cursors in keyspace.go for how a
+// cursor combines an exact, node-local resume point with a stateless
+// fallback that is still complete (every key present for the whole scan is
+// returned at least once).
 package kv

@@ -83,7 +83,7 @@ func init() {
 	def("incrby", 3, "write denyoom fast", 1, 1, 1, "string", "Increments the integer value of a key by a number.", cmdIncrBy, checkIntArg(2))
 	def("decrby", 3, "write denyoom fast", 1, 1, 1, "string", "Decrements a number from the integer value of a key.", cmdIncrBy, checkIntArg(2))
 	def("incrbyfloat", 3, "write denyoom fast", 1, 1, 1, "string", "Increment the floating point value of a key by a number.", cmdIncrByFloat, checkFloatArg(2))
-	def("append", 3, "write denyoom", 1, 1, 1, "string", "Appends a string to the value of a key. Creates the key if it doesn't exist.", cmdAppend, nil)
+	def("append", 3, "write denyoom fast", 1, 1, 1, "string", "Appends a string to the value of a key. Creates the key if it doesn't exist.", cmdAppend, nil)
 	def("strlen", 2, "readonly fast", 1, 1, 1, "string", "Returns the length of a string value.", cmdStrlen, nil)
 	def("getrange", 4, "readonly", 1, 1, 1, "string", "Returns a substring of the string stored at a key.", cmdGetRange, checkIntArgs(2, 3))
 	def("setrange", 4, "write denyoom", 1, 1, 1, "string", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.", cmdSetRange, checkIntArg(2))
