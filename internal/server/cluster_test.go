@@ -245,3 +245,31 @@ func TestClusterRestartAllReadsEverythingBack(t *testing.T) {
 		checkAcked(t, c, id, acked)
 	}
 }
+
+func TestMetricsExportRaftState(t *testing.T) {
+	c := newTestCluster(t, 3)
+	lead := c.waitLeader()
+	ctx := testCtx(t, 10*time.Second)
+	if err := c.client(lead).Set(ctx, "m", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := c.node(lead).Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if len(mf.GetMetric()) == 1 && mf.GetMetric()[0].GetGauge() != nil {
+			got[mf.GetName()] = mf.GetMetric()[0].GetGauge().GetValue()
+		}
+		if mf.GetName() == "kvorum_raft_proposals_total" {
+			got[mf.GetName()] = mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	if got["kvorum_raft_is_leader"] != 1 || got["kvorum_raft_leader"] != float64(lead) || got["kvorum_raft_term"] < 6 {
+		t.Fatalf("raft gauges: %v", got)
+	}
+	if got["kvorum_raft_applied_index"] < 11 || got["kvorum_raft_proposals_total"] < 1 {
+		t.Fatalf("progress metrics: %v", got)
+	}
+}

@@ -98,6 +98,7 @@ func Start(cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	n.store.Start()
+	n.registerRaftGauges()
 	n.goServe("peer", func() error { return n.trans.Serve(n.peerLis) })
 
 	if cfg.Join != "" {
@@ -310,4 +311,33 @@ func lisAddr(l net.Listener, def string) string {
 		return def
 	}
 	return l.Addr().String()
+}
+
+// registerRaftGauges exports the Raft state of the node's range as gauges
+// read at scrape time.
+func (n *Node) registerRaftGauges() {
+	status := func(f func(st store.Status) float64) func() float64 {
+		return func() float64 { return f(n.store.Replica(firstRange).Status()) }
+	}
+	g := func(name, help string, f func(st store.Status) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, status(f))
+	}
+	n.reg.MustRegister(
+		g("kvorum_raft_term", "Current Raft term.", func(st store.Status) float64 { return float64(st.Term) }),
+		g("kvorum_raft_leader", "Node id of the known leader (0 = none).", func(st store.Status) float64 { return float64(st.Leader) }),
+		g("kvorum_raft_is_leader", "1 if this node leads its range.", func(st store.Status) float64 {
+			if st.Role == "leader" {
+				return 1
+			}
+			return 0
+		}),
+		g("kvorum_raft_commit_index", "Raft commit index.", func(st store.Status) float64 { return float64(st.Commit) }),
+		g("kvorum_raft_applied_index", "Last applied index.", func(st store.Status) float64 { return float64(st.Applied) }),
+		g("kvorum_raft_log_entries", "Entries held in the Raft log.", func(st store.Status) float64 {
+			return float64(st.LastIndex + 1 - st.FirstIndex)
+		}),
+		g("kvorum_raft_members", "Voters and learners of the range.", func(st store.Status) float64 {
+			return float64(len(st.Descriptor.Replicas))
+		}),
+	)
 }
