@@ -1,0 +1,183 @@
+// Package kvdiff holds what the differential tests against a real
+// redis-server share: the testdata/diff file format, reply normalisation
+// and a private redis-server. It is used only by tests.
+package kvdiff
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Cmd is one command of a sequence.
+type Cmd struct {
+	Line int
+	Text string
+	Args []string
+}
+
+// Load parses a testdata/diff file into sequences (see its README).
+func Load(file string) ([][]Cmd, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var seqs [][]Cmd
+	var cur []Cmd
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	lineNo := 0
+	for sc.Scan() {
+		lineNo++
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			if len(cur) > 0 {
+				seqs = append(seqs, cur)
+				cur = nil
+			}
+			continue
+		}
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		args, err := SplitArgs(line)
+		if err != nil || len(args) == 0 {
+			return nil, fmt.Errorf("%s:%d: bad line %q: %v", file, lineNo, line, err)
+		}
+		cur = append(cur, Cmd{Line: lineNo, Text: line, Args: args})
+	}
+	if len(cur) > 0 {
+		seqs = append(seqs, cur)
+	}
+	return seqs, sc.Err()
+}
+
+// SplitArgs splits a line into arguments: spaces separate, double quotes
+// group, and inside quotes \" \\ \n \r \t \0 are escapes.
+func SplitArgs(line string) ([]string, error) {
+	var args []string
+	var cur strings.Builder
+	inQ, have := false, false
+	for i := 0; i < len(line); i++ {
+		ch := line[i]
+		switch {
+		case inQ && ch == '\\' && i+1 < len(line):
+			i++
+			switch line[i] {
+			case 'n':
+				cur.WriteByte('\n')
+			case 'r':
+				cur.WriteByte('\r')
+			case 't':
+				cur.WriteByte('\t')
+			case '0':
+				cur.WriteByte(0)
+			default:
+				cur.WriteByte(line[i])
+			}
+		case ch == '"':
+			inQ, have = !inQ, true
+		case !inQ && (ch == ' ' || ch == '\t'):
+			if have {
+				args = append(args, cur.String())
+				cur.Reset()
+				have = false
+			}
+		default:
+			cur.WriteByte(ch)
+			have = true
+		}
+	}
+	if inQ {
+		return nil, errors.New("unbalanced quotes")
+	}
+	if have {
+		args = append(args, cur.String())
+	}
+	return args, nil
+}
+
+// Normalize turns a go-redis reply into a comparable value: "<nil>", int64,
+// string, "ERR:<text>" for errors, []any for arrays; arrays of commands
+// whose order Redis leaves unspecified are sorted.
+func Normalize(cmd string, v any, err error) any {
+	if err != nil {
+		if errors.Is(err, redis.Nil) {
+			return "<nil>"
+		}
+		return "ERR:" + err.Error()
+	}
+	switch x := v.(type) {
+	case []any:
+		out := make([]any, len(x))
+		for i := range x {
+			out[i] = Normalize("", x[i], nil)
+		}
+		return SortUnordered(cmd, out)
+	case nil:
+		return "<nil>"
+	case redis.Error:
+		return "ERR:" + x.Error()
+	}
+	return v
+}
+
+// SortUnordered sorts the replies of KEYS and of a SCAN page.
+func SortUnordered(cmd string, out []any) []any {
+	byStr := func(s []any) {
+		sort.Slice(s, func(i, j int) bool { return fmt.Sprint(s[i]) < fmt.Sprint(s[j]) })
+	}
+	switch cmd {
+	case "KEYS":
+		byStr(out)
+	case "SCAN":
+		if len(out) == 2 {
+			if keys, ok := out[1].([]any); ok {
+				byStr(keys)
+			}
+		}
+	}
+	return out
+}
+
+// StartRedis starts a private redis-server (no persistence) on a free
+// loopback port; it is killed when the test ends. A missing redis-server
+// fails the test with what to install.
+func StartRedis(t testing.TB) *redis.Client {
+	t.Helper()
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatal("redis-server not found: apt-get install redis-server (make test does this)")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command(path, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
+	cl := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), Protocol: 2})
+	t.Cleanup(func() { cl.Close() })
+	for deadline := time.Now().Add(10 * time.Second); cl.Ping(context.Background()).Err() != nil; {
+		if time.Now().After(deadline) {
+			t.Fatal("redis-server did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return cl
+}
