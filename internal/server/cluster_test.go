@@ -265,11 +265,14 @@ func TestMetricsExportRaftState(t *testing.T) {
 		if mf.GetName() == "kvorum_raft_proposals_total" {
 			got[mf.GetName()] = mf.GetMetric()[0].GetCounter().GetValue()
 		}
+		if mf.GetName() == "kvorum_raft_proposal_duration_seconds" {
+			got[mf.GetName()] = float64(mf.GetMetric()[0].GetHistogram().GetSampleCount())
+		}
 	}
 	if got["kvorum_raft_is_leader"] != 1 || got["kvorum_raft_leader"] != float64(lead) || got["kvorum_raft_term"] < 6 {
 		t.Fatalf("raft gauges: %v", got)
 	}
-	if got["kvorum_raft_applied_index"] < 11 || got["kvorum_raft_proposals_total"] < 1 {
+	if got["kvorum_raft_applied_index"] < 11 || got["kvorum_raft_proposals_total"] < 1 || got["kvorum_raft_proposal_duration_seconds"] < 1 {
 		t.Fatalf("progress metrics: %v", got)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/kvorum/kvorum/internal/kv"
 	"github.com/kvorum/kvorum/internal/storage"
@@ -228,7 +229,12 @@ func (r *Replica) Propose(ctx context.Context, cmds [][][]byte) ([]kv.Reply, err
 	r.mu.Unlock()
 	r.store.cfg.Metrics.Proposals.Inc()
 	r.store.signal()
-	return r.wait(ctx, p)
+	start := time.Now()
+	replies, err := r.wait(ctx, p)
+	if err == nil {
+		r.store.cfg.Metrics.ProposalLatency.Observe(time.Since(start).Seconds())
+	}
+	return replies, err
 }
 
 func (r *Replica) wait(ctx context.Context, p *proposal) ([]kv.Reply, error) {
