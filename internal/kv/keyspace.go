@@ -277,23 +277,29 @@ func cmdKeys(x *ctx, args [][]byte) Reply {
 // integer), but our keys are ordered byte strings of any length, so a
 // cursor cannot name an arbitrary position exactly. The design:
 //
-//   - A cursor is P<<8 | S: P is the first 7 bytes (zero padded) of the
+//   - A cursor is P<<32 | S: P is the first 4 bytes (zero padded) of the
 //     escaped storage key of the last key the previous call visited (the
-//     bytes after the 0x10 prefix), and S is a salt in 1..255, so no cursor
-//     is 0.
+//     bytes after the 0x10 prefix), and S is a random 32-bit salt, never 0.
 //   - The node that hands out a cursor remembers, for cursorTTL, the exact
 //     storage key it stopped at; a remembered cursor resumes strictly after
-//     it.
+//     it. A new cursor never takes the number of a different remembered
+//     position (another salt is drawn).
 //   - A cursor the node does not remember (another node issued it, the node
-//     restarted, the entry expired or was dropped) resumes at the first key
+//     restarted, the entry expired or was evicted) resumes at the first key
 //     >= P with trailing zero bytes removed. That position is never after
 //     the exact one, so the scan is still complete; it may return keys it
 //     already returned, which SCAN allows.
 //
 // Either way, every key present for the whole scan is returned at least
-// once; keys added or removed meanwhile may or may not be. If two scans
-// would share one cursor value with different exact positions, the entry
-// is dropped and both take the (still complete) prefix path.
+// once; keys added or removed meanwhile may or may not be. The one way to
+// miss keys: a client keeps a cursor longer than cursorTTL (or past
+// eviction) and the node meanwhile hands out the same number (same 4-byte
+// prefix and the same 32-bit salt) for a later position.
+//
+// The fallback's granularity is the 4-byte prefix: a scan whose every call
+// lands on a node that does not remember its cursor (a load balancer
+// rotating nodes) re-reads all keys sharing that prefix each time, and makes
+// no progress if more than COUNT keys share it. Keep a scan on one node.
 var cursors struct {
 	sync.Mutex
 	m    map[uint64]cursorState
@@ -306,19 +312,19 @@ type cursorState struct {
 }
 
 const (
-	cursorTTL   = 10 * time.Minute
-	cursorLimit = 100000
+	cursorTTL      = 10 * time.Minute
+	cursorLimit    = 100000
+	cursorSaltBits = 32
 )
 
 // cursorPrefix is P of a cursor that stopped at storage key sk.
 func cursorPrefix(sk []byte) uint64 {
 	var p [8]byte
-	copy(p[1:], sk[1:])
+	copy(p[4:], sk[1:])
 	return binary.BigEndian.Uint64(p[:])
 }
 
 func rememberCursor(after []byte) uint64 {
-	id := cursorPrefix(after)<<8 | uint64(1+rand.IntN(255))
 	cursors.Lock()
 	defer cursors.Unlock()
 	if cursors.m == nil {
@@ -333,12 +339,14 @@ func rememberCursor(after []byte) uint64 {
 		}
 		cursors.last = now
 	}
-	if old, ok := cursors.m[id]; ok && string(old.after) != string(after) {
-		delete(cursors.m, id)
+	for {
+		id := cursorPrefix(after)<<cursorSaltBits | (1 + rand.Uint64N(1<<cursorSaltBits-1))
+		if old, ok := cursors.m[id]; ok && string(old.after) != string(after) {
+			continue
+		}
+		cursors.m[id] = cursorState{after: after, at: now}
 		return id
 	}
-	cursors.m[id] = cursorState{after: after, at: now}
-	return id
 }
 
 // resumeAt returns where a scan with cursor id continues: strictly after
@@ -351,13 +359,13 @@ func resumeAt(id uint64) (after, from []byte) {
 		return c.after, nil
 	}
 	var p [8]byte
-	binary.BigEndian.PutUint64(p[:], id)
-	p[0] = userPrefix
+	binary.BigEndian.PutUint64(p[:], id>>cursorSaltBits)
+	p[3] = userPrefix
 	end := 8
-	for end > 1 && p[end-1] == 0 {
+	for end > 4 && p[end-1] == 0 {
 		end--
 	}
-	return nil, append([]byte(nil), p[:end]...)
+	return nil, append([]byte(nil), p[3:end]...)
 }
 
 // parseCursor reads a cursor like Redis's strtoul-based
@@ -613,6 +621,9 @@ func cmdDelExpired(x *ctx, args [][]byte) Reply {
 // scanning after user key `after` (nil: from the start), and the cursor to
 // continue from (nil once the scan reached the end).
 func ExpiredKeys(r readerI, after []byte, nowMs int64, limit int) (keys [][]byte, next []byte, err error) {
+	if limit < 1 {
+		limit = 1
+	}
 	var from []byte
 	if after != nil {
 		from = metaKey(after)
