@@ -2,6 +2,7 @@ package kv
 
 import (
 	"encoding/binary"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -600,11 +601,15 @@ func cmdFlush(x *ctx, _ [][]byte) Reply {
 func cmdDelExpired(x *ctx, args [][]byte) Reply {
 	var n int64
 	for _, k := range args[1:] {
-		v, c, err := x.r.Get(metaKey(k))
-		if err != nil {
+		// x.get hides expired records, so read the header directly.
+		v, c, err := x.r.Get(x.metaKey(k))
+		if errors.Is(err, pebble.ErrNotFound) {
 			continue
 		}
-		rec, derr := decodeRecord(v)
+		if err != nil {
+			return errStorage(err)
+		}
+		rec, derr := decodeHeader(v)
 		_ = c.Close()
 		if derr != nil || !rec.expired(x.now) {
 			continue
@@ -620,7 +625,7 @@ func cmdDelExpired(x *ctx, args [][]byte) Reply {
 // ExpiredKeys returns up to limit user keys whose deadline is <= nowMs,
 // scanning after user key `after` (nil: from the start), and the cursor to
 // continue from (nil once the scan reached the end).
-func ExpiredKeys(r readerI, after []byte, nowMs int64, limit int) (keys [][]byte, next []byte, err error) {
+func ExpiredKeys(r pebble.Reader, after []byte, nowMs int64, limit int) (keys [][]byte, next []byte, err error) {
 	if limit < 1 {
 		limit = 1
 	}

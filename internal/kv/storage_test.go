@@ -324,3 +324,44 @@ func TestWrongTypeAgainstOtherTypes(t *testing.T) {
 		}
 	}
 }
+
+// The store applies many log entries in one indexed batch: each command
+// must see the writes of the ones before it, including FLUSHALL's range
+// deletion.
+func TestCommandsShareOneBatch(t *testing.T) {
+	db := openMem(t)
+	run(t, db, 0, "SET", "old", "v")
+	b := db.NewIndexedBatch()
+	defer b.Close()
+	steps := []struct {
+		cmd  []string
+		want string
+	}{
+		{[]string{"SET", "a", "1"}, "OK"},
+		{[]string{"INCR", "a"}, "2"},
+		{[]string{"APPEND", "a", "x"}, "2"},
+		{[]string{"RENAME", "a", "b"}, "OK"},
+		{[]string{"GETDEL", "b"}, "2x"},
+		{[]string{"SETNX", "b", "new"}, "1"},
+		{[]string{"FLUSHALL"}, "OK"},
+		{[]string{"GETSET", "old", "w"}, "(nil)"},
+		{[]string{"MSETNX", "b", "1", "c", "2"}, "1"},
+		{[]string{"DEL", "old", "b", "c", "zz"}, "3"},
+		{[]string{"SET", "e", "v", "PX", "5"}, "OK"},
+		{[]string{"KVORUM.DELEXPIRED", "e"}, "0"},
+	}
+	for i, s := range steps {
+		if got := show(Apply(b, toArgs(s.cmd...), int64(100+i))); got != s.want {
+			t.Fatalf("%v = %s, want %s", s.cmd, got, s.want)
+		}
+	}
+	if got := show(Apply(b, toArgs("KVORUM.DELEXPIRED", "e"), 1000)); got != "1" {
+		t.Fatalf("DELEXPIRED after the deadline = %s", got)
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		t.Fatal(err)
+	}
+	if got := show(run(t, db, 1000, "DBSIZE")); got != "0" {
+		t.Fatalf("dbsize %s", got)
+	}
+}
