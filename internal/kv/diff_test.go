@@ -188,3 +188,99 @@ func TestSpecsMatchRedis(t *testing.T) {
 		}
 	}
 }
+
+// TestIncrByFloatAgainstRedis compares INCRBYFLOAT's arithmetic (x87
+// extended precision) and formatting (%.17Lf, trimmed) with redis-server on
+// random increments.
+func TestIncrByFloatAgainstRedis(t *testing.T) {
+	rc := kvdiff.StartRedis(t)
+	db := openMem(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := 0; i < 600; i++ {
+		if i%40 == 0 {
+			rc.Del(ctx, "f")
+			runKV(db, []string{"DEL", "f"})
+		}
+		var incr string
+		switch rng.IntN(4) {
+		case 0:
+			incr = fmt.Sprintf("%d.%d", rng.IntN(2000)-1000, rng.IntN(1000000))
+		case 1:
+			incr = fmt.Sprintf("%.*g", 1+rng.IntN(20), (rng.Float64()-0.5)*1e6)
+		case 2:
+			incr = fmt.Sprintf("%de%d", rng.IntN(100)-50, rng.IntN(60)-30)
+		default:
+			incr = fmt.Sprintf("0.%0*d1", rng.IntN(25), 0)
+		}
+		wv, werr := rc.Do(ctx, "INCRBYFLOAT", "f", incr).Result()
+		want := kvdiff.Normalize("INCRBYFLOAT", wv, werr)
+		got := normalizeKV("INCRBYFLOAT", runKV(db, []string{"INCRBYFLOAT", "f", incr}))
+		if !reflect.DeepEqual(want, got) {
+			t.Fatalf("step %d: INCRBYFLOAT f %s\n  redis: %#v\n  kv:    %#v", i, incr, want, got)
+		}
+	}
+}
+
+// TestRandomCommandsAgainstRedis sends the same random command stream to
+// redis-server and to the state machine. TTLs are long (their rounded
+// values are stable) so the replies do not depend on timing.
+func TestRandomCommandsAgainstRedis(t *testing.T) {
+	rc := kvdiff.StartRedis(t)
+	db := openMem(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(7, 8))
+	pick := func(s ...string) string { return s[rng.IntN(len(s))] }
+	key := func() string { return pick("a", "b", "c", "d", "") }
+	val := func() string { return pick("", "0", "1", "-5", "12", "9223372036854775807", "1.5", "abc", "x y", "\x00") }
+	num := func() string { return pick("0", "1", "2", "-1", "-3", "5", "100", "abc", "9223372036854775807") }
+	ttl := func() string { return pick("100", "200", "300", "-1", "0", "x") }
+	gens := []func() []string{
+		func() []string { return []string{"SET", key(), val()} },
+		func() []string { return []string{"SET", key(), val(), pick("NX", "XX", "GET", "KEEPTTL")} },
+		func() []string { return []string{"SET", key(), val(), pick("EX", "PX"), pick("100000", "200000", "0")} },
+		func() []string { return []string{"GET", key()} },
+		func() []string { return []string{"SETNX", key(), val()} },
+		func() []string { return []string{"GETSET", key(), val()} },
+		func() []string { return []string{"GETDEL", key()} },
+		func() []string { return []string{"GETEX", key(), pick("PERSIST", "EX", "EXAT")} },
+		func() []string { return []string{"MSET", key(), val(), key(), val()} },
+		func() []string { return []string{"MSETNX", key(), val(), key(), val()} },
+		func() []string { return []string{"MGET", key(), key(), key()} },
+		func() []string { return []string{"DEL", key(), key()} },
+		func() []string { return []string{"EXISTS", key(), key()} },
+		func() []string { return []string{pick("INCR", "DECR"), key()} },
+		func() []string { return []string{pick("INCRBY", "DECRBY"), key(), num()} },
+		func() []string { return []string{"INCRBYFLOAT", key(), pick("0.5", "-1.25", "3", "1e3", "x")} },
+		func() []string { return []string{"APPEND", key(), val()} },
+		func() []string { return []string{"STRLEN", key()} },
+		func() []string { return []string{"GETRANGE", key(), num(), num()} },
+		func() []string { return []string{"SETRANGE", key(), pick("0", "1", "3", "-1", "x"), val()} },
+		func() []string { return []string{"EXPIRE", key(), ttl(), pick("NX", "XX", "GT", "LT")} },
+		func() []string { return []string{"EXPIRE", key(), ttl()} },
+		func() []string { return []string{"TTL", key()} },
+		func() []string { return []string{"PERSIST", key()} },
+		func() []string { return []string{"TYPE", key()} },
+		func() []string { return []string{pick("RENAME", "RENAMENX"), key(), key()} },
+		func() []string { return []string{"KEYS", pick("*", "?", "[ab]", "*a*", "")} },
+		func() []string { return []string{"DBSIZE"} },
+	}
+	for i := 0; i < 20000; i++ {
+		if i%2000 == 0 {
+			rc.FlushAll(ctx)
+			runKV(db, []string{"FLUSHALL"})
+		}
+		args := gens[rng.IntN(len(gens))]()
+		iargs := make([]any, len(args))
+		for j, a := range args {
+			iargs[j] = a
+		}
+		name := strings.ToUpper(args[0])
+		wv, werr := rc.Do(ctx, iargs...).Result()
+		want := kvdiff.Normalize(name, wv, werr)
+		got := normalizeKV(name, runKV(db, args))
+		if !reflect.DeepEqual(want, got) {
+			t.Fatalf("command %d: %q\n  redis: %#v\n  kv:    %#v", i, args, want, got)
+		}
+	}
+}
