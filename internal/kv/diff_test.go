@@ -232,7 +232,9 @@ func TestRandomCommandsAgainstRedis(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	pick := func(s ...string) string { return s[rng.IntN(len(s))] }
 	key := func() string { return pick("a", "b", "c", "d", "") }
-	val := func() string { return pick("", "0", "1", "-5", "12", "9223372036854775807", "1.5", "abc", "x y", "\x00") }
+	val := func() string {
+		return pick("", "0", "1", "-5", "12", "9223372036854775807", "1.5", "abc", "x y", "\x00")
+	}
 	num := func() string { return pick("0", "1", "2", "-1", "-3", "5", "100", "abc", "9223372036854775807") }
 	ttl := func() string { return pick("100", "200", "300", "-1", "0", "x") }
 	gens := []func() []string{
