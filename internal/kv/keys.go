@@ -62,10 +62,16 @@ func appendMetaKey(b, k []byte) []byte {
 
 // decodeStorageKey returns the user key and suffix of a storage key.
 func decodeStorageKey(sk []byte) (user []byte, suffix []byte, ok bool) {
+	return appendDecoded(make([]byte, 0, len(sk)), sk)
+}
+
+// appendDecoded appends the user key of storage key sk to dst and returns
+// it with sk's suffix (what follows the terminator).
+func appendDecoded(dst, sk []byte) (user []byte, suffix []byte, ok bool) {
 	if len(sk) < 3 || sk[0] != userPrefix {
 		return nil, nil, false
 	}
-	user = make([]byte, 0, len(sk))
+	user = dst
 	for i := 1; i < len(sk); i++ {
 		c := sk[i]
 		if c != 0 {
@@ -190,7 +196,10 @@ func (x *ctx) store(k []byte, rec *record) error {
 func (x *ctx) remove(k []byte) error { return x.w.Delete(x.metaKey(k), nil) }
 
 // iterKeys calls fn for every live key (in storage order) after storage
-// key `after` (nil: from the start), until fn returns false.
+// key `after` (nil: from the start), until fn returns false. fn's user and
+// sk (the key's metadata storage key) are only valid during the call: copy
+// what you keep. Element keys of collections are skipped with one seek per
+// user key.
 func iterKeys(r pebble.Reader, after []byte, nowMs int64, fn func(user []byte, sk []byte, rec *record) bool) error {
 	return iterKeysImpl(r, after, true, nowMs, fn)
 }
@@ -218,25 +227,35 @@ func iterKeysImpl(r pebble.Reader, from []byte, exclusive bool, nowMs int64, fn 
 			valid = it.Next()
 		}
 	}
-	for ; valid; valid = it.Next() {
-		user, suffix, ok := decodeStorageKey(it.Key())
-		if !ok || len(suffix) != 1 || suffix[0] != suffixMeta {
+	var ubuf, seek []byte
+	for valid {
+		sk := it.Key()
+		user, suffix, ok := appendDecoded(ubuf[:0], sk)
+		if !ok {
+			valid = it.Next()
+			continue
+		}
+		ubuf = user
+		if len(suffix) != 1 || suffix[0] != suffixMeta {
+			// An element key: skip the rest of this user key's span, which
+			// ends where the terminator 0x00 0x01 would be 0x00 0x02.
+			n := len(sk) - len(suffix)
+			seek = append(append(seek[:0], sk[:n-1]...), 0x02)
+			valid = it.SeekGE(seek)
 			continue
 		}
 		v, err := it.ValueAndErr()
 		if err != nil {
 			return err
 		}
-		rec, err := decodeRecord(v)
+		rec, err := decodeHeader(v)
 		if err != nil {
 			return err
 		}
-		if rec.expired(nowMs) {
-			continue
-		}
-		if !fn(user, append([]byte(nil), it.Key()...), &rec) {
+		if !rec.expired(nowMs) && !fn(user, sk, &rec) {
 			return nil
 		}
+		valid = it.Next()
 	}
 	return it.Error()
 }

@@ -262,7 +262,7 @@ func cmdKeys(x *ctx, args [][]byte) Reply {
 	all := len(pat) == 1 && pat[0] == '*'
 	err := iterKeys(x.r, nil, x.now, func(user, _ []byte, _ *record) bool {
 		if all || globMatch(pat, user, false) {
-			out = append(out, Bulk(user))
+			out = append(out, Bulk(append([]byte(nil), user...)))
 		}
 		return true
 	})
@@ -462,14 +462,14 @@ func cmdScan(x *ctx, args [][]byte) Reply {
 			return false
 		}
 		seen++
-		last = sk
+		last = append(last[:0], sk...)
 		if o.match != nil && !globMatch(o.match, user, false) {
 			return true
 		}
 		if o.typ != nil && !eq(o.typ, typeName(rec.typ)) {
 			return true
 		}
-		keys = append(keys, Bulk(user))
+		keys = append(keys, Bulk(append([]byte(nil), user...)))
 		return true
 	}
 	var err error
@@ -500,13 +500,13 @@ func cmdScan(x *ctx, args [][]byte) Reply {
 // replicated.
 func cmdRandomKey(x *ctx, _ [][]byte) Reply {
 	const randomKeyExact, randomKeyWindow = 1024, 64
-	var found []byte
+	found := make([]byte, 0, 64) // never nil: "" is a valid key
 	n := 0
 	sample := func(limit int) func(user, _ []byte, _ *record) bool {
 		return func(user, _ []byte, _ *record) bool {
 			n++
 			if rand.IntN(n) == 0 {
-				found = user
+				found = append(found[:0], user...)
 			}
 			return n < limit
 		}
@@ -515,7 +515,7 @@ func cmdRandomKey(x *ctx, _ [][]byte) Reply {
 		return errStorage(err)
 	}
 	if n <= randomKeyExact {
-		if found == nil {
+		if n == 0 {
 			return Nil
 		}
 		return Bulk(found)
@@ -544,7 +544,7 @@ func cmdRandomKey(x *ctx, _ [][]byte) Reply {
 		hi = lo
 	}
 	seek := binary.BigEndian.AppendUint64(append([]byte(nil), first[:c]...), lo+rand.Uint64N(hi-lo+1))
-	found, n = nil, 0
+	n = 0
 	if err := iterKeysFrom(x.r, seek, x.now, sample(randomKeyWindow)); err != nil {
 		return errStorage(err)
 	}
@@ -554,7 +554,7 @@ func cmdRandomKey(x *ctx, _ [][]byte) Reply {
 			return errStorage(err)
 		}
 	}
-	if found == nil {
+	if n == 0 {
 		return Nil
 	}
 	return Bulk(found)
@@ -634,13 +634,13 @@ func ExpiredKeys(r pebble.Reader, after []byte, nowMs int64, limit int) (keys []
 		from = metaKey(after)
 	}
 	scanned := 0
-	var lastUser []byte
+	lastUser := make([]byte, 0, 32) // never nil: "" is a valid key
 	done := true
 	err = iterKeys(r, from, math.MinInt64, func(user, _ []byte, rec *record) bool {
 		scanned++
-		lastUser = user
+		lastUser = append(lastUser[:0], user...)
 		if rec.expired(nowMs) {
-			keys = append(keys, user)
+			keys = append(keys, append([]byte(nil), user...))
 		}
 		if len(keys) >= limit || scanned >= limit*64 {
 			done = false

@@ -365,3 +365,57 @@ func TestCommandsShareOneBatch(t *testing.T) {
 		t.Fatalf("dbsize %s", got)
 	}
 }
+
+// Element keys of collections (next milestone) and orphaned elements (a
+// deleted collection) are invisible to key iteration.
+func TestIterationSkipsElementKeys(t *testing.T) {
+	db := openMem(t)
+	elem := func(k string, e byte) []byte {
+		b := append([]byte{userPrefix}, appendEscaped(nil, []byte(k))...)
+		return append(append(b, 0x01, 0, 0, 0, 0, 0, 0, 0, 1), e)
+	}
+	hash := record{typ: typeHash, version: 1}
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(db.Set(metaKey([]byte("h")), hash.encode(), pebble.NoSync))
+	for e := byte(0); e < 100; e++ {
+		must(db.Set(elem("h", e), []byte("v"), pebble.NoSync))
+		must(db.Set(elem("orphan", e), []byte("v"), pebble.NoSync))
+		must(db.Set(elem("", e), []byte("v"), pebble.NoSync))
+	}
+	run(t, db, 0, "MSET", "", "1", "a", "1", "h\x00", "1", "z", "1")
+	for _, c := range []struct {
+		cmd  []string
+		want string
+	}{
+		{[]string{"DBSIZE"}, "5"},
+		{[]string{"KEYS", "*"}, "[ a h h\x00 z]"},
+		{[]string{"SCAN", "0", "COUNT", "100"}, "[0 [ a h h\x00 z]]"},
+		{[]string{"EXISTS", "orphan"}, "0"},
+	} {
+		if got := show(run(t, db, 0, c.cmd...)); got != c.want {
+			t.Errorf("%v = %q, want %q", c.cmd, got, c.want)
+		}
+	}
+	// Paging through with COUNT 1 sees each key once.
+	var got []string
+	for cursor := "0"; ; {
+		r := run(t, db, 0, "SCAN", cursor, "COUNT", "1")
+		for _, k := range r.Elems[1].Elems {
+			got = append(got, string(k.Str))
+		}
+		if cursor = string(r.Elems[0].Str); cursor == "0" {
+			break
+		}
+	}
+	if fmt.Sprintf("%q", got) != `["" "a" "h" "h\x00" "z"]` {
+		t.Fatalf("paged scan: %q", got)
+	}
+	keys, next, err := ExpiredKeys(db, nil, 0, 10)
+	if err != nil || len(keys) != 0 || next != nil {
+		t.Fatalf("ExpiredKeys: %q %q %v", keys, next, err)
+	}
+}
