@@ -419,3 +419,16 @@ func TestIterationSkipsElementKeys(t *testing.T) {
 		t.Fatalf("ExpiredKeys: %q %q %v", keys, next, err)
 	}
 }
+
+func TestCheckDoesNotAllocate(t *testing.T) {
+	for _, c := range [][]string{
+		{"SET", "k", "v"}, {"SET", "k", "v", "EX", "100", "NX"}, {"GET", "k"}, {"MSET", "a", "1", "b", "2"},
+		{"INCRBY", "k", "5"}, {"EXPIRE", "k", "10", "GT"}, {"GETEX", "k", "PERSIST"}, {"SCAN", "0", "COUNT", "10"},
+	} {
+		args := toArgs(c...)
+		lim := Limits{MaxKeySize: 100, MaxValueSize: 100}
+		if n := testing.AllocsPerRun(100, func() { Check(args, lim) }); n != 0 {
+			t.Errorf("Check(%q) allocates %v times", c, n)
+		}
+	}
+}
