@@ -63,6 +63,19 @@
 // commands are not in Commands(), Lookup and Check treat them as unknown,
 // and IsInternal lets the client layer refuse them.
 //
+// # Costs
+//
+// Point commands cost one or two Pebble point reads. Check and Lookup do
+// not allocate; Apply(SET) allocates only inside Pebble's batch and
+// Read(GET) only the returned value. KEYS, DBSIZE and a SCAN page iterate
+// storage keys (one seek skips a collection's elements); DBSIZE counts
+// every metadata record, so, as in Redis, an expired key counts until it
+// is deleted. RANDOMKEY reads at most about a thousand keys.
+//
+// Not yet done for collections: RENAME and DEL of a collection must move
+// or orphan its elements (the version field is there for that); version
+// numbers will have to be unique per key incarnation and deterministic.
+//
 // # SCAN cursors
 //
 // A cursor must be a 64-bit number but a position in an ordered keyspace

@@ -220,6 +220,8 @@ func cmdPersist(x *ctx, args [][]byte) Reply {
 	return Int(1)
 }
 
+// cmdRename moves the metadata record (value and TTL included). Only
+// strings exist yet; a collection will also need its elements moved.
 func cmdRename(x *ctx, args [][]byte) Reply {
 	nx := strings.EqualFold(string(args[0]), "renamenx")
 	rec, ok, err := x.load(args[1])
