@@ -1,7 +1,7 @@
 package resp
 
 import (
-	"errors"
+	kvmetrics "github.com/kvorum/kvorum/internal/metrics"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -53,28 +53,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		m.cmds = register(reg, m.cmds)
-		m.latency = register(reg, m.latency)
-		m.clients = register(reg, m.clients)
-		m.conns = register(reg, m.conns)
-		m.rejected = register(reg, m.rejected)
-		m.protoErrs = register(reg, m.protoErrs)
-		m.batch = register(reg, m.batch)
+		m.cmds = kvmetrics.Register(reg, m.cmds)
+		m.latency = kvmetrics.Register(reg, m.latency)
+		m.clients = kvmetrics.Register(reg, m.clients)
+		m.conns = kvmetrics.Register(reg, m.conns)
+		m.rejected = kvmetrics.Register(reg, m.rejected)
+		m.protoErrs = kvmetrics.Register(reg, m.protoErrs)
+		m.batch = kvmetrics.Register(reg, m.batch)
 	}
 	return m
-}
-
-// register registers c, or returns the collector already registered under
-// the same description (several servers sharing one registry, as in tests).
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(err)
-	}
-	return c
 }

@@ -1,7 +1,7 @@
 package transport
 
 import (
-	"errors"
+	kvmetrics "github.com/kvorum/kvorum/internal/metrics"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -86,32 +86,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"method", "result"}),
 	}
 	if reg != nil {
-		m.sent = register(reg, m.sent)
-		m.received = register(reg, m.received)
-		m.dropped = register(reg, m.dropped)
-		m.frames = register(reg, m.frames)
-		m.bytesSent = register(reg, m.bytesSent)
-		m.bytesRecv = register(reg, m.bytesRecv)
-		m.snapshots = register(reg, m.snapshots)
-		m.snapBytes = register(reg, m.snapBytes)
-		m.callDur = register(reg, m.callDur)
+		m.sent = kvmetrics.Register(reg, m.sent)
+		m.received = kvmetrics.Register(reg, m.received)
+		m.dropped = kvmetrics.Register(reg, m.dropped)
+		m.frames = kvmetrics.Register(reg, m.frames)
+		m.bytesSent = kvmetrics.Register(reg, m.bytesSent)
+		m.bytesRecv = kvmetrics.Register(reg, m.bytesRecv)
+		m.snapshots = kvmetrics.Register(reg, m.snapshots)
+		m.snapBytes = kvmetrics.Register(reg, m.snapBytes)
+		m.callDur = kvmetrics.Register(reg, m.callDur)
 	}
 	return m
-}
-
-// register registers c, or returns the identical collector already
-// registered (a transport re-created on the same registry).
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		// A conflicting collector under the same name: keep ours unregistered.
-	}
-	return c
 }
 
 func typeLabel(m *raftpb.Message) string { return m.GetType().String() }
