@@ -40,24 +40,38 @@ func (n *Node) onLeader(ctx context.Context, method string, req memberRequest, l
 	}
 }
 
+// catchUp waits briefly until this node has applied what the leader has
+// committed, so that what it reports after a forwarded membership change
+// includes the change. A node that was itself removed may never learn of
+// it; hence the short bound.
+func (n *Node) catchUp(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_ = n.store.Replica(firstRange).ReadBarrier(ctx)
+}
+
 // AddMember adds a node: first as a learner, then, once it has caught up,
 // promotes it to voter (ConfChangeV2). Returns when the promotion is applied.
 func (n *Node) AddMember(ctx context.Context, id uint64, peerAddr string) error {
 	if id == 0 || peerAddr == "" {
 		return fmt.Errorf("%w: member id and peer address are required", admin.ErrInvalid)
 	}
-	return n.onLeader(ctx, methodJoin, memberRequest{ID: id, PeerAddr: peerAddr}, func(r *store.Replica) error {
+	err := n.onLeader(ctx, methodJoin, memberRequest{ID: id, PeerAddr: peerAddr}, func(r *store.Replica) error {
 		err := r.AddMember(ctx, id, peerAddr)
 		if errors.Is(err, store.ErrMemberExists) {
 			return fmt.Errorf("%w: node %d", admin.ErrMemberExists, id)
 		}
 		return err
 	})
+	if err == nil {
+		n.catchUp(ctx)
+	}
+	return err
 }
 
 // RemoveMember removes a node from the cluster.
 func (n *Node) RemoveMember(ctx context.Context, id uint64) error {
-	return n.onLeader(ctx, methodRemoveMember, memberRequest{ID: id}, func(r *store.Replica) error {
+	err := n.onLeader(ctx, methodRemoveMember, memberRequest{ID: id}, func(r *store.Replica) error {
 		d := r.Descriptor()
 		voters := 0
 		for _, rep := range d.Replicas {
@@ -74,6 +88,19 @@ func (n *Node) RemoveMember(ctx context.Context, id uint64) error {
 		}
 		return err
 	})
+	if err != nil && !errors.Is(err, admin.ErrUnknownMember) && !errors.Is(err, admin.ErrInvalid) {
+		// The reply may have been lost because the removal itself closed the
+		// connection to the removed leader: check what was applied.
+		n.catchUp(ctx)
+		if _, still := n.store.Replica(firstRange).Descriptor().Replica(storage.NodeID(id)); !still {
+			return nil
+		}
+		return err
+	}
+	if err == nil {
+		n.catchUp(ctx)
+	}
+	return err
 }
 
 // TransferLeader moves leadership to node id and waits until it holds.
