@@ -209,46 +209,18 @@ func (l *Local) Send(msgs []*raftpb.Message) {
 	if l.closed {
 		return
 	}
-	now := time.Now()
-	for _, m := range msgs {
-		to := m.GetTo()
-		isSnap := m.GetType() == raftpb.MsgSnap
-		p := l.peers[to]
-		if p == nil {
-			l.m.drop(m, dropUnknownPeer)
-			l.rep.unreachable(to)
-			if isSnap {
-				l.m.snapshotDone("sent", false)
-				l.rep.snapshot(to, false)
+	route(msgs, l.id, l.net.ic, l.m, l.rep,
+		func(to uint64) (*outbox, bool) {
+			p := l.peers[to]
+			if p == nil {
+				return nil, false
 			}
-			continue
-		}
-		var delay time.Duration
-		if ic := l.net.ic; ic != nil {
-			var drop bool
-			if drop, delay = ic.Outgoing(l.id, to, m); drop {
-				l.m.drop(m, dropInterceptor)
-				if isSnap {
-					l.m.snapshotDone("sent", false)
-					l.rep.snapshot(to, false)
-				}
-				continue
-			}
-		}
-		if isSnap {
+			return p.out, true
+		},
+		func(to uint64, m *raftpb.Message, delay time.Duration) {
 			l.wg.Add(1)
-			go l.sendSnapshot(p, m, delay)
-			continue
-		}
-		var due time.Time
-		if delay > 0 {
-			due = now.Add(delay)
-		}
-		if !p.out.push(m, due) {
-			l.m.drop(m, dropQueueFull)
-			l.rep.unreachable(to)
-		}
-	}
+			go l.sendSnapshot(l.peers[to], m, delay)
+		})
 }
 
 func (l *Local) sendSnapshot(p *localPeer, m *raftpb.Message, delay time.Duration) {

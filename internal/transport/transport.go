@@ -228,46 +228,18 @@ func (t *Transport) Send(msgs []*raftpb.Message) {
 	if t.closed {
 		return
 	}
-	now := time.Now()
-	for _, m := range msgs {
-		to := m.GetTo()
-		isSnap := m.GetType() == raftpb.MsgSnap
-		p := t.peers[to]
-		if p == nil {
-			t.m.drop(m, dropUnknownPeer)
-			t.rep.unreachable(to)
-			if isSnap {
-				t.m.snapshotDone("sent", false)
-				t.rep.snapshot(to, false)
+	route(msgs, t.cfg.NodeID, t.cfg.Interceptor, t.m, t.rep,
+		func(to uint64) (*outbox, bool) {
+			p := t.peers[to]
+			if p == nil {
+				return nil, false
 			}
-			continue
-		}
-		var delay time.Duration
-		if ic := t.cfg.Interceptor; ic != nil {
-			var drop bool
-			if drop, delay = ic.Outgoing(t.cfg.NodeID, to, m); drop {
-				t.m.drop(m, dropInterceptor)
-				if isSnap {
-					t.m.snapshotDone("sent", false)
-					t.rep.snapshot(to, false)
-				}
-				continue
-			}
-		}
-		if isSnap {
+			return p.out, true
+		},
+		func(to uint64, m *raftpb.Message, delay time.Duration) {
 			t.wg.Add(1)
-			go t.sendSnapshot(p, m, delay)
-			continue
-		}
-		var due time.Time
-		if delay > 0 {
-			due = now.Add(delay)
-		}
-		if !p.out.push(m, due) {
-			t.m.drop(m, dropQueueFull)
-			t.rep.unreachable(to)
-		}
-	}
+			go t.sendSnapshot(t.peers[to], m, delay)
+		})
 }
 
 func (t *Transport) peer(id uint64) (*peer, error) {
@@ -508,4 +480,51 @@ func toStatus(err error) error {
 		return status.Error(status.FromContextError(err).Code(), err.Error())
 	}
 	return status.Error(codes.Unknown, err.Error())
+}
+
+// route is the body of Send shared by Transport and Local: unknown peers and
+// interceptor drops are reported (and failed snapshots reported failed),
+// MsgSnap goes to its own sender, everything else into the peer's outbox
+// (dropped, and the peer reported unreachable, when it is full).
+func route(msgs []*raftpb.Message, from uint64, ic Interceptor, mt *metrics, rep *reporter,
+	outboxOf func(to uint64) (*outbox, bool), sendSnap func(to uint64, m *raftpb.Message, delay time.Duration)) {
+	now := time.Now()
+	for _, m := range msgs {
+		to := m.GetTo()
+		isSnap := m.GetType() == raftpb.MsgSnap
+		failSnap := func() {
+			if isSnap {
+				mt.snapshotDone("sent", false)
+				rep.snapshot(to, false)
+			}
+		}
+		out, ok := outboxOf(to)
+		if !ok {
+			mt.drop(m, dropUnknownPeer)
+			rep.unreachable(to)
+			failSnap()
+			continue
+		}
+		var delay time.Duration
+		if ic != nil {
+			var drop bool
+			if drop, delay = ic.Outgoing(from, to, m); drop {
+				mt.drop(m, dropInterceptor)
+				failSnap()
+				continue
+			}
+		}
+		if isSnap {
+			sendSnap(to, m, delay)
+			continue
+		}
+		var due time.Time
+		if delay > 0 {
+			due = now.Add(delay)
+		}
+		if !out.push(m, due) {
+			mt.drop(m, dropQueueFull)
+			rep.unreachable(to)
+		}
+	}
 }
