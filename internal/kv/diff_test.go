@@ -59,6 +59,9 @@ func TestDifferentialKV(t *testing.T) {
 	t.Logf("%d commands compared", total)
 }
 
+// testIndex plays the log index for commands applied by tests.
+var testIndex uint64 = 100
+
 // runKV executes one command on the state machine the way a node does:
 // Check, then Apply in an indexed batch (committed) or Read.
 func runKV(db *pebble.DB, sargs []string) Reply {
@@ -76,7 +79,8 @@ func runKV(db *pebble.DB, sargs []string) Reply {
 	}
 	b := db.NewIndexedBatch()
 	defer b.Close()
-	r := Apply(b, args, now)
+	testIndex++
+	r := Apply(b, args, Env{Now: now, Index: testIndex})
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return Error("ERR commit: " + err.Error())
 	}

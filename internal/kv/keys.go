@@ -10,6 +10,17 @@ import (
 const (
 	userPrefix = 0x10
 	suffixMeta = 0x00
+	suffixElem = 0x01
+)
+
+// Hidden keys: inside UserSpan (so snapshots carry them) but below every
+// user key (0x10 0x00 0x00 never starts an escaped user key, whose first
+// 0x00 is followed by 0xFF or 0x01). FLUSHALL keeps them.
+var (
+	hiddenPrefix = []byte{userPrefix, 0x00, 0x00}
+	versionKey   = []byte{userPrefix, 0x00, 0x00, 'v'} // uint64 BE: last collection version handed out
+	scriptPrefix = []byte{userPrefix, 0x00, 0x00, 's'} // + sha1 hex: a cached Lua script body
+	firstUserKey = []byte{userPrefix, 0x00, 0x01}      // the escaped empty key "": lowest user key
 )
 
 // Type tags of metadata records.
@@ -99,11 +110,14 @@ type record struct {
 	typ     byte
 	flags   byte
 	expire  int64
-	version uint64
-	value   []byte // strings only; a copy
+	version uint64 // collections: the incarnation; its elements are keyed by it
+	mod     uint64 // log index of the last write to the key (WATCH compares it)
+	// strings: the value; collections: the type's state (length, list
+	// head/tail; see coll.go). A copy, safe to keep.
+	value []byte
 }
 
-const recordHeader = 1 + 1 + 8 + 8
+const recordHeader = 1 + 1 + 8 + 8 + 8
 
 var errCorruptRecord = errors.New("kv: corrupt metadata record")
 
@@ -117,6 +131,7 @@ func (r *record) appendTo(b []byte) []byte {
 	h[0], h[1] = r.typ, r.flags
 	binary.BigEndian.PutUint64(h[2:], uint64(r.expire))
 	binary.BigEndian.PutUint64(h[10:], r.version)
+	binary.BigEndian.PutUint64(h[18:], r.mod)
 	return append(b, r.value...)
 }
 
@@ -137,6 +152,7 @@ func decodeHeader(v []byte) (record, error) {
 		typ: v[0], flags: v[1],
 		expire:  int64(binary.BigEndian.Uint64(v[2:])),
 		version: binary.BigEndian.Uint64(v[10:]),
+		mod:     binary.BigEndian.Uint64(v[18:]),
 	}, nil
 }
 
@@ -188,12 +204,118 @@ func (x *ctx) get(k []byte, withValue bool) (record, bool, error) {
 	return rec, true, nil
 }
 
-func (x *ctx) store(k []byte, rec *record) error {
-	x.vbuf = rec.appendTo(x.vbuf[:0])
-	return x.w.Set(x.metaKey(k), x.vbuf, nil)
+// rawHeader returns k's metadata header even if expired; ok=false if absent.
+func (x *ctx) rawHeader(k []byte) (record, bool, error) {
+	v, c, err := x.r.Get(x.metaKey(k))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return record{}, false, nil
+	}
+	if err != nil {
+		return record{}, false, err
+	}
+	rec, err := decodeHeader(v)
+	_ = c.Close()
+	return rec, err == nil, err
 }
 
-func (x *ctx) remove(k []byte) error { return x.w.Delete(x.metaKey(k), nil) }
+// store writes k's metadata record, stamping it with the entry's index. If
+// it replaces a different incarnation of a collection (another version),
+// that incarnation's elements are dropped.
+func (x *ctx) store(k []byte, rec *record) error {
+	old, had, err := x.rawHeader(k)
+	if err != nil {
+		return err
+	}
+	if had && isCollection(old.typ) && (old.version != rec.version || !isCollection(rec.typ)) {
+		if err := x.dropElements(k, old.version); err != nil {
+			return err
+		}
+	}
+	return x.storeOver(k, rec)
+}
+
+// storeOver is store for a caller that knows k holds no other collection
+// incarnation (it just loaded k's record, or removed it).
+func (x *ctx) storeOver(k []byte, rec *record) error {
+	rec.mod = x.index
+	x.vbuf = rec.appendTo(x.vbuf[:0])
+	if err := x.w.Set(x.metaKey(k), x.vbuf, nil); err != nil {
+		return err
+	}
+	x.touched(k)
+	return nil
+}
+
+// remove deletes k, a collection's elements included (one range deletion,
+// whatever the size: Pebble reclaims the space in the background).
+func (x *ctx) remove(k []byte) error {
+	old, had, err := x.rawHeader(k)
+	if err != nil || !had {
+		return err
+	}
+	if isCollection(old.typ) {
+		if err := x.dropElements(k, old.version); err != nil {
+			return err
+		}
+	}
+	if err := x.w.Delete(x.metaKey(k), nil); err != nil {
+		return err
+	}
+	x.touched(k)
+	return nil
+}
+
+func (x *ctx) touched(k []byte) {
+	if x.onWrite != nil {
+		x.onWrite(k)
+	}
+}
+
+func isCollection(t byte) bool { return t >= typeHash && t <= typeZSet }
+
+// Element keys: 0x10 <escaped key> 0x01 <version:8 BE> <element>.
+
+func appendElemPrefix(b, k []byte, version uint64) []byte {
+	b = append(b, userPrefix)
+	b = appendEscaped(b, k)
+	b = append(b, suffixElem)
+	return binary.BigEndian.AppendUint64(b, version)
+}
+
+// elemSpan returns the storage span of all elements of k's incarnation version.
+func elemSpan(k []byte, version uint64) (start, end []byte) {
+	start = appendElemPrefix(make([]byte, 0, len(k)+16), k, version)
+	end = appendElemPrefix(make([]byte, 0, len(k)+16), k, version+1)
+	if version == ^uint64(0) {
+		end = append(appendEscaped([]byte{userPrefix}, k), suffixElem+1)
+	}
+	return start, end
+}
+
+func (x *ctx) dropElements(k []byte, version uint64) error {
+	start, end := elemSpan(k, version)
+	return x.w.DeleteRange(start, end, nil)
+}
+
+// newVersion hands out the next collection incarnation number. The counter
+// is replicated state, so every replica hands out the same numbers.
+func (x *ctx) newVersion() (uint64, error) {
+	var n uint64
+	v, c, err := x.r.Get(versionKey)
+	switch {
+	case err == nil:
+		if len(v) == 8 {
+			n = binary.BigEndian.Uint64(v)
+		}
+		_ = c.Close()
+	case !errors.Is(err, pebble.ErrNotFound):
+		return 0, err
+	}
+	n++
+	var buf [8]byte
+	binary.BigEndian.PutUint64(buf[:], n)
+	return n, x.w.Set(versionKey, buf[:], nil)
+}
 
 // iterKeys calls fn for every live key (in storage order) after storage
 // key `after` (nil: from the start), until fn returns false. fn's user and

@@ -50,7 +50,8 @@ func cmdDel(x *ctx, args [][]byte) Reply {
 		if ok {
 			n++
 		}
-		// Delete expired leftovers too.
+		// Delete expired leftovers too. A collection's elements go with one
+		// range deletion, so DEL is O(1) whatever the size.
 		if err := x.remove(k); err != nil {
 			return errStorage(err)
 		}
@@ -220,8 +221,10 @@ func cmdPersist(x *ctx, args [][]byte) Reply {
 	return Int(1)
 }
 
-// cmdRename moves the metadata record (value and TTL included). Only
-// strings exist yet; a collection will also need its elements moved.
+// cmdRename moves the metadata record (value and TTL included). A
+// collection's elements are copied to a new incarnation under the new name
+// (O(N), unlike Redis's O(1)) and the old ones dropped with one range
+// deletion.
 func cmdRename(x *ctx, args [][]byte) Reply {
 	nx := strings.EqualFold(string(args[0]), "renamenx")
 	rec, ok, err := x.load(args[1])
@@ -245,6 +248,19 @@ func cmdRename(x *ctx, args [][]byte) Reply {
 		if exists {
 			return Int(0)
 		}
+	}
+	if isCollection(rec.typ) {
+		src := &coll{key: args[1], rec: rec}
+		v, err := x.newVersion()
+		if err != nil {
+			return errStorage(err)
+		}
+		dst := &coll{key: args[2], rec: rec}
+		dst.rec.version = v
+		if err := x.copyElements(src, dst); err != nil {
+			return errStorage(err)
+		}
+		rec = dst.rec
 	}
 	if err := x.remove(args[1]); err != nil {
 		return errStorage(err)
@@ -593,8 +609,10 @@ func checkFlush(args [][]byte) (Reply, bool) {
 }
 
 func cmdFlush(x *ctx, _ [][]byte) Reply {
-	start, end := UserSpan()
-	if err := x.w.DeleteRange(start, end, nil); err != nil {
+	// Every user key and element; the hidden keys (version counter, script
+	// cache) stay, as Redis keeps its script cache on FLUSHALL.
+	_, end := UserSpan()
+	if err := x.w.DeleteRange(firstUserKey, end, nil); err != nil {
 		return errStorage(err)
 	}
 	return OK

@@ -27,7 +27,7 @@ func run(t testing.TB, db *pebble.DB, now int64, s ...string) Reply {
 	if Lookup(args[0]).Write {
 		b := db.NewIndexedBatch()
 		defer b.Close()
-		r := Apply(b, args, now)
+		r := Apply(b, args, Env{Now: now})
 		if err := b.Commit(pebble.NoSync); err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +120,7 @@ func TestExpiredKeysAndDelExpired(t *testing.T) {
 	// The TTL of one key was extended meanwhile: DELEXPIRED must spare it.
 	run(t, db, 1005, "PEXPIRE", string(all[0]), "100000")
 	b := db.NewIndexedBatch()
-	r := Apply(b, append(toArgs("KVORUM.DELEXPIRED"), all...), 1500)
+	r := Apply(b, append(toArgs("KVORUM.DELEXPIRED"), all...), Env{Now: 1500})
 	if err := b.Commit(pebble.NoSync); err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func FuzzCommands(f *testing.F) {
 			{
 				b := db.NewIndexedBatch()
 				count, size := b.Count(), b.Len()
-				r := Apply(b, a, now)
+				r := Apply(b, a, Env{Now: now})
 				if strings.Contains(string(r.Str), "internal error") {
 					t.Fatalf("unchecked Apply %q panicked: %s", args, r.Str)
 				}
@@ -285,7 +285,7 @@ func FuzzCommands(f *testing.F) {
 			if Lookup(a[0]).Write {
 				b := db.NewIndexedBatch()
 				count, size := b.Count(), b.Len()
-				r := Apply(b, a, now)
+				r := Apply(b, a, Env{Now: now})
 				if r.IsError() && (b.Count() != count || b.Len() != size) {
 					t.Fatalf("%q returned %s but wrote to the batch", args, show(r))
 				}
@@ -322,7 +322,7 @@ func BenchmarkApplySet(b *testing.B) {
 			batch.Close()
 			batch = db.NewIndexedBatch()
 		}
-		Apply(batch, args, 1000)
+		Apply(batch, args, Env{Now: 1000})
 	}
 }
 

@@ -158,7 +158,7 @@ func TestDelExpiredSparesLiveKeys(t *testing.T) {
 	run(t, db, 1005, "PEXPIRE", "kept", "100000")
 	run(t, db, 1000, "SET", "plain", "v")
 	b := db.NewIndexedBatch()
-	r := Apply(b, toArgs("KVORUM.DELEXPIRED", "gone", "kept", "plain", "missing"), 2000)
+	r := Apply(b, toArgs("KVORUM.DELEXPIRED", "gone", "kept", "plain", "missing"), Env{Now: 2000})
 	if err := b.Commit(pebble.NoSync); err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func TestApplyIsDeterministic(t *testing.T) {
 		db := openMem(t)
 		for i, c := range script {
 			b := db.NewIndexedBatch()
-			r := Apply(b, toArgs(c...), int64(1000+i))
+			r := Apply(b, toArgs(c...), Env{Now: int64(1000 + i)})
 			reprs[rep] = append(reprs[rep], b.Repr()...)
 			reprs[rep] = r.AppendBinary(reprs[rep])
 			if err := b.Commit(pebble.NoSync); err != nil {
@@ -277,7 +277,7 @@ func TestRandomKeyLargeDatabase(t *testing.T) {
 	db := openMem(t)
 	b := db.NewIndexedBatch()
 	for i := 0; i < 3000; i++ {
-		Apply(b, toArgs("SET", fmt.Sprintf("user:%05d", i*7), "v"), 0)
+		Apply(b, toArgs("SET", fmt.Sprintf("user:%05d", i*7), "v"), Env{Now: 0})
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
 		t.Fatal(err)
@@ -351,11 +351,11 @@ func TestCommandsShareOneBatch(t *testing.T) {
 		{[]string{"KVORUM.DELEXPIRED", "e"}, "0"},
 	}
 	for i, s := range steps {
-		if got := show(Apply(b, toArgs(s.cmd...), int64(100+i))); got != s.want {
+		if got := show(Apply(b, toArgs(s.cmd...), Env{Now: int64(100 + i)})); got != s.want {
 			t.Fatalf("%v = %s, want %s", s.cmd, got, s.want)
 		}
 	}
-	if got := show(Apply(b, toArgs("KVORUM.DELEXPIRED", "e"), 1000)); got != "1" {
+	if got := show(Apply(b, toArgs("KVORUM.DELEXPIRED", "e"), Env{Now: 1000})); got != "1" {
 		t.Fatalf("DELEXPIRED after the deadline = %s", got)
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {

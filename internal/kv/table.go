@@ -2,8 +2,10 @@ package kv
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -29,7 +31,35 @@ type ctx struct {
 	r          readerI
 	w          writer // nil for reads
 	now        int64
-	kbuf, vbuf []byte // scratch: storage key, encoded record
+	index      uint64       // log index of the entry being applied (0 for reads)
+	seed       uint64       // deterministic randomness for writes (see rand)
+	onWrite    func([]byte) // called with every key whose record a write changed
+	kbuf, vbuf []byte       // scratch: storage key, encoded record
+	rng        *rand.PCG
+}
+
+// Env is what Apply knows about the log entry a command comes from.
+type Env struct {
+	Now   int64  // the leader's clock when it proposed the entry, Unix ms
+	Index uint64 // the entry's log index
+	Seq   int    // the command's position within the entry
+	// OnWrite, if set, is called with each key whose record the command
+	// changed (created, modified, deleted), after the change is in the batch.
+	OnWrite func(key []byte)
+}
+
+// rand returns the command's random source: seeded from the log position
+// for writes (every replica draws the same numbers), from the clock for reads.
+func (x *ctx) rand() *rand.Rand {
+	if x.rng == nil {
+		x.rng = rand.NewPCG(0, 0)
+	}
+	if x.w != nil {
+		x.rng.Seed(x.index, x.seed)
+	} else {
+		x.rng.Seed(uint64(time.Now().UnixNano()), rand.Uint64())
+	}
+	return rand.New(x.rng)
 }
 
 var ctxPool = sync.Pool{New: func() any { return new(ctx) }}
@@ -41,7 +71,7 @@ func getCtx(r readerI, w writer, now int64) *ctx {
 }
 
 func putCtx(x *ctx) {
-	x.r, x.w = nil, nil
+	x.r, x.w, x.onWrite, x.index, x.seed = nil, nil, nil, 0, 0
 	if cap(x.vbuf) > 64<<10 {
 		x.vbuf = nil
 	}
@@ -210,9 +240,11 @@ func Check(args [][]byte, lim Limits) (r Reply, ok bool) {
 	return Reply{}, true
 }
 
-// Apply executes a write command against b, an indexed batch, at log time
-// nowMs. Deterministic. On an error reply nothing was written.
-func Apply(b *pebble.Batch, args [][]byte, nowMs int64) (r Reply) {
+// Apply executes a write command against b, an indexed batch, for the log
+// entry env describes. Deterministic. On an error reply nothing was written
+// (except by a script or transaction, which keep what ran before the error,
+// as in Redis).
+func Apply(b *pebble.Batch, args [][]byte, env Env) (r Reply) {
 	defer func() {
 		if p := recover(); p != nil {
 			r = Error(fmt.Sprintf("ERR internal error: %v", p))
@@ -231,7 +263,8 @@ func Apply(b *pebble.Batch, args [][]byte, nowMs int64) (r Reply) {
 	if r, ok := validate(d, args); !ok {
 		return r
 	}
-	x := getCtx(b, b, nowMs)
+	x := getCtx(b, b, env.Now)
+	x.index, x.seed, x.onWrite = env.Index, uint64(env.Seq), env.OnWrite
 	defer putCtx(x)
 	return d.run(x, args)
 }

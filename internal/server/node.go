@@ -27,8 +27,8 @@ const firstRange storage.RangeID = 1
 // kvMachine is package kv as the store's state machine.
 type kvMachine struct{}
 
-func (kvMachine) Apply(b *pebble.Batch, args [][]byte, nowMs int64) kv.Reply {
-	return kv.Apply(b, args, nowMs)
+func (kvMachine) Apply(b *pebble.Batch, args [][]byte, env kv.Env) kv.Reply {
+	return kv.Apply(b, args, env)
 }
 
 func (kvMachine) Span(*storage.Descriptor) (start, end []byte) {

@@ -216,7 +216,7 @@ func (r *Replica) stageApply(b *pebble.Batch, it *readyItem) error {
 			}
 			replies := make([]kv.Reply, len(p.cmds))
 			for i, args := range p.cmds {
-				replies[i] = r.store.cfg.StateMachine.Apply(b, args, p.ts)
+				replies[i] = r.store.cfg.StateMachine.Apply(b, args, kv.Env{Now: p.ts, Index: e.GetIndex(), Seq: i})
 			}
 			if p.node == self {
 				r.resolveIndex(it, e.GetIndex(), p.id)

@@ -55,7 +55,8 @@ type Config struct {
 // leader's timestamp and must be deterministic; it writes through b, an
 // indexed batch that also carries the round's Raft state.
 type StateMachine interface {
-	Apply(b *pebble.Batch, args [][]byte, nowMs int64) kv.Reply
+	// Apply executes one command of a committed entry; env says which.
+	Apply(b *pebble.Batch, args [][]byte, env kv.Env) kv.Reply
 	// Span is the storage span holding a range's user data: what a
 	// snapshot carries and replaces.
 	Span(d *storage.Descriptor) (start, end []byte)

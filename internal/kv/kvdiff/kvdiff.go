@@ -133,20 +133,45 @@ func Normalize(cmd string, v any, err error) any {
 	return v
 }
 
-// SortUnordered sorts the replies of KEYS and of a SCAN page.
+// SortUnordered puts replies whose order Redis does not define into a
+// canonical order: KEYS, a SCAN page's keys, set members (SMEMBERS, SINTER,
+// SUNION, SDIFF, the members of SSCAN), hash fields and values (HKEYS,
+// HVALS) and the field/value pairs of HGETALL and HSCAN (sorted by field).
+// Redis returns small collections in insertion order and kvorum in byte
+// order; both are allowed, so the comparison must not see it.
 func SortUnordered(cmd string, out []any) []any {
 	byStr := func(s []any) {
 		sort.Slice(s, func(i, j int) bool { return fmt.Sprint(s[i]) < fmt.Sprint(s[j]) })
 	}
-	switch cmd {
-	case "KEYS":
-		byStr(out)
-	case "SCAN":
+	byPair := func(s []any) {
+		if len(s)%2 != 0 {
+			return
+		}
+		pairs := make([][2]any, len(s)/2)
+		for i := range pairs {
+			pairs[i] = [2]any{s[2*i], s[2*i+1]}
+		}
+		sort.SliceStable(pairs, func(i, j int) bool { return fmt.Sprint(pairs[i][0]) < fmt.Sprint(pairs[j][0]) })
+		for i, p := range pairs {
+			s[2*i], s[2*i+1] = p[0], p[1]
+		}
+	}
+	page := func(f func([]any)) {
 		if len(out) == 2 {
 			if keys, ok := out[1].([]any); ok {
-				byStr(keys)
+				f(keys)
 			}
 		}
+	}
+	switch cmd {
+	case "KEYS", "SMEMBERS", "SINTER", "SUNION", "SDIFF", "HKEYS", "HVALS":
+		byStr(out)
+	case "HGETALL":
+		byPair(out)
+	case "SCAN", "SSCAN":
+		page(byStr)
+	case "HSCAN":
+		page(byPair)
 	}
 	return out
 }
