@@ -36,6 +36,7 @@ type ctx struct {
 	onWrite    func([]byte) // called with every key whose record a write changed
 	kbuf, vbuf []byte       // scratch: storage key, encoded record
 	rng        *rand.PCG
+	calls      uint64 // nested commands run by call, for their seeds
 }
 
 // Env is what Apply knows about the log entry a command comes from.
@@ -71,7 +72,7 @@ func getCtx(r readerI, w writer, now int64) *ctx {
 }
 
 func putCtx(x *ctx) {
-	x.r, x.w, x.onWrite, x.index, x.seed = nil, nil, nil, 0, 0
+	x.r, x.w, x.onWrite, x.index, x.seed, x.calls = nil, nil, nil, 0, 0, 0
 	if cap(x.vbuf) > 64<<10 {
 		x.vbuf = nil
 	}
@@ -292,4 +293,29 @@ func Read(r pebble.Reader, args [][]byte, nowMs int64) (rep Reply) {
 	x := getCtx(r, nil, nowMs)
 	defer putCtx(x)
 	return d.run(x, args)
+}
+
+// call runs one command from inside a script or a transaction, in x's
+// context: the same batch (or reader, for read-only scripts), clock and
+// log index. Arity and syntax are checked as Check does (not the size
+// limits). A write command in a read-only context is refused.
+func (x *ctx) call(args [][]byte) Reply {
+	if len(args) == 0 {
+		return Error("ERR empty command")
+	}
+	d := lookup(args[0])
+	if d == nil || d.internal {
+		return UnknownCommand(args)
+	}
+	if d.spec.Write && x.w == nil {
+		return Error("ERR Write commands are not allowed from read-only scripts.")
+	}
+	if r, ok := validate(d, args); !ok {
+		return r
+	}
+	x.calls++
+	y := getCtx(x.r, x.w, x.now)
+	y.index, y.seed, y.onWrite = x.index, x.seed<<20|x.calls, x.onWrite
+	defer putCtx(y)
+	return d.run(y, args)
 }
