@@ -118,3 +118,7 @@ func globMatchImpl(pat, s []byte, nocase bool, skipLonger *bool, nesting int) bo
 	}
 	return len(pat) == 0 && len(s) == 0
 }
+
+// GlobMatch reports whether s matches the Redis glob pattern pat (as KEYS
+// and PSUBSCRIBE match).
+func GlobMatch(pat, s []byte) bool { return globMatch(pat, s, false) }

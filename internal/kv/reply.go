@@ -37,6 +37,8 @@ const (
 	KindBool
 	// KindVerbatim is a verbatim string: RESP3 "=n\r\ntxt:...", RESP2 a bulk string.
 	KindVerbatim
+	// KindPush is an out-of-band message (pub/sub): RESP3 ">n", RESP2 an array.
+	KindPush
 )
 
 // Reply is one command's answer, independent of protocol version.
@@ -88,7 +90,7 @@ func (r Reply) AppendBinary(b []byte) []byte {
 	case KindStatus, KindError, KindBulk, KindVerbatim:
 		b = binary.AppendUvarint(b, uint64(len(r.Str)))
 		b = append(b, r.Str...)
-	case KindArray, KindMap, KindSet:
+	case KindArray, KindMap, KindSet, KindPush:
 		b = binary.AppendUvarint(b, uint64(len(r.Elems)))
 		for i := range r.Elems {
 			b = r.Elems[i].AppendBinary(b)
@@ -131,7 +133,7 @@ func decodeReply(b []byte, depth int) (Reply, []byte, error) {
 		}
 		r.Str = append([]byte(nil), b[n:n+int(l)]...)
 		b = b[n+int(l):]
-	case KindArray, KindMap, KindSet:
+	case KindArray, KindMap, KindSet, KindPush:
 		l, n := binary.Uvarint(b)
 		if n <= 0 || l > uint64(len(b)) {
 			return Reply{}, nil, ErrBadReplyEncoding

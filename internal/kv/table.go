@@ -34,7 +34,8 @@ type ctx struct {
 	index      uint64       // log index of the entry being applied (0 for reads)
 	seed       uint64       // deterministic randomness for writes (see rand)
 	onWrite    func([]byte) // called with every key whose record a write changed
-	kbuf, vbuf []byte       // scratch: storage key, encoded record
+	onPublish  func(channel, message []byte)
+	kbuf, vbuf []byte // scratch: storage key, encoded record
 	rng        *rand.PCG
 	calls      uint64 // nested commands run by call, for their seeds
 }
@@ -47,6 +48,9 @@ type Env struct {
 	// OnWrite, if set, is called with each key whose record the command
 	// changed (created, modified, deleted), after the change is in the batch.
 	OnWrite func(key []byte)
+	// OnPublish, if set, is called for each PUBLISH the entry carries (also
+	// from transactions and scripts), in log order.
+	OnPublish func(channel, message []byte)
 }
 
 // rand returns the command's random source: seeded from the log position
@@ -72,7 +76,7 @@ func getCtx(r readerI, w writer, now int64) *ctx {
 }
 
 func putCtx(x *ctx) {
-	x.r, x.w, x.onWrite, x.index, x.seed, x.calls = nil, nil, nil, 0, 0, 0
+	x.r, x.w, x.onWrite, x.onPublish, x.index, x.seed, x.calls = nil, nil, nil, nil, 0, 0, 0
 	if cap(x.vbuf) > 64<<10 {
 		x.vbuf = nil
 	}
@@ -212,6 +216,11 @@ func Check(args [][]byte, lim Limits) (r Reply, ok bool) {
 	if d == nil || d.internal {
 		return UnknownCommand(args), false
 	}
+	return checkWith(d, args, lim, d.check)
+}
+
+// checkWith checks arity and limits, then runs syntax (nil: none).
+func checkWith(d *cmdDef, args [][]byte, lim Limits, syntax func([][]byte) (Reply, bool)) (Reply, bool) {
 	s := &d.spec
 	if !arityOK(s, args) {
 		return wrongArity(s.Name), false
@@ -235,8 +244,8 @@ func Check(args [][]byte, lim Limits) (r Reply, ok bool) {
 			return Error(fmt.Sprintf("ERR value too large (%d bytes, limit %d)", len(args[i]), lim.MaxValueSize)), false
 		}
 	}
-	if d.check != nil {
-		return d.check(args)
+	if syntax != nil {
+		return syntax(args)
 	}
 	return Reply{}, true
 }
@@ -265,7 +274,7 @@ func Apply(b *pebble.Batch, args [][]byte, env Env) (r Reply) {
 		return r
 	}
 	x := getCtx(b, b, env.Now)
-	x.index, x.seed, x.onWrite = env.Index, uint64(env.Seq), env.OnWrite
+	x.index, x.seed, x.onWrite, x.onPublish = env.Index, uint64(env.Seq), env.OnWrite, env.OnPublish
 	defer putCtx(x)
 	return d.run(x, args)
 }
@@ -315,7 +324,7 @@ func (x *ctx) call(args [][]byte) Reply {
 	}
 	x.calls++
 	y := getCtx(x.r, x.w, x.now)
-	y.index, y.seed, y.onWrite = x.index, x.seed<<20|x.calls, x.onWrite
+	y.index, y.seed, y.onWrite, y.onPublish = x.index, x.seed<<20|x.calls, x.onWrite, x.onPublish
 	defer putCtx(y)
 	return d.run(y, args)
 }

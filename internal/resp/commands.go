@@ -81,6 +81,20 @@ func connCommands() []*command {
 		}
 		return containerH(c, args)
 	}
+	txFlags := []string{"noscript", "loading", "stale", "fast", "allow_busy"}
+	txACL := []string{"@fast", "@transaction"}
+	watch := connCmd("watch", -2, txFlags, txACL, "2.2.0", "Monitors changes to keys to determine the execution of a transaction", watchCmd)
+	watch.spec.FirstKey, watch.spec.LastKey, watch.spec.Step = 1, -1, 1
+	subFlags := []string{"pubsub", "noscript", "loading", "stale"}
+	subACL := []string{"@pubsub", "@slow"}
+	psFlags := []string{"pubsub", "loading", "stale"}
+	pubsub := connCmd("pubsub", -2, nil, []string{"@slow"}, "2.8.0", "A container for Pub/Sub commands", nil)
+	pubsub.subs = []*command{
+		sub("pubsub", "channels", -2, psFlags, subACL, "2.8.0", "Returns the active channels", pubsubChannels),
+		sub("pubsub", "numsub", -2, psFlags, subACL, "2.8.0", "Returns a count of subscribers to channels", pubsubNumSub),
+		sub("pubsub", "numpat", 2, psFlags, subACL, "2.8.0", "Returns a count of unique pattern subscriptions", pubsubNumPat),
+	}
+	pubsub.handler = containerHandler(pubsub)
 	cmds := []*command{
 		connCmd("ping", -1, []string{"fast"}, fastConn, "1.0.0", "Returns the server's liveliness response", ping),
 		connCmd("echo", 2, []string{"loading", "stale", "fast"}, fastConn, "1.0.0", "Returns the given string", echo),
@@ -93,9 +107,27 @@ func connCommands() []*command {
 		connCmd("info", -1, []string{"loading", "stale"}, []string{"@slow", "@dangerous"}, "1.0.0", "Returns information and statistics about the server", info),
 		client,
 		cmdCmd,
+		connCmd("multi", 1, txFlags, txACL, "1.2.0", "Starts a transaction", multiCmd),
+		connCmd("exec", 1, []string{"noscript", "loading", "stale", "skip_slowlog"}, []string{"@slow", "@transaction"}, "1.2.0", "Executes all commands in a transaction", execCmd),
+		connCmd("discard", 1, txFlags, txACL, "2.0.0", "Discards a transaction", discardCmd),
+		watch,
+		connCmd("unwatch", 1, txFlags, txACL, "2.2.0", "Forgets about watched keys of a transaction", unwatchCmd),
+		connCmd("subscribe", -2, subFlags, subACL, "2.0.0", "Listens for messages published to channels", subscribeCmd),
+		connCmd("psubscribe", -2, subFlags, subACL, "2.0.0", "Listens for messages published to channels that match one or more patterns", subscribeCmd),
+		connCmd("unsubscribe", -1, subFlags, subACL, "2.0.0", "Stops listening to messages posted to channels", unsubscribeCmd),
+		connCmd("punsubscribe", -1, subFlags, subACL, "2.0.0", "Stops listening to messages published to channels that match one or more patterns", unsubscribeCmd),
+		pubsub,
 	}
 	for _, c := range cmds {
 		c.spec.Group = "connection"
+	}
+	for _, c := range cmds {
+		switch c.spec.Name {
+		case "multi", "exec", "discard", "watch", "unwatch":
+			c.spec.Group = "transactions"
+		case "subscribe", "psubscribe", "unsubscribe", "punsubscribe", "pubsub":
+			c.spec.Group = "pubsub"
+		}
 	}
 	for _, name := range []string{"time", "info"} {
 		for _, c := range cmds {
@@ -210,6 +242,16 @@ func eqFold(b []byte, s string) bool { return strings.EqualFold(string(b), s) }
 var errSyntax = kv.Error("ERR syntax error")
 
 func ping(c *conn, args [][]byte) kv.Reply {
+	if c.proto < 3 && c.subCountLocked() > 0 {
+		// RESP2 subscribed mode: PING answers in the push format.
+		msg := []byte{}
+		if len(args) == 2 {
+			msg = args[1]
+		} else if len(args) > 2 {
+			return wrongArgs("ping")
+		}
+		return kv.Array(kv.BulkString("pong"), kv.Bulk(msg))
+	}
 	switch len(args) {
 	case 1:
 		return kv.Status("PONG")
@@ -315,6 +357,8 @@ func quit(c *conn, args [][]byte) kv.Reply {
 }
 
 func reset(c *conn, args [][]byte) kv.Reply {
+	c.tx.reset()
+	c.dropSubscriptions()
 	c.setProto(2)
 	c.setName("")
 	return kv.Status("RESET")

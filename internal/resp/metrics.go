@@ -17,6 +17,7 @@ type metrics struct {
 	rejected  prometheus.Counter
 	protoErrs prometheus.Counter
 	batch     prometheus.Histogram
+	published prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -51,8 +52,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Commands executed per read of a connection (pipeline batch size).",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
 		}),
+		published: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvorum_resp_pubsub_messages_applied_total",
+			Help: "PUBLISHed messages this node applied and delivered to its local subscribers.",
+		}),
 	}
 	if reg != nil {
+		m.published = kvmetrics.Register(reg, m.published)
 		m.cmds = kvmetrics.Register(reg, m.cmds)
 		m.latency = kvmetrics.Register(reg, m.latency)
 		m.clients = kvmetrics.Register(reg, m.clients)

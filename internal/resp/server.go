@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +29,9 @@ type Backend interface {
 	// as one batch. The argument bytes are only valid until Do returns.
 	// ctx is cancelled when the connection or the server closes.
 	Do(ctx context.Context, cmds [][][]byte) []kv.Reply
+	// Watch returns the kv.WatchStamp of each key at a linearizable read
+	// point, or an error reply.
+	Watch(ctx context.Context, keys [][]byte) ([]uint64, *kv.Reply)
 	// Info returns the backend's INFO sections (e.g. Replication,
 	// Keyspace), appended after the server's own.
 	Info() []InfoSection
@@ -81,16 +86,19 @@ var ErrServerClosed = errors.New("resp: server closed")
 // already pipelined executed as one batch, connection-level commands
 // answered here, data commands passed to the Backend.
 type Server struct {
-	cfg     Config
-	kvLim   kv.Limits
-	b       Backend
-	log     *slog.Logger
-	m       *metrics
-	cmds    map[string]*command // by lower-case name: connection and data commands
-	conn    []*command          // connection commands, sorted by name
-	started time.Time
-	runID   string
-	port    atomic.Int64
+	cfg   Config
+	kvLim kv.Limits
+	b     Backend
+	log   *slog.Logger
+	m     *metrics
+	cmds  map[string]*command // by lower-case name: connection and data commands
+	hub   *hub
+	// publishCmd is the PUBLISH entry, whose reply is this node's receiver count.
+	publishCmd *command
+	conn       []*command // connection commands, sorted by name
+	started    time.Time
+	runID      string
+	port       atomic.Int64
 
 	nextID     atomic.Uint64
 	clients    atomic.Int64
@@ -138,8 +146,10 @@ func NewServer(cfg Config, b Backend) *Server {
 		runID:     hex.EncodeToString(id[:]),
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*conn]struct{}),
+		hub:       newHub(),
 	}
 	s.buildTable()
+	s.publishCmd = s.cmds["publish"]
 	return s
 }
 
@@ -217,13 +227,13 @@ func (s *Server) accept(nc net.Conn) {
 	c := &conn{
 		s:       s,
 		nc:      nc,
-		rd:      NewReader(countingReader{nc, &s.netIn}, s.cfg.Limits),
 		id:      s.nextID.Add(1),
 		ctx:     ctx,
 		cancel:  cancel,
 		proto:   2,
 		created: time.Now(),
 	}
+	c.rd = NewReader(countingReader{connSource{c}, &s.netIn}, s.cfg.Limits)
 	c.addr = nc.RemoteAddr().String()
 	c.laddr = nc.LocalAddr().String()
 	c.lastActive.Store(c.created.UnixNano())
@@ -308,7 +318,15 @@ type conn struct {
 	run        [][][]byte
 	runIdx     []int
 	runCmd     []*command
+
+	tx     txState
+	peeked []byte   // bytes read while watching a blocked client (see watchDisconnect)
+	subs   subState // guarded by s.hub.mu
+	push   pusher   // output path once subscribed
 }
+
+// noReply is returned by a command handler that wrote its reply itself.
+var noReply = kv.Reply{Kind: 255}
 
 const keepOut = 64 << 10
 
@@ -321,6 +339,7 @@ func (c *conn) serve() {
 		}
 		c.cancel()
 		_ = c.nc.Close()
+		c.dropSubscriptions()
 		s.mu.Lock()
 		delete(s.conns, c)
 		s.mu.Unlock()
@@ -388,6 +407,11 @@ func (c *conn) flush() bool {
 	if len(c.out) == 0 {
 		return true
 	}
+	if c.push.started {
+		ok := c.enqueue(c.out)
+		c.out = c.out[:0]
+		return ok
+	}
 	_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
 	n, err := c.nc.Write(c.out)
 	c.s.netOut.Add(uint64(n))
@@ -424,16 +448,31 @@ func (c *conn) exec(batch [][][]byte) {
 			c.lastCmd.Store(cmd)
 			cmd.calls.Inc()
 		}
-		if cmd != nil && cmd.handler != nil {
+		intercept := c.tx.multi && !txControl(cmd) ||
+			c.push.started && c.inSubscribedRESP2() && (cmd == nil || !allowedSubscribed(cmd.spec.Name))
+		if intercept || cmd != nil && cmd.handler != nil {
 			c.doRun(replies)
 			for ; from < i; from++ {
 				c.out = AppendReply(c.out, replies[from], c.proto)
 			}
 			from = i + 1
 			start := time.Now()
-			r := c.connCommand(cmd, args)
-			c.out = AppendReply(c.out, r, c.proto)
-			cmd.latency.Observe(time.Since(start).Seconds())
+			var r kv.Reply
+			switch {
+			case c.tx.multi && !txControl(cmd):
+				r = c.queue(cmd, args)
+			case intercept:
+				r = kv.Error("ERR Can't execute '" + strings.ToLower(string(args[0])) +
+					"': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
+			default:
+				r = c.connCommand(cmd, args)
+			}
+			if r.Kind != noReply.Kind {
+				c.out = AppendReply(c.out, r, c.proto)
+			}
+			if cmd != nil {
+				cmd.latency.Observe(time.Since(start).Seconds())
+			}
 			if c.closeAfter {
 				clear(replies)
 				return // QUIT: later commands are not executed
@@ -468,7 +507,13 @@ func (c *conn) doRun(replies []kv.Reply) {
 		return
 	}
 	start := time.Now()
-	out := c.s.b.Do(c.ctx, c.run)
+	ctx := c.ctx
+	if c.rd.Buffered() == 0 && slices.ContainsFunc(c.runCmd, isBlocking) {
+		var stop func()
+		ctx, stop = c.watchDisconnect()
+		defer stop()
+	}
+	out := c.s.b.Do(ctx, c.run)
 	d := time.Since(start).Seconds()
 	for j, i := range c.runIdx {
 		if j < len(out) {
@@ -479,6 +524,9 @@ func (c *conn) doRun(replies []kv.Reply) {
 		}
 		if cmd := c.runCmd[j]; cmd != nil {
 			cmd.latency.Observe(d)
+			if cmd == c.s.publishCmd {
+				c.s.fixPublish(c.run[j], &replies[i])
+			}
 		}
 	}
 	clear(c.run)
@@ -529,4 +577,49 @@ func (s *Server) lookup(name []byte) *command {
 		return nil
 	}
 	return s.cmds[string(l)]
+}
+
+// connSource is what the connection's Reader reads: bytes a disconnect
+// watcher already took off the socket, then the socket.
+type connSource struct{ c *conn }
+
+func (s connSource) Read(p []byte) (int, error) {
+	if c := s.c; len(c.peeked) > 0 {
+		n := copy(p, c.peeked)
+		c.peeked = c.peeked[n:]
+		return n, nil
+	}
+	return s.c.nc.Read(p)
+}
+
+func isBlocking(cmd *command) bool {
+	return cmd != nil && slices.Contains(cmd.spec.Flags, "blocking")
+}
+
+// watchDisconnect reads from the socket while a blocking command waits, so
+// that a client that goes away cancels the returned context (and the wait)
+// instead of later popping an element nobody receives. Bytes the client
+// sends meanwhile are kept for the Reader. stop ends the watch.
+func (c *conn) watchDisconnect() (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(c.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var b [4096]byte
+		n, err := c.nc.Read(b[:])
+		if n > 0 {
+			c.peeked = append(c.peeked, b[:n]...)
+			return // the client is alive and pipelining
+		}
+		var ne net.Error
+		if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
+			cancel()
+		}
+	}()
+	return ctx, func() {
+		_ = c.nc.SetReadDeadline(time.Now()) // interrupt the read
+		<-done
+		_ = c.nc.SetReadDeadline(time.Time{})
+		cancel()
+	}
 }

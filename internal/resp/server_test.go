@@ -79,6 +79,10 @@ func (f *fakeBackend) Do(ctx context.Context, cmds [][][]byte) []kv.Reply {
 	return out
 }
 
+func (f *fakeBackend) Watch(ctx context.Context, keys [][]byte) ([]uint64, *kv.Reply) {
+	return make([]uint64, len(keys)), nil
+}
+
 func (f *fakeBackend) Info() []InfoSection {
 	f.mu.Lock()
 	n := len(f.data)
@@ -741,6 +745,8 @@ func TestMetrics(t *testing.T) {
 
 // okBackend answers OK to everything, for benchmarks.
 type okBackend struct{}
+
+func (okBackend) Watch(context.Context, [][]byte) ([]uint64, *kv.Reply) { return nil, nil }
 
 func (okBackend) Do(_ context.Context, cmds [][][]byte) []kv.Reply {
 	out := make([]kv.Reply, len(cmds))

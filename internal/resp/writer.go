@@ -34,6 +34,13 @@ func AppendReply(b []byte, r kv.Reply, proto int) []byte {
 	case kv.KindArray:
 		b = appendHeader(b, '*', int64(len(r.Elems)))
 		return appendElems(b, r.Elems, proto)
+	case kv.KindPush:
+		if resp3 {
+			b = appendHeader(b, '>', int64(len(r.Elems)))
+		} else {
+			b = appendHeader(b, '*', int64(len(r.Elems)))
+		}
+		return appendElems(b, r.Elems, proto)
 	case kv.KindSet:
 		if resp3 {
 			b = appendHeader(b, '~', int64(len(r.Elems)))

@@ -28,12 +28,21 @@ var errAmbiguousReply = kv.Error("TRYAGAIN timed out waiting for the write to co
 func (b *backend) Do(ctx context.Context, cmds [][][]byte) []kv.Reply {
 	n := (*Node)(b)
 	replies := make([]kv.Reply, len(cmds))
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
 	defer cancel()
 	for i := 0; i < len(cmds); {
+		if timeout, keys, ok := blockingCommand(cmds[i]); ok {
+			replies[i] = n.execBlocking(parent, cmds[i], timeout, keys)
+			i++
+			continue
+		}
 		write := isWrite(cmds[i])
 		j := i + 1
 		for j < len(cmds) && isWrite(cmds[j]) == write {
+			if _, _, blocking := blockingCommand(cmds[j]); blocking {
+				break
+			}
 			j++
 		}
 		if write {
@@ -105,32 +114,62 @@ func (n *Node) execWrite(ctx context.Context, cmds [][][]byte, out []kv.Reply) {
 	}
 }
 
+// Watch reads the WATCH stamps of keys at a linearizable read point.
+func (b *backend) Watch(ctx context.Context, keys [][]byte) ([]uint64, *kv.Reply) {
+	n := (*Node)(b)
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
+	defer cancel()
+	if r := n.readBarrier(ctx); r != nil {
+		return nil, r
+	}
+	now := time.Now().UnixMilli()
+	stamps := make([]uint64, len(keys))
+	for i, k := range keys {
+		s, err := kv.WatchStamp(n.store.DB(), k, now)
+		if err != nil {
+			r := kv.Error("ERR storage: " + err.Error())
+			return nil, &r
+		}
+		stamps[i] = s
+	}
+	return stamps, nil
+}
+
 // execRead waits for a linearizable read point, then reads local state.
 func (n *Node) execRead(ctx context.Context, cmds [][][]byte, out []kv.Reply) {
-	r := n.store.Replica(firstRange)
-	start := time.Now()
-	for {
-		err := r.ReadBarrier(ctx)
-		if err == nil {
-			break
-		}
-		if errors.Is(err, store.ErrStopped) {
-			fill(out, kv.Error("ERR node is shutting down"))
-			return
-		}
-		if ctx.Err() != nil {
-			fill(out, errNoLeaderReply(time.Since(start)))
-			return
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(20 * time.Millisecond):
-		}
+	if r := n.readBarrier(ctx); r != nil {
+		fill(out, *r)
+		return
 	}
 	now := time.Now().UnixMilli()
 	db := n.store.DB()
 	for i, args := range cmds {
 		out[i] = kv.Read(db, args, now)
+	}
+}
+
+// readBarrier waits until this node may serve a linearizable read; an
+// error reply if it cannot before ctx ends.
+func (n *Node) readBarrier(ctx context.Context) *kv.Reply {
+	r := n.store.Replica(firstRange)
+	start := time.Now()
+	for {
+		err := r.ReadBarrier(ctx)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, store.ErrStopped) {
+			e := kv.Error("ERR node is shutting down")
+			return &e
+		}
+		if ctx.Err() != nil {
+			e := errNoLeaderReply(time.Since(start))
+			return &e
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -24,11 +25,20 @@ var Version = "0.1.0-dev"
 // rangeID of the single range that covers the whole keyspace for now.
 const firstRange storage.RangeID = 1
 
-// kvMachine is package kv as the store's state machine.
-type kvMachine struct{}
+// kvMachine is package kv as the store's state machine. It tells the node
+// what each applied command did: keys written (to wake blocked clients) and
+// messages published (to deliver to local subscribers).
+type kvMachine struct{ n *Node }
 
-func (kvMachine) Apply(b *pebble.Batch, args [][]byte, env kv.Env) kv.Reply {
+func (m kvMachine) Apply(b *pebble.Batch, args [][]byte, env kv.Env) kv.Reply {
+	env.OnWrite = m.n.waiters.notify
+	env.OnPublish = m.n.deliver
 	return kv.Apply(b, args, env)
+}
+
+// deliver hands an applied PUBLISH to this node's subscribers.
+func (n *Node) deliver(channel, message []byte) {
+	n.resp.Deliver(channel, message)
 }
 
 func (kvMachine) Span(*storage.Descriptor) (start, end []byte) {
@@ -52,6 +62,9 @@ type Node struct {
 	started   time.Time
 
 	clientLis, peerLis, adminLis net.Listener
+
+	waiters        waiters      // clients blocked on keys (BLPOP, ...)
+	blockedClients atomic.Int64 // for INFO
 
 	stopOnce sync.Once
 	stopper  chan struct{}
@@ -86,12 +99,24 @@ func Start(cfg Config) (n *Node, err error) {
 	if n.peerLis, err = net.Listen("tcp", cfg.PeerAddr); err != nil {
 		return nil, fmt.Errorf("listen on peer address: %w", err)
 	}
+	// The RESP server exists before the store applies anything: applied
+	// PUBLISHes are delivered to it. It accepts clients only later.
+	n.resp = resp.NewServer(resp.Config{
+		Limits:       resp.Limits{MaxArgs: cfg.MaxArgs, MaxFrameSize: cfg.MaxFrameSize},
+		MaxKeySize:   cfg.MaxKeySize,
+		MaxValueSize: cfg.MaxValueSize,
+		MaxClients:   cfg.MaxClients,
+		Logger:       log,
+		Registerer:   n.reg,
+		NodeID:       uint64(n.id),
+		Version:      Version,
+	}, (*backend)(n))
 	n.trans = transport.New(transport.Config{NodeID: uint64(n.id), Logger: log, Registerer: n.reg, Interceptor: cfg.PeerInterceptor}, (*peerHandler)(n), n.openSnapshot)
 	n.store = store.New(store.Config{
 		NodeID: n.id, DB: n.db, FS: cfg.FS, Dir: cfg.DataDir, Transport: n.trans,
 		TickInterval: cfg.TickInterval, ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
 		SnapshotThreshold: cfg.SnapshotThreshold, Logger: log, Metrics: store.NewMetrics(n.reg),
-		StateMachine: kvMachine{},
+		StateMachine: kvMachine{n},
 	})
 	n.store.CleanStaged()
 	if _, err = n.store.AddReplica(desc); err != nil {
@@ -110,16 +135,6 @@ func Start(cfg Config) (n *Node, err error) {
 	if n.clientLis, err = net.Listen("tcp", cfg.ClientAddr); err != nil {
 		return nil, fmt.Errorf("listen on client address: %w", err)
 	}
-	n.resp = resp.NewServer(resp.Config{
-		Limits:       resp.Limits{MaxArgs: cfg.MaxArgs, MaxFrameSize: cfg.MaxFrameSize},
-		MaxKeySize:   cfg.MaxKeySize,
-		MaxValueSize: cfg.MaxValueSize,
-		MaxClients:   cfg.MaxClients,
-		Logger:       log,
-		Registerer:   n.reg,
-		NodeID:       uint64(n.id),
-		Version:      Version,
-	}, (*backend)(n))
 	n.goServe("client", func() error { return n.resp.Serve(n.clientLis) })
 
 	if cfg.AdminAddr != "-" {

@@ -1,0 +1,174 @@
+package resp
+
+import (
+	"bytes"
+
+	"github.com/kvorum/kvorum/internal/kv"
+)
+
+// Transactions: MULTI queues commands on the connection; EXEC sends the
+// queued data commands to the backend as one kv.EncodeExec command (one
+// Raft entry, applied atomically on every replica) together with the
+// stamps WATCH read, so the apply aborts if a watched key changed.
+// Connection commands queued in a transaction (PING, ECHO, ...) are
+// answered by this server in their place in EXEC's reply.
+
+type txState struct {
+	multi   bool
+	dirty   bool       // a queued command was refused: EXEC aborts
+	queued  [][][]byte // copies of the queued commands
+	watched []kv.WatchedKey
+}
+
+func (t *txState) reset() {
+	t.multi, t.dirty = false, false
+	clear(t.queued)
+	t.queued = t.queued[:0]
+	t.watched = nil
+}
+
+var (
+	errNestedMulti = kv.Error("ERR MULTI calls can not be nested")
+	errExecNoMulti = kv.Error("ERR EXEC without MULTI")
+	errDiscardNoTx = kv.Error("ERR DISCARD without MULTI")
+	errWatchInTx   = kv.Error("ERR WATCH inside MULTI is not allowed")
+	errExecAbort   = kv.Error("EXECABORT Transaction discarded because of previous errors.")
+	queuedReply    = kv.Status("QUEUED")
+)
+
+// txControl reports whether cmd runs at once even inside MULTI, as in
+// Redis's processCommand.
+func txControl(cmd *command) bool {
+	if cmd == nil {
+		return false
+	}
+	switch cmd.spec.Name {
+	case "exec", "discard", "multi", "watch", "quit", "reset":
+		return true
+	}
+	return false
+}
+
+// noMulti lists commands Redis refuses inside a transaction (flag no-multi).
+func noMulti(cmd *command) bool {
+	if cmd == nil {
+		return false
+	}
+	switch cmd.spec.Name {
+	case "subscribe", "psubscribe", "unsubscribe", "punsubscribe", "ssubscribe", "sunsubscribe":
+		return true
+	}
+	return false
+}
+
+// queue handles a command received inside MULTI.
+func (c *conn) queue(cmd *command, args [][]byte) kv.Reply {
+	var r kv.Reply
+	ok := true
+	switch {
+	case cmd == nil || (cmd.handler == nil && kv.Lookup(args[0]) == nil):
+		r, ok = unknownCommand(args), false
+	case noMulti(cmd):
+		r, ok = kv.Error("ERR Command not allowed inside a transaction"), false
+	case cmd.handler != nil:
+		if !arityOK(cmd.spec.Arity, len(args)) {
+			r, ok = wrongArgs(cmd.spec.Name), false
+		}
+	default:
+		r, ok = kv.CheckQueued(args, c.s.kvLim)
+	}
+	if !ok {
+		c.tx.dirty = true
+		return r
+	}
+	cp := make([][]byte, len(args))
+	for i, a := range args {
+		cp[i] = bytes.Clone(a)
+		if cp[i] == nil {
+			cp[i] = []byte{}
+		}
+	}
+	c.tx.queued = append(c.tx.queued, cp)
+	return queuedReply
+}
+
+func multiCmd(c *conn, args [][]byte) kv.Reply {
+	if c.tx.multi {
+		return errNestedMulti
+	}
+	c.tx.multi = true
+	return kv.OK
+}
+
+func discardCmd(c *conn, args [][]byte) kv.Reply {
+	if !c.tx.multi {
+		return errDiscardNoTx
+	}
+	c.tx.reset()
+	return kv.OK
+}
+
+func watchCmd(c *conn, args [][]byte) kv.Reply {
+	if c.tx.multi {
+		return errWatchInTx
+	}
+	keys := args[1:]
+	stamps, errReply := c.s.b.Watch(c.ctx, keys)
+	if errReply != nil {
+		return *errReply
+	}
+	for i, k := range keys {
+		c.tx.watched = append(c.tx.watched, kv.WatchedKey{Key: bytes.Clone(k), Stamp: stamps[i]})
+	}
+	return kv.OK
+}
+
+func unwatchCmd(c *conn, args [][]byte) kv.Reply {
+	c.tx.watched = nil
+	return kv.OK
+}
+
+func execCmd(c *conn, args [][]byte) kv.Reply {
+	if !c.tx.multi {
+		return errExecNoMulti
+	}
+	defer c.tx.reset()
+	if c.tx.dirty {
+		return errExecAbort
+	}
+	queued := c.tx.queued
+	var data [][][]byte
+	for _, q := range queued {
+		if cmd := c.s.lookup(q[0]); cmd == nil || cmd.handler == nil {
+			data = append(data, q)
+		}
+	}
+	var dataReplies []kv.Reply
+	if len(data) > 0 || len(c.tx.watched) > 0 {
+		r := c.s.b.Do(c.ctx, [][][]byte{kv.EncodeExec(c.tx.watched, data)})[0]
+		switch {
+		case r.Kind == kv.KindNilArray:
+			return kv.NilArray
+		case r.Kind == kv.KindError:
+			return r
+		case r.Kind != kv.KindArray || len(r.Elems) != len(data):
+			return kv.Error("ERR internal error: malformed transaction reply")
+		}
+		dataReplies = r.Elems
+	}
+	out := make([]kv.Reply, len(queued))
+	j := 0
+	for i, q := range queued {
+		cmd := c.s.lookup(q[0])
+		if cmd != nil && cmd.handler != nil {
+			out[i] = c.connCommand(cmd, q)
+			continue
+		}
+		out[i] = dataReplies[j]
+		j++
+		if cmd == c.s.publishCmd {
+			c.s.fixPublish(q, &out[i])
+		}
+	}
+	return kv.Array(out...)
+}

@@ -1,0 +1,327 @@
+package resp
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kvorum/kvorum/internal/kv"
+)
+
+// Pub/sub. PUBLISH is a replicated command (see kv.cmdPublish): every node
+// applies it in log order and calls Server.Deliver, which hands the
+// message to the node's local subscribers. So a message published on any
+// node reaches subscribers on every node, in one order for all of them.
+//
+// A subscribed connection gets a writer goroutine: replies and messages
+// are appended to one pending buffer, in order, and written by it, so a
+// subscriber that reads slowly never blocks the apply loop. A subscriber
+// whose pending output exceeds pubsubMaxPending is disconnected (Redis's
+// client-output-buffer-limit for pubsub clients does the same).
+
+const pubsubMaxPending = 32 << 20
+
+type hub struct {
+	mu       sync.RWMutex
+	channels map[string]map[*conn]struct{}
+	patterns map[string]map[*conn]struct{}
+}
+
+func newHub() *hub {
+	return &hub{channels: map[string]map[*conn]struct{}{}, patterns: map[string]map[*conn]struct{}{}}
+}
+
+// subState is a connection's subscriptions, guarded by hub.mu.
+type subState struct {
+	channels map[string]struct{}
+	patterns map[string]struct{}
+}
+
+func (c *conn) subCount() int {
+	return len(c.subs.channels) + len(c.subs.patterns)
+}
+
+// pusher is a subscribed connection's output path.
+type pusher struct {
+	mu      sync.Mutex
+	pending []byte
+	wake    chan struct{}
+	started bool
+}
+
+// enqueue appends frames to the connection's output; false if the client
+// exceeded its output limit (it is then disconnected).
+func (c *conn) enqueue(b []byte) bool {
+	p := &c.push
+	p.mu.Lock()
+	if len(p.pending)+len(b) > pubsubMaxPending {
+		p.mu.Unlock()
+		c.s.log.Warn("resp: pub/sub client output exceeds limit; closing connection", "client", c.addr, "limit", pubsubMaxPending)
+		c.cancel()
+		_ = c.nc.Close()
+		return false
+	}
+	p.pending = append(p.pending, b...)
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// startPusher switches the connection to pushed output (once).
+func (c *conn) startPusher() {
+	p := &c.push
+	if p.started {
+		return
+	}
+	p.started = true
+	p.wake = make(chan struct{}, 1)
+	c.s.wg.Add(1)
+	go func() {
+		defer c.s.wg.Done()
+		var buf []byte
+		for {
+			select {
+			case <-p.wake:
+			case <-c.ctx.Done():
+				return
+			}
+			p.mu.Lock()
+			buf, p.pending = p.pending, buf[:0]
+			p.mu.Unlock()
+			if len(buf) == 0 {
+				continue
+			}
+			_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
+			n, err := c.nc.Write(buf)
+			c.s.netOut.Add(uint64(n))
+			if err != nil {
+				c.cancel()
+				_ = c.nc.Close()
+				return
+			}
+			if cap(buf) > keepOut {
+				buf = nil
+			}
+		}
+	}()
+}
+
+func pushFrame(proto int, elems ...kv.Reply) []byte {
+	return AppendReply(nil, kv.Reply{Kind: kv.KindPush, Elems: elems}, proto)
+}
+
+// Deliver hands a published message to this server's subscribers. The
+// node calls it when it applies a PUBLISH. It never blocks on a client.
+func (s *Server) Deliver(channel, message []byte) {
+	h := s.hub
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for c := range h.channels[string(channel)] {
+		c.enqueue(pushFrame(int(c.protoVersion.Load()), kv.BulkString("message"), kv.Bulk(channel), kv.Bulk(message)))
+	}
+	for pat, conns := range h.patterns {
+		if !kv.GlobMatch([]byte(pat), channel) {
+			continue
+		}
+		for c := range conns {
+			c.enqueue(pushFrame(int(c.protoVersion.Load()), kv.BulkString("pmessage"), kv.BulkString(pat), kv.Bulk(channel), kv.Bulk(message)))
+		}
+	}
+	s.m.published.Inc()
+}
+
+// receivers counts this server's subscribers that a message on channel reaches.
+func (s *Server) receivers(channel []byte) int64 {
+	h := s.hub
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	n := len(h.channels[string(channel)])
+	for pat, conns := range h.patterns {
+		if kv.GlobMatch([]byte(pat), channel) {
+			n += len(conns)
+		}
+	}
+	return int64(n)
+}
+
+// fixPublish replaces a successful PUBLISH reply with the number of this
+// node's subscribers that receive the message.
+func (s *Server) fixPublish(args [][]byte, r *kv.Reply) {
+	if r.Kind == kv.KindInt && len(args) == 3 {
+		*r = kv.Int(s.receivers(args[1]))
+	}
+}
+
+// subscribe handles SUBSCRIBE and PSUBSCRIBE: one confirmation per
+// argument, pushed in order with the messages.
+func subscribeCmd(c *conn, args [][]byte) kv.Reply {
+	pattern := strings.EqualFold(string(args[0]), "psubscribe")
+	kind := "subscribe"
+	if pattern {
+		kind = "psubscribe"
+	}
+	c.startPusher()
+	// Replies already produced in this batch go first.
+	c.enqueue(c.out)
+	c.out = c.out[:0]
+	h := c.s.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c.subs.channels == nil {
+		c.subs.channels, c.subs.patterns = map[string]struct{}{}, map[string]struct{}{}
+	}
+	mine, all := c.subs.channels, h.channels
+	if pattern {
+		mine, all = c.subs.patterns, h.patterns
+	}
+	var frames []byte
+	for _, a := range args[1:] {
+		name := string(a)
+		if _, ok := mine[name]; !ok {
+			mine[name] = struct{}{}
+			if all[name] == nil {
+				all[name] = map[*conn]struct{}{}
+			}
+			all[name][c] = struct{}{}
+		}
+		frames = append(frames, pushFrame(c.proto, kv.BulkString(kind), kv.Bulk(a), kv.Int(int64(c.subCount())))...)
+	}
+	c.enqueue(frames)
+	return noReply
+}
+
+// unsubscribeCmd handles UNSUBSCRIBE and PUNSUBSCRIBE (no arguments: all).
+func unsubscribeCmd(c *conn, args [][]byte) kv.Reply {
+	pattern := strings.EqualFold(string(args[0]), "punsubscribe")
+	kind := "unsubscribe"
+	if pattern {
+		kind = "punsubscribe"
+	}
+	h := c.s.hub
+	h.mu.Lock()
+	mine, all := c.subs.channels, h.channels
+	if pattern {
+		mine, all = c.subs.patterns, h.patterns
+	}
+	names := make([]string, 0, len(args)-1)
+	for _, a := range args[1:] {
+		names = append(names, string(a))
+	}
+	if len(args) == 1 {
+		for name := range mine {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+	}
+	var frames []kv.Reply
+	for _, name := range names {
+		if _, ok := mine[name]; ok {
+			delete(mine, name)
+			delete(all[name], c)
+			if len(all[name]) == 0 {
+				delete(all, name)
+			}
+		}
+		frames = append(frames, kv.Reply{Kind: kv.KindPush, Elems: []kv.Reply{kv.BulkString(kind), kv.BulkString(name), kv.Int(int64(c.subCount()))}})
+	}
+	if len(names) == 0 {
+		frames = append(frames, kv.Reply{Kind: kv.KindPush, Elems: []kv.Reply{kv.BulkString(kind), kv.Nil, kv.Int(int64(c.subCount()))}})
+	}
+	h.mu.Unlock()
+	if !c.push.started {
+		// Never subscribed: plain replies.
+		for _, f := range frames {
+			c.out = AppendReply(c.out, f, c.proto)
+		}
+		return noReply
+	}
+	c.enqueue(c.out)
+	c.out = c.out[:0]
+	var b []byte
+	for _, f := range frames {
+		b = AppendReply(b, f, c.proto)
+	}
+	c.enqueue(b)
+	return noReply
+}
+
+// dropSubscriptions removes every subscription of a closing or RESET connection.
+func (c *conn) dropSubscriptions() {
+	h := c.s.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for name := range c.subs.channels {
+		delete(h.channels[name], c)
+		if len(h.channels[name]) == 0 {
+			delete(h.channels, name)
+		}
+	}
+	for name := range c.subs.patterns {
+		delete(h.patterns[name], c)
+		if len(h.patterns[name]) == 0 {
+			delete(h.patterns, name)
+		}
+	}
+	c.subs.channels, c.subs.patterns = nil, nil
+}
+
+// inSubscribedRESP2 reports whether the connection is in RESP2's
+// subscribed mode, where only a few commands are allowed.
+func (c *conn) inSubscribedRESP2() bool {
+	if c.proto >= 3 {
+		return false
+	}
+	c.s.hub.mu.RLock()
+	defer c.s.hub.mu.RUnlock()
+	return c.subCount() > 0
+}
+
+func allowedSubscribed(name string) bool {
+	switch name {
+	case "subscribe", "psubscribe", "unsubscribe", "punsubscribe", "ssubscribe", "sunsubscribe", "ping", "quit", "reset":
+		return true
+	}
+	return false
+}
+
+func pubsubChannels(c *conn, args [][]byte) kv.Reply {
+	h := c.s.hub
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	var out []kv.Reply
+	for name := range h.channels {
+		if len(args) < 3 || kv.GlobMatch(args[2], []byte(name)) {
+			out = append(out, kv.BulkString(name))
+		}
+	}
+	slices.SortFunc(out, func(a, b kv.Reply) int { return strings.Compare(string(a.Str), string(b.Str)) })
+	return kv.Array(out...)
+}
+
+func pubsubNumSub(c *conn, args [][]byte) kv.Reply {
+	h := c.s.hub
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	out := make([]kv.Reply, 0, 2*(len(args)-2))
+	for _, a := range args[2:] {
+		out = append(out, kv.Bulk(a), kv.Int(int64(len(h.channels[string(a)]))))
+	}
+	return kv.Map(out...)
+}
+
+func pubsubNumPat(c *conn, args [][]byte) kv.Reply {
+	h := c.s.hub
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return kv.Int(int64(len(h.patterns)))
+}
+
+func (c *conn) subCountLocked() int {
+	c.s.hub.mu.RLock()
+	defer c.s.hub.mu.RUnlock()
+	return c.subCount()
+}
