@@ -536,6 +536,9 @@ func (c *conn) doRun(replies []kv.Reply) {
 
 // unknownCommand is Redis 7's reply to a command it does not know.
 func unknownCommand(args [][]byte) kv.Reply {
+	if r, ok := kv.Unsupported(args[0]); ok {
+		return r
+	}
 	b := make([]byte, 0, 64)
 	b = append(b, "ERR unknown command '"...)
 	b = append(b, args[0][:min(len(args[0]), 128)]...)

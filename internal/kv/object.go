@@ -1,0 +1,75 @@
+package kv
+
+import "strings"
+
+// OBJECT. Every collection is stored one element per Pebble key whatever
+// its size, so OBJECT ENCODING answers with the encoding Redis uses for
+// large collections of the type (hashtable, quicklist, skiplist); strings
+// get Redis's rule for the current value (int, embstr, raw).
+
+func init() {
+	def("object", -2, "", 0, 0, 0, "generic", "A container for object introspection commands.", cmdObject, nil)
+}
+
+func cmdObject(x *ctx, args [][]byte) Reply {
+	sub := strings.ToLower(string(args[1]))
+	if sub == "help" {
+		if len(args) != 2 {
+			return wrongArity("object|help")
+		}
+		return Array(
+			BulkString("OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
+			BulkString("ENCODING <key>"),
+			BulkString("    Return the kind of internal representation used in order to store the value"),
+			BulkString("    associated with a <key>."),
+			BulkString("REFCOUNT <key>"),
+			BulkString("    Return the number of references of the value associated with the specified"),
+			BulkString("    <key>. Always 1 in kvorum."),
+			BulkString("IDLETIME <key>, FREQ <key>"),
+			BulkString("    Not supported: kvorum does not track key access."),
+			BulkString("HELP"),
+			BulkString("    Print this help."),
+		)
+	}
+	switch sub {
+	case "encoding", "refcount", "idletime", "freq":
+	default:
+		b := appendCString([]byte("ERR unknown subcommand '"), args[1], len(args[1]))
+		return Error(string(sanitizeError(append(b, "'. Try OBJECT HELP."...))))
+	}
+	if len(args) != 3 {
+		return wrongArity("object|" + sub)
+	}
+	rec, ok, err := x.load(args[2])
+	if err != nil {
+		return errStorage(err)
+	}
+	if !ok {
+		return Nil
+	}
+	switch sub {
+	case "refcount":
+		return Int(1)
+	case "idletime", "freq":
+		return Error("ERR OBJECT " + strings.ToUpper(sub) + " is not supported by kvorum: it does not track key access")
+	}
+	switch rec.typ {
+	case typeString:
+		if len(rec.value) <= 20 {
+			if _, ok := parseInt(rec.value); ok {
+				return BulkString("int")
+			}
+		}
+		if len(rec.value) <= 44 {
+			return BulkString("embstr")
+		}
+		return BulkString("raw")
+	case typeHash, typeSet:
+		return BulkString("hashtable")
+	case typeList:
+		return BulkString("quicklist")
+	case typeZSet:
+		return BulkString("skiplist")
+	}
+	return Nil
+}

@@ -1,0 +1,45 @@
+package kv
+
+import "strings"
+
+// Redis commands kvorum knows about but does not implement answer with why,
+// instead of Redis's generic "unknown command".
+var unsupported = map[string]string{}
+
+func init() {
+	add := func(reason string, names ...string) {
+		for _, n := range names {
+			unsupported[n] = reason
+		}
+	}
+	add("values are not kept in Redis's RDB serialization format; copy keys with a client instead",
+		"dump", "restore", "restore-asking", "migrate")
+	add("kvorum has a single database (0)", "move", "swapdb")
+	add("persistence is always on: every acknowledged write is fsynced on a majority",
+		"save", "bgsave", "bgrewriteaof", "lastsave", "wait", "waitaof")
+	add("replication is Raft's; use `kvorum ctl` to manage members",
+		"replicaof", "slaveof", "sync", "psync", "failover", "cluster", "readonly", "readwrite", "asking")
+	add("not implemented yet", "sort", "sort_ro", "copy", "lcs", "substr", "getbit", "setbit", "bitcount",
+		"bitop", "bitpos", "bitfield", "bitfield_ro", "pfadd", "pfcount", "pfmerge", "geoadd", "geodist",
+		"geohash", "geopos", "georadius", "georadiusbymember", "geosearch", "geosearchstore",
+		"xadd", "xrange", "xrevrange", "xlen", "xread", "xreadgroup", "xgroup", "xack", "xdel", "xtrim",
+		"xpending", "xclaim", "xautoclaim", "xinfo", "xsetid", "function", "fcall", "fcall_ro",
+		"spublish", "ssubscribe", "sunsubscribe", "touch", "zrandmember", "lmpop", "blmpop", "bzpopmin",
+		"bzpopmax", "bzmpop", "zmpop", "smismember")
+	add("kvorum does not expose server internals through this command; see /metrics on the admin port",
+		"debug", "monitor", "module", "latency", "memory", "slowlog", "config", "acl", "shutdown", "lolwut")
+}
+
+// Unsupported returns the reply for a Redis command kvorum deliberately
+// does not implement, ok=false if name is not one.
+func Unsupported(name []byte) (Reply, bool) {
+	n := strings.ToLower(string(name))
+	if lookup(name) != nil {
+		return Reply{}, false
+	}
+	reason, ok := unsupported[n]
+	if !ok {
+		return Reply{}, false
+	}
+	return Error("ERR '" + strings.ToUpper(n) + "' is not supported by kvorum: " + reason), true
+}
