@@ -356,3 +356,16 @@ func (n *Node) registerRaftGauges() {
 		}),
 	)
 }
+
+// StateHash returns the applied index and kv.StateHash of this node's
+// state, read from one consistent Pebble snapshot.
+func (n *Node) StateHash() (applied uint64, sum [32]byte, keys int, err error) {
+	snap := n.db.NewSnapshot()
+	defer snap.Close()
+	st, err := storage.LoadAppliedState(snap, firstRange)
+	if err != nil {
+		return 0, sum, 0, err
+	}
+	sum, keys, err = kv.StateHash(snap)
+	return st.Index, sum, keys, err
+}
