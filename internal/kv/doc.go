@@ -1,10 +1,12 @@
 // Package kv is kvorum's state machine: the Redis command table and the
-// semantics of every data command (strings, expiry, keyspace), executed on
-// Pebble. Connection commands (PING, HELLO, CLIENT, INFO, COMMAND) belong to
-// package resp; replication, read barriers and the expiry sweeper belong to
-// packages store and server. kv owns the command table (Spec, Lookup,
-// Commands), validation (Check), execution (Apply, Read) and the encoding
-// of user data in Pebble (UserSpan, ExpiredKeys).
+// semantics of every data command (strings, hashes, lists, sets, sorted
+// sets, expiry, keyspace, transactions, Lua scripts, PUBLISH), executed on
+// Pebble. Connection commands (PING, HELLO, CLIENT, INFO, COMMAND, MULTI,
+// WATCH, SUBSCRIBE) belong to package resp; replication, read barriers,
+// blocking waits and the expiry sweeper belong to packages store and
+// server. kv owns the command table (Spec, Lookup, Commands), validation
+// (Check, CheckQueued), execution (Apply, Read) and the encoding of user
+// data in Pebble (UserSpan, ExpiredKeys, WatchStamp, StateHash).
 //
 // # Who calls what
 //
@@ -23,13 +25,15 @@
 // # Determinism
 //
 // Apply runs on every replica and all of them must end up with the same
-// bytes. So a write command's only clock is nowMs, the timestamp the leader
-// wrote into the log entry (never time.Now); it uses no randomness, never
-// depends on map iteration order or any state outside the batch, and parses
-// numbers the same way on every machine (INCRBYFLOAT computes at x87
-// extended precision with math/big, not with the host's float hardware).
-// Read commands may use the local clock and randomness (RANDOMKEY, SCAN
-// cursor salts) because their results are never replicated.
+// bytes. So a write command's only clock is Env.Now, the timestamp the
+// leader wrote into the log entry (never time.Now); its only randomness is
+// ctx.rand, seeded from the entry's log index and the command's position
+// (SPOP, scripts' math.random); it never depends on map iteration order or
+// any state outside the batch, and parses numbers the same way on every
+// machine (INCRBYFLOAT computes at x87 extended precision with math/big,
+// not with the host's float hardware). Read commands may use the local
+// clock and real randomness (RANDOMKEY, SRANDMEMBER, SCAN cursor salts)
+// because their results are never replicated.
 //
 // # Storage encoding
 //
@@ -41,40 +45,59 @@
 // span (the keyspace will be split into ranges). Then a suffix:
 //
 //	0x00                          metadata record
-//	0x01 <version:8 BE> <element> element of a collection (hash, list, set,
-//	                              sorted set: the next milestone; unused yet)
+//	0x01 <version:8 BE> <element> one element of a collection
 //
 // Storage keys below 0x10 are Raft and range-local state owned by other
 // packages; kv never reads or writes them. UserSpan is [0x10, 0x11): what
-// snapshots copy and FLUSHALL deletes (one DeleteRange).
+// snapshots copy. Hidden keys 0x10 0x00 0x00 ... sort below every user key
+// (an escaped key's first 0x00 is followed by 0xFF or 0x01) and hold the
+// collection version counter and the Lua script cache; FLUSHALL deletes
+// [first user key, 0x11) with one range deletion and keeps them.
 //
 // The metadata record is: type tag (1 byte: string=1, hash=2, list=3,
 // set=4, zset=5), flags (1 byte, 0 for now), expiry deadline (int64 BE,
-// Unix ms, 0 = none), version (uint64 BE, 0 for strings; a collection's
-// elements will carry it, so DEL and overwrite can drop the metadata in
-// O(1) and reclaim the orphaned elements later), then for strings the value
-// itself.
+// Unix ms, 0 = none), version (uint64 BE), mod (uint64 BE: the log index of
+// the last write to the key, which WATCH compares), then for strings the
+// value itself and for collections the type's state: the length (hash,
+// set, zset) or head and tail indices (list).
+//
+// # Collections
+//
+// Each element is its own storage key under the collection's version, so
+// a point update writes one element and the metadata record, never the
+// whole collection, and LEN/CARD read only the metadata. Hashes: element =
+// field, value = value. Sets: element = member, empty value. Lists:
+// element = uint64 position in [head, tail), so pushes and pops at both
+// ends and LINDEX/LSET are O(1); LINSERT and LREM shift the shorter side.
+// Sorted sets: 'm' + member -> score, and 's' + order-preserving score +
+// member -> empty, so ranges by score (and by lex, among equal scores) are
+// iterations; ranks are counted (O(rank)).
+//
+// Versions come from a replicated counter, so every incarnation of a key
+// (after DEL, overwrite or expiry) has new element keys. Deleting or
+// replacing a collection deletes its metadata and drops its old version's
+// elements with one range deletion: O(1) for the client whatever the size,
+// with Pebble reclaiming the space in background compactions. RENAME of a
+// collection copies its elements (O(N), Redis is O(1)). An emptied
+// collection is deleted, as in Redis.
 //
 // A record whose deadline is <= nowMs is treated as absent by every read
 // and write at once (a write simply replaces it). The leader deletes such
 // keys in the background: ExpiredKeys finds them and the internal command
 // KVORUM.DELEXPIRED deletes each key only if it is still expired at apply
 // time, so a key whose TTL was extended meanwhile survives. Internal
-// commands are not in Commands(), Lookup and Check treat them as unknown,
-// and IsInternal lets the client layer refuse them.
+// commands (KVORUM.DELEXPIRED, KVORUM.EXEC) are not in Commands(), Lookup
+// and Check treat them as unknown, and IsInternal lets the client layer
+// refuse them.
 //
 // # Costs
 //
 // Point commands cost one or two Pebble point reads. Check and Lookup do
 // not allocate; Apply(SET) allocates only inside Pebble's batch and
 // Read(GET) only the returned value. KEYS, DBSIZE and a SCAN page iterate
-// storage keys (one seek skips a collection's elements); DBSIZE counts
+// metadata records (one seek skips a collection's elements); DBSIZE counts
 // every metadata record, so, as in Redis, an expired key counts until it
 // is deleted. RANDOMKEY reads at most about a thousand keys.
-//
-// Not yet done for collections: RENAME and DEL of a collection must move
-// or orphan its elements (the version field is there for that); version
-// numbers will have to be unique per key incarnation and deterministic.
 //
 // # SCAN cursors
 //

@@ -32,14 +32,16 @@ func NewGen(seed uint64, deterministic bool) *Gen {
 func (g *Gen) Next() []string { return g.gens[g.rng.IntN(len(g.gens))]() }
 
 func (g *Gen) pick(s ...string) string { return s[g.rng.IntN(len(s))] }
-func (g *Gen) n(max int) int          { return g.rng.IntN(max) }
+func (g *Gen) n(max int) int           { return g.rng.IntN(max) }
 
 func (g *Gen) key() string { return g.pick("a", "b", "c", "d", "a", "b", "") }
 func (g *Gen) val() string {
 	return g.pick("", "0", "1", "-5", "12", "x", "y", "z", "abc", "9223372036854775807", "1.5", "x y", "\x00", "hello", "a", "b", "c")
 }
-func (g *Gen) member() string { return g.pick("a", "b", "c", "d", "e", "f", "", "1", "2", "x y", "\xff") }
-func (g *Gen) field() string  { return g.pick("f", "g", "h", "i", "", "1", "f2") }
+func (g *Gen) member() string {
+	return g.pick("a", "b", "c", "d", "e", "f", "", "1", "2", "x y", "\xff")
+}
+func (g *Gen) field() string { return g.pick("f", "g", "h", "i", "", "1", "f2") }
 func (g *Gen) idx() string {
 	return g.pick("0", "1", "2", "-1", "-2", "3", "-100", "100", "5", "x", "9223372036854775807", "-9223372036854775808")
 }
@@ -105,7 +107,9 @@ func (g *Gen) init() {
 		func() []string { return c("OBJECT", g.pick("ENCODING", "REFCOUNT"), g.key()) },
 
 		// hashes
-		func() []string { return c("HSET", append([]string{g.key()}, g.many(3, func() []string { return []string{g.field(), g.val()} })...)...) },
+		func() []string {
+			return c("HSET", append([]string{g.key()}, g.many(3, func() []string { return []string{g.field(), g.val()} })...)...)
+		},
 		func() []string { return c("HSET", g.key(), g.field()) },
 		func() []string { return c("HMSET", g.key(), g.field(), g.val()) },
 		func() []string { return c("HSETNX", g.key(), g.field(), g.val()) },
@@ -116,13 +120,17 @@ func (g *Gen) init() {
 		func() []string { return c("HEXISTS", g.key(), g.field()) },
 		func() []string { return c(g.pick("HLEN", "HKEYS", "HVALS"), g.key()) },
 		func() []string { return c("HINCRBY", g.key(), g.field(), g.idx()) },
-		func() []string { return c("HINCRBYFLOAT", g.key(), g.field(), g.pick("1.5", "-0.25", "3", "x", "1e3", "inf")) },
+		func() []string {
+			return c("HINCRBYFLOAT", g.key(), g.field(), g.pick("1.5", "-0.25", "3", "x", "1e3", "inf"))
+		},
 		func() []string { return c("HSTRLEN", g.key(), g.field()) },
 		func() []string { return c("HSCAN", g.key(), "0", "COUNT", "1000") },
 		func() []string { return c("HSCAN", g.key(), "0", "MATCH", g.pick("f*", "*", "?"), "COUNT", "1000") },
 
 		// lists
-		func() []string { return c(g.pick("LPUSH", "RPUSH"), append([]string{g.key()}, g.many(4, one(g.val))...)...) },
+		func() []string {
+			return c(g.pick("LPUSH", "RPUSH"), append([]string{g.key()}, g.many(4, one(g.val))...)...)
+		},
 		func() []string { return c(g.pick("LPUSHX", "RPUSHX"), g.key(), g.val()) },
 		func() []string { return c(g.pick("LPOP", "RPOP"), g.key()) },
 		func() []string { return c(g.pick("LPOP", "RPOP"), g.key(), g.count()) },
@@ -157,7 +165,9 @@ func (g *Gen) init() {
 		func() []string {
 			return c(g.pick("SINTERSTORE", "SUNIONSTORE", "SDIFFSTORE"), append([]string{g.key()}, keys(3)...)...)
 		},
-		func() []string { return c("SINTERCARD", append(numkeys(), g.pick("LIMIT", "LIMIT", "X"), g.pick("0", "1", "-1"))...) },
+		func() []string {
+			return c("SINTERCARD", append(numkeys(), g.pick("LIMIT", "LIMIT", "X"), g.pick("0", "1", "-1"))...)
+		},
 		func() []string { return c("SINTERCARD", numkeys()...) },
 		func() []string { return c("SSCAN", g.key(), "0", "COUNT", "1000") },
 		func() []string { return c("SPOP", g.key(), g.pick("0", "-1", "x", "100")) },
@@ -204,7 +214,9 @@ func (g *Gen) init() {
 		func() []string { return c("ZRANGESTORE", g.key(), g.key(), g.idx(), g.idx()) },
 		func() []string { return c("ZREVRANGE", g.key(), g.idx(), g.idx(), "WITHSCORES") },
 		func() []string { return c(g.pick("ZRANGEBYSCORE", "ZREVRANGEBYSCORE"), g.key(), g.bound(), g.bound()) },
-		func() []string { return c("ZRANGEBYSCORE", g.key(), g.bound(), g.bound(), "WITHSCORES", "LIMIT", "0", "2") },
+		func() []string {
+			return c("ZRANGEBYSCORE", g.key(), g.bound(), g.bound(), "WITHSCORES", "LIMIT", "0", "2")
+		},
 		func() []string { return c("ZRANGEBYLEX", g.key(), g.lex(), g.lex()) },
 		func() []string { return c("ZLEXCOUNT", g.key(), g.lex(), g.lex()) },
 		func() []string { return c(g.pick("ZPOPMIN", "ZPOPMAX"), g.key()) },
