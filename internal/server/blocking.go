@@ -2,10 +2,7 @@ package server
 
 import (
 	"context"
-	"math"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,39 +85,7 @@ func (w *waiters) notify(key []byte) {
 // blockingCommand reports whether args is a blocking command and returns
 // its timeout (0: forever) and the keys whose writes can unblock it.
 func blockingCommand(args [][]byte) (timeout time.Duration, keys [][]byte, ok bool) {
-	spec := kv.Lookup(args[0])
-	if spec == nil || !slices.Contains(spec.Flags, "blocking") {
-		return 0, nil, false
-	}
-	name := strings.ToLower(spec.Name)
-	var targ []byte
-	switch name {
-	case "blmpop", "bzmpop":
-		// BLMPOP timeout numkeys key... LEFT|RIGHT
-		if len(args) < 4 {
-			return 0, nil, false
-		}
-		targ = args[1]
-		nk, err := strconv.Atoi(string(args[2]))
-		if err != nil || nk < 1 || 3+nk > len(args) {
-			return 0, nil, false
-		}
-		keys = args[3 : 3+nk]
-	default:
-		targ = args[len(args)-1]
-		last := spec.LastKey
-		if last < 0 {
-			last = len(args) + last
-		}
-		for i := spec.FirstKey; i > 0 && i <= last && i < len(args); i += max(spec.Step, 1) {
-			keys = append(keys, args[i])
-		}
-	}
-	secs, err := strconv.ParseFloat(string(targ), 64)
-	if err != nil || secs < 0 || math.IsNaN(secs) || math.IsInf(secs, 0) {
-		return 0, nil, false // Check refuses it; run it once and let kv say why
-	}
-	return time.Duration(secs * float64(time.Second)), keys, true
+	return kv.BlockingTimeout(args)
 }
 
 // isNullReply reports whether a blocking kernel found nothing to pop.

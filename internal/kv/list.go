@@ -1,0 +1,1067 @@
+package kv
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"math/big"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Lists. A list's metadata value holds head and tail (coll.listBounds):
+// element i (0-based from the left) is stored at element key
+// uint64 BE (head + i), its value the element. A new list starts at
+// listOrigin (1<<63) so it can grow both ways; the indices [head, tail) are
+// contiguous at all times. LPUSH/RPUSH/LPOP/RPOP cost one point write per
+// element, LLEN reads the metadata only, LINDEX/LSET are one point read or
+// write, LRANGE and LPOP/RPOP with a count read only the range they return.
+// LINSERT and LREM shift the elements of the shorter side of the change;
+// LTRIM deletes the trimmed ends (a range deletion when there are many).
+//
+// The blocking commands (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP) are
+// registered here as their non-blocking kernels: they behave as Redis does
+// when it may not block (inside MULTI or a script) and reply with a null
+// when there is nothing to pop. Waiting for a push is the server layer's
+// job; BlockingTimeout tells it the timeout and the keys to watch.
+
+func init() {
+	def("lpush", -3, "write denyoom fast", 1, 1, 1, "list", "Prepends one or more elements to a list. Creates the key if it doesn't exist.", cmdLPush, nil)
+	def("rpush", -3, "write denyoom fast", 1, 1, 1, "list", "Appends one or more elements to a list. Creates the key if it doesn't exist.", cmdLPush, nil)
+	def("lpushx", -3, "write denyoom fast", 1, 1, 1, "list", "Prepends one or more elements to a list only when the list exists.", cmdLPush, nil)
+	def("rpushx", -3, "write denyoom fast", 1, 1, 1, "list", "Appends an element to a list only when the list exists.", cmdLPush, nil)
+	def("lpop", -2, "write fast", 1, 1, 1, "list", "Returns the first elements in a list after removing it. Deletes the list if the last element was popped.", cmdLPop, checkLPop("lpop"))
+	def("rpop", -2, "write fast", 1, 1, 1, "list", "Returns and removes the last elements of a list. Deletes the list if the last element was popped.", cmdLPop, checkLPop("rpop"))
+	def("llen", 2, "readonly fast", 1, 1, 1, "list", "Returns the length of a list.", cmdLLen, nil)
+	def("lrange", 4, "readonly", 1, 1, 1, "list", "Returns a range of elements from a list.", cmdLRange, checkIntArgs(2, 3))
+	def("lindex", 3, "readonly", 1, 1, 1, "list", "Returns an element from a list by its index.", cmdLIndex, nil)
+	def("lset", 4, "write denyoom", 1, 1, 1, "list", "Sets the value of an element in a list by its index.", cmdLSet, nil)
+	def("linsert", 5, "write denyoom", 1, 1, 1, "list", "Inserts an element before or after another element in a list.", cmdLInsert, checkLInsert)
+	def("lrem", 4, "write", 1, 1, 1, "list", "Removes elements from a list. Deletes the list if the last element was removed.", cmdLRem, checkIntArg(2))
+	def("ltrim", 4, "write", 1, 1, 1, "list", "Removes elements from both ends a list. Deletes the list if all elements were trimmed.", cmdLTrim, checkIntArgs(2, 3))
+	def("lpos", -3, "readonly", 1, 1, 1, "list", "Returns the index of matching elements in a list.", cmdLPos, checkLPos)
+	def("lmove", 5, "write denyoom", 1, 2, 1, "list", "Returns an element after popping it from one list and pushing it to another. Deletes the list if the last element was moved.", cmdLMove, checkLMove)
+	def("rpoplpush", 3, "write denyoom", 1, 2, 1, "list", "Returns the last element of a list after removing and pushing it to another list. Deletes the list if the last element was popped.", cmdLMove, nil)
+	def("lmpop", -4, "write movablekeys", 0, 0, 0, "list", "Returns multiple elements from a list after removing them. Deletes the list if the last element was popped.", cmdLMPop, checkLMPop)
+	def("blpop", -3, "write noscript blocking", 1, -2, 1, "list", "Removes and returns the first element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", cmdBLPop, checkBLPop)
+	def("brpop", -3, "write noscript blocking", 1, -2, 1, "list", "Removes and returns the last element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", cmdBLPop, checkBLPop)
+	def("blmove", 6, "write denyoom noscript blocking", 1, 2, 1, "list", "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise. Deletes the list if the last element was moved.", cmdLMove, checkBLMove)
+	def("brpoplpush", 4, "write denyoom noscript blocking", 1, 2, 1, "list", "Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise. Deletes the list if the last element was popped.", cmdLMove, checkBRPopLPush)
+	def("blmpop", -5, "write blocking movablekeys", 0, 0, 0, "list", "Pops the first element from one of multiple lists. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", cmdLMPop, checkBLMPop)
+}
+
+// Redis error texts of list commands.
+var (
+	errListPositive     = Error("ERR value is out of range, must be positive")
+	errListIndexRange   = Error("ERR index out of range")
+	errListTimeoutFloat = Error("ERR timeout is not a float or out of range")
+	errListTimeoutNeg   = Error("ERR timeout is negative")
+	errListRankZero     = Error("ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list")
+	errListLPosCount    = Error("ERR COUNT can't be negative")
+	errListLPosMaxLen   = Error("ERR MAXLEN can't be negative")
+	errListNumKeys      = Error("ERR numkeys should be greater than 0")
+	errListMPopCount    = Error("ERR count should be greater than 0")
+	errListFull         = Error("ERR list index space exhausted")
+)
+
+// ---------------------------------------------------------------------------
+// Storage
+
+// listView is a loaded list: its bounds, changed in memory by the
+// operations below, and a buffer holding its element key prefix. save
+// writes the bounds back.
+type listView struct {
+	x          *ctx
+	c          *coll
+	head, tail uint64
+	kb         []byte // element key prefix, then scratch for one index
+	pre        int    // length of the prefix
+}
+
+// listChunk bounds how many elements a shifting operation reads before it
+// writes them back.
+const listChunk = 256
+
+func (x *ctx) listView(c *coll) *listView {
+	h, t := c.listBounds()
+	l := &listView{x: x, c: c, head: h, tail: t}
+	l.kb = appendElemPrefix(make([]byte, 0, len(c.key)+24), c.key, c.rec.version)
+	l.pre = len(l.kb)
+	return l
+}
+
+func (l *listView) n() int64 { return int64(l.tail - l.head) }
+
+// key returns the storage key of position pos (0 = head; it may be -1 or
+// n while shifting) in a scratch buffer valid until the next call.
+func (l *listView) key(pos int64) []byte {
+	l.kb = binary.BigEndian.AppendUint64(l.kb[:l.pre], l.head+uint64(pos))
+	return l.kb
+}
+
+// freshKey is key in a new slice.
+func (l *listView) freshKey(pos int64) []byte {
+	b := make([]byte, l.pre, l.pre+8)
+	copy(b, l.kb[:l.pre])
+	return binary.BigEndian.AppendUint64(b, l.head+uint64(pos))
+}
+
+// get returns a copy of the element at pos.
+func (l *listView) get(pos int64) ([]byte, error) {
+	v, cl, err := l.x.r.Get(l.key(pos))
+	if err != nil {
+		return nil, err
+	}
+	out := append([]byte{}, v...)
+	_ = cl.Close()
+	return out, nil
+}
+
+func (l *listView) set(pos int64, v []byte) error { return l.x.w.Set(l.key(pos), v, nil) }
+
+// delRange deletes the elements at positions [from, to): point deletions
+// for a few, one range deletion for many.
+func (l *listView) delRange(from, to int64) error {
+	if to-from > 8 {
+		return l.x.w.DeleteRange(l.freshKey(from), l.freshKey(to), nil)
+	}
+	for p := from; p < to; p++ {
+		if err := l.x.w.Delete(l.key(p), nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scan calls fn for the elements at positions [from, to), from the left
+// (from the right if rev), until fn returns false. v is valid only during
+// the call. No writes may happen during the scan.
+func (l *listView) scan(from, to int64, rev bool, fn func(pos int64, v []byte) bool) (err error) {
+	if from >= to {
+		return nil
+	}
+	it, err := l.x.r.NewIter(&pebble.IterOptions{LowerBound: l.freshKey(from), UpperBound: l.freshKey(to)})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := it.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	valid := it.First()
+	if rev {
+		valid = it.Last()
+	}
+	for valid {
+		k := it.Key()
+		if len(k) != l.pre+8 {
+			return errCorruptRecord
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return err
+		}
+		if !fn(int64(binary.BigEndian.Uint64(k[l.pre:])-l.head), v) {
+			return nil
+		}
+		if rev {
+			valid = it.Prev()
+		} else {
+			valid = it.Next()
+		}
+	}
+	return it.Error()
+}
+
+// read returns copies of the elements at positions [from, to), left to
+// right (right to left if rev).
+func (l *listView) read(from, to int64, rev bool) ([][]byte, error) {
+	if from >= to {
+		return nil, nil
+	}
+	out := make([][]byte, 0, to-from)
+	err := l.scan(from, to, rev, func(_ int64, v []byte) bool {
+		out = append(out, append([]byte{}, v...))
+		return true
+	})
+	return out, err
+}
+
+// each calls fn for the elements at positions [from, to), from the left
+// (from the right if rev), reading them in chunks before the calls, so fn
+// may overwrite any position it has already been given. Stops at the first
+// error.
+func (l *listView) each(from, to int64, rev bool, fn func(pos int64, v []byte) error) error {
+	for from < to {
+		lo, hi := from, to
+		if hi-lo > listChunk {
+			if rev {
+				lo = hi - listChunk
+			} else {
+				hi = lo + listChunk
+			}
+		}
+		vals, err := l.read(lo, hi, rev)
+		if err != nil {
+			return err
+		}
+		if int64(len(vals)) != hi-lo {
+			return errCorruptRecord
+		}
+		for i, v := range vals {
+			p := lo + int64(i)
+			if rev {
+				p = hi - 1 - int64(i)
+			}
+			if err := fn(p, v); err != nil {
+				return err
+			}
+		}
+		if rev {
+			to = lo
+		} else {
+			from = hi
+		}
+	}
+	return nil
+}
+
+// move moves the elements at positions [from, to) by delta (-1 or +1),
+// leaving the position they vacate (from+delta... to-1 for -1, from for +1)
+// to the caller.
+func (l *listView) move(from, to, delta int64) error {
+	return l.each(from, to, delta > 0, func(p int64, v []byte) error { return l.set(p+delta, v) })
+}
+
+// canGrow reports whether n more elements fit on the given side.
+func (l *listView) canGrow(left bool, n int) bool {
+	if left {
+		return l.head >= uint64(n)
+	}
+	return math.MaxUint64-l.tail >= uint64(n)
+}
+
+func (l *listView) push(left bool, v []byte) error {
+	if left {
+		l.head--
+		return l.set(0, v)
+	}
+	if err := l.set(l.n(), v); err != nil {
+		return err
+	}
+	l.tail++
+	return nil
+}
+
+// pop removes up to k elements from one end and returns them in pop order.
+func (l *listView) pop(left bool, k int64) ([][]byte, error) {
+	n := l.n()
+	if k > n {
+		k = n
+	}
+	if left {
+		vals, err := l.read(0, k, false)
+		if err == nil {
+			err = l.delRange(0, k)
+		}
+		l.head += uint64(k)
+		return vals, err
+	}
+	vals, err := l.read(n-k, n, true)
+	if err == nil {
+		err = l.delRange(n-k, n)
+	}
+	l.tail -= uint64(k)
+	return vals, err
+}
+
+// pop1 removes and returns one element of a non-empty list.
+func (l *listView) pop1(left bool) ([]byte, error) {
+	pos := int64(0)
+	if !left {
+		pos = l.n() - 1
+	}
+	v, err := l.get(pos)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.x.w.Delete(l.key(pos), nil); err != nil {
+		return nil, err
+	}
+	if left {
+		l.head++
+	} else {
+		l.tail--
+	}
+	return v, nil
+}
+
+// insert inserts v so that it ends up at position pos (0..n), shifting the
+// shorter side.
+func (l *listView) insert(pos int64, v []byte) error {
+	n := l.n()
+	if pos < n-pos && l.head > 0 || l.tail == math.MaxUint64 {
+		// [0, pos) moves one to the left; the old pos-1 receives v.
+		if err := l.move(0, pos, -1); err != nil {
+			return err
+		}
+		l.head--
+		return l.set(pos, v)
+	}
+	if err := l.move(pos, n, +1); err != nil {
+		return err
+	}
+	l.tail++
+	return l.set(pos, v)
+}
+
+// removeAt removes the elements at the ascending positions ps, shifting the
+// survivors of the cheaper side.
+func (l *listView) removeAt(ps []int64) error {
+	k := int64(len(ps))
+	if k == 0 {
+		return nil
+	}
+	n := l.n()
+	first, last := ps[0], ps[k-1]
+	if n-first-k <= last+1-k {
+		// Survivors after first move towards the head.
+		w, i := first, 0
+		err := l.each(first, n, false, func(p int64, v []byte) error {
+			if i < len(ps) && ps[i] == p {
+				i++
+				return nil
+			}
+			w++
+			if w-1 == p {
+				return nil
+			}
+			return l.set(w-1, v)
+		})
+		if err != nil {
+			return err
+		}
+		if err := l.delRange(n-k, n); err != nil {
+			return err
+		}
+		l.tail -= uint64(k)
+		return nil
+	}
+	// Survivors before last move towards the tail.
+	w, i := last, len(ps)-1
+	err := l.each(0, last+1, true, func(p int64, v []byte) error {
+		if i >= 0 && ps[i] == p {
+			i--
+			return nil
+		}
+		defer func() { w-- }()
+		if w == p {
+			return nil
+		}
+		return l.set(w, v)
+	})
+	if err != nil {
+		return err
+	}
+	if err := l.delRange(0, k); err != nil {
+		return err
+	}
+	l.head += uint64(k)
+	return nil
+}
+
+// save writes the bounds back (deleting the key if the list is empty).
+func (l *listView) save() error {
+	l.c.setListBounds(l.head, l.tail)
+	return l.x.saveColl(l.c)
+}
+
+// loadList loads k as a list; see loadColl.
+func (x *ctx) loadList(k []byte) (*listView, bool, *Reply) {
+	c, ok, e := x.loadColl(k, typeList)
+	if !ok || e != nil {
+		return nil, false, e
+	}
+	return x.listView(c), true, nil
+}
+
+func bulks(vals [][]byte) Reply {
+	out := make([]Reply, len(vals))
+	for i, v := range vals {
+		out[i] = Bulk(v)
+	}
+	return Array(out...)
+}
+
+// isLeft reports whether a LEFT/RIGHT argument says LEFT; ok=false if neither.
+func isLeft(b []byte) (left, ok bool) {
+	switch {
+	case eq(b, "left"):
+		return true, true
+	case eq(b, "right"):
+		return false, true
+	}
+	return false, false
+}
+
+// ---------------------------------------------------------------------------
+// Commands
+
+func cmdLPush(x *ctx, args [][]byte) Reply {
+	left := args[0][0]|0x20 == 'l'
+	xx := len(args[0]) == 6
+	var c *coll
+	if xx {
+		var ok bool
+		var e *Reply
+		if c, ok, e = x.loadColl(args[1], typeList); e != nil {
+			return *e
+		} else if !ok {
+			return Int(0)
+		}
+	} else {
+		var e *Reply
+		if c, e = x.loadOrCreate(args[1], typeList); e != nil {
+			return *e
+		}
+	}
+	l := x.listView(c)
+	vals := args[2:]
+	if !l.canGrow(left, len(vals)) {
+		return errListFull
+	}
+	for _, v := range vals {
+		if err := l.push(left, v); err != nil {
+			return errStorage(err)
+		}
+	}
+	if err := l.save(); err != nil {
+		return errStorage(err)
+	}
+	return Int(l.n())
+}
+
+func checkLPop(name string) func([][]byte) (Reply, bool) {
+	return func(args [][]byte) (Reply, bool) {
+		if len(args) > 3 {
+			return wrongArity(name), false
+		}
+		if len(args) == 3 {
+			if n, ok := parseInt(args[2]); !ok || n < 0 {
+				return errListPositive, false
+			}
+		}
+		return Reply{}, true
+	}
+}
+
+func cmdLPop(x *ctx, args [][]byte) Reply {
+	left := args[0][0]|0x20 == 'l'
+	hasCount := len(args) == 3
+	var count int64
+	if hasCount {
+		count, _ = parseInt(args[2])
+	}
+	l, ok, e := x.loadList(args[1])
+	if e != nil {
+		return *e
+	}
+	if !ok {
+		if hasCount {
+			return NilArray
+		}
+		return Nil
+	}
+	if hasCount && count == 0 {
+		return Array()
+	}
+	if !hasCount {
+		v, err := l.pop1(left)
+		if err == nil {
+			err = l.save()
+		}
+		if err != nil {
+			return errStorage(err)
+		}
+		return Bulk(v)
+	}
+	vals, err := l.pop(left, count)
+	if err == nil {
+		err = l.save()
+	}
+	if err != nil {
+		return errStorage(err)
+	}
+	return bulks(vals)
+}
+
+func cmdLLen(x *ctx, args [][]byte) Reply {
+	l, ok, e := x.loadList(args[1])
+	if e != nil {
+		return *e
+	}
+	if !ok {
+		return Int(0)
+	}
+	return Int(l.n())
+}
+
+// listRange converts LRANGE/LTRIM's start and end (negative from the end)
+// into positions [from, to); empty if from >= to.
+func listRange(start, end, n int64) (from, to int64) {
+	if start < 0 {
+		start += n
+	}
+	if end < 0 {
+		end += n
+	}
+	if start < 0 {
+		start = 0
+	}
+	if start > end || start >= n {
+		return 0, 0
+	}
+	if end >= n {
+		end = n - 1
+	}
+	return start, end + 1
+}
+
+func cmdLRange(x *ctx, args [][]byte) Reply {
+	start, _ := parseInt(args[2])
+	end, _ := parseInt(args[3])
+	l, ok, e := x.loadList(args[1])
+	if e != nil {
+		return *e
+	}
+	if !ok {
+		return Array()
+	}
+	from, to := listRange(start, end, l.n())
+	vals, err := l.read(from, to, false)
+	if err != nil {
+		return errStorage(err)
+	}
+	return bulks(vals)
+}
+
+// listIndex converts an LINDEX/LSET index into a position; ok=false if out
+// of range.
+func listIndex(b []byte, n int64) (pos int64, ok bool) {
+	i, _ := parseInt(b)
+	if i < 0 {
+		i += n
+	}
+	return i, i >= 0 && i < n
+}
+
+func cmdLIndex(x *ctx, args [][]byte) Reply {
+	l, ok, e := x.loadList(args[1])
+	if e != nil {
+		return *e
+	}
+	if !ok {
+		return Nil
+	}
+	if _, good := parseInt(args[2]); !good {
+		return errNotInt
+	}
+	pos, in := listIndex(args[2], l.n())
+	if !in {
+		return Nil
+	}
+	v, err := l.get(pos)
+	if err != nil {
+		return errStorage(err)
+	}
+	return Bulk(v)
+}
+
+func cmdLSet(x *ctx, args [][]byte) Reply {
+	l, ok, e := x.loadList(args[1])
+	if e != nil {
+		return *e
+	}
+	if !ok {
+		return errNoSuchKey
+	}
+	if _, good := parseInt(args[2]); !good {
+		return errNotInt
+	}
+	pos, in := listIndex(args[2], l.n())
+	if !in {
+		return errListIndexRange
+	}
+	if err := l.set(pos, args[3]); err != nil {
+		return errStorage(err)
+	}
+	if err := l.save(); err != nil {
+		return errStorage(err)
+	}
+	return OK
+}
+
+func checkLInsert(args [][]byte) (Reply, bool) {
+	if !eq(args[2], "before") && !eq(args[2], "after") {
+		return errSyntax, false
+	}
+	return Reply{}, true
+}
+
+func cmdLInsert(x *ctx, args [][]byte) Reply {
+	after := eq(args[2], "after")
+	l, ok, e := x.loadList(args[1])
+	if e != nil {
+		return *e
+	}
+	if !ok {
+		return Int(0)
+	}
+	pivot := int64(-1)
+	err := l.scan(0, l.n(), false, func(p int64, v []byte) bool {
+		if bytes.Equal(v, args[3]) {
+			pivot = p
+			return false
+		}
+		return true
+	})
+	if err != nil {
+		return errStorage(err)
+	}
+	if pivot < 0 {
+		return Int(-1)
+	}
+	if after {
+		pivot++
+	}
+	if !l.canGrow(true, 1) && !l.canGrow(false, 1) {
+		return errListFull
+	}
+	if err := l.insert(pivot, args[4]); err != nil {
+		return errStorage(err)
+	}
+	if err := l.save(); err != nil {
+		return errStorage(err)
+	}
+	return Int(l.n())
+}
+
+func cmdLRem(x *ctx, args [][]byte) Reply {
+	count, _ := parseInt(args[2])
+	l, ok, e := x.loadList(args[1])
+	if e != nil {
+		return *e
+	}
+	if !ok {
+		return Int(0)
+	}
+	rev := count < 0
+	limit := uint64(count) // 0: all
+	if rev {
+		limit = uint64(-(count + 1)) + 1
+	}
+	var ps []int64
+	err := l.scan(0, l.n(), rev, func(p int64, v []byte) bool {
+		if bytes.Equal(v, args[3]) {
+			ps = append(ps, p)
+			return limit == 0 || uint64(len(ps)) < limit
+		}
+		return true
+	})
+	if err != nil {
+		return errStorage(err)
+	}
+	if len(ps) == 0 {
+		return Int(0)
+	}
+	if rev {
+		for i, j := 0, len(ps)-1; i < j; i, j = i+1, j-1 {
+			ps[i], ps[j] = ps[j], ps[i]
+		}
+	}
+	if err := l.removeAt(ps); err != nil {
+		return errStorage(err)
+	}
+	if err := l.save(); err != nil {
+		return errStorage(err)
+	}
+	return Int(int64(len(ps)))
+}
+
+func cmdLTrim(x *ctx, args [][]byte) Reply {
+	start, _ := parseInt(args[2])
+	end, _ := parseInt(args[3])
+	l, ok, e := x.loadList(args[1])
+	if e != nil {
+		return *e
+	}
+	if !ok {
+		return OK
+	}
+	n := l.n()
+	from, to := listRange(start, end, n)
+	if from >= to {
+		from, to = n, n // everything goes
+	}
+	if err := l.delRange(0, from); err != nil {
+		return errStorage(err)
+	}
+	if err := l.delRange(to, n); err != nil {
+		return errStorage(err)
+	}
+	l.tail = l.head + uint64(to)
+	l.head += uint64(from)
+	if err := l.save(); err != nil {
+		return errStorage(err)
+	}
+	return OK
+}
+
+// lposOpts are LPOS's options: count -1 if COUNT was not given.
+type lposOpts struct{ rank, count, maxlen int64 }
+
+func parseLPos(args [][]byte) (lposOpts, Reply, bool) {
+	o := lposOpts{rank: 1, count: -1}
+	for j := 3; j < len(args); j++ {
+		more := j+1 < len(args)
+		switch {
+		case eq(args[j], "rank") && more:
+			j++
+			n, ok := parseInt(args[j])
+			if !ok {
+				return o, errNotInt, false
+			}
+			if n == 0 {
+				return o, errListRankZero, false
+			}
+			o.rank = n
+		case eq(args[j], "count") && more:
+			j++
+			n, ok := parseInt(args[j])
+			if !ok || n < 0 {
+				return o, errListLPosCount, false
+			}
+			o.count = n
+		case eq(args[j], "maxlen") && more:
+			j++
+			n, ok := parseInt(args[j])
+			if !ok || n < 0 {
+				return o, errListLPosMaxLen, false
+			}
+			o.maxlen = n
+		default:
+			return o, errSyntax, false
+		}
+	}
+	return o, Reply{}, true
+}
+
+func checkLPos(args [][]byte) (Reply, bool) {
+	_, r, ok := parseLPos(args)
+	return r, ok
+}
+
+func cmdLPos(x *ctx, args [][]byte) Reply {
+	o, r, ok := parseLPos(args)
+	if !ok {
+		return r
+	}
+	// A port of Redis's loop, its int64 wrap-around (RANK of -2^63) included.
+	rank, rev := o.rank, false
+	if rank < 0 {
+		rank, rev = -rank, true
+	}
+	l, ok, e := x.loadList(args[1])
+	if e != nil {
+		return *e
+	}
+	if !ok {
+		if o.count != -1 {
+			return Array()
+		}
+		return Nil
+	}
+	n := l.n()
+	var out []Reply
+	var index, matches int64
+	matchIndex := int64(-1)
+	err := l.scan(0, n, rev, func(p int64, v []byte) bool {
+		if o.maxlen != 0 && index >= o.maxlen {
+			return false
+		}
+		if bytes.Equal(v, args[2]) {
+			matches++
+			matchIndex = p
+			if matches >= rank {
+				if o.count == -1 {
+					return false
+				}
+				out = append(out, Int(p))
+				if o.count != 0 && matches-rank+1 >= o.count {
+					return false
+				}
+			}
+		}
+		index++
+		matchIndex = -1
+		return true
+	})
+	if err != nil {
+		return errStorage(err)
+	}
+	if o.count != -1 {
+		return Array(out...)
+	}
+	if matchIndex == -1 {
+		return Nil
+	}
+	return Int(matchIndex)
+}
+
+func checkLMove(args [][]byte) (Reply, bool) {
+	if _, ok := isLeft(args[3]); !ok {
+		return errSyntax, false
+	}
+	if _, ok := isLeft(args[4]); !ok {
+		return errSyntax, false
+	}
+	return Reply{}, true
+}
+
+func checkBLMove(args [][]byte) (Reply, bool) {
+	if r, ok := checkLMove(args); !ok {
+		return r, false
+	}
+	_, r, ok := listTimeout(args[5])
+	return r, ok
+}
+
+func checkBRPopLPush(args [][]byte) (Reply, bool) {
+	_, r, ok := listTimeout(args[3])
+	return r, ok
+}
+
+// cmdLMove is LMOVE, RPOPLPUSH and the kernels of BLMOVE and BRPOPLPUSH.
+func cmdLMove(x *ctx, args [][]byte) Reply {
+	from, to := false, true // RPOPLPUSH: right to left
+	if len(args) >= 5 {
+		from, _ = isLeft(args[3])
+		to, _ = isLeft(args[4])
+	}
+	src, ok, e := x.loadList(args[1])
+	if e != nil {
+		return *e
+	}
+	if !ok {
+		return Nil
+	}
+	dst := src
+	if !bytes.Equal(args[1], args[2]) {
+		c, e := x.loadOrCreate(args[2], typeList)
+		if e != nil {
+			return *e
+		}
+		dst = x.listView(c)
+	}
+	if (dst != src || from != to) && !dst.canGrow(to, 1) {
+		return errListFull
+	}
+	v, err := src.pop1(from)
+	if err == nil {
+		err = dst.push(to, v)
+	}
+	if err == nil && dst != src {
+		err = src.save()
+	}
+	if err == nil {
+		err = dst.save()
+	}
+	if err != nil {
+		return errStorage(err)
+	}
+	return Bulk(v)
+}
+
+// listTimeout parses a blocking command's timeout (seconds, a float) as
+// Redis's getTimeoutFromObjectOrReply does: ceil(timeout*1000) computed in
+// x87 extended precision and converted to a 64-bit integer (a value out of
+// range becomes -2^63, hence "negative"). It returns milliseconds, 0 for
+// "forever".
+func listTimeout(b []byte) (int64, Reply, bool) {
+	var ms int64
+	if n, ok := parseInt(b); ok {
+		// Exact in extended precision; beyond 2^63 ms the conversion
+		// yields -2^63.
+		if n < 0 || n > math.MaxInt64/1000 {
+			return 0, errListTimeoutNeg, false
+		}
+		ms = n * 1000
+	} else {
+		f, ok := parseLongDouble(b)
+		if !ok {
+			return 0, errListTimeoutFloat, false
+		}
+		ms = math.MinInt64
+		if !f.IsInf() {
+			p := new(big.Float).SetPrec(64).SetMode(big.ToNearestEven).Mul(f, big.NewFloat(1000))
+			i, acc := p.Int(nil) // truncated towards zero
+			if acc == big.Below {
+				i.Add(i, big.NewInt(1)) // p was positive and not whole: ceil
+			}
+			if i.IsInt64() {
+				ms = i.Int64()
+			}
+		}
+		if ms < 0 {
+			return 0, errListTimeoutNeg, false
+		}
+	}
+	return ms, Reply{}, true
+}
+
+func checkBLPop(args [][]byte) (Reply, bool) {
+	_, r, ok := listTimeout(args[len(args)-1])
+	return r, ok
+}
+
+// cmdBLPop is the kernel of BLPOP and BRPOP: pop from the first non-empty
+// list, or a null array.
+func cmdBLPop(x *ctx, args [][]byte) Reply {
+	left := args[0][1]|0x20 == 'l'
+	for _, k := range args[1 : len(args)-1] {
+		l, ok, e := x.loadList(k)
+		if e != nil {
+			return *e
+		}
+		if !ok {
+			continue
+		}
+		v, err := l.pop1(left)
+		if err == nil {
+			err = l.save()
+		}
+		if err != nil {
+			return errStorage(err)
+		}
+		return Array(Bulk(append([]byte{}, k...)), Bulk(v))
+	}
+	return NilArray
+}
+
+// parseLMPop parses LMPOP (numkeys at index 1) or BLMPOP (numkeys at 2):
+// the keys, the side and the count (1 if not given).
+func parseLMPop(args [][]byte, numIdx int) (keys [][]byte, left bool, count int64, r Reply, ok bool) {
+	nk, good := parseInt(args[numIdx])
+	if !good || nk < 1 {
+		return nil, false, 0, errListNumKeys, false
+	}
+	if nk >= int64(len(args)-numIdx-1) {
+		return nil, false, 0, errSyntax, false
+	}
+	whereIdx := numIdx + int(nk) + 1
+	if left, good = isLeft(args[whereIdx]); !good {
+		return nil, false, 0, errSyntax, false
+	}
+	count = -1
+	for j := whereIdx + 1; j < len(args); j++ {
+		if count == -1 && eq(args[j], "count") && j+1 < len(args) {
+			j++
+			n, good := parseInt(args[j])
+			if !good || n < 1 {
+				return nil, false, 0, errListMPopCount, false
+			}
+			count = n
+		} else {
+			return nil, false, 0, errSyntax, false
+		}
+	}
+	if count == -1 {
+		count = 1
+	}
+	return args[numIdx+1 : whereIdx], left, count, Reply{}, true
+}
+
+func checkLMPop(args [][]byte) (Reply, bool) {
+	_, _, _, r, ok := parseLMPop(args, 1)
+	return r, ok
+}
+
+func checkBLMPop(args [][]byte) (Reply, bool) {
+	if _, _, _, r, ok := parseLMPop(args, 2); !ok {
+		return r, false
+	}
+	_, r, ok := listTimeout(args[1])
+	return r, ok
+}
+
+// cmdLMPop is LMPOP and the kernel of BLMPOP.
+func cmdLMPop(x *ctx, args [][]byte) Reply {
+	numIdx := 1
+	if args[0][0]|0x20 == 'b' {
+		numIdx = 2
+	}
+	keys, left, count, r, ok := parseLMPop(args, numIdx)
+	if !ok {
+		return r
+	}
+	for _, k := range keys {
+		l, ok, e := x.loadList(k)
+		if e != nil {
+			return *e
+		}
+		if !ok {
+			continue
+		}
+		vals, err := l.pop(left, count)
+		if err == nil {
+			err = l.save()
+		}
+		if err != nil {
+			return errStorage(err)
+		}
+		return Array(Bulk(append([]byte{}, k...)), bulks(vals))
+	}
+	return NilArray
+}
+
+// BlockingTimeout reports whether args is a blocking list command and, if
+// so, its timeout (0 = forever) and the keys a push to which can wake it.
+func BlockingTimeout(args [][]byte) (timeout time.Duration, keys [][]byte, ok bool) {
+	if len(args) == 0 {
+		return 0, nil, false
+	}
+	d := lookup(args[0])
+	if d == nil || d.internal {
+		return 0, nil, false
+	}
+	var ti int
+	switch d.spec.Name {
+	case "blpop", "brpop", "blmove", "brpoplpush", "blmpop":
+	default:
+		return 0, nil, false
+	}
+	if _, valid := validate(d, args); !valid {
+		return 0, nil, false
+	}
+	switch d.spec.Name {
+	case "blpop", "brpop":
+		ti, keys = len(args)-1, args[1:len(args)-1]
+	case "blmove":
+		ti, keys = 5, args[1:2]
+	case "brpoplpush":
+		ti, keys = 3, args[1:2]
+	case "blmpop":
+		ti = 1
+		keys, _, _, _, _ = parseLMPop(args, 2)
+	}
+	ms, _, valid := listTimeout(args[ti])
+	if !valid {
+		return 0, nil, false
+	}
+	if ms > math.MaxInt64/int64(time.Millisecond) {
+		return time.Duration(math.MaxInt64), keys, true
+	}
+	return time.Duration(ms) * time.Millisecond, keys, true
+}
