@@ -104,7 +104,7 @@ func (g *Gen) init() {
 			return c("SCAN", "0", "COUNT", "1000", "TYPE", g.pick("string", "hash", "list", "set", "zset", "none"))
 		},
 		func() []string { return c("DBSIZE") },
-		func() []string { return c("OBJECT", g.pick("ENCODING", "REFCOUNT"), g.key()) },
+
 
 		// hashes
 		func() []string {
@@ -253,6 +253,7 @@ func (g *Gen) init() {
 			func() []string { return c("SRANDMEMBER", g.key(), g.count()) },
 			func() []string { return c("HRANDFIELD", g.key(), g.count(), "WITHVALUES") },
 			func() []string { return c("RANDOMKEY") },
+			func() []string { return c("OBJECT", g.pick("ENCODING", "REFCOUNT"), g.key()) },
 			func() []string { return c("HSCAN", g.key(), "0", "COUNT", "1") },
 			func() []string { return c("EVAL", "return math.random(1000)", "0") },
 			func() []string {
