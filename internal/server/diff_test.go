@@ -11,14 +11,18 @@ import (
 )
 
 // The end-to-end differential test: the command sequences of
-// internal/kv/testdata/diff/*.txt are sent with go-redis to a 3-node kvorum
-// cluster (through a follower, so forwarding is exercised too) and to a
-// real redis-server, and the replies must be identical.
+// internal/kv/testdata/diff/*.txt and of testdata/diff/*.txt (connection-
+// level sequences: MULTI/EXEC/WATCH, which the state machine alone cannot
+// run) are sent with go-redis to a 3-node kvorum cluster (through a
+// follower, so forwarding is exercised too) and to a real redis-server, each
+// over one connection, and the replies must be identical.
 func TestDifferentialAgainstRedisThroughCluster(t *testing.T) {
 	files, _ := filepath.Glob("../kv/testdata/diff/*.txt")
-	if len(files) == 0 {
-		t.Fatal("no differential test data in internal/kv/testdata/diff")
+	own, _ := filepath.Glob("testdata/diff/*.txt")
+	if len(files) == 0 || len(own) == 0 {
+		t.Fatal("no differential test data in internal/kv/testdata/diff or internal/server/testdata/diff")
 	}
+	files = append(files, own...)
 	rc := kvdiff.StartRedis(t)
 	c := newTestCluster(t, 3)
 	lead := c.waitLeader()
@@ -26,8 +30,11 @@ func TestDifferentialAgainstRedisThroughCluster(t *testing.T) {
 	if follower == lead {
 		follower = 2
 	}
-	kc := c.client(follower)
 	ctx := testCtx(t, 5*time.Minute)
+	kc := c.client(follower).Conn()
+	defer kc.Close()
+	rcc := rc.Conn()
+	defer rcc.Close()
 	total := 0
 	for _, file := range files {
 		seqs, err := kvdiff.Load(file)
@@ -35,7 +42,11 @@ func TestDifferentialAgainstRedisThroughCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, seq := range seqs {
-			rc.FlushAll(ctx)
+			rcc.Do(ctx, "DISCARD")
+			kc.Do(ctx, "DISCARD")
+			rcc.Do(ctx, "UNWATCH")
+			kc.Do(ctx, "UNWATCH")
+			rcc.FlushAll(ctx)
 			kc.FlushAll(ctx)
 			for _, cmd := range seq {
 				iargs := make([]any, len(cmd.Args))
@@ -43,7 +54,7 @@ func TestDifferentialAgainstRedisThroughCluster(t *testing.T) {
 					iargs[i] = a
 				}
 				name := strings.ToUpper(cmd.Args[0])
-				wv, werr := rc.Do(ctx, iargs...).Result()
+				wv, werr := rcc.Do(ctx, iargs...).Result()
 				gv, gerr := kc.Do(ctx, iargs...).Result()
 				want, got := kvdiff.Normalize(name, wv, werr), kvdiff.Normalize(name, gv, gerr)
 				total++

@@ -105,7 +105,6 @@ func (g *Gen) init() {
 		},
 		func() []string { return c("DBSIZE") },
 
-
 		// hashes
 		func() []string {
 			return c("HSET", append([]string{g.key()}, g.many(3, func() []string { return []string{g.field(), g.val()} })...)...)
