@@ -164,7 +164,7 @@ func SortUnordered(cmd string, out []any) []any {
 		}
 	}
 	switch cmd {
-	case "KEYS", "SMEMBERS", "SINTER", "SUNION", "SDIFF", "HKEYS", "HVALS":
+	case "KEYS", "SMEMBERS", "SINTER", "SUNION", "SDIFF", "HKEYS", "HVALS", "SPOP":
 		byStr(out)
 	case "HGETALL":
 		byPair(out)

@@ -1,0 +1,687 @@
+package kv
+
+import (
+	"bytes"
+	"cmp"
+	"container/heap"
+	"errors"
+	"slices"
+	"strconv"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Sets. A set is a collection (coll.go): each member is one element
+// storage key with an empty value, and the metadata holds the number of
+// members, so SCARD is one point read and SADD/SREM/SISMEMBER touch only the
+// members they name. Whole-set replies (SMEMBERS, SINTER, SUNION, SDIFF, and
+// SPOP of the whole set) are RESP3 sets, in byte order of the members.
+//
+// SINTER iterates the smallest set and probes the others with point reads;
+// SDIFF iterates the first set and probes the others; SUNION merges the
+// sets' iterators. None of them holds more than its reply in memory, and
+// the *STORE variants hold nothing: they write the result as it is
+// computed into a new incarnation of the destination (a new version, so the
+// destination may be one of the sources: its old elements are read under
+// the old version and dropped when the new incarnation is saved). SPOP and
+// SRANDMEMBER choose members as described in hash.go (randomElems).
+
+func init() {
+	const g = "set"
+	def("sadd", -3, "write denyoom fast", 1, 1, 1, g, "Adds one or more members to a set. Creates the key if it doesn't exist.", cmdSAdd, nil)
+	def("srem", -3, "write fast", 1, 1, 1, g, "Removes one or more members from a set. Deletes the set if the last member was removed.", cmdSRem, nil)
+	def("smembers", 2, "readonly", 1, 1, 1, g, "Returns all members of a set.", cmdSMembers, nil)
+	def("sismember", 3, "readonly fast", 1, 1, 1, g, "Determines whether a member belongs to a set.", cmdSIsMember, nil)
+	def("smismember", -3, "readonly fast", 1, 1, 1, g, "Determines whether multiple members belong to a set.", cmdSMIsMember, nil)
+	def("scard", 2, "readonly fast", 1, 1, 1, g, "Returns the number of members in a set.", cmdSCard, nil)
+	def("spop", -2, "write fast", 1, 1, 1, g, "Returns one or more random members from a set after removing them. Deletes the set if the last member was popped.", cmdSPop, checkSPop)
+	def("srandmember", -2, "readonly", 1, 1, 1, g, "Get one or multiple random members from a set", cmdSRandMember, checkSRandMember)
+	def("smove", 4, "write fast", 1, 2, 1, g, "Moves a member from one set to another.", cmdSMove, nil)
+	def("sinter", -2, "readonly", 1, -1, 1, g, "Returns the intersect of multiple sets.", cmdSOp, nil)
+	def("sunion", -2, "readonly", 1, -1, 1, g, "Returns the union of multiple sets.", cmdSOp, nil)
+	def("sdiff", -2, "readonly", 1, -1, 1, g, "Returns the difference of multiple sets.", cmdSOp, nil)
+	def("sinterstore", -3, "write denyoom", 1, -1, 1, g, "Stores the intersect of multiple sets in a key.", cmdSOpStore, nil)
+	def("sunionstore", -3, "write denyoom", 1, -1, 1, g, "Stores the union of multiple sets in a key.", cmdSOpStore, nil)
+	def("sdiffstore", -3, "write denyoom", 1, -1, 1, g, "Stores the difference of multiple sets in a key.", cmdSOpStore, nil)
+	def("sintercard", -3, "readonly movablekeys", 0, 0, 0, g, "Returns the number of members of the intersect of multiple sets.", cmdSInterCard, checkSInterCard)
+	def("sscan", -3, "readonly", 1, 1, 1, g, "Iterates over members of a set.", cmdSScan, checkCollScan)
+}
+
+// Redis error texts of set commands.
+var (
+	errSPopCount     = Error("ERR value is out of range, must be positive")
+	errNumKeys       = Error("ERR numkeys should be greater than 0")
+	errNumKeysArgs   = Error("ERR Number of keys can't be greater than number of args")
+	errLimitNegative = Error("ERR LIMIT can't be negative")
+	errSRandTooMany  = Error("ERR SRANDMEMBER count is too large: kvorum replies with at most " + strconv.Itoa(randMaxReply) + " members")
+)
+
+// setReply is a RESP3 set (an array in RESP2).
+func setReply(elems []Reply) Reply { return Reply{Kind: KindSet, Elems: elems} }
+
+func cmdSAdd(x *ctx, args [][]byte) Reply {
+	c, e := x.collForWrite(args[1], typeSet)
+	if e != nil {
+		return *e
+	}
+	var added int64
+	for _, m := range args[2:] {
+		if c.rec.version != 0 {
+			had, err := x.hasElem(c, m)
+			if err != nil {
+				return errStorage(err)
+			}
+			if had {
+				continue
+			}
+		}
+		if err := x.materialize(c); err != nil {
+			return errStorage(err)
+		}
+		if err := x.setElem(c, m, nil); err != nil {
+			return errStorage(err)
+		}
+		added++
+	}
+	if added > 0 {
+		c.setLength(c.length() + added)
+		if err := x.saveColl(c); err != nil {
+			return errStorage(err)
+		}
+	}
+	return Int(added)
+}
+
+func cmdSRem(x *ctx, args [][]byte) Reply {
+	c, ok, e := x.loadColl(args[1], typeSet)
+	if e != nil {
+		return *e
+	}
+	if !ok {
+		return Int(0)
+	}
+	var deleted int64
+	for _, m := range args[2:] {
+		had, err := x.hasElem(c, m)
+		if err != nil {
+			return errStorage(err)
+		}
+		if !had {
+			continue
+		}
+		if err := x.delElem(c, m); err != nil {
+			return errStorage(err)
+		}
+		deleted++
+		if c.length()-deleted <= 0 {
+			break
+		}
+	}
+	if deleted > 0 {
+		c.setLength(c.length() - deleted)
+		if err := x.saveColl(c); err != nil {
+			return errStorage(err)
+		}
+	}
+	return Int(deleted)
+}
+
+// setMembers returns every member of c, in byte order.
+func (x *ctx) setMembers(c *coll) ([]Reply, error) {
+	out := make([]Reply, 0, min(c.length(), 1<<16))
+	err := x.iterElems(c, nil, nil, false, func(m, _ []byte) bool {
+		out = append(out, Bulk(bytes.Clone(m)))
+		return true
+	})
+	return out, err
+}
+
+func cmdSMembers(x *ctx, args [][]byte) Reply {
+	c, ok, e := x.loadColl(args[1], typeSet)
+	if e != nil {
+		return *e
+	}
+	if !ok {
+		return setReply(nil)
+	}
+	out, err := x.setMembers(c)
+	if err != nil {
+		return errStorage(err)
+	}
+	return setReply(out)
+}
+
+func cmdSIsMember(x *ctx, args [][]byte) Reply {
+	c, ok, e := x.loadColl(args[1], typeSet)
+	if e != nil {
+		return *e
+	}
+	if !ok {
+		return Int(0)
+	}
+	had, err := x.hasElem(c, args[2])
+	if err != nil {
+		return errStorage(err)
+	}
+	if had {
+		return Int(1)
+	}
+	return Int(0)
+}
+
+func cmdSMIsMember(x *ctx, args [][]byte) Reply {
+	c, ok, e := x.loadColl(args[1], typeSet)
+	if e != nil {
+		return *e
+	}
+	out := make([]Reply, len(args)-2)
+	for i, m := range args[2:] {
+		out[i] = Int(0)
+		if !ok {
+			continue
+		}
+		had, err := x.hasElem(c, m)
+		if err != nil {
+			return errStorage(err)
+		}
+		if had {
+			out[i] = Int(1)
+		}
+	}
+	return Array(out...)
+}
+
+func cmdSCard(x *ctx, args [][]byte) Reply {
+	c, ok, e := x.loadColl(args[1], typeSet)
+	if e != nil {
+		return *e
+	}
+	if !ok {
+		return Int(0)
+	}
+	return Int(c.length())
+}
+
+// checkSPop: the count, if any, must be a non-negative integer (Redis's
+// getPositiveLongFromObjectOrReply gives the same text for both faults);
+// more arguments are a syntax error.
+func checkSPop(args [][]byte) (Reply, bool) {
+	if len(args) == 3 {
+		if n, ok := parseInt(args[2]); !ok || n < 0 {
+			return errSPopCount, false
+		}
+	}
+	if len(args) > 3 {
+		return errSyntax, false
+	}
+	return Reply{}, true
+}
+
+// cmdSPop removes random members chosen with x.rand(), which is seeded by
+// the log position: every replica pops the same members.
+func cmdSPop(x *ctx, args [][]byte) Reply {
+	if r, ok := checkSPop(args); !ok {
+		return r
+	}
+	c, ok, e := x.loadColl(args[1], typeSet)
+	if e != nil {
+		return *e
+	}
+	if len(args) == 2 {
+		if !ok {
+			return Nil
+		}
+		picks, err := x.randomElems(c, x.rand(), 1, true)
+		if err != nil {
+			return errStorage(err)
+		}
+		if len(picks) == 0 {
+			return Nil
+		}
+		if r := x.setRemove(c, picks); r.IsError() {
+			return r
+		}
+		return Bulk(picks[0].elem)
+	}
+	count, _ := parseInt(args[2])
+	if !ok || count == 0 {
+		return setReply(nil)
+	}
+	if count >= c.length() {
+		// The whole set: reply with it and delete the key.
+		out, err := x.setMembers(c)
+		if err != nil {
+			return errStorage(err)
+		}
+		if err := x.remove(c.key); err != nil {
+			return errStorage(err)
+		}
+		return setReply(out)
+	}
+	picks, err := x.randomElems(c, x.rand(), count, true)
+	if err != nil {
+		return errStorage(err)
+	}
+	if r := x.setRemove(c, picks); r.IsError() {
+		return r
+	}
+	out := make([]Reply, len(picks))
+	for i, p := range picks {
+		out[i] = Bulk(p.elem)
+	}
+	return setReply(out)
+}
+
+// setRemove deletes the (distinct, present) members picks from c and saves it.
+func (x *ctx) setRemove(c *coll, picks []elemPair) Reply {
+	for _, p := range picks {
+		if err := x.delElem(c, p.elem); err != nil {
+			return errStorage(err)
+		}
+	}
+	c.setLength(c.length() - int64(len(picks)))
+	if err := x.saveColl(c); err != nil {
+		return errStorage(err)
+	}
+	return OK
+}
+
+func checkSRandMember(args [][]byte) (Reply, bool) {
+	if len(args) == 3 {
+		if _, r, ok := parseRandCount(args[2]); !ok {
+			return r, false
+		}
+	}
+	if len(args) > 3 {
+		return errSyntax, false
+	}
+	return Reply{}, true
+}
+
+// cmdSRandMember: without a count one random member (nil if the key is
+// absent); with a count, as HRANDFIELD (randomCount).
+func cmdSRandMember(x *ctx, args [][]byte) Reply {
+	if r, ok := checkSRandMember(args); !ok {
+		return r
+	}
+	c, ok, e := x.loadColl(args[1], typeSet)
+	if e != nil {
+		return *e
+	}
+	if len(args) == 2 {
+		if !ok {
+			return Nil
+		}
+		picks, err := x.randomElems(c, x.rand(), 1, true)
+		if err != nil {
+			return errStorage(err)
+		}
+		if len(picks) == 0 {
+			return Nil
+		}
+		return Bulk(picks[0].elem)
+	}
+	if !ok {
+		return Array()
+	}
+	l, _ := parseInt(args[2])
+	picks, r, ok := x.randomCount(c, l, errSRandTooMany)
+	if !ok {
+		return r
+	}
+	out := make([]Reply, len(picks))
+	for i, p := range picks {
+		out[i] = Bulk(p.elem)
+	}
+	return Array(out...)
+}
+
+// cmdSMove checks as Redis does: a missing source is 0 whatever the
+// destination holds; then the source's type, then the destination's.
+func cmdSMove(x *ctx, args [][]byte) Reply {
+	src, ok, e := x.loadColl(args[1], typeSet)
+	if e != nil {
+		return *e
+	}
+	if !ok {
+		return Int(0)
+	}
+	dst, e := x.collForWrite(args[2], typeSet)
+	if e != nil {
+		return *e
+	}
+	m := args[3]
+	had, err := x.hasElem(src, m)
+	if err != nil {
+		return errStorage(err)
+	}
+	if !had {
+		return Int(0)
+	}
+	if bytes.Equal(args[1], args[2]) {
+		return Int(1) // the same set: nothing moves
+	}
+	if r := x.setRemove(src, []elemPair{{elem: m}}); r.IsError() {
+		return r
+	}
+	inDst := false
+	if dst.rec.version != 0 {
+		if inDst, err = x.hasElem(dst, m); err != nil {
+			return errStorage(err)
+		}
+	}
+	if !inDst {
+		if err := x.materialize(dst); err != nil {
+			return errStorage(err)
+		}
+		if err := x.setElem(dst, m, nil); err != nil {
+			return errStorage(err)
+		}
+		dst.setLength(dst.length() + 1)
+		if err := x.saveColl(dst); err != nil {
+			return errStorage(err)
+		}
+	}
+	return Int(1)
+}
+
+// ---------------------------------------------------------------------------
+// SINTER, SUNION, SDIFF, their *STORE variants and SINTERCARD.
+
+type sOp uint8
+
+const (
+	sInter sOp = iota
+	sUnion
+	sDiff
+)
+
+func sOpOf(name []byte) sOp {
+	switch {
+	case len(name) >= 6 && eq(name[:6], "sinter"):
+		return sInter
+	case len(name) >= 6 && eq(name[:6], "sunion"):
+		return sUnion
+	}
+	return sDiff
+}
+
+// sProbe tests membership with point reads, reusing one key buffer.
+type sProbe struct{ buf []byte }
+
+func (p *sProbe) has(x *ctx, c *coll, m []byte) (bool, error) {
+	p.buf = append(appendElemPrefix(p.buf[:0], c.key, c.rec.version), m...)
+	_, cl, err := x.r.Get(p.buf)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	_ = cl.Close()
+	return true, nil
+}
+
+// sAlgebra computes op over the sets at keys (a missing key is an empty
+// set) and calls emit with each member of the result, in byte order, until
+// emit returns false. emit's member is valid only during the call. Every
+// key is type-checked before anything is emitted: a non-nil reply is
+// WRONGTYPE.
+func (x *ctx) sAlgebra(op sOp, keys [][]byte, emit func(m []byte) (bool, error)) (*Reply, error) {
+	sets := make([]*coll, len(keys))
+	missing := false
+	for i, k := range keys {
+		c, ok, e := x.loadColl(k, typeSet)
+		if e != nil {
+			return e, nil
+		}
+		if ok {
+			sets[i] = c
+		} else {
+			missing = true
+		}
+	}
+	var p sProbe
+	var werr error
+	switch op {
+	case sInter:
+		if missing {
+			return nil, nil
+		}
+		// Iterate the smallest set, probe the others (largest last).
+		slices.SortStableFunc(sets, func(a, b *coll) int { return cmp.Compare(a.length(), b.length()) })
+		small := sets[0]
+		var others []*coll
+		for _, c := range sets[1:] {
+			if !bytes.Equal(c.key, small.key) {
+				others = append(others, c)
+			}
+		}
+		err := x.iterElems(small, nil, nil, false, func(m, _ []byte) bool {
+			for _, c := range others {
+				ok, err := p.has(x, c, m)
+				if err != nil {
+					werr = err
+					return false
+				}
+				if !ok {
+					return true
+				}
+			}
+			more, err := emit(m)
+			werr = err
+			return more && err == nil
+		})
+		return nil, cmp.Or(werr, err)
+	case sDiff:
+		first := sets[0]
+		if first == nil {
+			return nil, nil
+		}
+		var others []*coll
+		for i, c := range sets[1:] {
+			if c == nil {
+				continue
+			}
+			if bytes.Equal(keys[i+1], keys[0]) {
+				return nil, nil // the first set minus itself
+			}
+			others = append(others, c)
+		}
+		// Larger sets first: more likely to hold the member.
+		slices.SortStableFunc(others, func(a, b *coll) int { return cmp.Compare(b.length(), a.length()) })
+		err := x.iterElems(first, nil, nil, false, func(m, _ []byte) bool {
+			for _, c := range others {
+				ok, err := p.has(x, c, m)
+				if err != nil {
+					werr = err
+					return false
+				}
+				if ok {
+					return true
+				}
+			}
+			more, err := emit(m)
+			werr = err
+			return more && err == nil
+		})
+		return nil, cmp.Or(werr, err)
+	default:
+		return nil, x.sMerge(sets, emit)
+	}
+}
+
+// sCursor is one set's iterator in a union's merge.
+type sCursor struct {
+	it   *pebble.Iterator
+	base int // length of the element key prefix
+}
+
+func (c *sCursor) member() []byte { return c.it.Key()[c.base:] }
+
+type sHeap []*sCursor
+
+func (h sHeap) Len() int           { return len(h) }
+func (h sHeap) Less(i, j int) bool { return bytes.Compare(h[i].member(), h[j].member()) < 0 }
+func (h sHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *sHeap) Push(v any)        { *h = append(*h, v.(*sCursor)) }
+func (h *sHeap) Pop() any {
+	old := *h
+	c := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return c
+}
+
+// sMerge emits the union of sets (nil entries are empty) in byte order,
+// merging their iterators.
+func (x *ctx) sMerge(sets []*coll, emit func(m []byte) (bool, error)) (err error) {
+	var all []*pebble.Iterator
+	defer func() {
+		for _, it := range all {
+			if cerr := it.Close(); err == nil {
+				err = cerr
+			}
+		}
+	}()
+	var h sHeap
+	for _, c := range sets {
+		if c == nil {
+			continue
+		}
+		base := appendElemPrefix(nil, c.key, c.rec.version)
+		it, err := x.r.NewIter(&pebble.IterOptions{LowerBound: base, UpperBound: prefixEnd(base)})
+		if err != nil {
+			return err
+		}
+		all = append(all, it)
+		if it.First() {
+			h = append(h, &sCursor{it: it, base: len(base)})
+		} else if err := it.Error(); err != nil {
+			return err
+		}
+	}
+	heap.Init(&h)
+	var prev []byte
+	started := false
+	for h.Len() > 0 {
+		top := h[0]
+		m := top.member()
+		if !started || !bytes.Equal(m, prev) {
+			started = true
+			prev = append(prev[:0], m...)
+			more, err := emit(m)
+			if err != nil || !more {
+				return err
+			}
+		}
+		if top.it.Next() {
+			heap.Fix(&h, 0)
+		} else {
+			if err := top.it.Error(); err != nil {
+				return err
+			}
+			heap.Pop(&h)
+		}
+	}
+	return nil
+}
+
+func cmdSOp(x *ctx, args [][]byte) Reply {
+	var out []Reply
+	e, err := x.sAlgebra(sOpOf(args[0]), args[1:], func(m []byte) (bool, error) {
+		out = append(out, Bulk(bytes.Clone(m)))
+		return true, nil
+	})
+	if e != nil {
+		return *e
+	}
+	if err != nil {
+		return errStorage(err)
+	}
+	return setReply(out)
+}
+
+// cmdSOpStore writes the result as it is computed into a new incarnation
+// of the destination (whatever the destination held is replaced, with no
+// TTL); an empty result deletes the destination.
+func cmdSOpStore(x *ctx, args [][]byte) Reply {
+	dst := &coll{key: args[1], rec: record{typ: typeSet}}
+	dst.setLength(0)
+	var n int64
+	var buf []byte
+	e, err := x.sAlgebra(sOpOf(args[0]), args[2:], func(m []byte) (bool, error) {
+		if err := x.materialize(dst); err != nil {
+			return false, err
+		}
+		buf = append(appendElemPrefix(buf[:0], dst.key, dst.rec.version), m...)
+		n++
+		return true, x.w.Set(buf, nil, nil)
+	})
+	if e != nil {
+		return *e
+	}
+	if err != nil {
+		return errStorage(err)
+	}
+	if n == 0 {
+		if err := x.remove(dst.key); err != nil {
+			return errStorage(err)
+		}
+		return Int(0)
+	}
+	dst.setLength(n)
+	if err := x.saveColl(dst); err != nil {
+		return errStorage(err)
+	}
+	return Int(n)
+}
+
+// parseSInterCard parses SINTERCARD numkeys key... [LIMIT limit] in
+// Redis's order; limit 0 is no limit.
+func parseSInterCard(args [][]byte) (numKeys, limit int64, r Reply, ok bool) {
+	n, ok := parseInt(args[1])
+	if !ok || n < 1 {
+		return 0, 0, errNumKeys, false
+	}
+	if n > int64(len(args)-2) {
+		return 0, 0, errNumKeysArgs, false
+	}
+	for j := 2 + int(n); j < len(args); j++ {
+		if !eq(args[j], "limit") || j+1 >= len(args) {
+			return 0, 0, errSyntax, false
+		}
+		j++
+		l, ok := parseInt(args[j])
+		if !ok || l < 0 {
+			return 0, 0, errLimitNegative, false
+		}
+		limit = l
+	}
+	return n, limit, Reply{}, true
+}
+
+func checkSInterCard(args [][]byte) (Reply, bool) {
+	_, _, r, ok := parseSInterCard(args)
+	return r, ok
+}
+
+func cmdSInterCard(x *ctx, args [][]byte) Reply {
+	n, limit, r, ok := parseSInterCard(args)
+	if !ok {
+		return r
+	}
+	var card int64
+	e, err := x.sAlgebra(sInter, args[2:2+n], func([]byte) (bool, error) {
+		card++
+		return limit == 0 || card < limit, nil
+	})
+	if e != nil {
+		return *e
+	}
+	if err != nil {
+		return errStorage(err)
+	}
+	return Int(card)
+}
+
+func cmdSScan(x *ctx, args [][]byte) Reply { return x.collScan(args, typeSet) }
