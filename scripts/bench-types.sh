@@ -59,7 +59,7 @@ targets=("kvorum-leader:1641$leader" "redis-plain:16511" "redis-aof-always:16512
 run() { # name port args...
 	local name=$1 port=$2
 	shift 2
-	redis-benchmark -p "$port" -q --csv "$@" | grep -v '^"test"' | sed "s/^/$name,/"
+	redis-benchmark -p "$port" -q --csv "$@" 2>&1 | grep -v -e "^\"test\"" -e "Could not fetch server CONFIG" | sed "s/^/$name,/"
 }
 
 echo "## -t hset,lpush,lpop,sadd,zadd,zpopmin -c 50 -n $N -d 1024"
