@@ -21,7 +21,10 @@ func errNoLeaderReply(d time.Duration) kv.Reply {
 	return kv.Error(fmt.Sprintf("CLUSTERDOWN no Raft leader reachable for %s: this node may be in a minority partition or an election is under way; try again", d.Round(time.Millisecond)))
 }
 
-var errAmbiguousReply = kv.Error("TRYAGAIN timed out waiting for the write to commit; it may or may not have been applied")
+// errAmbiguousReply deliberately avoids TRYAGAIN: Redis clients (go-redis
+// among them) resend a command that got TRYAGAIN, which could apply an INCR
+// twice. UNCERTAIN is not a code any client retries on its own.
+var errAmbiguousReply = kv.Error("UNCERTAIN timed out waiting for the write to commit; it may or may not have been applied")
 
 // Do executes cmds in order. Consecutive writes go to the leader as one
 // proposal (one Raft entry); consecutive reads share one read barrier.
@@ -92,13 +95,17 @@ func (n *Node) execWrite(ctx context.Context, cmds [][][]byte, out []kv.Reply) {
 		case errors.Is(err, store.ErrProposalDropped), errors.Is(err, store.ErrNoLeader), errors.As(err, &nle):
 			// Not applied: safe to retry once a leader is known.
 		case errors.Is(err, store.ErrAmbiguous):
-			fill(out, errAmbiguousReply)
+			if err != store.ErrAmbiguous {
+				fill(out, kv.Error("UNCERTAIN "+err.Error()+"; the write may or may not have been applied"))
+			} else {
+				fill(out, errAmbiguousReply)
+			}
 			return
 		case errors.Is(err, store.ErrStopped):
 			fill(out, kv.Error("ERR node is shutting down"))
 			return
 		default:
-			fill(out, kv.Error("TRYAGAIN "+err.Error()))
+			fill(out, kv.Error("UNCERTAIN "+err.Error()+"; the write may or may not have been applied"))
 			return
 		}
 		select {

@@ -13,6 +13,7 @@ import (
 	"github.com/kvorum/kvorum/internal/kv"
 	"github.com/kvorum/kvorum/internal/storage"
 	"github.com/kvorum/kvorum/internal/store"
+	"github.com/kvorum/kvorum/internal/transport"
 	"go.etcd.io/raft/v3/raftpb"
 )
 
@@ -124,10 +125,15 @@ func decodeCmds(b []byte) ([][][]byte, error) {
 func (n *Node) forwardExec(ctx context.Context, lead uint64, cmds [][][]byte) ([]kv.Reply, error) {
 	resp, err := n.trans.Call(ctx, lead, methodExec, encodeCmds(cmds))
 	if err != nil {
-		if ctx.Err() != nil {
+		switch {
+		case errors.Is(err, transport.ErrNotSent):
+			// The leader never saw it (e.g. it just died): retry once a
+			// leader is known again.
+			return nil, store.ErrNoLeader
+		case ctx.Err() != nil:
 			return nil, store.ErrAmbiguous
 		}
-		return nil, fmt.Errorf("forward to leader %d: %w", lead, err)
+		return nil, fmt.Errorf("forward to leader %d: %w (%w)", lead, err, store.ErrAmbiguous)
 	}
 	if len(resp) == 0 {
 		return nil, errBadPayload

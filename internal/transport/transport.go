@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,6 +64,10 @@ var (
 	ErrClosed = errors.New("transport: closed")
 	// ErrUnknownPeer: Call to an id that was never SetPeer (or was removed).
 	ErrUnknownPeer = errors.New("transport: unknown peer")
+	// ErrNotSent is wrapped by errors of a Call that certainly never
+	// reached the peer (unknown peer, link cut by the interceptor, dial
+	// refused): the caller may retry without risking a duplicate.
+	ErrNotSent = errors.New("transport: call not sent")
 )
 
 // Config configures a Transport.
@@ -260,16 +265,16 @@ func (t *Transport) peer(id uint64) (*peer, error) {
 func (t *Transport) Call(ctx context.Context, to uint64, method string, payload []byte) ([]byte, error) {
 	p, err := t.peer(to)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrNotSent, err)
 	}
 	if ic := t.cfg.Interceptor; ic != nil {
 		if err := ic.Call(t.cfg.NodeID, to); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w: %w", ErrNotSent, err)
 		}
 	}
 	conn, err := p.getConn()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrNotSent, err)
 	}
 	return t.invoke(ctx, conn, method, payload)
 }
@@ -331,6 +336,12 @@ func (t *Transport) invoke(ctx context.Context, conn *grpc.ClientConn, method st
 		if cerr := ctx.Err(); cerr != nil {
 			// The caller's own deadline or cancellation wins.
 			return nil, status.FromContextError(cerr).Err()
+		}
+		if st, ok := status.FromError(err); ok && st.Code() == codes.Unavailable &&
+			(strings.Contains(st.Message(), "while dialing") || strings.Contains(st.Message(), "connection refused")) {
+			// gRPC fails an RPC this way only before it is written to a
+			// connection.
+			return nil, fmt.Errorf("%w: %w", ErrNotSent, err)
 		}
 		return nil, err
 	}
