@@ -226,3 +226,39 @@ func (x *ctx) copyElements(src, dst *coll) error {
 	}
 	return err
 }
+
+// removeElems is HDEL and SREM: delete the elements args[2:] of the
+// collection args[1] of type typ and reply how many existed.
+func removeElems(x *ctx, args [][]byte, typ byte) Reply {
+	c, ok, e := x.loadColl(args[1], typ)
+	if e != nil {
+		return *e
+	}
+	if !ok {
+		return Int(0)
+	}
+	var deleted int64
+	for _, el := range args[2:] {
+		had, err := x.hasElem(c, el)
+		if err != nil {
+			return errStorage(err)
+		}
+		if !had {
+			continue
+		}
+		if err := x.delElem(c, el); err != nil {
+			return errStorage(err)
+		}
+		deleted++
+		if c.length()-deleted <= 0 {
+			break
+		}
+	}
+	if deleted > 0 {
+		c.setLength(c.length() - deleted)
+		if err := x.saveColl(c); err != nil {
+			return errStorage(err)
+		}
+	}
+	return Int(deleted)
+}

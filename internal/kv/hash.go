@@ -228,39 +228,7 @@ func cmdHGetAll(x *ctx, args [][]byte) Reply {
 	return Array(out...)
 }
 
-func cmdHDel(x *ctx, args [][]byte) Reply {
-	c, ok, e := x.loadColl(args[1], typeHash)
-	if e != nil {
-		return *e
-	}
-	if !ok {
-		return Int(0)
-	}
-	var deleted int64
-	for _, f := range args[2:] {
-		had, err := x.hasElem(c, f)
-		if err != nil {
-			return errStorage(err)
-		}
-		if !had {
-			continue
-		}
-		if err := x.delElem(c, f); err != nil {
-			return errStorage(err)
-		}
-		deleted++
-		if c.length()-deleted <= 0 {
-			break
-		}
-	}
-	if deleted > 0 {
-		c.setLength(c.length() - deleted)
-		if err := x.saveColl(c); err != nil {
-			return errStorage(err)
-		}
-	}
-	return Int(deleted)
-}
+func cmdHDel(x *ctx, args [][]byte) Reply { return removeElems(x, args, typeHash) }
 
 func cmdHExists(x *ctx, args [][]byte) Reply {
 	c, ok, e := x.loadColl(args[1], typeHash)

@@ -137,8 +137,8 @@ const (
 	scriptFreeGap      = 8             // nil slots a table store may append uncharged
 	scriptMaxResults   = 8000          // unpack, string.byte (Lua 5.1's LUAI_MAXCSTACK)
 	scriptMaxDepth     = 1000          // nesting of replies and syntax
-	scriptMaxThreads   = 1000          // coroutines per run
-	scriptCallStack    = 2000          // Lua call frames
+	scriptMaxThreads   = 200           // coroutines per run
+	scriptCallStack    = 2000          // Lua call frames (80 bytes each, allocated up front)
 	scriptRegistryMax  = 256 << 10     // Lua stack slots
 	scriptPoolSize     = 16            // idle Lua states kept
 	scriptCacheSize    = 1000          // compiled scripts kept
@@ -633,10 +633,12 @@ func newLuaVM() *luaVM {
 	L := lua.NewState(lua.Options{
 		SkipOpenLibs:        true,
 		CallStackSize:       scriptCallStack,
-		RegistrySize:        4096,
-		RegistryMaxSize:     scriptRegistryMax,
-		RegistryGrowStep:    4096,
-		MinimizeStackMemory: true,
+		RegistrySize:     1024,
+		RegistryMaxSize:  scriptRegistryMax,
+		RegistryGrowStep: 4096,
+		// A fixed call stack: gopher-lua's growing one panics without a
+		// position when full, the fixed one raises "stack overflow".
+		MinimizeStackMemory: false,
 	})
 	vm := &luaVM{L: L, views: map[*lua.LTable]*lua.LTable{}, viewOf: map[*lua.LTable]*lua.LTable{}, protected: map[*lua.LTable]bool{},
 		hiddenMT: map[*lua.LTable]lua.LValue{}, sizes: map[*lua.LTable]int{}}
@@ -949,12 +951,21 @@ func (vm *luaVM) errHandler(L *lua.LState) int {
 func (vm *luaVM) errorReply(err error) Reply {
 	e := vm.run.err
 	if e == nil {
+		// The handler could not run (the call stack was full): take the
+		// position from the message.
 		msg := err.Error()
 		var ae *lua.ApiError
 		if errors.As(err, &ae) && ae.Object != nil {
 			msg = luaToStringPlain(ae.Object)
 		}
-		return Error(string(sanitizeError([]byte("ERR " + msg))))
+		e = &scriptErr{msg: "ERR " + msg}
+		if rest, ok := strings.CutPrefix(msg, scriptSourceName+":"); ok {
+			if i := strings.IndexByte(rest, ':'); i > 0 {
+				if _, err := strconv.Atoi(rest[:i]); err == nil {
+					e.source, e.line = "@"+scriptSourceName, rest[:i]
+				}
+			}
+		}
 	}
 	msg := e.msg
 	if e.source != "" && e.line != "" {
@@ -1974,7 +1985,7 @@ func (vm *luaVM) coCreate(L *lua.LState) int {
 	if vm.run.threads > scriptMaxThreads {
 		L.RaiseError("too many coroutines (more than %d in one script)", scriptMaxThreads)
 	}
-	vm.chargeBytes(L, 4096*16)
+	vm.chargeBytes(L, scriptCallStack*80+1024*16) // its call stack and registry
 	L.SetTop(1)
 	ctx := L.RemoveContext()
 	defer func() {
@@ -2505,7 +2516,7 @@ func (vm *luaVM) strFindAux(L *lua.LState, find bool) int {
 	}
 	if find && (L.ToBool(4) || !strings.ContainsAny(cString(p), "^$*+?.([%-")) {
 		// Plain search.
-		vm.charge(L, (l-init)/16)
+		vm.charge(L, (l-init)/256)
 		if i := strings.Index(s[init:], p); i >= 0 {
 			L.Push(lua.LNumber(init + int64(i) + 1))
 			L.Push(lua.LNumber(init + int64(i) + int64(len(p))))

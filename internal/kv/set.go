@@ -92,39 +92,7 @@ func cmdSAdd(x *ctx, args [][]byte) Reply {
 	return Int(added)
 }
 
-func cmdSRem(x *ctx, args [][]byte) Reply {
-	c, ok, e := x.loadColl(args[1], typeSet)
-	if e != nil {
-		return *e
-	}
-	if !ok {
-		return Int(0)
-	}
-	var deleted int64
-	for _, m := range args[2:] {
-		had, err := x.hasElem(c, m)
-		if err != nil {
-			return errStorage(err)
-		}
-		if !had {
-			continue
-		}
-		if err := x.delElem(c, m); err != nil {
-			return errStorage(err)
-		}
-		deleted++
-		if c.length()-deleted <= 0 {
-			break
-		}
-	}
-	if deleted > 0 {
-		c.setLength(c.length() - deleted)
-		if err := x.saveColl(c); err != nil {
-			return errStorage(err)
-		}
-	}
-	return Int(deleted)
-}
+func cmdSRem(x *ctx, args [][]byte) Reply { return removeElems(x, args, typeSet) }
 
 // setMembers returns every member of c, in byte order.
 func (x *ctx) setMembers(c *coll) ([]Reply, error) {
