@@ -390,7 +390,7 @@ func TestScriptLimits(t *testing.T) {
 		{"local t = {} rawset(t, 60000000, 1) return 1", budgetErr},
 		{"local t = {} table.insert(t, 60000000, 1) return 1", budgetErr},
 		{"local t = {1} table.insert(t, -2000000000, 1) return 1", budgetErr},
-		{"local function f(n) return f(n + 1) + 1 end return f(1)", "ERR lua callstack overflow"},
+		{"local function f(n) return f(n + 1) + 1 end return f(1)", "ERR user_script:1: stack overflow"},
 		{"local function f() pcall(f) end f() return 'survived'", "survived"},
 		{"local t = {} t[1] = t return t", "ERR reached lua stack limit"},
 		{"local t = {} t[1] = t t[2] = t return t", budgetErr},
