@@ -37,8 +37,9 @@ import (
 //
 //   - No clock but the entry's: redis.call('TIME') answers from ctx.now
 //     (the leader's timestamp in the log entry). No os, io, debug,
-//     require, dofile, loadfile, print; loadstring and load compile
-//     through the same pipeline as scripts.
+//     require, dofile, loadfile, print, getfenv, setfenv (Redis 7.0.15 has
+//     none of them either); loadstring and load compile through the same
+//     pipeline as scripts.
 //   - math.random is Redis's redisLrand48 generator, seeded at the start of
 //     every run from ctx.rand() (derived from the log position), so every
 //     replica draws the same numbers; math.randomseed(n) reseeds it exactly
@@ -78,11 +79,14 @@ import (
 // LState's context once per instruction (mainLoopWithContext, vm.go), and
 // budgetCtx.Done counts the calls and returns a closed channel once the
 // budget is spent, which raises an error at the next instruction (also
-// inside pcall, so a script cannot catch it for long). Library functions
-// whose cost is not one instruction charge the same budget: one unit per
-// 64 bytes they allocate (string.rep, string.format, table.concat,
-// concatenation, redis.call replies, ...), per 16 steps of pattern
-// matching, per moved table element. A script that exceeds scriptBudget
+// inside pcall, so a script cannot catch it for long). What costs more
+// than one instruction charges the same budget: one unit per 64 bytes a
+// library function or a reply allocates (string.rep, string.format,
+// string.gsub, table.concat, concatenation, cjson, redis.call replies,
+// ...), per nil slot appended to a table, per 16 steps of pattern
+// matching, per 8 table elements moved or compared by the table library,
+// per 4 values passed to or returned by a Go function beyond 8, four per
+// element of the script's reply. A script that exceeds scriptBudget
 // fails, identically on every replica, with
 //
 //	ERR script exceeded its budget of N Lua instructions; kvorum runs scripts at apply time on every replica, see README
@@ -90,16 +94,19 @@ import (
 // Writes it made before stay (as for any script error in Redis, there is
 // no rollback).
 //
-// To keep costs honest, scripts are compiled from a rewritten syntax tree:
-// a .. b .. c becomes one call of a helper that checks and charges the
-// result's size (strings are limited to 512 MB, proto-max-bulk-len), #x a
-// call that finds a border in O(log n) (gopher-lua's Len scans trailing
-// nils), t[k] = v charges the nil slots gopher-lua would append when k is
-// far beyond the array part, and {...} or {f()} charge the values they
-// copy. Memory is therefore bounded by the budget too, roughly 64 bytes
-// per unit plus what single instructions allocate (a table, a closure).
-// What remains unbounded per instruction is comparing or hashing very
-// long strings (==, <, t[s]): O(length) each, in the VM.
+// To keep costs honest, scripts are compiled from a rewritten syntax tree
+// (scriptRewriter): a .. b .. c becomes one call of a helper that checks
+// and charges the result's size (strings are limited to 512 MB,
+// proto-max-bulk-len), #x a call that finds a border in O(log n)
+// (gopher-lua's Len scans trailing nils), t[k] = v charges the nil slots
+// gopher-lua would append when k is far beyond the array part (it has no
+// hash part for such keys), and ..., {...} and {f()} charge the values they
+// copy. A store with a computed key therefore costs about six units
+// instead of one. Memory is bounded by the budget too: at most about 64
+// bytes per unit of charged allocations (some 1 GB for a whole budget)
+// plus what single instructions allocate (a table, a closure: tens of
+// bytes each). What remains O(length) in one instruction, uncharged, is
+// comparing or hashing long strings (==, <, t[s]) in the VM.
 //
 // # Script cache
 //
@@ -113,22 +120,32 @@ import (
 //
 // # Differences from Redis 7.0
 //
-// Lua runtime error texts are gopher-lua's for most errors (Lua 5.1's for
-// concatenation, length, global access, readonly tables and the library
-// functions kvorum implements itself: string, table, math.random, tonumber,
-// tostring, error, pcall); compile errors are gopher-lua's. struct and
-// cmsgpack are not available; cjson and bit are. redis.log writes nothing,
+// Lua runtime error texts are gopher-lua's for errors raised by the VM
+// itself (indexing or calling nil, arithmetic on a non-number, comparing
+// tables), without Lua 5.1's variable names; Lua 5.1's for concatenation,
+// length, global access, read-only tables, stack overflow and the library
+// functions kvorum implements itself (string, table, math.random,
+// tonumber, tostring, error, pcall, unpack, ...). Compile errors are
+// gopher-lua's ("Error compiling script (new function): ..." as in Redis,
+// then gopher-lua's text); syntax nesting deeper than 1000 levels does
+// not compile. # of a table with holes may give another (valid) border
+// than Lua 5.1: gopher-lua keeps integer keys below 2^26 in the array
+// part. struct and cmsgpack are not available; cjson and bit are.
+// collectgarbage('count') is 0. redis.log writes nothing,
 // redis.set_repl and redis.replicate_commands are accepted and do nothing
 // (kvorum always replicates the whole script), SCRIPT KILL always answers
 // NOTBUSY (a script cannot run longer than its budget) and SCRIPT DEBUG is
 // not supported. RESP3 (redis.setresp(3)) is supported except big numbers,
 // which become bulk strings.
 
-// scriptBudget is a script's instruction budget. On the development
-// machine (go1.26, amd64) gopher-lua runs 12-35 ns per instruction
-// depending on the instruction mix (about 20 ns for a typical loop), so a
-// script that exhausts the budget costs about 0.2-0.5 s; see
-// TestScriptBudget and BenchmarkScriptBudget.
+// scriptBudget is a script's instruction budget. Measured on the
+// development machine (2 cores, go1.26, amd64; TestScriptBudget,
+// BenchmarkScriptBudget): an empty loop runs at 5.5 ns per instruction
+// (0.08 s for the whole budget), an arithmetic loop at 11 ns (0.16 s), a
+// loop with arithmetic and a table store at 26 ns (0.39 s), pattern
+// matching at 17 ns per unit (0.26 s). So a script that exhausts the
+// budget costs about 0.1-0.4 s, on every replica, during which the
+// replica applies nothing else.
 const scriptBudget = 15_000_000
 
 const (
@@ -528,7 +545,6 @@ type luaVM struct {
 	viewOf    map[*lua.LTable]*lua.LTable // table -> its read-only view
 	protected map[*lua.LTable]bool        // tables scripts may not modify
 	hiddenMT  map[*lua.LTable]lua.LValue  // internal metatable -> what getmetatable shows
-	sizes     map[*lua.LTable]int         // entries of the real tables, checked after each run
 	handler   *lua.LFunction              // the error handler of a run
 	resume    *lua.LFunction              // coroutine.resume
 	coCreateG lua.LGFunction              // gopher-lua's coroutine.create
@@ -596,7 +612,7 @@ var gopherLibs = sync.OnceValue(func() map[string]lua.LGFunction {
 	for _, lib := range []struct {
 		name string
 		open lua.LGFunction
-	}{{lua.BaseLibName, lua.OpenBase}, {lua.MathLibName, lua.OpenMath}, {lua.CoroutineLibName, lua.OpenCoroutine}} {
+	}{{lua.BaseLibName, lua.OpenBase}, {lua.CoroutineLibName, lua.OpenCoroutine}} {
 		L.Push(L.NewFunction(lib.open))
 		L.Push(lua.LString(lib.name))
 		L.Call(1, 0)
@@ -610,7 +626,6 @@ var gopherLibs = sync.OnceValue(func() map[string]lua.LGFunction {
 		})
 	}
 	g("", L.G.Global)
-	g("math.", L.GetGlobal("math").(*lua.LTable))
 	g("coroutine.", L.GetGlobal("coroutine").(*lua.LTable))
 	return out
 })
@@ -631,8 +646,8 @@ func arrayLen(t *lua.LTable) int { return reflect.ValueOf(t).Elem().Field(ltable
 
 func newLuaVM() *luaVM {
 	L := lua.NewState(lua.Options{
-		SkipOpenLibs:        true,
-		CallStackSize:       scriptCallStack,
+		SkipOpenLibs:     true,
+		CallStackSize:    scriptCallStack,
 		RegistrySize:     1024,
 		RegistryMaxSize:  scriptRegistryMax,
 		RegistryGrowStep: 4096,
@@ -641,7 +656,7 @@ func newLuaVM() *luaVM {
 		MinimizeStackMemory: false,
 	})
 	vm := &luaVM{L: L, views: map[*lua.LTable]*lua.LTable{}, viewOf: map[*lua.LTable]*lua.LTable{}, protected: map[*lua.LTable]bool{},
-		hiddenMT: map[*lua.LTable]lua.LValue{}, sizes: map[*lua.LTable]int{}}
+		hiddenMT: map[*lua.LTable]lua.LValue{}}
 	vm.env = L.CreateTable(0, 0)
 	vm.globals = L.CreateTable(0, 64)
 	// Every function created from now on has the read-only view as its
@@ -649,7 +664,7 @@ func newLuaVM() *luaVM {
 	L.G.Global = vm.env
 	L.Env = vm.env
 	libs := gopherLibs()
-	fn := L.NewFunction
+	fn := func(f lua.LGFunction) *lua.LFunction { return L.NewFunction(vm.metered(f)) }
 
 	lib := func(name string, fns map[string]lua.LGFunction, extra map[string]lua.LValue) *lua.LTable {
 		t := L.CreateTable(0, len(fns)+len(extra))
@@ -688,8 +703,13 @@ func newLuaVM() *luaVM {
 		"\x00cc": vm.concatFn, "\x00ik": vm.indexKey, "\x00ikn": vm.indexKeyNew,
 		"\x00va": vm.chargeValues, "\x00ln": vm.lengthFn,
 	}
-	for n, f := range base {
-		vm.globals.RawSetString(n, fn(f))
+	names := make([]string, 0, len(base))
+	for n := range base {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		vm.globals.RawSetString(n, fn(base[n]))
 	}
 	vm.globals.RawSetString("_G", vm.env)
 	vm.globals.RawSetString("_VERSION", lua.LString("Lua 5.1"))
@@ -697,10 +717,8 @@ func newLuaVM() *luaVM {
 	strLib := lib("string", vm.stringLib(), nil)
 	lib("table", vm.tableLib(), nil)
 	mathFns := map[string]lua.LGFunction{"random": vm.mathRandom, "randomseed": vm.mathRandomSeed}
-	for n, f := range libs {
-		if m, ok := strings.CutPrefix(n, "math."); ok && m != "random" && m != "randomseed" {
-			mathFns[m] = f
-		}
+	for n, f := range mathLib {
+		mathFns[n] = f
 	}
 	lib("math", mathFns, map[string]lua.LValue{"pi": lua.LNumber(math.Pi), "huge": lua.LNumber(math.Inf(1))})
 	co := map[string]lua.LGFunction{"create": vm.coCreate, "wrap": vm.coWrap}
@@ -742,12 +760,23 @@ func newLuaVM() *luaVM {
 	L.SetMetatable(lua.LString(""), vm.strMT)
 
 	vm.handler = fn(vm.errHandler)
-	for t := range vm.protected {
-		if _, isView := vm.views[t]; !isView {
-			vm.sizes[t] = tableSize(t)
-		}
-	}
 	return vm
+}
+
+// metered charges a Go function for the values it receives and returns
+// beyond a few (one unit per four): the VM copies them, and some functions
+// walk them (math.max, select, string.char, ...).
+func (vm *luaVM) metered(f lua.LGFunction) lua.LGFunction {
+	return func(L *lua.LState) int {
+		if n := L.GetTop(); n >= 8 {
+			vm.charge(L, int64(n/4))
+		}
+		r := f(L)
+		if r >= 8 {
+			vm.charge(L, int64(r/4))
+		}
+		return r
+	}
 }
 
 // view returns the read-only view of t (one per table): an empty table
@@ -767,12 +796,6 @@ func (vm *luaVM) view(t *lua.LTable) *lua.LTable {
 	vm.protected[v], vm.protected[mt], vm.protected[t] = true, true, true
 	vm.hiddenMT[mt] = lua.LNil
 	return v
-}
-
-func tableSize(t *lua.LTable) int {
-	n := 0
-	t.ForEach(func(lua.LValue, lua.LValue) { n++ })
-	return n
 }
 
 func luaReadonly(L *lua.LState) int {
@@ -805,15 +828,7 @@ func (vm *luaVM) clean() bool {
 			return false
 		}
 	}
-	if vm.globals.Metatable != vm.globalsMT || L.GetMetatable(lua.LString("")) != vm.strMT {
-		return false
-	}
-	for t, n := range vm.sizes {
-		if tableSize(t) != n {
-			return false
-		}
-	}
-	return true
+	return vm.globals.Metatable == vm.globalsMT && L.GetMetatable(lua.LString("")) == vm.strMT
 }
 
 // exec runs a script. It returns the reply and whether the state may be
@@ -829,6 +844,8 @@ func (vm *luaVM) exec(x *ctx, cs *compiledScript, keys, argv [][]byte, readOnly 
 	L.SetContext(&vm.budget)
 	err := L.PCall(0, 1, vm.handler)
 	L.RemoveContext()
+	var ae *lua.ApiError
+	panicked := errors.As(err, &ae) && ae.Type == lua.ApiErrorPanic
 	var r Reply
 	switch {
 	case vm.budget.exhausted:
@@ -847,7 +864,7 @@ func (vm *luaVM) exec(x *ctx, cs *compiledScript, keys, argv [][]byte, readOnly 
 	L.SetTop(0)
 	vm.globals.RawSetString("KEYS", lua.LNil)
 	vm.globals.RawSetString("ARGV", lua.LNil)
-	clean := vm.clean()
+	clean := !panicked && vm.clean() // a Go panic inside gopher-lua: drop the state
 	vm.run = scriptRun{}
 	return r, clean
 }
@@ -878,6 +895,62 @@ func (vm *luaVM) chargeBytes(L *lua.LState, n int) {
 	}
 	vm.run.allocated += int64(n)
 	vm.charge(L, int64(n/scriptBytesPerUnit))
+}
+
+// outBuf builds a long string from small appends and large pieces: the
+// budget is charged as it grows, and no byte is copied more than twice
+// (slices grown by append would copy the whole result many times).
+type outBuf struct {
+	vm    *luaVM
+	L     *lua.LState
+	parts []string
+	cur   []byte
+	size  int
+}
+
+func (o *outBuf) grow(n int) {
+	if o.size+n > scriptMaxString || o.size+n < 0 {
+		o.L.RaiseError("resulting string too large")
+	}
+	o.size += n
+}
+
+func (o *outBuf) writeByte(c byte) {
+	o.grow(1)
+	o.cur = append(o.cur, c)
+	if len(o.cur) >= 64<<10 {
+		o.flush()
+	}
+}
+
+func (o *outBuf) writeString(s string) {
+	o.grow(len(s))
+	if len(s) >= 4096 {
+		o.flush()
+		o.vm.chargeBytes(o.L, len(s))
+		o.parts = append(o.parts, s)
+		return
+	}
+	o.cur = append(o.cur, s...)
+	if len(o.cur) >= 64<<10 {
+		o.flush()
+	}
+}
+
+func (o *outBuf) flush() {
+	if len(o.cur) > 0 {
+		o.vm.chargeBytes(o.L, len(o.cur))
+		o.parts = append(o.parts, string(o.cur))
+		o.cur = o.cur[:0]
+	}
+}
+
+func (o *outBuf) String() string {
+	if len(o.parts) == 0 {
+		return string(o.cur)
+	}
+	o.flush()
+	return strings.Join(o.parts, "")
 }
 
 // spend is charge outside Lua: it reports false when exhausted.
@@ -977,7 +1050,9 @@ func (vm *luaVM) errorReply(err error) Reply {
 // toReply converts a script's result to a reply, as Redis's
 // luaReplyToRedisReply.
 func (vm *luaVM) toReply(v lua.LValue, depth int) Reply {
-	if !vm.spend(1) {
+	// A reply element costs about as much as four instructions (a Reply is
+	// some 80 bytes), which also bounds replies that repeat a table.
+	if !vm.spend(4) {
 		return Nil
 	}
 	switch v := v.(type) {
@@ -1034,7 +1109,7 @@ func (vm *luaVM) toReply(v lua.LValue, depth int) Reply {
 			}
 			return Reply{Kind: KindSet, Elems: out}
 		}
-		var out []Reply
+		out := make([]Reply, 0, min(arrayLen(v), 1024))
 		for j := 1; !vm.budget.exhausted; j++ {
 			e := v.RawGetInt(j)
 			if e == lua.LNil {
@@ -1533,7 +1608,12 @@ func (vm *luaVM) luaErrorFn(L *lua.LState) int {
 // pcall is Redis's: an error table with an err field is returned as its
 // string, as before Redis 7.
 func (vm *luaVM) pcall(L *lua.LState) int {
-	checkAny(L, 1, "pcall")
+	if L.GetTop() == 0 {
+		// Redis's pcall calls its own placeholder: Lua reports a boolean.
+		L.Push(lua.LFalse)
+		L.Push(lua.LString("attempt to call a boolean value"))
+		return 2
+	}
 	if err := L.PCall(L.GetTop()-1, lua.MultRet, nil); err != nil {
 		var obj lua.LValue = lua.LString(err.Error())
 		var ae *lua.ApiError
@@ -1977,9 +2057,11 @@ func (vm *luaVM) chargeValues(L *lua.LState) int {
 // (gopher-lua would give it a child context of its own), and a run may
 // create a limited number.
 
-func (vm *luaVM) coCreate(L *lua.LState) int {
+func (vm *luaVM) coCreate(L *lua.LState) int { return vm.newThread(L, "create") }
+
+func (vm *luaVM) newThread(L *lua.LState, fname string) int {
 	if f, ok := L.Get(1).(*lua.LFunction); !ok || f.IsG {
-		argError(L, 1, "create", "Lua function expected")
+		argError(L, 1, fname, "Lua function expected")
 	}
 	vm.run.threads++
 	if vm.run.threads > scriptMaxThreads {
@@ -2001,10 +2083,10 @@ func (vm *luaVM) coCreate(L *lua.LState) int {
 }
 
 func (vm *luaVM) coWrap(L *lua.LState) int {
-	vm.coCreate(L)
+	vm.newThread(L, "wrap")
 	th := L.Get(-1)
 	L.Pop(1)
-	L.Push(L.NewClosure(vm.wrapAux, th))
+	L.Push(L.NewClosure(vm.metered(vm.wrapAux), th))
 	return 1
 }
 
@@ -2066,6 +2148,63 @@ func (vm *luaVM) mathRandomSeed(L *lua.LState) int {
 	vm.run.rng = uint64(uint16(seed>>16))<<32 | uint64(uint16(seed))<<16 | 0x330E
 	return 0
 }
+
+// mathLib is Lua 5.1's math library (but random) on Go's math package.
+var mathLib = func() map[string]lua.LGFunction {
+	f1 := func(name string, f func(float64) float64) lua.LGFunction {
+		return func(L *lua.LState) int {
+			L.Push(lua.LNumber(f(checkNumber(L, 1, name))))
+			return 1
+		}
+	}
+	f2 := func(name string, f func(a, b float64) float64) lua.LGFunction {
+		return func(L *lua.LState) int {
+			L.Push(lua.LNumber(f(checkNumber(L, 1, name), checkNumber(L, 2, name))))
+			return 1
+		}
+	}
+	fold := func(name string, better func(a, b float64) bool) lua.LGFunction {
+		return func(L *lua.LState) int {
+			m := checkNumber(L, 1, name)
+			for i := 2; i <= L.GetTop(); i++ {
+				if d := checkNumber(L, i, name); better(d, m) {
+					m = d
+				}
+			}
+			L.Push(lua.LNumber(m))
+			return 1
+		}
+	}
+	return map[string]lua.LGFunction{
+		"abs": f1("abs", math.Abs), "acos": f1("acos", math.Acos), "asin": f1("asin", math.Asin),
+		"atan": f1("atan", math.Atan), "atan2": f2("atan2", math.Atan2), "ceil": f1("ceil", math.Ceil),
+		"cos": f1("cos", math.Cos), "cosh": f1("cosh", math.Cosh),
+		"deg": f1("deg", func(x float64) float64 { return x * (180 / math.Pi) }),
+		"exp": f1("exp", math.Exp), "floor": f1("floor", math.Floor), "fmod": f2("fmod", math.Mod),
+		"log": f1("log", math.Log), "log10": f1("log10", math.Log10), "mod": f2("mod", math.Mod),
+		"pow": f2("pow", math.Pow), "rad": f1("rad", func(x float64) float64 { return x * (math.Pi / 180) }),
+		"sin": f1("sin", math.Sin), "sinh": f1("sinh", math.Sinh), "sqrt": f1("sqrt", math.Sqrt),
+		"tan": f1("tan", math.Tan), "tanh": f1("tanh", math.Tanh),
+		"max": fold("max", func(a, b float64) bool { return a > b }),
+		"min": fold("min", func(a, b float64) bool { return a < b }),
+		"frexp": func(L *lua.LState) int {
+			m, e := math.Frexp(checkNumber(L, 1, "frexp"))
+			L.Push(lua.LNumber(m))
+			L.Push(lua.LNumber(e))
+			return 2
+		},
+		"ldexp": func(L *lua.LState) int {
+			L.Push(lua.LNumber(math.Ldexp(checkNumber(L, 1, "ldexp"), checkInt(L, 2, "ldexp"))))
+			return 1
+		},
+		"modf": func(L *lua.LState) int {
+			ip, fp := math.Modf(checkNumber(L, 1, "modf"))
+			L.Push(lua.LNumber(ip))
+			L.Push(lua.LNumber(fp))
+			return 2
+		},
+	}
+}()
 
 // ---------------------------------------------------------------------------
 // bit: LuaBitOp, as in Redis.
@@ -2284,22 +2423,17 @@ func (vm *luaVM) strFormat(L *lua.LState) int {
 		}
 		return 0
 	}
-	var b []byte
-	add := func(s string) {
-		if len(b)+len(s) > scriptMaxString {
-			L.RaiseError("resulting string too large")
-		}
-		b = append(b, s...)
-	}
+	out := &outBuf{vm: vm, L: L}
+	add := out.writeString
 	for i := 0; i < len(fs); {
 		if fs[i] != '%' {
-			b = append(b, fs[i])
+			out.writeByte(fs[i])
 			i++
 			continue
 		}
 		i++
 		if at(i) == '%' {
-			b = append(b, '%')
+			out.writeByte('%')
 			i++
 			continue
 		}
@@ -2358,8 +2492,7 @@ func (vm *luaVM) strFormat(L *lua.LState) int {
 			L.RaiseError("invalid option '%%%c' to 'format'", conv)
 		}
 	}
-	vm.chargeBytes(L, len(b))
-	L.Push(lua.LString(b))
+	L.Push(lua.LString(out.String()))
 	return 1
 }
 
@@ -2587,26 +2720,35 @@ func (vm *luaVM) strGsub(L *lua.LState) int {
 	if anchor {
 		pi = 1
 	}
-	var b []byte
+	// The result is built from pieces (most of them slices of src or the
+	// replacement itself) and joined once.
+	var parts []string
+	size := 0
 	add := func(s string) {
-		if len(b)+len(s) > scriptMaxString {
+		if size+len(s) > scriptMaxString {
 			L.RaiseError("resulting string too large")
 		}
-		b = append(b, s...)
+		if s == "" {
+			return
+		}
+		vm.chargeBytes(L, len(s)+scriptBytesPerUnit) // the piece and its header
+		parts = append(parts, s)
+		size += len(s)
 	}
 	n := int64(0)
-	s := 0
+	s, pend := 0, 0 // src[pend:s] is copied as is
 	for n < maxS {
 		m.level = 0
 		e := m.match(s, pi, 0)
 		if e >= 0 {
 			n++
+			add(src[pend:s])
 			add(vm.gsubValue(m, repl, s, e))
+			pend = s
 		}
 		if e >= 0 && e > s {
-			s = e
+			s, pend = e, e
 		} else if s < len(src) {
-			b = append(b, src[s])
 			s++
 		} else {
 			break
@@ -2615,9 +2757,8 @@ func (vm *luaVM) strGsub(L *lua.LState) int {
 			break
 		}
 	}
-	add(src[s:])
-	vm.chargeBytes(L, len(b))
-	L.Push(lua.LString(b))
+	add(src[pend:])
+	L.Push(lua.LString(strings.Join(parts, "")))
 	L.Push(lua.LNumber(n))
 	return 2
 }
@@ -2628,11 +2769,17 @@ func (vm *luaVM) gsubValue(m *luaMatcher, repl lua.LValue, s, e int) string {
 	switch r := repl.(type) {
 	case lua.LNumber, lua.LString:
 		news := luaToStringPlain(r)
+		if strings.IndexByte(news, '%') < 0 {
+			return news
+		}
 		var b []byte
 		for i := 0; i < len(news); i++ {
-			c := news[i]
-			if c != '%' {
-				b = append(b, c)
+			if j := strings.IndexByte(news[i:], '%'); j != 0 {
+				if j < 0 {
+					j = len(news) - i
+				}
+				b = append(b, news[i:i+j]...)
+				i += j - 1
 				continue
 			}
 			i++
@@ -3397,7 +3544,11 @@ func strtod(s string) (float64, int) {
 		i++
 	}
 	neg := i > 0 && s[0] == '-'
-	rest := strings.ToLower(s[i:])
+	rest := s[i:]
+	if len(rest) > 9 {
+		rest = rest[:9]
+	}
+	rest = strings.ToLower(rest)
 	switch {
 	case strings.HasPrefix(rest, "inf"):
 		n := 3
@@ -3642,10 +3793,9 @@ func (vm *luaVM) cjsonEncode(L *lua.LState) int {
 	if L.GetTop() != 1 {
 		argError(L, 1, "encode", "expected 1 argument")
 	}
-	var b []byte
-	vm.jsonValue(L, &b, L.Get(1), 0)
-	vm.chargeBytes(L, len(b))
-	L.Push(lua.LString(b))
+	out := &outBuf{vm: vm, L: L}
+	vm.jsonValue(L, out, L.Get(1), 0)
+	L.Push(lua.LString(out.String()))
 	return 1
 }
 
@@ -3653,46 +3803,45 @@ func (vm *luaVM) jsonFail(L *lua.LState, v lua.LValue, reason string) {
 	L.RaiseError("Cannot serialise %s: %s", v.Type().String(), reason)
 }
 
-func (vm *luaVM) jsonValue(L *lua.LState, b *[]byte, v lua.LValue, depth int) {
-	if len(*b) > scriptMaxString {
-		L.RaiseError("resulting string too large")
-	}
+func (vm *luaVM) jsonValue(L *lua.LState, b *outBuf, v lua.LValue, depth int) {
 	vm.step(L)
 	cfg := &vm.run.cjson
 	switch x := v.(type) {
 	case lua.LString:
-		*b = append(*b, '"')
+		b.writeByte('"')
+		run := 0 // x[run:i] needs no escape
 		for i := 0; i < len(x); i++ {
 			if e := cjsonEscape[x[i]]; e != "" {
-				*b = append(*b, e...)
-			} else {
-				*b = append(*b, x[i])
+				b.writeString(string(x[run:i]))
+				b.writeString(e)
+				run = i + 1
 			}
 		}
-		*b = append(*b, '"')
+		b.writeString(string(x[run:]))
+		b.writeByte('"')
 	case lua.LNumber:
 		f := float64(x)
 		if math.IsInf(f, 0) || math.IsNaN(f) {
 			if !cfg.encodeInvalid {
 				vm.jsonFail(L, v, "must not be NaN or Inf")
 			}
-			*b = append(*b, cFormatG(f, cfg.numberPrecision)...)
+			b.writeString(cFormatG(f, cfg.numberPrecision))
 			return
 		}
-		*b = append(*b, cFormatG(f, cfg.numberPrecision)...)
+		b.writeString(cFormatG(f, cfg.numberPrecision))
 	case lua.LBool:
 		if x {
-			*b = append(*b, "true"...)
+			b.writeString("true")
 		} else {
-			*b = append(*b, "false"...)
+			b.writeString("false")
 		}
 	case *lua.LNilType:
-		*b = append(*b, "null"...)
+		b.writeString("null")
 	case *lua.LUserData:
 		if x != vm.null {
 			vm.jsonFail(L, v, "type not supported")
 		}
-		*b = append(*b, "null"...)
+		b.writeString("null")
 	case *lua.LTable:
 		depth++
 		if depth > cfg.encodeMaxDepth {
@@ -3700,37 +3849,37 @@ func (vm *luaVM) jsonValue(L *lua.LState, b *[]byte, v lua.LValue, depth int) {
 		}
 		n := vm.jsonArrayLength(L, x)
 		if n > 0 {
-			*b = append(*b, '[')
+			b.writeByte('[')
 			for i := 1; i <= n; i++ {
 				if i > 1 {
-					*b = append(*b, ',')
+					b.writeByte(',')
 				}
 				vm.jsonValue(L, b, x.RawGetInt(i), depth)
 			}
-			*b = append(*b, ']')
+			b.writeByte(']')
 			return
 		}
-		*b = append(*b, '{')
+		b.writeByte('{')
 		first := true
 		for k, e := x.Next(lua.LNil); k != lua.LNil; k, e = x.Next(k) {
 			if !first {
-				*b = append(*b, ',')
+				b.writeByte(',')
 			}
 			first = false
 			switch kk := k.(type) {
 			case lua.LString:
 				vm.jsonValue(L, b, kk, depth)
 			case lua.LNumber:
-				*b = append(*b, '"')
-				*b = append(*b, cFormatG(float64(kk), cfg.numberPrecision)...)
-				*b = append(*b, '"')
+				b.writeByte('"')
+				b.writeString(cFormatG(float64(kk), cfg.numberPrecision))
+				b.writeByte('"')
 			default:
-				vm.jsonFail(L, x, "table key must be a number or string")
+				vm.jsonFail(L, k, "table key must be a number or string")
 			}
-			*b = append(*b, ':')
+			b.writeByte(':')
 			vm.jsonValue(L, b, e, depth)
 		}
-		*b = append(*b, '}')
+		b.writeByte('}')
 	default:
 		vm.jsonFail(L, v, "type not supported")
 	}
@@ -3849,7 +3998,7 @@ func (d *jsonDecoder) value() lua.LValue {
 		d.depth--
 		return v
 	case c == '"':
-		return d.str()
+		return d.str("value")
 	case c == '-' || cIsDigit(c):
 		f, n := strtod(d.s[d.i:])
 		if n == 0 {
@@ -3883,7 +4032,7 @@ func (d *jsonDecoder) object() lua.LValue {
 		if d.i >= len(d.s) || d.s[d.i] != '"' {
 			d.fail("object key string")
 		}
-		k := d.str()
+		k := d.str("object key string")
 		d.space()
 		if d.i >= len(d.s) || d.s[d.i] != ':' {
 			d.fail("colon")
@@ -3927,12 +4076,17 @@ func (d *jsonDecoder) array() lua.LValue {
 	}
 }
 
-func (d *jsonDecoder) str() lua.LString {
+// str decodes a string token; want is what the parser expects there (for
+// lua-cjson's error message).
+func (d *jsonDecoder) str(want string) lua.LString {
 	d.i++ // the quote
 	var b []byte
+	fail := func(at int, what string) {
+		d.L.RaiseError("Expected %s but found %s at character %d", want, what, at+1)
+	}
 	for {
-		if d.i >= len(d.s) {
-			d.L.RaiseError("Expected object key string but found invalid token at character %d", d.i+1)
+		if d.i >= len(d.s) || d.s[d.i] == 0 {
+			fail(d.i, "unexpected end of string")
 		}
 		c := d.s[d.i]
 		switch {
@@ -3941,10 +4095,11 @@ func (d *jsonDecoder) str() lua.LString {
 			d.vm.chargeBytes(d.L, len(b))
 			return lua.LString(b)
 		case c == '\\':
-			if d.i+1 >= len(d.s) {
-				d.fail("value")
+			bs := d.i
+			var e byte
+			if d.i+1 < len(d.s) {
+				e = d.s[d.i+1]
 			}
-			e := d.s[d.i+1]
 			d.i += 2
 			switch e {
 			case '"', '\\', '/':
@@ -3961,23 +4116,23 @@ func (d *jsonDecoder) str() lua.LString {
 				b = append(b, '\t')
 			case 'u':
 				r, ok := d.hex4()
-				if ok && r >= 0xD800 && r <= 0xDBFF && strings.HasPrefix(d.s[d.i:], `\u`) {
-					d.i += 2
-					lo, ok2 := d.hex4()
-					if !ok2 || lo < 0xDC00 || lo > 0xDFFF {
-						ok = false
-					} else {
-						r = 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00)
+				if ok && r >= 0xD800 && r <= 0xDBFF {
+					ok = false
+					if strings.HasPrefix(d.s[d.i:], `\u`) {
+						d.i += 2
+						if lo, ok2 := d.hex4(); ok2 && lo >= 0xDC00 && lo <= 0xDFFF {
+							r, ok = 0x10000+(r-0xD800)<<10+(lo-0xDC00), true
+						}
 					}
-				} else if r >= 0xD800 && r <= 0xDFFF {
+				} else if r >= 0xDC00 && r <= 0xDFFF {
 					ok = false
 				}
 				if !ok {
-					d.L.RaiseError("Expected value but found invalid unicode escape code at character %d", d.i)
+					fail(bs, "invalid unicode escape code")
 				}
 				b = append(b, string(rune(r))...)
 			default:
-				d.L.RaiseError("Expected value but found invalid escape code at character %d", d.i-1)
+				fail(bs, "invalid escape code")
 			}
 		default:
 			b = append(b, c)
@@ -4017,6 +4172,7 @@ const (
 //	t[k] = v         -> do local o = t; local key = \0ik(o, k); o[key] = v end
 //	{[k] = v}        -> {[\0ikn(k, n)] = v}
 //	{..., f()}       -> {..., \0va(f())}       (also for ...)
+//	f(a, ...)        -> f(a, \0va(...))        (also return ...)
 //
 // String keys and small integer constants are left alone. descs name the
 // operands for Lua 5.1's error messages ("local 'x'"). It also bounds the
@@ -4181,6 +4337,7 @@ func (rw *scriptRewriter) stmt(s ast.Stmt) ast.Stmt {
 		for i, e := range s.Exprs {
 			s.Exprs[i] = rw.expr(e)
 		}
+		rw.chargeVarargs(s.Exprs)
 	}
 	return s
 }
@@ -4283,6 +4440,16 @@ func (rw *scriptRewriter) assign(s *ast.AssignStmt) ast.Stmt {
 	return d
 }
 
+// chargeVarargs wraps a trailing ... (all the varargs, copied by the VM)
+// into a call that charges for them.
+func (rw *scriptRewriter) chargeVarargs(list []ast.Expr) {
+	if n := len(list); n > 0 {
+		if v, ok := list[n-1].(*ast.Comma3Expr); ok && !v.AdjustRet {
+			list[n-1] = helperCall(hValues, v.Line(), false, v)
+		}
+	}
+}
+
 func isMultRet(e ast.Expr) bool {
 	switch e := e.(type) {
 	case *ast.FuncCallExpr:
@@ -4356,6 +4523,7 @@ func (rw *scriptRewriter) expr(e ast.Expr) ast.Expr {
 		for i, a := range e.Args {
 			e.Args[i] = rw.expr(a)
 		}
+		rw.chargeVarargs(e.Args)
 	case *ast.LogicalOpExpr:
 		e.Lhs = rw.expr(e.Lhs)
 		e.Rhs = rw.expr(e.Rhs)

@@ -3,6 +3,7 @@ package kv
 import (
 	"bytes"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -381,8 +382,9 @@ func TestScriptLimits(t *testing.T) {
 	for _, c := range []struct{ src, want string }{
 		{"return string.rep('x', 1024*1024*1024)", "ERR user_script:1: resulting string too large"},
 		{"return string.rep('abc', 2^31 - 1)", "ERR user_script:1: resulting string too large"},
-		{"local s = 'x' for i = 1, 40 do s = s .. s end return #s", budgetErr},
-		{"local s = string.rep('x', 2^28) return #(s .. s .. s)", "ERR user_script:1: string length overflow"},
+		{"for i = 1, 1e6 do local s = string.rep('x', 2^16) end", budgetErr},
+		{"local s = 'x' for i = 1, 1e6 do s = ('x'):rep(100) .. s end", budgetErr},
+		{"local s = string.rep('x', 2^27) return #(s .. s .. s .. s .. s)", "ERR user_script:1: string length overflow"},
 		{"local t = {} for i = 1, 40 do t[i] = string.rep('y', 2^20) end return #table.concat(t, '', 1, 40)", "41943040"},
 		{"local t = {} t[60000000] = 1 return 1", budgetErr},
 		{"local t = {} for i = 1, 1000 do t[i] = {} t[i][50000] = 1 end return 1", budgetErr},
@@ -390,7 +392,7 @@ func TestScriptLimits(t *testing.T) {
 		{"local t = {} rawset(t, 60000000, 1) return 1", budgetErr},
 		{"local t = {} table.insert(t, 60000000, 1) return 1", budgetErr},
 		{"local t = {1} table.insert(t, -2000000000, 1) return 1", budgetErr},
-		{"local function f(n) return f(n + 1) + 1 end return f(1)", "ERR user_script:1: stack overflow"},
+		{"local function f(n) return f(n + 1) + 1 end return f(1)", "ERR user_script:1: stack overflow script: 66b14d7ca4c1fbcfbdf5034480320b86fda4c2f3, on @user_script:1."},
 		{"local function f() pcall(f) end f() return 'survived'", "survived"},
 		{"local t = {} t[1] = t return t", "ERR reached lua stack limit"},
 		{"local t = {} t[1] = t t[2] = t return t", budgetErr},
@@ -409,6 +411,12 @@ func TestScriptLimits(t *testing.T) {
 		{"local t = {} for i = 1, 3000 do table.insert(t, 1, i) end return #t", "3000"},
 		{"return cjson.encode(setmetatable({}, {__index = function() return 1 end}))", "{}"},
 		{"local t = {} t[1] = t return cjson.encode(t)", "ERR user_script:1: Cannot serialise, excessive nesting (1001)"},
+		{"local function f(...) return f(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, ...) end return f()", budgetErr},
+		{"local function f(...) return f(..., ...) end return f(1)", budgetErr},
+		{"local function g(...) return select('#', ...) end local function f(...) local n = 0 for i = 1, 1e6 do n = n + g(...) end return n end return f(unpack({}, 1, 8000))", budgetErr},
+		{"return string.gsub(string.rep('a', 1000), 'a', string.rep('b', 1000000))", "ERR user_script:1: resulting string too large"},
+		{"return #string.gsub(string.rep('ab', 1e6), 'a', '%0%0')", "3000000"},
+		{"return #cjson.encode(cjson.decode('[' .. string.rep('1,', 100000) .. '1]'))", "200003"},
 		{"return cjson.decode(string.rep('[', 2000))", "ERR user_script:1: Found too many nested data structures (1001) at character 1001"},
 	} {
 		r := evalKV(t, db, c.src, "0")
@@ -509,6 +517,21 @@ func TestScriptConcurrentReads(t *testing.T) {
 	for g := 0; g < 8; g++ {
 		if err := <-done; err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkScriptLockRelease is a typical short script (redis-py's lock
+// release), applied as a replica does.
+func BenchmarkScriptLockRelease(b *testing.B) {
+	db := openMem(b)
+	sha := string(runKV(db, []string{"SCRIPT", "LOAD", luaLockRelease}).Str)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		key := "lock" + strconv.Itoa(i)
+		runKV(db, []string{"SET", key, "tok"})
+		if r := runKV(db, []string{"EVALSHA", sha, "1", key, "tok"}); r.Int != 1 {
+			b.Fatal(fmtScriptReply(r))
 		}
 	}
 }
