@@ -262,3 +262,23 @@ func removeElems(x *ctx, args [][]byte, typ byte) Reply {
 	}
 	return Int(deleted)
 }
+
+// elemExists is HEXISTS and SISMEMBER: 1 if element args[2] is in the
+// collection args[1] of type typ, else 0.
+func elemExists(x *ctx, args [][]byte, typ byte) Reply {
+	c, ok, e := x.loadColl(args[1], typ)
+	if e != nil {
+		return *e
+	}
+	if !ok {
+		return Int(0)
+	}
+	had, err := x.hasElem(c, args[2])
+	if err != nil {
+		return errStorage(err)
+	}
+	if had {
+		return Int(1)
+	}
+	return Int(0)
+}

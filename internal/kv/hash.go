@@ -230,23 +230,7 @@ func cmdHGetAll(x *ctx, args [][]byte) Reply {
 
 func cmdHDel(x *ctx, args [][]byte) Reply { return removeElems(x, args, typeHash) }
 
-func cmdHExists(x *ctx, args [][]byte) Reply {
-	c, ok, e := x.loadColl(args[1], typeHash)
-	if e != nil {
-		return *e
-	}
-	if !ok {
-		return Int(0)
-	}
-	had, err := x.hasElem(c, args[2])
-	if err != nil {
-		return errStorage(err)
-	}
-	if had {
-		return Int(1)
-	}
-	return Int(0)
-}
+func cmdHExists(x *ctx, args [][]byte) Reply { return elemExists(x, args, typeHash) }
 
 func cmdHLen(x *ctx, args [][]byte) Reply {
 	c, ok, e := x.loadColl(args[1], typeHash)

@@ -119,23 +119,7 @@ func cmdSMembers(x *ctx, args [][]byte) Reply {
 	return setReply(out)
 }
 
-func cmdSIsMember(x *ctx, args [][]byte) Reply {
-	c, ok, e := x.loadColl(args[1], typeSet)
-	if e != nil {
-		return *e
-	}
-	if !ok {
-		return Int(0)
-	}
-	had, err := x.hasElem(c, args[2])
-	if err != nil {
-		return errStorage(err)
-	}
-	if had {
-		return Int(1)
-	}
-	return Int(0)
-}
+func cmdSIsMember(x *ctx, args [][]byte) Reply { return elemExists(x, args, typeSet) }
 
 func cmdSMIsMember(x *ctx, args [][]byte) Reply {
 	c, ok, e := x.loadColl(args[1], typeSet)
