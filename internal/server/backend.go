@@ -129,7 +129,7 @@ func (b *backend) Watch(ctx context.Context, keys [][]byte) ([]uint64, *kv.Reply
 	if r := n.readBarrier(ctx); r != nil {
 		return nil, r
 	}
-	now := time.Now().UnixMilli()
+	now := n.cfg.Now()
 	stamps := make([]uint64, len(keys))
 	for i, k := range keys {
 		s, err := kv.WatchStamp(n.store.DB(), k, now)
@@ -148,7 +148,7 @@ func (n *Node) execRead(ctx context.Context, cmds [][][]byte, out []kv.Reply) {
 		fill(out, *r)
 		return
 	}
-	now := time.Now().UnixMilli()
+	now := n.cfg.Now()
 	db := n.store.DB()
 	for i, args := range cmds {
 		out[i] = kv.Read(db, args, now)
@@ -158,6 +158,9 @@ func (n *Node) execRead(ctx context.Context, cmds [][][]byte, out []kv.Reply) {
 // readBarrier waits until this node may serve a linearizable read; an
 // error reply if it cannot before ctx ends.
 func (n *Node) readBarrier(ctx context.Context) *kv.Reply {
+	if n.cfg.Unsafe.StaleReads {
+		return nil // deliberately broken: see Config.Unsafe
+	}
 	r := n.store.Replica(firstRange)
 	start := time.Now()
 	for {
@@ -202,7 +205,7 @@ func (b *backend) Info() []resp.InfoSection {
 		{"raft_members", u(uint64(len(st.Descriptor.Replicas)))},
 		{"connected_slaves", "0"},
 	}}
-	keys := kv.Read(n.store.DB(), [][]byte{[]byte("DBSIZE")}, time.Now().UnixMilli())
+	keys := kv.Read(n.store.DB(), [][]byte{[]byte("DBSIZE")}, n.cfg.Now())
 	ks := resp.InfoSection{Name: "Keyspace"}
 	if keys.Kind == kv.KindInt && keys.Int > 0 {
 		ks.Fields = append(ks.Fields, [2]string{"db0", fmt.Sprintf("keys=%d,expires=0,avg_ttl=0", keys.Int)})

@@ -66,6 +66,28 @@ type Config struct {
 
 	// Logger receives structured logs. Default: warnings and errors to stderr.
 	Logger *slog.Logger
+
+	// Now is the node's wall clock in Unix milliseconds: what the leader
+	// stamps into log entries (TTL deadlines) and what reads compare
+	// deadlines with. Default time.Now. The torture harness makes clocks
+	// jump with it.
+	Now func() int64
+
+	// Unsafe switches off a safety mechanism on purpose. They exist only so
+	// that the fault suites (internal/torture, docs/reliability.md) can show
+	// that they catch the violations that follow; never set them on a node
+	// that holds data anyone cares about. No command-line flag sets them.
+	Unsafe Unsafe
+}
+
+// Unsafe lists the deliberate breakages the fault suites test themselves
+// with.
+type Unsafe struct {
+	// NoSync commits the Raft log and hard state without fsync, so a write
+	// is acknowledged before it is durable.
+	NoSync bool
+	// StaleReads serves reads from local state without a ReadIndex round.
+	StaleReads bool
 }
 
 // Defaults (documented in the README's configuration reference).
@@ -128,6 +150,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.Now == nil {
+		c.Now = func() int64 { return time.Now().UnixMilli() }
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

@@ -32,7 +32,7 @@ func (n *Node) expiryLoop() {
 		if _, local := r.Leader(); !local {
 			continue
 		}
-		keys, next, err := kv.ExpiredKeys(n.store.DB(), cursor, time.Now().UnixMilli(), expiryBatch)
+		keys, next, err := kv.ExpiredKeys(n.store.DB(), cursor, n.cfg.Now(), expiryBatch)
 		if err != nil {
 			n.cfg.Logger.Warn("expiry scan", "err", err)
 			continue

@@ -116,7 +116,7 @@ func Start(cfg Config) (n *Node, err error) {
 		NodeID: n.id, DB: n.db, FS: cfg.FS, Dir: cfg.DataDir, Transport: n.trans,
 		TickInterval: cfg.TickInterval, ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
 		SnapshotThreshold: cfg.SnapshotThreshold, Logger: log, Metrics: store.NewMetrics(n.reg),
-		StateMachine: kvMachine{n},
+		StateMachine: kvMachine{n}, Now: cfg.Now, UnsafeNoSync: cfg.Unsafe.NoSync,
 	})
 	n.store.CleanStaged()
 	if _, err = n.store.AddReplica(desc); err != nil {
@@ -126,7 +126,10 @@ func Start(cfg Config) (n *Node, err error) {
 	n.registerRaftGauges()
 	n.goServe("peer", func() error { return n.trans.Serve(n.peerLis) })
 
-	if cfg.Join != "" {
+	// A node restarted after it joined is already a member (its descriptor
+	// lists it) and must not ask again; one that crashed before the
+	// snapshot that admits it arrived asks again.
+	if _, member := desc.Replica(n.id); cfg.Join != "" && !member {
 		if err := n.join(); err != nil {
 			return nil, err
 		}

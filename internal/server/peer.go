@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"time"
 
+	"github.com/kvorum/kvorum/internal/admin"
 	"github.com/kvorum/kvorum/internal/kv"
 	"github.com/kvorum/kvorum/internal/storage"
 	"github.com/kvorum/kvorum/internal/store"
@@ -241,6 +243,9 @@ func (n *Node) join() error {
 			}
 		}
 		cancel()
+		if err != nil && strings.Contains(err.Error(), admin.ErrMemberExists.Error()) {
+			err = nil // admitted before (this node restarted during its join)
+		}
 		if err == nil {
 			n.cfg.Logger.Info("joined cluster", "via", n.cfg.Join)
 			return nil

@@ -44,7 +44,7 @@ func (s *Store) run() {
 			return
 		case <-s.work:
 		}
-		more, err := s.processReady()
+		more, err := s.processReadyGuarded()
 		if err != nil {
 			s.failFatal(err)
 			return
@@ -55,18 +55,34 @@ func (s *Store) run() {
 	}
 }
 
+// processReadyGuarded is processReady with a panic inside raft (see
+// Replica.recoverRaftPanic) turned into an error that stops the store.
+func (s *Store) processReadyGuarded() (more bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			for _, r := range s.Replicas() {
+				r.broken.Store(true)
+			}
+			err = fmt.Errorf("raft invariant violated (was persisted state lost or corrupted?): %v", p)
+		}
+	}()
+	return s.processReady()
+}
+
 // processReady handles one round for every replica with work. It reports
 // whether another round is already due.
 func (s *Store) processReady() (more bool, err error) {
 	start := time.Now()
 	var items []*readyItem
 	for _, r := range s.Replicas() {
-		r.mu.Lock()
-		r.issueReadsLocked()
-		if r.mu.rn.HasReady() {
-			items = append(items, &readyItem{r: r, rd: r.mu.rn.Ready(), leader: r.mu.rn.BasicStatus().RaftState == raft.StateLeader})
-		}
-		r.mu.Unlock()
+		func() {
+			r.mu.Lock()
+			defer r.mu.Unlock() // also if raft panics: see processReadyGuarded
+			r.issueReadsLocked()
+			if r.mu.rn.HasReady() {
+				items = append(items, &readyItem{r: r, rd: r.mu.rn.Ready(), leader: r.mu.rn.BasicStatus().RaftState == raft.StateLeader})
+			}
+		}()
 	}
 	if len(items) == 0 {
 		return false, nil
@@ -97,12 +113,16 @@ func (s *Store) processReady() (more bool, err error) {
 	}
 	if !batch.Empty() {
 		opts := pebble.NoSync
-		if mustSync {
+		if mustSync && !s.cfg.UnsafeNoSync {
 			opts = pebble.Sync
 		}
 		t := time.Now()
-		if err := batch.Commit(opts); err != nil {
-			return false, fmt.Errorf("commit raft batch: %w", err)
+		// storage.Commit: Pebble reports a failed WAL write or fsync through
+		// Logger.Fatalf or a panic, never as a plain error (see
+		// storage/fault.go). Nothing of this round is acknowledged: the
+		// waiters complete in afterCommit, which is not reached.
+		if err := storage.Commit(batch, opts); err != nil {
+			return false, &StorageError{Err: err}
 		}
 		if mustSync {
 			s.cfg.Metrics.FsyncDuration.Observe(time.Since(t).Seconds())
@@ -116,10 +136,12 @@ func (s *Store) processReady() (more bool, err error) {
 	}
 	s.send(msgs)
 	for _, it := range items {
-		it.r.mu.Lock()
-		it.r.mu.rn.Advance(it.rd)
-		more = more || it.r.mu.rn.HasReady()
-		it.r.mu.Unlock()
+		func() {
+			it.r.mu.Lock()
+			defer it.r.mu.Unlock()
+			it.r.mu.rn.Advance(it.rd)
+			more = more || it.r.mu.rn.HasReady()
+		}()
 		if it.truncate {
 			if err := it.r.truncateLog(); err != nil {
 				return false, err
@@ -218,6 +240,13 @@ func (r *Replica) stageApply(b *pebble.Batch, it *readyItem) error {
 			for i, args := range p.cmds {
 				replies[i] = r.store.cfg.StateMachine.Apply(b, args, kv.Env{Now: p.ts, Index: e.GetIndex(), Seq: i})
 			}
+			r.mu.Lock()
+			if p.ts > r.mu.lastTS {
+				// The log clock never runs backwards, even when the next
+				// leader's clock is behind this entry's.
+				r.mu.lastTS = p.ts
+			}
+			r.mu.Unlock()
 			if p.node == self {
 				r.resolveIndex(it, e.GetIndex(), p.id)
 				r.mu.Lock()
@@ -348,8 +377,8 @@ func (r *Replica) truncateLog() error {
 	if err != nil {
 		return err
 	}
-	if err := b.Commit(pebble.NoSync); err != nil {
-		return fmt.Errorf("truncate log: %w", err)
+	if err := storage.Commit(b, pebble.NoSync); err != nil {
+		return &StorageError{Err: fmt.Errorf("truncate log: %w", err)}
 	}
 	r.log.SetTruncated(t)
 	return nil

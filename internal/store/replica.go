@@ -26,13 +26,15 @@ type Replica struct {
 
 	// applied mirrors log.Applied().Index for lock-free reads.
 	applied atomic.Uint64
+	// broken is set once raft panicked; the store is stopping.
+	broken atomic.Bool
 
 	mu struct {
 		sync.Mutex
 		rn   *raft.RawNode
 		desc *storage.Descriptor
-		// lastTS is the last timestamp this replica put in a proposal; kept
-		// monotonic while it leads.
+		// lastTS is the latest timestamp this replica proposed or applied;
+		// proposals never stamp an earlier one.
 		lastTS   int64
 		nextProp uint64
 		// proposals by id, and by log index once their entry was appended.
@@ -176,12 +178,33 @@ func (r *Replica) Descriptor() *storage.Descriptor {
 func (r *Replica) AppliedIndex() uint64 { return r.applied.Load() }
 
 func (r *Replica) tick() {
+	if r.broken.Load() {
+		return
+	}
+	defer r.recoverRaftPanic()
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.mu.rn.Tick()
-	r.mu.Unlock()
+}
+
+// recoverRaftPanic turns a panic inside raft into a fatal store error. Raft
+// panics when its log contradicts what a peer proves was persisted (e.g.
+// "tocommit(x) is out of range [lastIndex(y)]. Was the raft log corrupted,
+// truncated, or lost?"): the node then stops with that message, and the
+// replica is not stepped again, instead of the panic killing the process
+// from a transport goroutine.
+func (r *Replica) recoverRaftPanic() {
+	if p := recover(); p != nil {
+		r.broken.Store(true)
+		r.store.failFatal(fmt.Errorf("raft invariant violated on range %d (was persisted state lost or corrupted?): %v", r.id, p))
+	}
 }
 
 func (r *Replica) step(m *raftpb.Message) {
+	if r.broken.Load() {
+		return
+	}
+	defer r.recoverRaftPanic()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.mu.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {

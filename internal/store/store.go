@@ -48,6 +48,10 @@ type Config struct {
 	Metrics *Metrics
 	// Now returns the wall clock in Unix ms; tests replace it.
 	Now func() int64
+	// UnsafeNoSync commits every Ready round without fsync: writes are
+	// acknowledged before they are durable. Only for showing that the
+	// fault suites catch lost writes; see server.Config.Unsafe.
+	UnsafeNoSync bool
 }
 
 // StateMachine is the replicated state machine the store drives (package

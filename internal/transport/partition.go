@@ -24,6 +24,13 @@ type Interceptor interface {
 	Call(from, to uint64) error
 }
 
+// Duplicator is an optional extension of Interceptor: an interceptor that
+// implements it may have a raft message (never a MsgSnap) delivered twice,
+// the copy after delay, as a network that retransmits may.
+type Duplicator interface {
+	Duplicate(from, to uint64, m *raftpb.Message) (dup bool, delay time.Duration)
+}
+
 // ErrPartitioned is the error Partitioner makes calls fail with.
 var ErrPartitioned = errors.New("transport: network partitioned (injected)")
 

@@ -537,5 +537,11 @@ func route(msgs []*raftpb.Message, from uint64, ic Interceptor, mt *metrics, rep
 			mt.drop(m, dropQueueFull)
 			rep.unreachable(to)
 		}
+		if d, ok := ic.(Duplicator); ok {
+			if dup, delay := d.Duplicate(from, to, m); dup {
+				// Messages are immutable once sent; the copy may share m.
+				out.push(m, now.Add(delay))
+			}
+		}
 	}
 }
