@@ -3,6 +3,7 @@ package kv
 import (
 	"encoding/binary"
 	"errors"
+	"hash/fnv"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -21,7 +22,17 @@ var (
 	versionKey   = []byte{userPrefix, 0x00, 0x00, 'v'} // uint64 BE: last collection version handed out
 	scriptPrefix = []byte{userPrefix, 0x00, 0x00, 's'} // + sha1 hex: a cached Lua script body
 	firstUserKey = []byte{userPrefix, 0x00, 0x01}      // the escaped empty key "": lowest user key
+	// uint64 BE: log index of the last deletion of any key that hashes to
+	// the bucket (+ bucket:2 BE), and of the last FLUSHALL. WATCH stamps
+	// an absent key with them: see watchStamp.
+	tombPrefix = []byte{userPrefix, 0x00, 0x00, 't'}
+	flushKey   = []byte{userPrefix, 0x00, 0x00, 'f'}
 )
+
+// tombBuckets is the number of deletion buckets. A deletion aborts the
+// transactions watching an absent key of the same bucket: a collision
+// costs a spurious retry, never a missed change.
+const tombBuckets = 4096
 
 // Type tags of metadata records.
 const (
@@ -261,8 +272,41 @@ func (x *ctx) remove(k []byte) error {
 	if err := x.w.Delete(x.metaKey(k), nil); err != nil {
 		return err
 	}
+	if err := x.setIndexKey(tombKey(k)); err != nil {
+		return err
+	}
 	x.touched(k)
 	return nil
+}
+
+func tombKey(k []byte) []byte {
+	h := fnv.New32a()
+	_, _ = h.Write(k)
+	b := h.Sum32() % tombBuckets
+	return append(append(make([]byte, 0, len(tombPrefix)+2), tombPrefix...), byte(b>>8), byte(b))
+}
+
+// setIndexKey stores the entry's log index under hidden key hk.
+func (x *ctx) setIndexKey(hk []byte) error {
+	var buf [8]byte
+	binary.BigEndian.PutUint64(buf[:], x.index)
+	return x.w.Set(hk, buf[:], nil)
+}
+
+// indexKey reads a log index stored by setIndexKey (0 if none).
+func (x *ctx) indexKey(hk []byte) (uint64, error) {
+	v, c, err := x.r.Get(hk)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	if len(v) != 8 {
+		return 0, nil
+	}
+	return binary.BigEndian.Uint64(v), nil
 }
 
 func (x *ctx) touched(k []byte) {

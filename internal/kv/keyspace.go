@@ -615,6 +615,9 @@ func cmdFlush(x *ctx, _ [][]byte) Reply {
 	if err := x.w.DeleteRange(firstUserKey, end, nil); err != nil {
 		return errStorage(err)
 	}
+	if err := x.setIndexKey(flushKey); err != nil {
+		return errStorage(err)
+	}
 	return OK
 }
 

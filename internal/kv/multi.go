@@ -46,12 +46,30 @@ func WatchStamp(r pebble.Reader, key []byte, nowMs int64) (uint64, error) {
 	return x.watchStamp(key)
 }
 
+// watchStamp is what WATCH remembers of a key and EXEC compares: any
+// write or deletion of the key in between changes it. A live key's stamp
+// is the log index of its last write (+1). An absent key's stamp has the
+// top bit set and holds the index of the last deletion in its bucket or
+// the last FLUSHALL, whichever is later, so that a key absent at WATCH
+// that is created and deleted again before EXEC still aborts it, as in
+// Redis.
 func (x *ctx) watchStamp(key []byte) (uint64, error) {
 	rec, ok, err := x.loadHeader(key)
-	if err != nil || !ok {
+	if err != nil {
 		return 0, err
 	}
-	return rec.mod + 1, nil
+	if ok {
+		return rec.mod + 1, nil
+	}
+	del, err := x.indexKey(tombKey(key))
+	if err != nil {
+		return 0, err
+	}
+	flush, err := x.indexKey(flushKey)
+	if err != nil {
+		return 0, err
+	}
+	return 1<<63 | max(del, flush), nil
 }
 
 // EncodeExec builds the KVORUM.EXEC command for a transaction.

@@ -1,0 +1,93 @@
+package kv
+
+import (
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// TestWatchSeesEveryChangeOfAnAbsentKey: a key absent at WATCH and absent
+// again at EXEC aborts the transaction if it was created and deleted (or
+// flushed) in between, as in Redis; it does not when nothing touched it.
+// The torture harness found this ABA: a CAS whose GET saw a value written
+// after WATCH committed over a DEL that followed.
+func TestWatchSeesEveryChangeOfAnAbsentKey(t *testing.T) {
+	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem(), Logger: quietLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	index := uint64(10)
+	apply := func(s ...string) Reply {
+		index++
+		b := db.NewIndexedBatch()
+		defer b.Close()
+		r := Apply(b, toArgs(s...), Env{Now: 1000, Index: index})
+		if err := b.Commit(pebble.NoSync); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	stamp := func(k string) uint64 {
+		s, err := WatchStamp(db, []byte(k), 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	run := func(k string, st uint64) Reply {
+		args := EncodeExec([]WatchedKey{{Key: []byte(k), Stamp: st}}, [][][]byte{toArgs("SET", k, "tx")})
+		s := make([]string, len(args))
+		for i, a := range args {
+			s[i] = string(a)
+		}
+		return apply(s...)
+	}
+	aborted := func(r Reply) bool { return r.Kind == KindNil || r.Kind == KindNilArray }
+
+	// Untouched absent key: EXEC runs.
+	st := stamp("a")
+	apply("SET", "other", "1")
+	if r := run("a", st); aborted(r) {
+		t.Fatalf("EXEC on an untouched absent key aborted: %s", show(r))
+	}
+	// Created and deleted in between: aborted.
+	apply("DEL", "a")
+	st = stamp("a")
+	apply("SET", "a", "x")
+	apply("DEL", "a")
+	if r := run("a", st); !aborted(r) {
+		t.Fatalf("EXEC after SET+DEL of the watched absent key ran: %s", show(r))
+	}
+	// Created in between and still there: aborted.
+	apply("DEL", "a")
+	st = stamp("a")
+	apply("SET", "a", "y")
+	if r := run("a", st); !aborted(r) {
+		t.Fatalf("EXEC after the watched absent key was created ran: %s", show(r))
+	}
+	// FLUSHALL in between, key absent throughout: aborted (Redis: FLUSHALL
+	// touches every watched key).
+	apply("DEL", "a")
+	st = stamp("a")
+	apply("SET", "a", "z")
+	apply("FLUSHALL")
+	if r := run("a", st); !aborted(r) {
+		t.Fatalf("EXEC after SET+FLUSHALL of the watched absent key ran: %s", show(r))
+	}
+	// A list emptied by a pop is deleted: aborted.
+	st = stamp("l")
+	apply("RPUSH", "l", "1")
+	apply("LPOP", "l")
+	if r := run("l", st); !aborted(r) {
+		t.Fatalf("EXEC after RPUSH+LPOP of the watched absent list ran: %s", show(r))
+	}
+	// Live key changed and changed back: aborted.
+	apply("SET", "b", "1")
+	st = stamp("b")
+	apply("SET", "b", "1")
+	if r := run("b", st); !aborted(r) {
+		t.Fatalf("EXEC after the watched key was rewritten ran: %s", show(r))
+	}
+}
