@@ -249,7 +249,7 @@ func TestParseStart(t *testing.T) {
 	}
 	def := server.Config{DataDir: "/d"}
 	def.EnsureDefaults()
-	def.FS, def.Logger = nil, nil
+	def.FS, def.Logger, def.Now = nil, nil, nil // set by EnsureDefaults at start
 	if !reflect.DeepEqual(f.cfg, def) {
 		t.Errorf("restart config\n got %+v\nwant %+v", f.cfg, def)
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/kvorum/kvorum/internal/admin"
 	"github.com/kvorum/kvorum/internal/server"
+	"github.com/kvorum/kvorum/internal/storage"
+	"github.com/kvorum/kvorum/internal/store"
 )
 
 var startHelp = helpText{
@@ -39,6 +42,7 @@ a single-node cluster. A restarted node needs only --data-dir.`,
 		{"Listen addresses", []string{"client-addr", "peer-addr", "admin-addr"}},
 		{"Raft", []string{"tick-interval", "election-ticks", "heartbeat-ticks", "snapshot-threshold"}},
 		{"Clients (sizes accept K, M, G suffixes: powers of 1024)", []string{"request-timeout", "max-key-size", "max-value-size", "max-args", "max-frame-size", "max-clients"}},
+		{"Storage", []string{"min-free-disk"}},
 		{"Logging", []string{"log-level", "log-format"}},
 	},
 }
@@ -49,6 +53,7 @@ type startFlags struct {
 	initialCluster string
 	logLevel       string
 	logFormat      string
+	minFreeDisk    int
 }
 
 func newStartFlags() *startFlags {
@@ -74,6 +79,8 @@ func newStartFlags() *startFlags {
 	fs.IntVar(&c.MaxArgs, "max-args", server.DefaultMaxArgs, "most arguments in one command (`N`)")
 	fs.Var(sizeValue{&c.MaxFrameSize}, "max-frame-size", "largest command frame accepted (`SIZE`)")
 	fs.IntVar(&c.MaxClients, "max-clients", server.DefaultMaxClients, "most simultaneous client connections (`N`)")
+	f.minFreeDisk = server.DefaultMinFreeDisk
+	fs.Var(sizeValue{&f.minFreeDisk}, "min-free-disk", "refuse writes, with an error, while the data directory's filesystem has less\nthan `SIZE` available (reads keep working; writes resume once space is freed);\n0 disables the check")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "`LEVEL` of logs written to stderr: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "`FORMAT` of logs: text or json")
 	return f
@@ -157,6 +164,12 @@ func parseStart(args []string, stdout io.Writer) (*startFlags, error) {
 	}
 	if _, err := newLogger(io.Discard, f.logLevel, f.logFormat); err != nil {
 		return nil, bad("%v", err)
+	}
+	if set["min-free-disk"] {
+		c.MinFreeDisk = f.minFreeDisk
+		if c.MinFreeDisk == 0 {
+			c.MinFreeDisk = -1 // server.Config: negative disables, 0 is the default
+		}
 	}
 	return f, nil
 }
@@ -266,6 +279,9 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	}
 }
 
+// startNode starts the node; tests replace it.
+var startNode = server.Start
+
 func runStart(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parseStart(args, stdout)
 	if err != nil {
@@ -286,7 +302,14 @@ func runStart(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		startAttrs = append(startAttrs, "id", cfg.ID)
 	}
 	log.Info("starting kvorum", startAttrs...)
-	n, err := server.Start(cfg)
+	// A fatal storage error on one of Pebble's own goroutines cannot be
+	// unwound: it has been logged; exit with one clear line instead of a
+	// goroutine dump (see storage.BackgroundFatal).
+	storage.BackgroundFatal = func(msg string) {
+		fmt.Fprintf(stderr, "kvorum start: storage failure: %s; the node cannot continue; restart it after the disk is fixed\n", msg)
+		os.Exit(exitError)
+	}
+	n, err := startNode(cfg)
 	if err != nil {
 		return fmt.Errorf("starting node: %w", err)
 	}
@@ -297,7 +320,7 @@ func runStart(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// Report when the cluster has a leader, without holding up anything.
 	go func() {
 		if err := n.WaitLeader(ctx); err != nil {
-			if ctx.Err() == nil {
+			if ctx.Err() == nil && !errors.Is(err, store.ErrStopped) {
 				log.Warn("waiting for a leader", "err", err)
 			}
 			return
@@ -306,7 +329,14 @@ func runStart(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		log.Info("cluster has a leader", "leader", st.Leader, "term", st.Term, "role", st.Role)
 	}()
 
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case err := <-n.Done():
+		// The node stopped itself: its storage failed and it will not run
+		// on a state it could not persist. It logged why; exit non-zero
+		// with the same message.
+		return err
+	}
 	log.Info("stopping kvorum node", "id", n.ID())
 	if err := n.Stop(); err != nil {
 		return fmt.Errorf("stopping node: %w", err)

@@ -72,6 +72,10 @@ func fill(out []kv.Reply, r kv.Reply) {
 // execWrite proposes cmds on the leader, forwarding if needed, and retries
 // only while the outcome is certain (the command was not applied).
 func (n *Node) execWrite(ctx context.Context, cmds [][][]byte, out []kv.Reply) {
+	if r := n.diskRefusal(); r != nil {
+		fill(out, *r) // this node's disk is nearly full (disk.go)
+		return
+	}
 	r := n.store.Replica(firstRange)
 	start := time.Now()
 	for {
@@ -210,5 +214,5 @@ func (b *backend) Info() []resp.InfoSection {
 	if keys.Kind == kv.KindInt && keys.Int > 0 {
 		ks.Fields = append(ks.Fields, [2]string{"db0", fmt.Sprintf("keys=%d,expires=0,avg_ttl=0", keys.Int)})
 	}
-	return []resp.InfoSection{repl, ks}
+	return []resp.InfoSection{repl, n.persistenceInfo(), ks}
 }

@@ -56,6 +56,15 @@ type Config struct {
 	MaxFrameSize int // default 128 MiB per command frame
 	MaxClients   int // default 10,000 connections
 
+	// MinFreeDisk is the free space, in bytes, below which the node refuses
+	// writes with an error (reads keep working) until space is freed: the
+	// filesystem of DataDir is polled every DiskCheckInterval. 0 means the
+	// default (DefaultMinFreeDisk, 256 MiB); a negative value disables the
+	// check. See disk.go.
+	MinFreeDisk int
+	// DiskCheckInterval is how often free space is polled. 0 means 500ms.
+	DiskCheckInterval time.Duration
+
 	// RequestTimeout bounds how long a client command waits for a leader,
 	// a commit or a read barrier before it gets an error. Default 10s.
 	RequestTimeout time.Duration

@@ -65,6 +65,8 @@ type Node struct {
 
 	waiters        waiters      // clients blocked on keys (BLPOP, ...)
 	blockedClients atomic.Int64 // for INFO
+	lastPeerLookup atomic.Int64 // learnPeers rate limit (unix ns)
+	disk           diskMonitor  // free space guard (disk.go)
 
 	stopOnce sync.Once
 	stopper  chan struct{}
@@ -82,9 +84,10 @@ func Start(cfg Config) (n *Node, err error) {
 		return nil, err
 	}
 	n = &Node{cfg: cfg, reg: prometheus.NewRegistry(), stopper: make(chan struct{}), done: make(chan error, 1), started: time.Now()}
+	node := n // the error returns below set n to nil
 	defer func() {
 		if err != nil {
-			n.closeAll()
+			node.closeAll()
 		}
 	}()
 	if n.db, err = storage.Open(cfg.DataDir, cfg.FS, cfg.Logger); err != nil {
@@ -124,7 +127,8 @@ func Start(cfg Config) (n *Node, err error) {
 	}
 	n.store.Start()
 	n.registerRaftGauges()
-	n.goServe("peer", func() error { return n.trans.Serve(n.peerLis) })
+	trans, peerLis := n.trans, n.peerLis // n is nil in the closure if Start fails
+	n.goServe("peer", func() error { return trans.Serve(peerLis) })
 
 	// A node restarted after it joined is already a member (its descriptor
 	// lists it) and must not ask again; one that crashed before the
@@ -138,16 +142,19 @@ func Start(cfg Config) (n *Node, err error) {
 	if n.clientLis, err = net.Listen("tcp", cfg.ClientAddr); err != nil {
 		return nil, fmt.Errorf("listen on client address: %w", err)
 	}
-	n.goServe("client", func() error { return n.resp.Serve(n.clientLis) })
+	rs, clientLis := n.resp, n.clientLis
+	n.goServe("client", func() error { return rs.Serve(clientLis) })
 
 	if cfg.AdminAddr != "-" {
 		if n.adminLis, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
 			return nil, fmt.Errorf("listen on admin address: %w", err)
 		}
 		n.admin = admin.New(admin.Config{Node: (*adminAPI)(n), Registry: n.reg, Logger: log})
-		n.goServe("admin", func() error { return n.admin.Serve(n.adminLis) })
+		adm, adminLis := n.admin, n.adminLis
+		n.goServe("admin", func() error { return adm.Serve(adminLis) })
 	}
 
+	n.startDiskMonitor()
 	n.wg.Add(2)
 	go n.expiryLoop()
 	go n.watchFatal()
@@ -204,7 +211,7 @@ func (n *Node) recoverOrBootstrap() (*storage.Descriptor, error) {
 	if err := storage.SetIdent(b, n.id, n.clusterID); err != nil {
 		return nil, err
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := storage.Commit(b, pebble.Sync); err != nil {
 		return nil, err
 	}
 	return desc, nil
@@ -212,10 +219,11 @@ func (n *Node) recoverOrBootstrap() (*storage.Descriptor, error) {
 
 func (n *Node) goServe(what string, serve func() error) {
 	n.wg.Add(1)
+	wg, log := &n.wg, n.cfg.Logger // Start's n may be nil by the time serve returns
 	go func() {
-		defer n.wg.Done()
+		defer wg.Done()
 		if err := serve(); err != nil && !isClosedErr(err) {
-			n.cfg.Logger.Error("server stopped", "server", what, "err", err)
+			log.Error("server stopped", "server", what, "err", err)
 		}
 	}()
 }
@@ -272,6 +280,12 @@ func (n *Node) closeAll() error {
 		_ = n.trans.Close()
 	} else if n.peerLis != nil {
 		_ = n.peerLis.Close()
+	}
+	if n.db != nil && n.store != nil && n.store.DBWedged() {
+		// Pebble's commit pipeline is stuck (storage/fault.go): Close would
+		// block forever. Abandon the DB; a restart replays its WAL.
+		n.db = nil
+		return n.store.Failure()
 	}
 	if n.db != nil {
 		err := n.db.Close()

@@ -44,9 +44,50 @@ func (h *peerHandler) HandleSnapshot(m *raftpb.Message, data io.Reader) error {
 }
 
 func (h *peerHandler) ReportUnreachable(to uint64) {
-	if r := (*Node)(h).store.Replica(firstRange); r != nil {
+	n := (*Node)(h)
+	if r := n.store.Replica(firstRange); r != nil {
 		r.ReportUnreachable(to)
 	}
+	if !n.trans.HasPeer(to) {
+		n.learnPeers()
+	}
+}
+
+// learnPeers asks the members this node knows for the current member list
+// and adds the addresses it lacks. It runs when raft addresses a peer the
+// transport does not know: a node that was down while members were added,
+// and whose log no longer holds those changes (a snapshot replaced them),
+// hears from the new leader but could not answer it, so it would never get
+// the snapshot that tells it the new members. Found by the torture harness
+// (crash + membership change). At most one lookup runs at a time, at most
+// one every 500 ms.
+func (n *Node) learnPeers() {
+	now := time.Now().UnixNano()
+	last := n.lastPeerLookup.Load()
+	if now-last < int64(500*time.Millisecond) || !n.lastPeerLookup.CompareAndSwap(last, now) {
+		return
+	}
+	go func() {
+		for _, rep := range n.store.Replica(firstRange).Descriptor().Replicas {
+			if rep.NodeID == n.id {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			data, err := n.trans.CallAddr(ctx, rep.PeerAddr, methodMembers, nil)
+			cancel()
+			var reps []storage.ReplicaDescriptor
+			if err != nil || json.Unmarshal(data, &reps) != nil {
+				continue
+			}
+			for _, m := range reps {
+				if m.NodeID != n.id && !n.trans.HasPeer(uint64(m.NodeID)) {
+					n.cfg.Logger.Info("learned peer address", "peer", uint64(m.NodeID), "addr", m.PeerAddr)
+					n.trans.SetPeer(uint64(m.NodeID), m.PeerAddr)
+				}
+			}
+			return
+		}
+	}()
 }
 
 func (h *peerHandler) ReportSnapshot(to uint64, ok bool) {

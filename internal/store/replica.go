@@ -229,8 +229,15 @@ func (r *Replica) nextProposalIDLocked() uint64 {
 // Propose replicates cmds as one entry and returns their replies once the
 // entry is applied on this replica. Returns *NotLeaderError if this replica
 // does not lead, ErrProposalDropped if raft lost it (safe to retry), and
-// ErrAmbiguous if ctx ended first.
+// ErrAmbiguous if ctx ended first. When the store's WriteGate refuses, it
+// returns the gate's error reply for every command and proposes nothing.
 func (r *Replica) Propose(ctx context.Context, cmds [][][]byte) ([]kv.Reply, error) {
+	if r.store.failed.Load() {
+		return nil, ErrStopped // never proposed: not applied
+	}
+	if refused := r.store.gate(len(cmds)); refused != nil {
+		return refused, nil
+	}
 	r.mu.Lock()
 	st := r.mu.rn.BasicStatus()
 	if st.RaftState != raft.StateLeader {
@@ -268,6 +275,11 @@ func (r *Replica) wait(ctx context.Context, p *proposal) ([]kv.Reply, error) {
 		r.forget(p)
 		return nil, ErrAmbiguous
 	case <-r.store.stopper:
+		select {
+		case <-p.done: // failed by failFatal just before the stop: say why
+			return p.replies, p.err
+		default:
+		}
 		return nil, ErrStopped
 	}
 }
@@ -282,6 +294,9 @@ func (r *Replica) forget(p *proposal) {
 // before the call (a linearizable read point). Concurrent callers share one
 // ReadIndex round. Errors: ErrNoLeader, ErrLeaderChanged (retry), ctx errors.
 func (r *Replica) ReadBarrier(ctx context.Context) error {
+	if r.store.failed.Load() {
+		return ErrStopped
+	}
 	r.mu.Lock()
 	var b *readBatch
 	if n := len(r.mu.readQueue); n > 0 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -85,6 +86,11 @@ type Store struct {
 	// fatal is set when persisting failed; the store then stops serving.
 	fatal     chan error
 	fatalOnce sync.Once
+	// failed is set (after failErr) by failFatal: see fault.go.
+	failed  atomic.Bool
+	failErr error
+	// writeGate, if set, may refuse proposals: see SetWriteGate.
+	writeGate atomic.Pointer[WriteGate]
 }
 
 // ErrStopped is returned for operations on a stopped store.
@@ -225,7 +231,16 @@ func (s *Store) OpenSnapshot(snap *raftpb.Snapshot) (interface {
 
 func (s *Store) failFatal(err error) {
 	s.fatalOnce.Do(func() {
-		s.log.Error("storage failure: node stops serving", "err", err)
+		// The node logs err once when it stops (server.Node.watchFatal).
+		s.log.Debug("storage failure: node stops serving", "err", err)
+		s.failErr = err
+		s.failed.Store(true)
+		// Waiters of proposals in flight learn why, rather than a bare
+		// "stopped": their entry may or may not have been committed by
+		// the other replicas.
+		for _, r := range s.Replicas() {
+			r.failAll(err)
+		}
 		s.fatal <- err
 		close(s.fatal)
 	})

@@ -210,6 +210,13 @@ func (t *Transport) SetPeer(id uint64, addr string) {
 	go p.loop()
 }
 
+// HasPeer reports whether the transport knows an address for peer id.
+func (t *Transport) HasPeer(id uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.peers[id] != nil
+}
+
 // RemovePeer forgets a peer: queued messages are discarded, its stream and
 // any snapshot in flight to it are canceled. It does not block.
 func (t *Transport) RemovePeer(id uint64) {

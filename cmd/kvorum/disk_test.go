@@ -1,0 +1,93 @@
+package main
+
+import (
+	"io/fs"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/kvorum/kvorum/internal/server"
+)
+
+func TestParseMinFreeDisk(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want int
+	}{
+		{nil, 0}, // server default (256 MiB)
+		{[]string{"--min-free-disk", "1GiB"}, 1 << 30},
+		{[]string{"--min-free-disk", "512M"}, 512 << 20},
+		{[]string{"--min-free-disk", "0"}, -1}, // disabled
+	} {
+		f, err := parseStart(append([]string{"--data-dir", "/d"}, c.args...), nil)
+		if err != nil || f.cfg.MinFreeDisk != c.want {
+			t.Errorf("%v: MinFreeDisk %v, %v; want %d", c.args, f.cfg.MinFreeDisk, err, c.want)
+		}
+	}
+	if _, err := parseStart([]string{"--data-dir", "/d", "--min-free-disk", "-5"}, nil); err == nil {
+		t.Error("--min-free-disk -5 accepted")
+	}
+	_, out, _ := runCmd("start", "--help")
+	if !strings.Contains(out, "(default 256MiB)") {
+		t.Errorf("start --help does not show --min-free-disk's default:\n%s", out)
+	}
+}
+
+// TestStartExitsOnStorageFailure: when the node's fsync fails, `kvorum
+// start` exits with status 1 and the storage failure as its last word,
+// not a panic.
+func TestStartExitsOnStorageFailure(t *testing.T) {
+	var failSync atomic.Bool
+	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		switch op.Kind {
+		case errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo:
+			if failSync.Load() && strings.HasSuffix(op.Path, ".log") {
+				return &fs.PathError{Op: "sync", Path: op.Path, Err: syscall.EIO}
+			}
+		}
+		return nil
+	})
+	old := startNode
+	defer func() { startNode = old }()
+	startNode = func(cfg server.Config) (*server.Node, error) {
+		cfg.FS = errorfs.Wrap(vfs.NewCrashableMem(), inj)
+		n, err := server.Start(cfg)
+		// From now on the WAL cannot be synced: the single node's first
+		// election (its vote must be persisted) fails.
+		failSync.Store(true)
+		return n, err
+	}
+	done := make(chan struct{})
+	var code int
+	var errOut string
+	go func() {
+		defer close(done)
+		code, _, errOut = runCmd("start", "--id", "1", "--data-dir", "/d", "--client-addr", "127.0.0.1:0",
+			"--peer-addr", "127.0.0.1:0", "--admin-addr", "-", "--tick-interval", "10ms")
+	}()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("kvorum start kept running after its fsync failed")
+	}
+	t.Logf("exit %d, stderr:\n%s", code, errOut)
+	if code != exitError {
+		t.Errorf("exit code %d, want %d", code, exitError)
+	}
+	last := strings.TrimSpace(errOut)
+	if i := strings.LastIndex(last, "\n"); i >= 0 {
+		last = last[i+1:]
+	}
+	for _, want := range []string{"kvorum start: storage failure: fsync failed", "node stopped; it must be restarted after the disk is fixed"} {
+		if !strings.Contains(last, want) {
+			t.Errorf("last line of stderr %q lacks %q; stderr:\n%s", last, want, errOut)
+		}
+	}
+	if strings.Contains(errOut, "goroutine ") || strings.Contains(errOut, "panic") {
+		t.Errorf("stderr shows a panic:\n%s", errOut)
+	}
+}
