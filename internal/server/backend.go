@@ -106,7 +106,9 @@ func (n *Node) execWrite(ctx context.Context, cmds [][][]byte, out []kv.Reply) {
 			}
 			return
 		case errors.Is(err, store.ErrStopped):
-			fill(out, kv.Error("ERR node is shutting down"))
+			// The entry may already be in the log and commit on the other
+			// nodes: not a certain failure.
+			fill(out, kv.Error("UNCERTAIN node is shutting down; the write may or may not have been applied"))
 			return
 		default:
 			fill(out, kv.Error("UNCERTAIN "+err.Error()+"; the write may or may not have been applied"))
