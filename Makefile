@@ -13,22 +13,28 @@ RACE_PKGS    ?= ./internal/transport/... ./internal/resp/... ./internal/store/..
 # Fuzz targets, as FuzzName:package; each runs for FUZZTIME.
 FUZZ         ?= FuzzParse:./internal/resp FuzzCommands:./internal/kv
 FUZZTIME     ?= 15s
+# The torture sweep of `make test`: this many 3-node seeds and a third as
+# many 5-node ones, starting at TORTURE_FIRST (go test ./... runs a smaller
+# sweep from seed 1). See docs/reliability.md.
+TORTURE_SEEDS ?= 120
+TORTURE_FIRST ?= 1000
 # Extra arguments for `make demo`, e.g. make demo DEMO_ARGS="--nodes 5".
 DEMO_ARGS    ?=
 
 # The steps of `make test` must run in order.
 .NOTPARALLEL:
 
-.PHONY: help test deps vet unit race fuzz build demo clean
+.PHONY: help test deps vet unit race torture fuzz build demo clean
 
 help:
 	@echo "make test    vet, unit and cluster tests, -race on RACE_PKGS, a short fuzz run"
 	@echo "             (installs redis-server and gcc with apt-get if missing)"
 	@echo "make build   static binary in $(BIN) (VERSION=x.y.z to stamp a version)"
 	@echo "make demo    run a local 3-node cluster (DEMO_ARGS=\"--nodes 5\")"
+	@echo "make torture fault-injection sweep (TORTURE_SEEDS=$(TORTURE_SEEDS)); docs/reliability.md"
 	@echo "make vet | unit | race | fuzz | deps | clean"
 
-test: deps vet unit race fuzz
+test: deps vet unit race torture fuzz
 
 deps:
 	@scripts/ensure-test-deps.sh
@@ -41,6 +47,10 @@ unit:
 
 race:
 	CGO_ENABLED=1 $(GO) test -race -timeout $(RACE_TIMEOUT) $(RACE_PKGS)
+
+torture:
+	$(GO) test -count=1 -timeout 20m -run 'TestTorture$$' ./internal/torture \
+		-torture.seeds $(TORTURE_SEEDS) -torture.first $(TORTURE_FIRST)
 
 fuzz:
 	@set -e; for t in $(FUZZ); do \

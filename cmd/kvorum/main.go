@@ -31,6 +31,7 @@ func commands() []command {
 		{"start", "run one node of a kvorum cluster", runStart, func(w io.Writer) { writeUsage(w, newStartFlags().fs, startHelp) }},
 		{"demo", "run a local N-node cluster inside this process", runDemo, func(w io.Writer) { writeUsage(w, newDemoFlags().fs, demoHelp) }},
 		{"ctl", "inspect and manage a running cluster through a node's admin API", runCtl, func(w io.Writer) { writeUsage(w, newCtlFlags().fs, ctlHelp) }},
+		{"chaos", "run a cluster of real processes under faults and check it (linearizability, no lost writes)", runChaos, func(w io.Writer) { writeUsage(w, newChaosFlags().fs, chaosHelp) }},
 		{"version", "print version information", runVersion, func(w io.Writer) { writeUsage(w, newVersionFlags(), versionHelp) }},
 	}
 }

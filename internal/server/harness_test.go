@@ -69,22 +69,7 @@ func nodeConfig(t *testing.T, id uint64, p *transport.Partitioner) Config {
 
 func newTestCluster(t *testing.T, n int) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, net: transport.NewPartitioner(), nodes: map[uint64]*Node{}, cfgs: map[uint64]Config{}}
-	initial := map[uint64]string{}
-	for id := uint64(1); id <= uint64(n); id++ {
-		cfg := nodeConfig(t, id, c.net)
-		c.cfgs[id] = cfg
-		initial[id] = cfg.PeerAddr
-	}
-	for id := uint64(1); id <= uint64(n); id++ {
-		cfg := c.cfgs[id]
-		cfg.InitialCluster = initial
-		c.cfgs[id] = cfg
-		c.start(id)
-	}
-	t.Cleanup(c.stopAll)
-	c.waitLeader()
-	return c
+	return newClusterWith(t, n, func(uint64, *Config) {})
 }
 
 func (c *testCluster) start(id uint64) *Node {
