@@ -20,7 +20,10 @@ type Result struct {
 	TimedOut     bool // porcupine gave up (CheckOperationsVerbose timeout): neither proven nor refuted
 	Ops          int  // operations in the history given to Check
 	Checked      int  // operations in the histories that decided: Ops minus those left out because they constrain nothing (see Check)
-	Info         porcupine.LinearizationInfo
+	// Info is porcupine's linearization info of the histories that
+	// decided, for porcupine.Visualize: every key, or only the refuted
+	// keys if there are any.
+	Info porcupine.LinearizationInfo
 	// BadKeys are the keys whose history is not linearizable: refuted
 	// (then Linearizable and TimedOut are false).
 	BadKeys []string
@@ -180,13 +183,17 @@ func checkKeys(keys []string, parts [][]porcupine.Operation, deadline time.Time)
 }
 
 // Check checks ops (from Recorder.Operations) against Model: each key on
-// its own, in parallel, giving up after timeout (0: no limit). Unknown
-// reads are left out (they constrain nothing). A first pass also leaves out
-// the unknown writes whose value no reply showed (see anonymize); a key
-// refuted by that pass is checked again with all its operations, and only
-// that second verdict refutes it. Then Info is computed for the report by
-// porcupine.CheckOperationsVerbose on the histories that decided, with
-// timeout again, so Check takes up to about twice timeout.
+// its own, in parallel, giving up after timeout (0: no limit).
+//
+// Unknown reads are left out (they constrain nothing) and unknown writes
+// are pinned at their invocation (see pinUnknown). A first pass also
+// leaves out the unknown writes whose value no reply showed (see
+// anonymize); a key refuted by that pass is checked again with all its
+// operations, and only that second verdict refutes it. Finally Info is
+// computed for the report by porcupine.CheckOperationsVerbose, on every
+// key, or only on the refuted keys if there are any, within what remains
+// of timeout but at least timeout/10: Check returns within about 1.1 ×
+// timeout.
 func Check(ops []porcupine.Operation, timeout time.Duration) Result {
 	var deadline time.Time
 	if timeout > 0 {
@@ -224,23 +231,29 @@ func Check(ops []porcupine.Operation, timeout time.Duration) Result {
 	}
 
 	r := Result{Linearizable: true, Ops: len(ops), Suspect: suspect}
-	var final []porcupine.Operation
+	var final, refuted []porcupine.Operation
 	for i, v := range verdicts {
 		final = append(final, parts[i]...)
 		switch v {
 		case porcupine.Illegal:
 			r.BadKeys = append(r.BadKeys, keys[i])
+			refuted = append(refuted, parts[i]...)
 			r.Linearizable = false
 		case porcupine.Unknown:
 			r.TimedOut = true
 			r.Linearizable = false
 		}
 	}
+	r.Checked = len(final)
 	if r.BadKeys != nil {
 		r.TimedOut = false // refuted, whatever else timed out
+		final = refuted    // the report shows the refuted keys
 	}
-	r.Checked = len(final)
-	_, r.Info = porcupine.CheckOperationsVerbose(Model, final, timeout)
+	infoTimeout := time.Duration(0)
+	if timeout > 0 {
+		infoTimeout = max(time.Until(deadline), timeout/10)
+	}
+	_, r.Info = porcupine.CheckOperationsVerbose(Model, final, infoTimeout)
 	return r
 }
 
@@ -256,8 +269,9 @@ type historyEntry struct {
 }
 
 // WriteReport writes <dir>/<name>.html (porcupine.Visualize output of
-// res.Info, readable in a browser: per key, the history and the longest
-// linearizations found, with the model state after each step) and
+// res.Info, readable in a browser: per key (only the refuted keys of a
+// refuted history), the history and the longest linearizations found,
+// with the model state after each step) and
 // <dir>/<name>.history.json (the full history ops, one operation per
 // element with client, input, output, invoke and return ns, unknown flag)
 // and returns both paths. ops should be the history given to Check; the

@@ -167,15 +167,25 @@ func TestWriteReport(t *testing.T) {
 	}
 
 	// A refuted history renders too (partial linearizations).
+	// A refuted history renders too (partial linearizations), showing the
+	// refuted key only.
 	bad := history(
 		op(0, 0, 10, set("r:0", "a"), none()),
 		op(1, 20, 30, get("r:0"), val("b")),
+		op(1, 20, 30, rpush("l:7", "x"), num(1)),
 	)
 	res = Check(bad, 10*time.Second)
 	if res.Linearizable {
 		t.Fatal("refuted history accepted")
 	}
-	if _, _, err := res.WriteReport(dir, "bad", bad); err != nil {
+	htmlPath, _, err = res.WriteReport(dir, "bad", bad)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if html, err = os.ReadFile(htmlPath); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(html), `GET r:0 → \"b\"`) || strings.Contains(string(html), "l:7") {
+		t.Errorf("refuted report should show the GET of r:0 and not the linearizable l:7")
 	}
 }

@@ -47,6 +47,10 @@ var opWeights = []struct {
 
 const durableWeight = 5
 
+// refusedPause is how long a client waits after every address refused
+// in a row.
+const refusedPause = 50 * time.Millisecond
+
 // opDurable is the workload's pseudo-kind for durability SETs (recorded as
 // OpSet).
 const opDurable = OpKind(255)
@@ -114,6 +118,10 @@ type wclient struct {
 	// moveOn is set by a reply that calls for another node; the switch
 	// happens after the operation (not inside a WATCH).
 	moveOn bool
+	// refused counts operations in a row that failed and moved on (dial
+	// refused, CLUSTERDOWN): after a round of every address, the client
+	// pauses instead of spinning on a cluster that is entirely down.
+	refused int
 
 	lastSeen map[string]string // register -> the last value this client knows it held
 	durable  []string
@@ -138,6 +146,13 @@ func (c *wclient) run(ctx context.Context) {
 		if c.moveOn {
 			c.switchNode()
 			c.moveOn = false
+		}
+		if c.refused >= len(c.cfg.Addrs) {
+			c.refused = 0
+			select {
+			case <-ctx.Done():
+			case <-time.After(refusedPause):
+			}
 		}
 	}
 }
@@ -277,7 +292,7 @@ func classify(err error) (cl class, errText string, moveOn bool) {
 // error text (empty on success) to build the output.
 func (c *wclient) finish(p *Pending, err error, ok func(errText string) Output) {
 	cl, errText, moveOn := classify(err)
-	c.moveOn = c.moveOn || moveOn
+	c.noteOutcome(cl, moveOn)
 	switch cl {
 	case clFail:
 		p.FailBecause(errString(err))
@@ -285,6 +300,18 @@ func (c *wclient) finish(p *Pending, err error, ok func(errText string) Output) 
 		p.UnknownBecause(errString(err))
 	default:
 		p.Ok(ok(errText))
+	}
+}
+
+// noteOutcome records what an operation's reply asks of the client: to
+// move to the next node, to pause after a round of refusals.
+func (c *wclient) noteOutcome(cl class, moveOn bool) {
+	c.moveOn = c.moveOn || moveOn
+	switch {
+	case cl == clFail && moveOn:
+		c.refused++
+	case cl == clOk:
+		c.refused = 0
 	}
 }
 
@@ -418,8 +445,8 @@ func (c *wclient) cas(ctx context.Context, key, value string, lastFirst bool) {
 	if err != nil {
 		// WATCH itself failed (fn never fails): nothing was recorded,
 		// WATCH has no effect; move on after a connection-level error.
-		_, _, moveOn := classify(err)
-		c.moveOn = c.moveOn || moveOn
+		cl, _, moveOn := classify(err)
+		c.noteOutcome(cl, moveOn)
 	}
 }
 

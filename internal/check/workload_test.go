@@ -149,13 +149,18 @@ func TestWorkloadDivergentServers(t *testing.T) {
 
 func TestWorkloadDeadNode(t *testing.T) {
 	rec := NewRecorder()
-	RunWorkload(context.Background(), WorkloadConfig{Addrs: []string{freeAddr(t)}, Clients: 2, MaxOps: 20, OpTimeout: 500 * time.Millisecond}, rec)
+	start := time.Now()
+	RunWorkload(context.Background(), WorkloadConfig{Addrs: []string{freeAddr(t), freeAddr(t)}, Clients: 2, MaxOps: 20, OpTimeout: 500 * time.Millisecond}, rec)
 	st := rec.Stats()
 	if st.Invoked == 0 || st.Failed != st.Invoked {
 		t.Errorf("connection refused: %+v, want every operation failed (never sent)", st)
 	}
 	if len(rec.Operations()) != 0 {
 		t.Error("failed operations in the history")
+	}
+	// 20 operations, a pause after every 2 refusals: about 10 pauses.
+	if d := time.Since(start); d < 8*refusedPause {
+		t.Errorf("20 refused operations took %v: the clients do not pause when every node refuses", d)
 	}
 }
 
