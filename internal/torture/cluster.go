@@ -41,6 +41,8 @@ type cluster struct {
 	logf   func(string, ...any)
 	snaps  atomic.Int64 // restarts/joins that had to catch up (for the report)
 
+	maxAhead atomic.Int64 // ms: the furthest any node's clock ran ahead
+
 	diedMu sync.Mutex
 	died   []string // nodes that stopped by themselves, and why
 }

@@ -174,7 +174,9 @@ func (in *injector) inject(ctx context.Context, ev Event) {
 			in.skip(ev, "no leader")
 			return
 		}
-		s.offset.Add(ev.Jump.Milliseconds())
+		off := s.offset.Add(ev.Jump.Milliseconds())
+		for m := c.maxAhead.Load(); off > m && !c.maxAhead.CompareAndSwap(m, off); m = c.maxAhead.Load() {
+		}
 		in.applied(ev, fmt.Sprintf("node %d clock jumped %v", s.id, ev.Jump))
 		sleepCtx(ctx, ev.Hold)
 		s.offset.Add(-ev.Jump.Milliseconds())

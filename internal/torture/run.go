@@ -44,6 +44,7 @@ type Result struct {
 	Report        string   // HTML visualisation of a violating history
 	BadKeys       []string // keys whose history is not linearizable
 	Lost          []string // acknowledged writes missing after recovery
+	TTL           []string // TTL keys expired early or with an impossible TTL
 	Diverged      string   // replicas at the same applied index with different state
 	Recovery      string   // the cluster did not recover after the faults ended
 	Died          []string // nodes that stopped by themselves (fatal errors)
@@ -52,7 +53,7 @@ type Result struct {
 
 // Failed reports whether the run found a violation.
 func (r *Result) Failed() bool {
-	return !r.Linearizable && !r.CheckTimedOut || len(r.Lost) > 0 || r.Diverged != "" || r.Recovery != "" || len(r.Died) > 0
+	return !r.Linearizable && !r.CheckTimedOut || len(r.Lost) > 0 || len(r.TTL) > 0 || r.Diverged != "" || r.Recovery != "" || len(r.Died) > 0
 }
 
 // Summary is a one-paragraph account of the run.
@@ -73,6 +74,9 @@ func (r *Result) Summary() string {
 	}
 	if len(r.Lost) > 0 {
 		fmt.Fprintf(&b, "; %d acknowledged writes LOST: %v", len(r.Lost), first(r.Lost, 5))
+	}
+	if len(r.TTL) > 0 {
+		fmt.Fprintf(&b, "; %d TTL keys WRONG: %v", len(r.TTL), first(r.TTL, 5))
 	}
 	if r.Diverged != "" {
 		b.WriteString("; DIVERGED: " + r.Diverged)
@@ -188,7 +192,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			res.Recovery = "reading back acknowledged writes: " + err.Error()
 		} else {
 			res.Lost = lost
-			res.Lost = append(res.Lost, verifyTTL(vctx, lead.cfg.ClientAddr, ttlAcked)...)
+			res.TTL = verifyTTL(vctx, lead.cfg.ClientAddr, ttlAcked, time.Duration(c.maxAhead.Load())*time.Millisecond)
 		}
 		cancel()
 		if msg := c.converge(ctx, 20*time.Second); msg != "" {
