@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/kvorum/kvorum/internal/testport"
 	"github.com/kvorum/kvorum/internal/transport"
 	"github.com/redis/go-redis/v9"
 )
@@ -37,12 +37,11 @@ func (quietLogger) Printf(context.Context, string, ...interface{}) {}
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testport.Addr() // not ephemeral: a restarted node gets its port back
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 func testLogger() *slog.Logger {

@@ -7,14 +7,13 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/kvorum/kvorum/internal/server"
+	"github.com/kvorum/kvorum/internal/testport"
 )
 
 // slot is one seat of the cluster: the node currently in it, its
@@ -63,31 +62,9 @@ func (c *cluster) watch(s *slot, n *server.Node) {
 	}()
 }
 
-// Ports come from a process-wide counter below the kernel's ephemeral
-// range (32768 and up), so that a crashed node can restart on its own
-// addresses: with ports from ":0", a parallel run or any outgoing
-// connection could take a stopped node's port meanwhile.
-var nextPort atomic.Int64
-
-func init() { nextPort.Store(int64(15000 + os.Getpid()%1000*17)) }
-
-func freeAddr() (string, error) {
-	for i := 0; i < 1000; i++ {
-		p := nextPort.Add(1)
-		if p >= 32000 {
-			nextPort.CompareAndSwap(p, 15000)
-			continue
-		}
-		addr := fmt.Sprintf("127.0.0.1:%d", p)
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue // in use by someone else
-		}
-		l.Close()
-		return addr, nil
-	}
-	return "", errors.New("no free port in 15000-32000")
-}
+// freeAddr: a crashed node restarts on its own addresses, which ports
+// from ":0" (ephemeral) would not guarantee; see package testport.
+func freeAddr() (string, error) { return testport.Addr() }
 
 func (c *cluster) baseConfig(s *slot) (server.Config, error) {
 	ca, err := freeAddr()

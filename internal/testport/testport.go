@@ -1,0 +1,47 @@
+// Package testport hands out loopback addresses for test servers.
+//
+// Ports come from a process-wide counter below the kernel's ephemeral
+// range (32768 and up on Linux), starting at an offset derived from the
+// process id so that concurrent test processes mostly use different
+// ports. Ports from ":0" are ephemeral: once released, any outgoing
+// connection of any process may take one, so a node stopped and restarted
+// on "its" port could find it taken; ports from here are not handed out
+// for outgoing connections.
+package testport
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync/atomic"
+)
+
+const (
+	first = 15000
+	last  = 32000 // exclusive; the ephemeral range starts at 32768
+)
+
+var next atomic.Int64
+
+func init() { next.Store(int64(first + os.Getpid()%1000*17)) }
+
+// Addr returns "127.0.0.1:<port>" for a port that was free a moment ago
+// and that this process has not handed out recently.
+func Addr() (string, error) {
+	for i := 0; i < last-first; i++ {
+		p := next.Add(1)
+		if p >= last {
+			next.CompareAndSwap(p, first)
+			continue
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", p)
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue // in use by someone else
+		}
+		l.Close()
+		return addr, nil
+	}
+	return "", errors.New("testport: no free port in 15000-32000")
+}
