@@ -174,12 +174,10 @@ func (in *injector) inject(ctx context.Context, ev Event) {
 			in.skip(ev, "no leader")
 			return
 		}
-		off := s.offset.Add(ev.Jump.Milliseconds())
-		for m := c.maxAhead.Load(); off > m && !c.maxAhead.CompareAndSwap(m, off); m = c.maxAhead.Load() {
-		}
+		c.shiftClock(s, ev.Jump)
 		in.applied(ev, fmt.Sprintf("node %d clock jumped %v", s.id, ev.Jump))
 		sleepCtx(ctx, ev.Hold)
-		s.offset.Add(-ev.Jump.Milliseconds())
+		c.shiftClock(s, -ev.Jump) // overlapping jumps: undoing one may put the clock ahead
 	}
 }
 
@@ -265,4 +263,12 @@ func keys(m map[uint64]bool) []uint64 {
 		out = append(out, k)
 	}
 	return out
+}
+
+// shiftClock moves slot s's clock by d and records the furthest any clock
+// ran ahead (the TTL check's bound).
+func (c *cluster) shiftClock(s *slot, d time.Duration) {
+	off := s.offset.Add(d.Milliseconds())
+	for m := c.maxAhead.Load(); off > m && !c.maxAhead.CompareAndSwap(m, off); m = c.maxAhead.Load() {
+	}
 }
