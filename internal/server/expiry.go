@@ -18,7 +18,18 @@ const expiryBatch = 256
 // proposes KVORUM.DELEXPIRED, which deletes a key only if its deadline has
 // passed at apply time (so a TTL extended meanwhile wins).
 func (n *Node) expiryLoop() {
-	defer n.wg.Done()
+	defer n.bg.Done()
+	// Stop waits for this loop before it closes the DB: a proposal in
+	// flight is cancelled when the node stops.
+	base, cancelBase := context.WithCancel(context.Background())
+	defer cancelBase()
+	go func() {
+		select {
+		case <-n.stopper:
+			cancelBase()
+		case <-base.Done():
+		}
+	}()
 	t := time.NewTicker(expiryInterval)
 	defer t.Stop()
 	var cursor []byte
@@ -42,7 +53,7 @@ func (n *Node) expiryLoop() {
 			continue
 		}
 		cmd := append([][]byte{[]byte("KVORUM.DELEXPIRED")}, keys...)
-		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
+		ctx, cancel := context.WithTimeout(base, n.cfg.RequestTimeout)
 		_, err = r.Propose(ctx, [][][]byte{cmd})
 		cancel()
 		if err != nil {

@@ -68,6 +68,10 @@ type Node struct {
 	lastPeerLookup atomic.Int64 // learnPeers rate limit (unix ns)
 	disk           diskMonitor  // free space guard (disk.go)
 
+	// bg tracks loops that read the DB on their own (the expiry sweep):
+	// Stop waits for them before it closes the DB.
+	bg sync.WaitGroup
+
 	stopOnce sync.Once
 	stopper  chan struct{}
 	wg       sync.WaitGroup
@@ -155,8 +159,9 @@ func Start(cfg Config) (n *Node, err error) {
 	}
 
 	n.startDiskMonitor()
-	n.wg.Add(2)
+	n.bg.Add(1)
 	go n.expiryLoop()
+	n.wg.Add(1)
 	go n.watchFatal()
 	log.Info("node started", "client", n.ClientAddr(), "peer", n.PeerAddr(), "admin", n.AdminAddr())
 	return n, nil
@@ -256,6 +261,7 @@ func (n *Node) Stop() error {
 	var err error
 	n.stopOnce.Do(func() {
 		close(n.stopper)
+		n.bg.Wait() // found by the torture harness: the sweep read a closed DB
 		err = n.closeAll()
 		n.wg.Wait()
 	})
