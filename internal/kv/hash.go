@@ -380,9 +380,10 @@ func parseRandCount(b []byte) (int64, Reply, bool) {
 	return n, Reply{}, true
 }
 
-// parseHRandField returns HRANDFIELD's count (has=false without one) and
-// WITHVALUES, checked in Redis's order.
-func parseHRandField(args [][]byte) (count int64, has, withValues bool, r Reply, ok bool) {
+// parseRandArgs returns the count of HRANDFIELD or ZRANDMEMBER (has=false
+// without one) and whether option (WITHVALUES, WITHSCORES) was given,
+// checked in Redis's order.
+func parseRandArgs(args [][]byte, option string) (count int64, has, withOpt bool, r Reply, ok bool) {
 	if len(args) < 3 {
 		return 0, false, false, Reply{}, true
 	}
@@ -390,16 +391,20 @@ func parseHRandField(args [][]byte) (count int64, has, withValues bool, r Reply,
 	if !ok {
 		return 0, false, false, r, false
 	}
-	if len(args) > 4 || (len(args) == 4 && !eq(args[3], "withvalues")) {
+	if len(args) > 4 || (len(args) == 4 && !eq(args[3], option)) {
 		return 0, false, false, errSyntax, false
 	}
 	if len(args) == 4 {
 		if n < -math.MaxInt64/2 || n > math.MaxInt64/2 {
 			return 0, false, false, errRandValues, false
 		}
-		withValues = true
+		withOpt = true
 	}
-	return n, true, withValues, Reply{}, true
+	return n, true, withOpt, Reply{}, true
+}
+
+func parseHRandField(args [][]byte) (count int64, has, withValues bool, r Reply, ok bool) {
+	return parseRandArgs(args, "withvalues")
 }
 
 func checkHRandField(args [][]byte) (Reply, bool) {

@@ -3,7 +3,6 @@ package kv
 import (
 	"encoding/binary"
 	"errors"
-	"hash/fnv"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -272,18 +271,23 @@ func (x *ctx) remove(k []byte) error {
 	if err := x.w.Delete(x.metaKey(k), nil); err != nil {
 		return err
 	}
-	if err := x.setIndexKey(tombKey(k)); err != nil {
+	tk := tombKey(k)
+	if err := x.setIndexKey(tk[:]); err != nil {
 		return err
 	}
 	x.touched(k)
 	return nil
 }
 
-func tombKey(k []byte) []byte {
-	h := fnv.New32a()
-	_, _ = h.Write(k)
-	b := h.Sum32() % tombBuckets
-	return append(append(make([]byte, 0, len(tombPrefix)+2), tombPrefix...), byte(b>>8), byte(b))
+// tombKey is the deletion-bucket key of user key k (FNV-1a, inline: it
+// runs on every deletion and needs no allocation).
+func tombKey(k []byte) [6]byte {
+	h := uint32(2166136261)
+	for _, c := range k {
+		h = (h ^ uint32(c)) * 16777619
+	}
+	b := h % tombBuckets
+	return [6]byte{tombPrefix[0], tombPrefix[1], tombPrefix[2], tombPrefix[3], byte(b >> 8), byte(b)}
 }
 
 // setIndexKey stores the entry's log index under hidden key hk.

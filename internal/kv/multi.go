@@ -61,7 +61,8 @@ func (x *ctx) watchStamp(key []byte) (uint64, error) {
 	if ok {
 		return rec.mod + 1, nil
 	}
-	del, err := x.indexKey(tombKey(key))
+	tk := tombKey(key)
+	del, err := x.indexKey(tk[:])
 	if err != nil {
 		return 0, err
 	}

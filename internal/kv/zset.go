@@ -101,8 +101,6 @@ var (
 	errZLimitRank   = Error("ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX")
 	errZScoresLex   = Error("ERR syntax error, WITHSCORES not supported in combination with BYLEX")
 	errZLimitNeg    = Error("ERR LIMIT can't be negative")
-	errZRandRange   = Error("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807")
-	errZRandScores  = Error("ERR value is out of range")
 	errZNumKeys     = Error("ERR numkeys should be greater than 0")
 	errZMPopCount   = Error("ERR count should be greater than 0")
 	errZRandTooMany = Error("ERR ZRANDMEMBER count is too large: kvorum replies with at most 1048576 members")
@@ -2096,29 +2094,8 @@ func cmdZScan(x *ctx, args [][]byte) Reply {
 // ---------------------------------------------------------------------------
 // ZRANDMEMBER
 
-// parseZRandMember returns the count (0 and has=false without one) and
-// WITHSCORES, checked in Redis's order.
 func parseZRandMember(args [][]byte) (count int64, has, withScores bool, r Reply, ok bool) {
-	if len(args) < 3 {
-		return 0, false, false, Reply{}, true
-	}
-	l, ok := parseInt(args[2])
-	if !ok {
-		return 0, false, false, errNotInt, false
-	}
-	if l == math.MinInt64 {
-		return 0, false, false, errZRandRange, false
-	}
-	if len(args) > 4 || (len(args) == 4 && !eq(args[3], "withscores")) {
-		return 0, false, false, errSyntax, false
-	}
-	if len(args) == 4 {
-		if l < -math.MaxInt64/2 || l > math.MaxInt64/2 {
-			return 0, false, false, errZRandScores, false
-		}
-		withScores = true
-	}
-	return l, true, withScores, Reply{}, true
+	return parseRandArgs(args, "withscores")
 }
 
 func checkZRandMember(args [][]byte) (Reply, bool) {
