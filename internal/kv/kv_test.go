@@ -43,7 +43,7 @@ func show(r Reply) string {
 		return "(nil)"
 	case KindInt:
 		return fmt.Sprint(r.Int)
-	case KindArray:
+	case KindArray, KindMap:
 		var parts []string
 		for _, e := range r.Elems {
 			parts = append(parts, show(e))

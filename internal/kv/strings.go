@@ -112,6 +112,7 @@ const (
 	optPX
 	optEXAT
 	optPXAT
+	optLease // kvorum: SET ... LEASE id
 
 	optExpiry = optEX | optPX | optEXAT | optPXAT
 )
@@ -120,6 +121,7 @@ const (
 type strOpts struct {
 	flags  int
 	expire []byte // the last expiry argument; parsed by expiryMs
+	lease  []byte // SET ... LEASE id (kvorum)
 }
 
 // parseStrOpts is a port of Redis 7's parseExtendedStringArgumentsOrReply:
@@ -158,6 +160,10 @@ func parseStrOpts(args [][]byte, from int, isSet bool) (strOpts, Reply, bool) {
 			o.flags |= optPXAT
 			o.expire = args[j+1]
 			j++
+		case eq(a, "LEASE") && isSet && hasNext:
+			o.flags |= optLease
+			o.lease = args[j+1]
+			j++
 		default:
 			return o, errSyntax, false
 		}
@@ -193,6 +199,11 @@ func (o *strOpts) expiryMs(cmd string, now int64) (int64, Reply, bool) {
 // at the key, its expiry number (relative overflow is left to Apply).
 func checkSet(args [][]byte) (Reply, bool) {
 	o, r, ok := parseStrOpts(args, 3, true)
+	if ok && o.flags&optLease != 0 {
+		if _, valid := parseID(o.lease); !valid {
+			return errLeaseID, false
+		}
+	}
 	if !ok || o.flags&optExpiry == 0 {
 		return r, ok
 	}
@@ -211,6 +222,18 @@ func cmdSet(x *ctx, args [][]byte) Reply {
 	if o.flags&optExpiry != 0 {
 		if expire, r, ok = o.expiryMs("set", x.now); !ok {
 			return r
+		}
+	}
+	var leaseID uint64
+	if o.flags&optLease != 0 {
+		var valid bool
+		if leaseID, valid = parseID(o.lease); !valid {
+			return errLeaseID
+		}
+		if _, ok, err := x.getLease(leaseID); err != nil {
+			return errStorage(err)
+		} else if !ok {
+			return errNoLease(leaseID)
 		}
 	}
 	get := o.flags&optGet != 0
@@ -247,6 +270,10 @@ func cmdSet(x *ctx, args [][]byte) Reply {
 		}
 	} else if r := putString(x, args[1], args[2], expire); r.IsError() {
 		return r
+	} else if leaseID != 0 {
+		if err := x.attachKey(leaseID, args[1]); err != nil {
+			return errStorage(err)
+		}
 	}
 	if get {
 		return old

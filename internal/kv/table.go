@@ -20,6 +20,7 @@ type Spec struct {
 	Write                   bool     // true: replicated through Raft (Apply); false: Read
 	Group                   string   // for COMMAND DOCS
 	Summary                 string   // one line, for COMMAND DOCS
+	Extension               bool     // kvorum's own command (LEASE, LOCK), not a Redis one
 }
 
 // Limits bound client input; 0 means unlimited.
@@ -35,6 +36,8 @@ type ctx struct {
 	seed       uint64       // deterministic randomness for writes (see rand)
 	onWrite    func([]byte) // called with every key whose record a write changed
 	onPublish  func(channel, message []byte)
+	onLease    func(id, renewIdx uint64, ttlMs int64)
+	nested     bool   // run by call: inside a transaction or FENCED (nobody can park)
 	kbuf, vbuf []byte // scratch: storage key, encoded record
 	rng        *rand.PCG
 	calls      uint64 // nested commands run by call, for their seeds
@@ -51,6 +54,10 @@ type Env struct {
 	// OnPublish, if set, is called for each PUBLISH the entry carries (also
 	// from transactions and scripts), in log order.
 	OnPublish func(channel, message []byte)
+	// OnLease, if set, is called when a lease is granted or renewed
+	// (renewIdx = this entry's index, ttlMs > 0) or goes away (ttlMs = 0),
+	// so the leader can time expiries on its monotonic clock.
+	OnLease func(id, renewIdx uint64, ttlMs int64)
 }
 
 // rand returns the command's random source: seeded from the log position
@@ -76,7 +83,7 @@ func getCtx(r readerI, w writer, now int64) *ctx {
 }
 
 func putCtx(x *ctx) {
-	x.r, x.w, x.onWrite, x.onPublish, x.index, x.seed, x.calls = nil, nil, nil, nil, 0, 0, 0
+	x.r, x.w, x.onWrite, x.onPublish, x.onLease, x.index, x.seed, x.calls, x.nested = nil, nil, nil, nil, nil, 0, 0, 0, false
 	if cap(x.vbuf) > 64<<10 {
 		x.vbuf = nil
 	}
@@ -274,7 +281,7 @@ func Apply(b *pebble.Batch, args [][]byte, env Env) (r Reply) {
 		return r
 	}
 	x := getCtx(b, b, env.Now)
-	x.index, x.seed, x.onWrite, x.onPublish = env.Index, uint64(env.Seq), env.OnWrite, env.OnPublish
+	x.index, x.seed, x.onWrite, x.onPublish, x.onLease = env.Index, uint64(env.Seq), env.OnWrite, env.OnPublish, env.OnLease
 	defer putCtx(x)
 	return d.run(x, args)
 }
@@ -324,7 +331,8 @@ func (x *ctx) call(args [][]byte) Reply {
 	}
 	x.calls++
 	y := getCtx(x.r, x.w, x.now)
-	y.index, y.seed, y.onWrite, y.onPublish = x.index, x.seed<<20|x.calls, x.onWrite, x.onPublish
+	y.index, y.seed, y.onWrite, y.onPublish, y.onLease = x.index, x.seed<<20|x.calls, x.onWrite, x.onPublish, x.onLease
+	y.nested = true
 	defer putCtx(y)
 	return d.run(y, args)
 }

@@ -40,10 +40,18 @@ func (b *backend) Do(ctx context.Context, cmds [][][]byte) []kv.Reply {
 			i++
 			continue
 		}
+		if name, lease, timeout, ok := kv.LockAcquire(cmds[i]); ok {
+			replies[i] = n.execLock(parent, cmds[i], name, lease, timeout)
+			i++
+			continue
+		}
 		write := isWrite(cmds[i])
 		j := i + 1
 		for j < len(cmds) && isWrite(cmds[j]) == write {
 			if _, _, blocking := blockingCommand(cmds[j]); blocking {
+				break
+			}
+			if _, _, _, parks := kv.LockAcquire(cmds[j]); parks {
 				break
 			}
 			j++

@@ -33,6 +33,7 @@ type kvMachine struct{ n *Node }
 func (m kvMachine) Apply(b *pebble.Batch, args [][]byte, env kv.Env) kv.Reply {
 	env.OnWrite = m.n.waiters.notify
 	env.OnPublish = m.n.deliver
+	env.OnLease = m.n.leases.observe
 	return kv.Apply(b, args, env)
 }
 
@@ -63,7 +64,8 @@ type Node struct {
 
 	clientLis, peerLis, adminLis net.Listener
 
-	waiters        waiters      // clients blocked on keys (BLPOP, ...)
+	waiters        waiters      // clients blocked on keys (BLPOP, LOCK ACQUIRE, ...)
+	leases         leaseTracker // lease renewals as applied here (lock.go)
 	blockedClients atomic.Int64 // for INFO
 	lastPeerLookup atomic.Int64 // learnPeers rate limit (unix ns)
 	disk           diskMonitor  // free space guard (disk.go)
@@ -159,8 +161,9 @@ func Start(cfg Config) (n *Node, err error) {
 	}
 
 	n.startDiskMonitor()
-	n.bg.Add(1)
+	n.bg.Add(2)
 	go n.expiryLoop()
+	go n.leaseLoop()
 	n.wg.Add(1)
 	go n.watchFatal()
 	log.Info("node started", "client", n.ClientAddr(), "peer", n.PeerAddr(), "admin", n.AdminAddr())

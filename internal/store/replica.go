@@ -221,6 +221,15 @@ func (r *Replica) Leader() (leader uint64, isLocal bool) {
 	return st.Lead, st.RaftState == raft.StateLeader
 }
 
+// LeaderTerm reports whether this replica leads and in which term (the
+// cheap part of Status, for loops that run every few milliseconds).
+func (r *Replica) LeaderTerm() (isLeader bool, term uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.mu.rn.BasicStatus()
+	return st.RaftState == raft.StateLeader, st.GetTerm()
+}
+
 func (r *Replica) nextProposalIDLocked() uint64 {
 	r.mu.nextProp++
 	return r.mu.nextProp

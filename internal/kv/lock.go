@@ -1,0 +1,544 @@
+package kv
+
+import (
+	"encoding/binary"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Locks (issue 7; docs/design-locks.md): a replicated state machine with
+// one holder (or a set of SHARED holders), a FIFO queue of waiters and a
+// fencing token on every grant.
+//
+//	'k' <name>                 lock: mode (1), waiters (8), next seq (8), then per holder lease (8), token (8)
+//	'q' <len(name):4> <name> <seq:8>   a waiter: lease (8), shared (1)
+//
+// The apply that frees a lock (release, cancel of a queue head, lease
+// expiry or revoke) grants it to the head of the queue, and with a SHARED
+// head every SHARED waiter behind it, in the same apply: hand-off costs
+// one Raft round. Each grant gets a fresh token (nextToken). The lock's
+// key is "touched" (Env.OnWrite with LockWaitKey) on every change, which
+// wakes the clients the node parks on it; they read their grant from the
+// applied state.
+
+var (
+	lockPrefix  = []byte{userPrefix, 0x00, 0x00, 'k'}
+	queuePrefix = []byte{userPrefix, 0x00, 0x00, 'q'}
+)
+
+const (
+	modeFree      byte = 0
+	modeExclusive byte = 1
+	modeShared    byte = 2
+)
+
+// waitingReply is what LOCK ACQUIRE returns to the node when it queued the
+// client: the node parks the connection until the grant is applied. It
+// never reaches a client.
+var waitingReply = Status("KVORUM-LOCK-WAITING")
+
+// IsLockWaiting reports whether r means "queued: park the client".
+func IsLockWaiting(r Reply) bool {
+	return r.Kind == KindStatus && string(r.Str) == string(waitingReply.Str)
+}
+
+func init() {
+	def("lock", -3, "write noscript", 0, 0, 0, "lock", "Locks: ACQUIRE name lease [TIMEOUT ms] [SHARED] | TRYACQUIRE name lease [SHARED] | RELEASE name token | CANCEL name lease | INFO name | FENCED name token command ...", cmdLock, checkLock)
+	table["lock"].spec.Extension = true
+	def("kvorum.locktimeout", 3, "write", 0, 0, 0, "lock", "Internal: a parked acquire gives up; replies the token if it was granted meanwhile.", cmdLockTimeout, nil)
+	table["kvorum.locktimeout"].internal = true
+	specList = specList[:len(specList)-1]
+}
+
+type holder struct{ lease, token uint64 }
+
+type lockRec struct {
+	mode    byte
+	waiters uint64
+	nextSeq uint64
+	holders []holder
+}
+
+type lockOpts struct {
+	timeout time.Duration
+	shared  bool
+}
+
+// parseLockOpts parses ACQUIRE's and TRYACQUIRE's options from args[from:].
+func parseLockOpts(args [][]byte, from int, timeoutOK bool) (lockOpts, Reply, bool) {
+	var o lockOpts
+	for i := from; i < len(args); i++ {
+		switch {
+		case eq(args[i], "SHARED"):
+			o.shared = true
+		case eq(args[i], "TIMEOUT") && timeoutOK && i+1 < len(args):
+			ms, ok := parseInt(args[i+1])
+			if !ok || ms < 0 {
+				return o, Error("ERR invalid TIMEOUT: want milliseconds >= 0"), false
+			}
+			o.timeout = time.Duration(ms) * time.Millisecond
+			i++
+		default:
+			return o, errSyntax, false
+		}
+	}
+	return o, Reply{}, true
+}
+
+func checkLock(args [][]byte) (Reply, bool) {
+	sub := args[1]
+	n := len(args)
+	switch {
+	case eq(sub, "ACQUIRE"), eq(sub, "TRYACQUIRE"):
+		if n < 4 {
+			return wrongArity("lock|" + lowerName(sub)), false
+		}
+		if _, ok := parseID(args[3]); !ok {
+			return errLeaseID, false
+		}
+		if _, r, ok := parseLockOpts(args, 4, eq(sub, "ACQUIRE")); !ok {
+			return r, false
+		}
+	case eq(sub, "RELEASE"), eq(sub, "CANCEL"):
+		if n != 4 {
+			return wrongArity("lock|" + lowerName(sub)), false
+		}
+		if _, ok := parseID(args[3]); !ok {
+			if eq(sub, "RELEASE") {
+				return errBadToken, false
+			}
+			return errLeaseID, false
+		}
+	case eq(sub, "INFO"):
+		if n != 3 {
+			return wrongArity("lock|info"), false
+		}
+	case eq(sub, "FENCED"):
+		if n < 5 {
+			return wrongArity("lock|fenced"), false
+		}
+		if _, ok := parseID(args[3]); !ok {
+			return errBadToken, false
+		}
+		d := lookup(args[4])
+		if d == nil || d.internal {
+			return UnknownCommand(args[4:]), false
+		}
+		if d.spec.Name == "lock" || d.spec.Name == "lease" || hasFlag(&d.spec, "noscript") {
+			return Error("ERR LOCK FENCED cannot run '" + d.spec.Name + "'"), false
+		}
+		return checkWith(d, args[4:], Limits{}, d.check)
+	default:
+		return Error("ERR unknown subcommand '" + string(sanitizeError([]byte(sub))) + "'. Try LOCK ACQUIRE|TRYACQUIRE|RELEASE|CANCEL|INFO|FENCED."), false
+	}
+	return Reply{}, true
+}
+
+var errBadToken = Error("ERR invalid fencing token")
+
+func hasFlag(s *Spec, f string) bool {
+	for _, g := range s.Flags {
+		if g == f {
+			return true
+		}
+	}
+	return false
+}
+
+// LockAcquire reports whether args is a valid LOCK ACQUIRE (the blocking
+// form, which the node parks) and returns its lock name, lease and timeout
+// (0: none).
+func LockAcquire(args [][]byte) (name []byte, lease uint64, timeout time.Duration, ok bool) {
+	if len(args) < 4 || !eq(args[0], "LOCK") || !eq(args[1], "ACQUIRE") {
+		return nil, 0, 0, false
+	}
+	if _, valid := checkLock(args); !valid {
+		return nil, 0, 0, false
+	}
+	lease, _ = parseID(args[3])
+	o, _, _ := parseLockOpts(args, 4, true)
+	return args[2], lease, o.timeout, true
+}
+
+// LockWaitKey is the key a lock's changes are reported under (Env.OnWrite).
+func LockWaitKey(name []byte) []byte { return lockKey(name) }
+
+// LockTimeoutCommand builds the internal command a parked acquire proposes
+// when it gives up.
+func LockTimeoutCommand(name []byte, lease uint64) [][]byte {
+	return [][]byte{[]byte("KVORUM.LOCKTIMEOUT"), name, strconv.AppendUint(nil, lease, 10)}
+}
+
+func cmdLock(x *ctx, args [][]byte) Reply {
+	sub, name := args[1], args[2]
+	switch {
+	case eq(sub, "ACQUIRE"), eq(sub, "TRYACQUIRE"):
+		id, _ := parseID(args[3])
+		o, r, ok := parseLockOpts(args, 4, eq(sub, "ACQUIRE"))
+		if !ok {
+			return r
+		}
+		// Inside a transaction nobody could park: ACQUIRE acts as TRYACQUIRE.
+		return x.acquire(name, id, o.shared, eq(sub, "ACQUIRE") && !x.nested)
+	case eq(sub, "RELEASE"):
+		tok, _ := parseID(args[3])
+		return x.release(name, tok)
+	case eq(sub, "CANCEL"):
+		id, _ := parseID(args[3])
+		removed, err := x.cancelWait(name, id)
+		if err != nil {
+			return errStorage(err)
+		}
+		if removed {
+			return Int(1)
+		}
+		return Int(0)
+	case eq(sub, "INFO"):
+		return x.lockInfo(name)
+	default: // FENCED
+		tok, _ := parseID(args[3])
+		l, _, err := x.getLock(name)
+		if err != nil {
+			return errStorage(err)
+		}
+		if l.holderByToken(tok) < 0 {
+			return Error("FENCED token " + strconv.FormatUint(tok, 10) + " is not the current holder of lock '" + string(sanitizeError([]byte(name))) + "'; nothing was written")
+		}
+		return x.call(args[4:])
+	}
+}
+
+// cmdLockTimeout: KVORUM.LOCKTIMEOUT name lease. Leaves the queue; replies
+// the lease's token if it holds the lock (granted before the timeout was
+// applied: the apply decides, not the client's timer), else null.
+func cmdLockTimeout(x *ctx, args [][]byte) Reply {
+	id, ok := parseID(args[2])
+	if !ok {
+		return errLeaseID
+	}
+	l, _, err := x.getLock(args[1])
+	if err != nil {
+		return errStorage(err)
+	}
+	if i := l.holderByLease(id); i >= 0 {
+		return Int(int64(l.holders[i].token))
+	}
+	if _, err := x.cancelWait(args[1], id); err != nil {
+		return errStorage(err)
+	}
+	return Nil
+}
+
+func (x *ctx) acquire(name []byte, id uint64, shared, block bool) Reply {
+	if _, ok, err := x.getLease(id); err != nil {
+		return errStorage(err)
+	} else if !ok {
+		return errNoLease(id)
+	}
+	l, _, err := x.getLock(name)
+	if err != nil {
+		return errStorage(err)
+	}
+	if i := l.holderByLease(id); i >= 0 {
+		return Int(int64(l.holders[i].token)) // already ours: acquire is idempotent
+	}
+	seq, err := x.waitSeq(name, id)
+	if err != nil {
+		return errStorage(err)
+	}
+	if seq > 0 { // already queued (a retried acquire keeps its place)
+		if block {
+			return waitingReply
+		}
+		return Nil
+	}
+	mode := modeExclusive
+	if shared {
+		mode = modeShared
+	}
+	if l.mode == modeFree || (mode == modeShared && l.mode == modeShared && l.waiters == 0) {
+		tok, err := x.grant(&l, name, id, mode)
+		if err != nil {
+			return errStorage(err)
+		}
+		if err := x.putLock(name, &l); err != nil {
+			return errStorage(err)
+		}
+		return Int(int64(tok))
+	}
+	if !block {
+		return Nil
+	}
+	l.nextSeq++
+	seq = l.nextSeq
+	l.waiters++
+	w := make([]byte, 9)
+	binary.BigEndian.PutUint64(w, id)
+	if shared {
+		w[8] = 1
+	}
+	if err := x.w.Set(queueKey(name, seq), w, nil); err != nil {
+		return errStorage(err)
+	}
+	if err := x.setOwned(id, name, seq); err != nil {
+		return errStorage(err)
+	}
+	if err := x.putLock(name, &l); err != nil {
+		return errStorage(err)
+	}
+	return waitingReply
+}
+
+// grant makes lease id a holder of l (the caller stores l).
+func (x *ctx) grant(l *lockRec, name []byte, id uint64, mode byte) (uint64, error) {
+	tok, err := x.nextToken()
+	if err != nil {
+		return 0, err
+	}
+	l.mode = mode
+	l.holders = append(l.holders, holder{id, tok})
+	return tok, x.setOwned(id, name, 0)
+}
+
+func (x *ctx) release(name []byte, tok uint64) Reply {
+	l, _, err := x.getLock(name)
+	if err != nil {
+		return errStorage(err)
+	}
+	i := l.holderByToken(tok)
+	if i < 0 {
+		cur := "it is free"
+		if len(l.holders) > 0 {
+			cur = "current token " + strconv.FormatUint(l.holders[len(l.holders)-1].token, 10)
+		}
+		return Error("STALE fencing token " + strconv.FormatUint(tok, 10) + " does not hold lock '" + string(sanitizeError([]byte(name))) + "' (" + cur + "); nothing changed")
+	}
+	id := l.holders[i].lease
+	l.holders = append(l.holders[:i], l.holders[i+1:]...)
+	if err := x.w.Delete(ownedKey(id, 'l', name), nil); err != nil {
+		return errStorage(err)
+	}
+	if err := x.settle(name, &l); err != nil {
+		return errStorage(err)
+	}
+	return Int(1)
+}
+
+// cancelWait removes lease id's waiter from name's queue, if it has one.
+func (x *ctx) cancelWait(name []byte, id uint64) (bool, error) {
+	seq, err := x.waitSeq(name, id)
+	if err != nil || seq == 0 {
+		return false, err
+	}
+	l, _, err := x.getLock(name)
+	if err != nil {
+		return false, err
+	}
+	if err := x.w.Delete(ownedKey(id, 'l', name), nil); err != nil {
+		return false, err
+	}
+	if err := x.w.Delete(queueKey(name, seq), nil); err != nil {
+		return false, err
+	}
+	l.waiters--
+	return true, x.settle(name, &l)
+}
+
+// lockDropLease removes lease id from name, as holder (seq 0) or waiter.
+func (x *ctx) lockDropLease(name []byte, id, seq uint64) error {
+	l, _, err := x.getLock(name)
+	if err != nil {
+		return err
+	}
+	if seq > 0 {
+		if err := x.w.Delete(queueKey(name, seq), nil); err != nil {
+			return err
+		}
+		l.waiters--
+	} else if i := l.holderByLease(id); i >= 0 {
+		l.holders = append(l.holders[:i], l.holders[i+1:]...)
+	}
+	return x.settle(name, &l)
+}
+
+// settle grants the lock to the head of its queue while the head is
+// compatible with the holders, then stores l (or deletes it when it is
+// free with nobody waiting).
+func (x *ctx) settle(name []byte, l *lockRec) error {
+	if len(l.holders) == 0 {
+		l.mode = modeFree
+	}
+	for l.waiters > 0 && l.mode != modeExclusive {
+		seq, id, shared, err := x.queueHead(name)
+		if err != nil {
+			return err
+		}
+		if seq == 0 { // inconsistent count: trust the queue
+			l.waiters = 0
+			break
+		}
+		if l.mode == modeShared && !shared {
+			break // an exclusive head waits for the shared holders
+		}
+		if err := x.w.Delete(queueKey(name, seq), nil); err != nil {
+			return err
+		}
+		l.waiters--
+		mode := modeExclusive
+		if shared {
+			mode = modeShared
+		}
+		if _, err := x.grant(l, name, id, mode); err != nil {
+			return err
+		}
+	}
+	return x.putLock(name, l)
+}
+
+// queueHead returns name's first waiter (seq 0: none).
+func (x *ctx) queueHead(name []byte) (seq, id uint64, shared bool, err error) {
+	p := queueKey(name, 0)
+	p = p[:len(p)-8]
+	it, err := x.r.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	if err != nil {
+		return 0, 0, false, err
+	}
+	defer it.Close()
+	if !it.First() {
+		return 0, 0, false, it.Error()
+	}
+	k := it.Key()
+	v, err := it.ValueAndErr()
+	if err != nil || len(k) != len(p)+8 || len(v) != 9 {
+		return 0, 0, false, errors.Join(err, errCorruptRecord)
+	}
+	return binary.BigEndian.Uint64(k[len(p):]), binary.BigEndian.Uint64(v), v[8] == 1, nil
+}
+
+func (x *ctx) lockInfo(name []byte) Reply {
+	l, _, err := x.getLock(name)
+	if err != nil {
+		return errStorage(err)
+	}
+	mode := [...]string{"free", "exclusive", "shared"}[l.mode%3]
+	hs := make([]Reply, len(l.holders))
+	var tok uint64
+	for i, h := range l.holders {
+		hs[i] = Array(Int(int64(h.lease)), Int(int64(h.token)))
+		tok = max(tok, h.token)
+	}
+	return Map(BulkString("mode"), BulkString(mode), BulkString("token"), Int(int64(tok)),
+		BulkString("holders"), Array(hs...), BulkString("waiters"), Int(int64(l.waiters)))
+}
+
+func (l *lockRec) holderByToken(tok uint64) int {
+	for i, h := range l.holders {
+		if h.token == tok {
+			return i
+		}
+	}
+	return -1
+}
+
+func (l *lockRec) holderByLease(id uint64) int {
+	for i, h := range l.holders {
+		if h.lease == id {
+			return i
+		}
+	}
+	return -1
+}
+
+func lockKey(name []byte) []byte {
+	return append(append(make([]byte, 0, len(lockPrefix)+len(name)), lockPrefix...), name...)
+}
+
+func queueKey(name []byte, seq uint64) []byte {
+	b := make([]byte, 0, len(queuePrefix)+12+len(name))
+	b = append(b, queuePrefix...)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(name)))
+	b = append(b, name...)
+	return binary.BigEndian.AppendUint64(b, seq)
+}
+
+func (x *ctx) getLock(name []byte) (lockRec, bool, error) {
+	return readLock(x.r, name)
+}
+
+func readLock(r pebble.Reader, name []byte) (lockRec, bool, error) {
+	v, c, err := r.Get(lockKey(name))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return lockRec{}, false, nil
+	}
+	if err != nil {
+		return lockRec{}, false, err
+	}
+	defer c.Close()
+	if len(v) < 17 || (len(v)-17)%16 != 0 {
+		return lockRec{}, false, errCorruptRecord
+	}
+	l := lockRec{mode: v[0], waiters: binary.BigEndian.Uint64(v[1:]), nextSeq: binary.BigEndian.Uint64(v[9:])}
+	for p := v[17:]; len(p) >= 16; p = p[16:] {
+		l.holders = append(l.holders, holder{binary.BigEndian.Uint64(p), binary.BigEndian.Uint64(p[8:])})
+	}
+	return l, true, nil
+}
+
+// putLock stores l, or deletes it when nobody holds or waits, and reports
+// the change to parked clients.
+func (x *ctx) putLock(name []byte, l *lockRec) error {
+	k := lockKey(name)
+	var err error
+	if len(l.holders) == 0 && l.waiters == 0 {
+		err = x.w.Delete(k, nil)
+	} else {
+		v := make([]byte, 17, 17+16*len(l.holders))
+		v[0] = l.mode
+		binary.BigEndian.PutUint64(v[1:], l.waiters)
+		binary.BigEndian.PutUint64(v[9:], l.nextSeq)
+		for _, h := range l.holders {
+			v = binary.BigEndian.AppendUint64(v, h.lease)
+			v = binary.BigEndian.AppendUint64(v, h.token)
+		}
+		err = x.w.Set(k, v, nil)
+	}
+	if err == nil {
+		x.touched(k)
+	}
+	return err
+}
+
+// setOwned records lease id's place in lock name (seq 0: holder).
+func (x *ctx) setOwned(id uint64, name []byte, seq uint64) error {
+	var v [8]byte
+	binary.BigEndian.PutUint64(v[:], seq)
+	return x.w.Set(ownedKey(id, 'l', name), v[:], nil)
+}
+
+// waitSeq returns lease id's waiter seq in name's queue (0: not waiting).
+func (x *ctx) waitSeq(name []byte, id uint64) (uint64, error) {
+	return x.indexKey(ownedKey(id, 'l', name))
+}
+
+// LockState is what a parked client's node reads after a wake-up: the
+// lease's token if it holds the lock, whether it still waits in the queue,
+// and whether the lease still exists.
+func LockState(r pebble.Reader, name []byte, id uint64) (token uint64, waiting, leaseAlive bool, err error) {
+	x := getCtx(r, nil, 0)
+	defer putCtx(x)
+	if _, leaseAlive, err = x.getLease(id); err != nil || !leaseAlive {
+		return 0, false, leaseAlive, err
+	}
+	l, _, err := x.getLock(name)
+	if err != nil {
+		return 0, false, true, err
+	}
+	if i := l.holderByLease(id); i >= 0 {
+		return l.holders[i].token, false, true, nil
+	}
+	seq, err := x.waitSeq(name, id)
+	return 0, seq > 0, true, err
+}
