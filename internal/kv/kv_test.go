@@ -225,7 +225,7 @@ var fuzzNames = func() []string {
 		names = append(names, strings.ToUpper(s.Name))
 	}
 	sort.Strings(names) // Commands() order is init order; keep inputs stable
-	return append(names, "NOPE", "KVORUM.DELEXPIRED", "KVORUM.EXEC")
+	return append(names, "NOPE", "KVORUM.DELEXPIRED", "KVORUM.EXEC", "KVORUM.LEASEEXPIRE", "KVORUM.LOCKTIMEOUT")
 }()
 
 var fuzzWords = []string{"k", "k2", "", "0", "-1", "1", "100", "9223372036854775807", "-9223372036854775808", "1.5",
@@ -236,6 +236,9 @@ var fuzzWords = []string{"k", "k2", "", "0", "-1", "1", "100", "9223372036854775
 	"f", "2", "3", "-2", "BEFORE", "AFTER", "LEFT", "RIGHT", "RANK", "MAXLEN", "WITHSCORES", "WITHVALUES", "BYSCORE",
 	"BYLEX", "REV", "LIMIT", "WEIGHTS", "AGGREGATE", "SUM", "MIN", "MAX", "CH", "INCR", "(1", "[a", "(a", "-", "+",
 	"+inf", "0.01", "ENCODING", "LOAD", "EXISTS", "FLUSH",
+	// leases and locks
+	"GRANT", "KEEPALIVE", "REVOKE", "LIST", "ACQUIRE", "TRYACQUIRE", "RELEASE", "CANCEL", "INFO", "FENCED", "SHARED",
+	"TIMEOUT", "LEASE", "SET",
 	// scripts and transactions
 	"return 1", "return redis.call('set', KEYS[1], ARGV[1])", "return redis.call('lpush', KEYS[1], 'x')",
 	"return {1, 'a', {ok='x'}, {err='e'}}", "error('x')", "return redis.pcall('nope')", "return math.random()",

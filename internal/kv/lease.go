@@ -166,13 +166,15 @@ func cmdLeaseExpire(x *ctx, args [][]byte) Reply {
 	if len(args)%2 != 1 {
 		return wrongArity("kvorum.leaseexpire")
 	}
-	var n int64
-	for i := 1; i+1 < len(args); i += 2 {
-		id, ok1 := parseID(args[i])
-		renew, ok2 := parseID(args[i+1])
-		if !ok1 || !ok2 {
+	for _, a := range args[1:] { // all valid before anything is written
+		if _, ok := parseID(a); !ok {
 			return errLeaseID
 		}
+	}
+	var n int64
+	for i := 1; i+1 < len(args); i += 2 {
+		id, _ := parseID(args[i])
+		renew, _ := parseID(args[i+1])
 		l, ok, err := x.getLease(id)
 		if err != nil {
 			return errStorage(err)
