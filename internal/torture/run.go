@@ -48,12 +48,14 @@ type Result struct {
 	Diverged      string   // replicas at the same applied index with different state
 	Recovery      string   // the cluster did not recover after the faults ended
 	Died          []string // nodes that stopped by themselves (fatal errors)
+	Locks         []string // lock safety violations (locks.go)
+	LockGrants    int      // lock grants the lock clients used
 	CatchUps      int      // restarts and joins that had to catch up
 }
 
 // Failed reports whether the run found a violation.
 func (r *Result) Failed() bool {
-	return !r.Linearizable && !r.CheckTimedOut || len(r.Lost) > 0 || len(r.TTL) > 0 || r.Diverged != "" || r.Recovery != "" || len(r.Died) > 0
+	return !r.Linearizable && !r.CheckTimedOut || len(r.Lost) > 0 || len(r.TTL) > 0 || r.Diverged != "" || r.Recovery != "" || len(r.Died) > 0 || len(r.Locks) > 0
 }
 
 // Summary is a one-paragraph account of the run.
@@ -71,6 +73,10 @@ func (r *Result) Summary() string {
 		if r.Report != "" {
 			b.WriteString(" (see " + r.Report + ")")
 		}
+	}
+	fmt.Fprintf(&b, "; %d lock grants", r.LockGrants)
+	if len(r.Locks) > 0 {
+		fmt.Fprintf(&b, "; LOCK VIOLATIONS: %v", first(r.Locks, 5))
 	}
 	if len(r.Lost) > 0 {
 		fmt.Fprintf(&b, "; %d acknowledged writes LOST: %v", len(r.Lost), first(r.Lost, 5))
@@ -141,6 +147,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}, rec)
 	}()
 
+	var locks *lockWorkload
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		locks = lockWorkers(wctx, c.clientAddrs())
+	}()
+
 	var ttlAcked []string
 	wg.Add(1)
 	go func() {
@@ -193,6 +206,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		} else {
 			res.Lost = lost
 			res.TTL = verifyTTL(vctx, lead.cfg.ClientAddr, ttlAcked, time.Duration(c.maxAhead.Load())*time.Millisecond)
+			res.Locks = locks.verify(vctx, lead.cfg.ClientAddr)
+			res.LockGrants = len(locks.grants)
 		}
 		cancel()
 		if msg := c.converge(ctx, 20*time.Second); msg != "" {
