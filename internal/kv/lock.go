@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -35,14 +36,25 @@ const (
 	modeShared    byte = 2
 )
 
-// waitingReply is what LOCK ACQUIRE returns to the node when it queued the
-// client: the node parks the connection until the grant is applied. It
-// never reaches a client.
-var waitingReply = Status("KVORUM-LOCK-WAITING")
+// waitingPrefix starts what LOCK ACQUIRE returns to the node when it
+// queued the client, followed by the entry's index: the node parks the
+// connection until the grant is applied. It never reaches a client.
+const waitingPrefix = "KVORUM-LOCK-WAITING "
 
-// IsLockWaiting reports whether r means "queued: park the client".
-func IsLockWaiting(r Reply) bool {
-	return r.Kind == KindStatus && string(r.Str) == string(waitingReply.Str)
+func (x *ctx) waitingReply() Reply {
+	return Status(waitingPrefix + strconv.FormatUint(x.index, 10))
+}
+
+// LockWaiting reports whether r means "queued: park the client", and the
+// index of the entry that queued it. Any later grant has a larger token,
+// so a token at or below it in a lagging replica's state is an earlier,
+// released grant to the same lease, not the one being waited for.
+func LockWaiting(r Reply) (index uint64, ok bool) {
+	if r.Kind != KindStatus || !strings.HasPrefix(string(r.Str), waitingPrefix) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(r.Str[len(waitingPrefix):]), 10, 64)
+	return n, err == nil
 }
 
 func init() {
@@ -251,7 +263,7 @@ func (x *ctx) acquire(name []byte, id uint64, shared, block bool) Reply {
 	}
 	if seq > 0 { // already queued (a retried acquire keeps its place)
 		if block {
-			return waitingReply
+			return x.waitingReply()
 		}
 		return Nil
 	}
@@ -289,7 +301,7 @@ func (x *ctx) acquire(name []byte, id uint64, shared, block bool) Reply {
 	if err := x.putLock(name, &l); err != nil {
 		return errStorage(err)
 	}
-	return waitingReply
+	return x.waitingReply()
 }
 
 // grant makes lease id a holder of l (the caller stores l).

@@ -71,13 +71,13 @@ func TestLockQueueHandOffAndTokens(t *testing.T) {
 	ta := l.id("LOCK", "ACQUIRE", "x", a)
 	l.want(ta, "LOCK", "ACQUIRE", "x", a) // idempotent for the holder
 	l.want("(nil)", "LOCK", "TRYACQUIRE", "x", b)
-	if r := l.do("LOCK", "ACQUIRE", "x", b); !IsLockWaiting(r) {
+	if r := l.do("LOCK", "ACQUIRE", "x", b); !isWaiting(r) {
 		t.Fatalf("second acquire: %s, want queued", show(r))
 	}
-	if r := l.do("LOCK", "ACQUIRE", "x", c); !IsLockWaiting(r) {
+	if r := l.do("LOCK", "ACQUIRE", "x", c); !isWaiting(r) {
 		t.Fatalf("third acquire: %s, want queued", show(r))
 	}
-	if r := l.do("LOCK", "ACQUIRE", "x", b); !IsLockWaiting(r) { // a retry keeps its place
+	if r := l.do("LOCK", "ACQUIRE", "x", b); !isWaiting(r) { // a retry keeps its place
 		t.Fatalf("retried acquire: %s, want queued", show(r))
 	}
 	l.want("[mode exclusive token "+ta+" holders [["+a+" "+ta+"]] waiters 2]", "LOCK", "INFO", "x")
@@ -131,7 +131,7 @@ func TestLeaseExpiryReleasesLocksAndKeys(t *testing.T) {
 	l.want("ERR<NOLEASE lease 999 not found (expired or revoked)>", "SET", "k3", "v", "LEASE", "999")
 	l.want("0", "EXISTS", "k3")
 	ta := l.id("LOCK", "ACQUIRE", "x", a)
-	if r := l.do("LOCK", "ACQUIRE", "x", b); !IsLockWaiting(r) {
+	if r := l.do("LOCK", "ACQUIRE", "x", b); !isWaiting(r) {
 		t.Fatalf("b: %s, want queued", show(r))
 	}
 	// A keep-alive applied after the leader timed the lease wins the race.
@@ -166,12 +166,12 @@ func TestLockShared(t *testing.T) {
 	t1 := l.id("LOCK", "ACQUIRE", "x", r1, "SHARED")
 	t2 := l.id("LOCK", "TRYACQUIRE", "x", r2, "SHARED")
 	l.want("(nil)", "LOCK", "TRYACQUIRE", "x", w)
-	if r := l.do("LOCK", "ACQUIRE", "x", w, "TIMEOUT", "100"); !IsLockWaiting(r) {
+	if r := l.do("LOCK", "ACQUIRE", "x", w, "TIMEOUT", "100"); !isWaiting(r) {
 		t.Fatalf("writer: %s", show(r))
 	}
 	// A reader behind a queued writer waits (no writer starvation).
 	l.want("(nil)", "LOCK", "TRYACQUIRE", "x", r3, "SHARED")
-	if r := l.do("LOCK", "ACQUIRE", "x", r3, "SHARED"); !IsLockWaiting(r) {
+	if r := l.do("LOCK", "ACQUIRE", "x", r3, "SHARED"); !isWaiting(r) {
 		t.Fatalf("reader behind writer: %s", show(r))
 	}
 	l.want("1", "LOCK", "RELEASE", "x", t1)
@@ -264,4 +264,9 @@ func TestLockAndLeaseBadInput(t *testing.T) {
 	}
 	l.want("0", "EXISTS", "k")
 	l.want("[]", "LEASE", "LIST")
+}
+
+func isWaiting(r Reply) bool {
+	_, ok := LockWaiting(r)
+	return ok
 }

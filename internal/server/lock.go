@@ -188,7 +188,8 @@ func (n *Node) execLock(parent context.Context, args [][]byte, name []byte, leas
 	ctx, cancel := context.WithTimeout(parent, n.cfg.RequestTimeout)
 	n.execWrite(ctx, [][][]byte{args}, out)
 	cancel()
-	if !kv.IsLockWaiting(out[0]) {
+	queuedAt, queued := kv.LockWaiting(out[0])
+	if !queued {
 		return out[0] // granted, or an error
 	}
 	recheck := time.NewTicker(lockRecheck)
@@ -207,24 +208,27 @@ func (n *Node) execLock(parent context.Context, args [][]byte, name []byte, leas
 			// through another node (acquire is idempotent per lease).
 			return kv.Error("ERR node is shutting down; the lock wait stays queued, acquire again to resume it")
 		}
-		if r, done := n.lockOutcome(parent, name, lease); done {
+		if r, done := n.lockOutcome(parent, name, lease, queuedAt); done {
 			return r
 		}
 	}
 }
 
 // lockOutcome reads the local applied state after a wake-up: the token if
-// the lease was granted, an error if it no longer waits, else done=false.
-func (n *Node) lockOutcome(ctx context.Context, name []byte, lease uint64) (kv.Reply, bool) {
+// the lease was granted after queuedAt (the entry that queued it), an
+// error if it no longer waits, else done=false. This node may lag behind
+// the leader that answered the acquire: a holder entry with a token at or
+// below queuedAt is the lease's previous grant, released since.
+func (n *Node) lockOutcome(ctx context.Context, name []byte, lease, queuedAt uint64) (kv.Reply, bool) {
 	for attempt := 0; ; attempt++ {
 		tok, waiting, alive, err := kv.LockState(n.store.DB(), name, lease)
 		switch {
 		case err != nil:
 			return kv.Error("ERR storage: " + err.Error()), true
-		case tok > 0:
+		case tok > queuedAt:
 			return kv.Int(int64(tok)), true
-		case waiting:
-			return kv.Reply{}, false
+		case tok > 0 || waiting:
+			return kv.Reply{}, false // stale, or still queued
 		}
 		// Neither holder nor waiter: this node may not have applied our
 		// enqueue yet (the proposal went to another node). Confirm at a
