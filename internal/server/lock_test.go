@@ -1,0 +1,160 @@
+package server
+
+import (
+	"sort"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestLockContentionAcrossNodes: clients on every node contend for one
+// lock. Every grant is released with its own token (a client handed a
+// stale token by a lagging replica would get STALE), holds never overlap,
+// tokens never repeat, and the FIFO queue serves everyone.
+func TestLockContentionAcrossNodes(t *testing.T) {
+	c := newTestCluster(t, 3)
+	ctx := testCtx(t, 60*time.Second)
+	c.waitLeader()
+	const clients, rounds = 5, 25
+	type hold struct {
+		client     int
+		token      int64
+		start, end time.Time
+	}
+	var mu sync.Mutex
+	var holds []hold
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for i := 0; i < clients; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			cl := c.client(uint64(i%3 + 1))
+			lease, err := cl.Do(ctx, "LEASE", "GRANT", 30000).Int64()
+			if err != nil {
+				errs <- err
+				return
+			}
+			for r := 0; r < rounds; r++ {
+				tok, err := cl.Do(ctx, "LOCK", "ACQUIRE", "hot", lease).Int64()
+				if err != nil {
+					errs <- err
+					return
+				}
+				start := time.Now()
+				time.Sleep(time.Millisecond)
+				end := time.Now()
+				if n, err := cl.Do(ctx, "LOCK", "RELEASE", "hot", tok).Int64(); err != nil || n != 1 {
+					errs <- err
+					t.Errorf("client %d: release of token %d: %d %v", i, tok, n, err)
+					return
+				}
+				mu.Lock()
+				holds = append(holds, hold{i, tok, start, end})
+				mu.Unlock()
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(holds) != clients*rounds {
+		t.Fatalf("%d holds, want %d", len(holds), clients*rounds)
+	}
+	sort.Slice(holds, func(a, b int) bool { return holds[a].start.Before(holds[b].start) })
+	seen := map[int64]bool{}
+	for i, h := range holds {
+		if seen[h.token] {
+			t.Fatalf("token %d granted twice", h.token)
+		}
+		seen[h.token] = true
+		if i > 0 {
+			p := holds[i-1]
+			if h.start.Before(p.end) {
+				t.Fatalf("client %d (token %d) held from %v while client %d (token %d) held until %v", h.client, h.token, h.start, p.client, p.token, p.end)
+			}
+			if h.token <= p.token {
+				t.Fatalf("tokens went backwards: %d then %d", p.token, h.token)
+			}
+		}
+	}
+	info, err := c.client(1).Do(ctx, "LOCK", "INFO", "hot").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, ok := info.(map[interface{}]interface{}); ok {
+		if m["mode"] != "free" {
+			t.Fatalf("after every release: %v", m)
+		}
+	} else if s, ok := info.([]interface{}); !ok || len(s) < 2 || s[1] != "free" {
+		t.Fatalf("after every release: %#v", info)
+	}
+}
+
+// TestLeaseExpiryHandsOverAndFailoverGrace: a holder that stops renewing
+// loses the lock to the waiter about one TTL later, timed by the leader;
+// and a lease renewed just before the leader stops survives the failover
+// longer than its TTL, because the new leader extends it by one election
+// timeout before expiring anything.
+func TestLeaseExpiryHandsOverAndFailoverGrace(t *testing.T) {
+	const election = time.Second
+	c := newClusterWith(t, 3, func(_ uint64, cfg *Config) { cfg.ElectionTicks = int(election / cfg.TickInterval) })
+	ctx := testCtx(t, 60*time.Second)
+	lead := c.waitLeader()
+	other := lead%3 + 1
+	// A lease that exists when a node becomes leader gets the failover
+	// grace; let the new leader's lease timer take over first.
+	time.Sleep(200 * time.Millisecond)
+
+	holder, err := c.client(lead).Do(ctx, "LEASE", "GRANT", 500).Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter, err := c.client(other).Do(ctx, "LEASE", "GRANT", 30000).Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t1, err := c.client(lead).Do(ctx, "LOCK", "ACQUIRE", "m", holder).Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	t2, err := c.client(other).Do(ctx, "LOCK", "ACQUIRE", "m", waiter).Int64()
+	took := time.Since(start)
+	if err != nil || t2 <= t1 {
+		t.Fatalf("waiter: token %d err %v (holder had %d)", t2, err, t1)
+	}
+	if took < 400*time.Millisecond || took > 5*time.Second {
+		t.Fatalf("the waiter was granted %v after the holder's last renewal, want about its 500ms TTL", took)
+	}
+	t.Logf("hand-off after the holder stopped renewing a 500ms lease: %v", took)
+	if err := c.client(other).Do(ctx, "LEASE", "KEEPALIVE", holder).Err(); err == nil || err.Error()[:7] != "NOLEASE" {
+		t.Fatalf("keep-alive of the expired lease: %v, want NOLEASE", err)
+	}
+
+	// Failover grace. The lease's TTL is shorter than the time the
+	// cluster needs to elect a new leader, so without the grace the new
+	// leader would expire it at once.
+	const ttl = 800 * time.Millisecond
+	l, err := c.client(other).Do(ctx, "LEASE", "GRANT", ttl.Milliseconds()).Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.client(other).Do(ctx, "LEASE", "KEEPALIVE", l).Err(); err != nil {
+		t.Fatal(err)
+	}
+	renewed := time.Now()
+	c.stop(lead)
+	newLead := c.waitLeader()
+	time.Sleep(300 * time.Millisecond) // well past the TTL, within the grace
+	if since := time.Since(renewed); since < ttl {
+		t.Fatalf("the new leader came up only %v after the renewal; the test needs more than the TTL %v", since, ttl)
+	}
+	if err := c.client(newLead).Do(ctx, "LEASE", "KEEPALIVE", l).Err(); err != nil {
+		t.Fatalf("keep-alive %v after the last renewal, across a failover: %v (the new leader must extend leases by one election timeout)", time.Since(renewed), err)
+	}
+}
