@@ -26,6 +26,8 @@ type waiters struct {
 	n  atomic.Int64 // registered waiters; notify is free when 0
 	mu sync.Mutex
 	m  map[string]map[*waiter]struct{}
+	// pending: keys written by the current Ready round (see written)
+	pending []string
 }
 
 type waiter struct {
@@ -67,19 +69,36 @@ func (w *waiters) remove(wt *waiter) {
 	w.n.Add(-1)
 }
 
-// notify is called by the apply loop for every key a write changed.
-func (w *waiters) notify(key []byte) {
+// written is called by the apply loop (one goroutine) for every key a
+// write changed; the waiters are woken by flush once the round is
+// committed.
+func (w *waiters) written(key []byte) {
 	if w.n.Load() == 0 {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for wt := range w.m[string(key)] {
-		select {
-		case wt.ch <- struct{}{}:
-		default:
+	if _, ok := w.m[string(key)]; ok {
+		w.pending = append(w.pending, string(key))
+	}
+}
+
+// flush wakes the waiters of the keys written since the last flush.
+func (w *waiters) flush() {
+	if w.n.Load() == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, k := range w.pending {
+		for wt := range w.m[k] {
+			select {
+			case wt.ch <- struct{}{}:
+			default:
+			}
 		}
 	}
+	w.pending = w.pending[:0]
 }
 
 // blockingCommand reports whether args is a blocking command and returns

@@ -31,11 +31,16 @@ const firstRange storage.RangeID = 1
 type kvMachine struct{ n *Node }
 
 func (m kvMachine) Apply(b *pebble.Batch, args [][]byte, env kv.Env) kv.Reply {
-	env.OnWrite = m.n.waiters.notify
+	env.OnWrite = m.n.waiters.written
 	env.OnPublish = m.n.deliver
 	env.OnLease = m.n.leases.observe
 	return kv.Apply(b, args, env)
 }
+
+// Committed wakes the clients blocked on keys the round wrote, now that
+// they can read the result (a parked LOCK ACQUIRE reads its grant from
+// the DB; woken before the commit it would see nothing yet and sleep on).
+func (m kvMachine) Committed() { m.n.waiters.flush() }
 
 // deliver hands an applied PUBLISH to this node's subscribers.
 func (n *Node) deliver(channel, message []byte) {

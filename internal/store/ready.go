@@ -134,6 +134,7 @@ func (s *Store) processReady() (more bool, err error) {
 		it.r.afterCommit(it)
 		msgs = append(msgs, it.rd.Messages...)
 	}
+	s.cfg.StateMachine.Committed()
 	s.send(msgs)
 	for _, it := range items {
 		func() {

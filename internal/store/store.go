@@ -65,6 +65,10 @@ type StateMachine interface {
 	// Span is the storage span holding a range's user data: what a
 	// snapshot carries and replaces.
 	Span(d *storage.Descriptor) (start, end []byte)
+	// Committed is called after each Ready round whose applied effects
+	// are committed to the DB, from the Ready loop: what Apply reported
+	// may now be read back from the DB.
+	Committed()
 }
 
 // Store hosts the replicas of one node.

@@ -24,6 +24,8 @@ type regMachine struct{}
 
 func (regMachine) Span(*storage.Descriptor) ([]byte, []byte) { return []byte{0x10}, []byte{0x11} }
 
+func (regMachine) Committed() {}
+
 func (regMachine) Apply(b *pebble.Batch, args [][]byte, env kv.Env) kv.Reply {
 	key := append([]byte{0x10}, args[1]...)
 	switch string(args[0]) {
