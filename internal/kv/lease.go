@@ -45,6 +45,7 @@ const MaxLeaseTTL = 24 * 3600 * 1000
 func init() {
 	def("lease", -2, "write noscript", 0, 0, 0, "lease", "Leases: GRANT ttl-ms | KEEPALIVE id | REVOKE id | TTL id | LIST.", cmdLease, checkLease)
 	table["lease"].spec.Extension = true
+	table["lease"].readOnly = func(args [][]byte) bool { return len(args) > 1 && (eq(args[1], "TTL") || eq(args[1], "LIST")) }
 	def("kvorum.leaseexpire", -3, "write", 0, 0, 0, "lease", "Internal: expires leases whose renewal the leader timed out.", cmdLeaseExpire, nil)
 	table["kvorum.leaseexpire"].internal = true
 	specList = specList[:len(specList)-1]

@@ -60,6 +60,7 @@ func LockWaiting(r Reply) (index uint64, ok bool) {
 func init() {
 	def("lock", -3, "write noscript", 0, 0, 0, "lock", "Locks: ACQUIRE name lease [TIMEOUT ms] [SHARED] | TRYACQUIRE name lease [SHARED] | RELEASE name token | CANCEL name lease | INFO name | FENCED name token command ...", cmdLock, checkLock)
 	table["lock"].spec.Extension = true
+	table["lock"].readOnly = func(args [][]byte) bool { return len(args) > 1 && eq(args[1], "INFO") }
 	def("kvorum.locktimeout", 3, "write", 0, 0, 0, "lock", "Internal: a parked acquire gives up; replies the token if it was granted meanwhile.", cmdLockTimeout, nil)
 	table["kvorum.locktimeout"].internal = true
 	specList = specList[:len(specList)-1]

@@ -101,6 +101,9 @@ type cmdDef struct {
 	check func(args [][]byte) (Reply, bool) // syntax beyond arity; nil = none
 	// internal commands are proposed by the node itself, never by clients.
 	internal bool
+	// readOnly, for a write command with read-only subcommands (LOCK INFO,
+	// LEASE TTL), says whether args is one: it is then served as a read.
+	readOnly func(args [][]byte) bool
 }
 
 var (
@@ -138,6 +141,20 @@ func Lookup(name []byte) *Spec {
 		return nil
 	}
 	return &d.spec
+}
+
+// IsWrite reports whether args must be replicated through Raft: unknown
+// and internal commands (the write path answers them), write commands
+// except their read-only subcommands.
+func IsWrite(args [][]byte) bool {
+	if len(args) == 0 {
+		return true
+	}
+	d := lookup(args[0])
+	if d == nil || d.internal {
+		return true
+	}
+	return d.spec.Write && (d.readOnly == nil || !d.readOnly(args))
 }
 
 // Commands returns every client-visible Spec.
@@ -300,7 +317,7 @@ func Read(r pebble.Reader, args [][]byte, nowMs int64) (rep Reply) {
 	if d == nil || d.internal {
 		return UnknownCommand(args)
 	}
-	if d.spec.Write {
+	if d.spec.Write && (d.readOnly == nil || !d.readOnly(args)) {
 		return Error("ERR internal: write command sent to Read")
 	}
 	if r, ok := validate(d, args); !ok {

@@ -66,10 +66,7 @@ func (b *backend) Do(ctx context.Context, cmds [][][]byte) []kv.Reply {
 	return replies
 }
 
-func isWrite(args [][]byte) bool {
-	s := kv.Lookup(args[0])
-	return s == nil || s.Write
-}
+func isWrite(args [][]byte) bool { return kv.IsWrite(args) }
 
 func fill(out []kv.Reply, r kv.Reply) {
 	for i := range out {
