@@ -1,6 +1,7 @@
 // Command kvorum is a Raft-replicated key-value store that speaks the Redis
 // protocol. One binary: run a node (start), a local cluster (demo), manage a
-// running cluster (ctl), or print the version.
+// running cluster (ctl), test one under faults (chaos), benchmark locks
+// (bench), or print the version.
 package main
 
 import (
@@ -32,6 +33,7 @@ func commands() []command {
 		{"demo", "run a local N-node cluster inside this process", runDemo, func(w io.Writer) { writeUsage(w, newDemoFlags().fs, demoHelp) }},
 		{"ctl", "inspect and manage a running cluster through a node's admin API", runCtl, func(w io.Writer) { writeUsage(w, newCtlFlags().fs, ctlHelp) }},
 		{"chaos", "run a cluster of real processes under faults and check it (linearizability, no lost writes)", runChaos, func(w io.Writer) { writeUsage(w, newChaosFlags().fs, chaosHelp) }},
+		{"bench", "benchmark distributed locks: kvorum's LOCK commands vs Redlock on Redis (bench locks)", runBench, func(w io.Writer) { writeUsage(w, newBenchFlags().fs, benchHelp) }},
 		{"version", "print version information", runVersion, func(w io.Writer) { writeUsage(w, newVersionFlags(), versionHelp) }},
 	}
 }

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/kvorum/kvorum/internal/lockbench"
+)
+
+var benchHelp = helpText{
+	usage: `kvorum bench locks [--targets kvorum,redlock] [--procs 1,3,5] [--modes own,shared]
+    [--hold 3ms] [--duration 10s] [--json] [--kvorum HOST:PORT,...] [--redis HOST:PORT,...]`,
+	description: `
+The distributed-locking benchmark of Grzesik & Mrozek (paper 000, sections
+4-5): client processes acquire a lock (timed), hold it for --hold, release
+it, in a loop for --duration. For every target, mode and process count it
+reports the lock acquire time like the paper's Tables 1 and 2 (average,
+median, min, max, 90th and 99th percentile, in ms), acquisitions per
+process and their spread ((max - min) / mean, %).
+
+Targets:
+  kvorum   LOCK ACQUIRE name lease / LOCK RELEASE name token (pkg/kvlock:
+           one lease per process, kept alive in the background); process i
+           talks to node i mod 3
+  redlock  the Redlock algorithm as the paper's python redlock library runs
+           it, on 3 independent Redis instances: SET name value NX PX ttl on
+           each in turn, acquired with a majority within the validity,
+           else undone and retried after a random delay below
+           --redlock-retry-delay; released with a compare-and-delete script
+Modes:
+  own      every process locks its own name (Table 1)
+  shared   all processes contend for one name (Table 2)
+
+Each client is its own OS process (this binary re-executed as a worker);
+workers connect first and start together. Without --kvorum a local 3-node
+cluster is started from this binary ('kvorum start', child processes on
+127.0.0.1); without --redis, 3 standalone redis-server processes (no
+persistence), or, when redis-server is not on PATH, the redlock target is
+skipped with a note saying so. Everything started is stopped at the end.
+Shared-lock runs are also checked: no two processes' holds may overlap,
+and kvorum's fencing tokens must increase with every grant.
+
+Progress goes to stderr, the report to stdout. Exit status: 0 every run
+succeeded; 1 a run failed (errors, a violation, no acquisition) or the
+servers could not be started; 2 bad command line.`,
+	groups: []flagGroup{
+		{"Workload", []string{"targets", "modes", "procs", "hold", "duration", "ttl", "redlock-retry-delay"}},
+		{"Servers", []string{"kvorum", "redis", "redis-server", "data-dir"}},
+		{"Output", []string{"json"}},
+	},
+	footer: `
+Examples:
+  kvorum bench locks                                  # the full table, ~2.5 min
+  kvorum bench locks --targets kvorum --modes shared --procs 5 --duration 30s
+  kvorum bench locks --kvorum 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 \
+      --redis 10.0.1.1:6379,10.0.1.2:6379,10.0.1.3:6379 --json`,
+}
+
+type benchFlags struct {
+	fs                            *flag.FlagSet
+	cfg                           lockbench.Config
+	targets, modes, procs, kvorum string
+	redis                         string
+	json                          bool
+}
+
+func newBenchFlags() *benchFlags {
+	f := &benchFlags{fs: flag.NewFlagSet("bench locks", flag.ContinueOnError)}
+	fs, c := f.fs, &f.cfg
+	fs.StringVar(&f.targets, "targets", "kvorum,redlock", "comma-separated `LIST` of targets: kvorum, redlock")
+	fs.StringVar(&f.modes, "modes", "own,shared", "comma-separated `LIST` of modes: own (a lock per process), shared (one lock)")
+	fs.StringVar(&f.procs, "procs", "1,3,5", "comma-separated `LIST` of client process counts, each 1 to 64")
+	fs.DurationVar(&c.Hold, "hold", lockbench.DefaultHold, "how long each acquisition is held (`DURATION`)")
+	fs.DurationVar(&c.Duration, "duration", lockbench.DefaultDuration, "length of each run (`DURATION`); the paper's runs lasted 2m")
+	fs.DurationVar(&c.TTL, "ttl", lockbench.DefaultTTL, "kvorum lease TTL and Redlock key TTL (`DURATION`): how long a lock outlives\na crashed holder")
+	fs.DurationVar(&c.RedlockRetryDelay, "redlock-retry-delay", lockbench.DefaultRedlockRetryDelay, "a failed Redlock attempt is retried after a random delay below this\n(`DURATION`; the python redlock library's retry_delay)")
+	fs.StringVar(&f.kvorum, "kvorum", "", "client addresses of a running kvorum cluster (`HOST:PORT,...`) (default: start a\nlocal 3-node cluster)")
+	fs.StringVar(&f.redis, "redis", "", "independent Redis instances for Redlock (`HOST:PORT,...`) (default: start 3\nredis-server processes)")
+	fs.StringVar(&c.RedisServer, "redis-server", "", "the redis-server binary to start (`PATH`) (default: redis-server on PATH)")
+	fs.StringVar(&c.Dir, "data-dir", "", "`DIR` for the local servers' data and logs (default: a temporary directory,\nremoved unless a run failed)")
+	fs.BoolVar(&f.json, "json", false, "print the report as JSON")
+	return f
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// parseBench parses `kvorum bench ...` (args after "bench").
+func parseBench(args []string, stdout io.Writer) (*benchFlags, error) {
+	f := newBenchFlags()
+	if len(args) == 0 {
+		return nil, usageErrorf("bench", "missing the benchmark: kvorum bench locks [flags]")
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		writeUsage(stdout, f.fs, benchHelp)
+		return nil, errHelp
+	case "locks":
+	default:
+		return nil, usageErrorf("bench", "unknown benchmark %q (there is one: locks)", args[0])
+	}
+	if err := parseFlags("bench", f.fs, benchHelp, args[1:], stdout); err != nil {
+		return nil, err
+	}
+	bad := func(format string, a ...any) error { return usageErrorf("bench", format, a...) }
+	if f.fs.NArg() > 0 {
+		return nil, bad("unexpected argument %q (all options are --flags)", f.fs.Arg(0))
+	}
+	c := &f.cfg
+	c.Targets, c.Modes = splitList(f.targets), splitList(f.modes)
+	for _, p := range splitList(f.procs) {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return nil, bad("--procs: %q is not a number", p)
+		}
+		c.Procs = append(c.Procs, n)
+	}
+	c.KvorumAddrs, c.RedisAddrs = splitList(f.kvorum), splitList(f.redis)
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("cannot find this executable to run workers and nodes with: %w", err)
+	}
+	c.Executable, c.WorkerArgs = exe, []string{"bench", "locks"}
+	if err := c.Validate(); err != nil {
+		return nil, bad("%v", err)
+	}
+	return f, nil
+}
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	// A worker of a running benchmark (the parent set the variable).
+	if spec := os.Getenv(lockbench.WorkerEnv); spec != "" {
+		if code := lockbench.WorkerMain(spec, os.Stdin, stdout, stderr); code != 0 {
+			return &exitErr{code: exitError}
+		}
+		return nil
+	}
+	f, err := parseBench(args, stdout)
+	if err != nil {
+		return err
+	}
+	// Ctrl-C stops the workers and the servers the benchmark started.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg := f.cfg
+	cfg.Progress = stderr
+	rep, err := lockbench.Run(ctx, cfg)
+	if rep != nil && (len(rep.Runs) > 0 || err == nil) {
+		if f.json {
+			if jerr := rep.WriteJSON(stdout); jerr != nil {
+				return jerr
+			}
+		} else {
+			rep.WriteText(stdout)
+		}
+	}
+	if err != nil {
+		return &exitErr{code: exitError, msg: "kvorum bench locks: " + err.Error()}
+	}
+	if rep.Failed() {
+		failed := 0
+		for i := range rep.Runs {
+			if rep.Runs[i].Failed() {
+				failed++
+			}
+		}
+		return &exitErr{code: exitError, msg: fmt.Sprintf("kvorum bench locks: %d of %d runs failed", failed, len(rep.Runs))}
+	}
+	return nil
+}

@@ -1,0 +1,243 @@
+package lockbench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/kvorum/kvorum/internal/testport"
+	"github.com/redis/go-redis/v9"
+)
+
+// child is a server process the benchmark started.
+type child struct {
+	name   string
+	cmd    *exec.Cmd
+	log    string
+	exited chan struct{}
+	err    error // the exit status, once exited is closed
+}
+
+func startChild(name, logPath, bin string, args ...string) (*child, error) {
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close() // the child has its own descriptor
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	c := &child{name: name, cmd: cmd, log: logPath, exited: make(chan struct{})}
+	go func() {
+		c.err = cmd.Wait()
+		close(c.exited)
+	}()
+	return c, nil
+}
+
+// stop ends the process by its PID: SIGTERM, then SIGKILL after d.
+func (c *child) stop(d time.Duration) error {
+	select {
+	case <-c.exited:
+		return nil
+	default:
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.exited:
+		return nil
+	case <-time.After(d):
+	}
+	_ = c.cmd.Process.Kill()
+	<-c.exited
+	return fmt.Errorf("%s (pid %d) did not stop within %v of SIGTERM; killed (log %s)", c.name, c.cmd.Process.Pid, d, c.log)
+}
+
+// logTail is the end of the child's log, for error messages.
+func (c *child) logTail() string {
+	b, err := os.ReadFile(c.log)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 8 {
+		lines = lines[len(lines)-8:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func stopAll(cs []*child) error {
+	errs := make([]error, len(cs))
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = c.stop(15 * time.Second)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// freeAddr is a 127.0.0.1 address below the kernel's ephemeral port range,
+// so that no outgoing connection takes it between the check and the
+// server's bind.
+func freeAddr() (string, error) { return testport.Addr() }
+
+// kvorumNodes starts a local 3-node kvorum cluster of child processes
+// (bin start ...) under dir and waits until every node is ready and agrees
+// on a leader. It returns the nodes' client addresses.
+func kvorumNodes(ctx context.Context, bin, dir string) (addrs []string, nodes []*child, err error) {
+	type node struct{ client, peer, admin string }
+	ns := make([]node, 3)
+	var initial []string
+	for i := range ns {
+		for _, p := range []*string{&ns[i].client, &ns[i].peer, &ns[i].admin} {
+			if *p, err = freeAddr(); err != nil {
+				return nil, nil, err
+			}
+		}
+		initial = append(initial, fmt.Sprintf("%d=%s", i+1, ns[i].peer))
+	}
+	defer func() {
+		if err != nil {
+			_ = stopAll(nodes)
+			nodes = nil
+		}
+	}()
+	for i, n := range ns {
+		id := strconv.Itoa(i + 1)
+		c, err := startChild("kvorum node "+id, filepath.Join(dir, "kvorum-node-"+id+".log"), bin,
+			"start", "--id", id, "--data-dir", filepath.Join(dir, "kvorum-node-"+id),
+			"--client-addr", n.client, "--peer-addr", n.peer, "--admin-addr", n.admin,
+			"--initial-cluster", strings.Join(initial, ","), "--log-level", "info")
+		if err != nil {
+			return nil, nodes, err
+		}
+		nodes = append(nodes, c)
+		addrs = append(addrs, n.client)
+	}
+	// Ready: every node answers /v1/status, is ready and names the same
+	// leader (as tests/process and the chaos command check it).
+	hc := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	var why string
+	for {
+		why = ""
+		var lead uint64
+		for i, n := range ns {
+			select {
+			case <-nodes[i].exited:
+				return nil, nodes, fmt.Errorf("kvorum node %d exited during startup (%v); log %s:\n%s", i+1, nodes[i].err, nodes[i].log, nodes[i].logTail())
+			default:
+			}
+			var st struct {
+				Leader uint64 `json:"leader"`
+				Ready  bool   `json:"ready"`
+			}
+			resp, err := hc.Get("http://" + n.admin + "/v1/status")
+			if err == nil {
+				err = json.NewDecoder(resp.Body).Decode(&st)
+				resp.Body.Close()
+			}
+			switch {
+			case err != nil:
+				why = fmt.Sprintf("node %d: %v", i+1, err)
+			case !st.Ready || st.Leader == 0:
+				why = fmt.Sprintf("node %d not ready (leader %d)", i+1, st.Leader)
+			case lead != 0 && st.Leader != lead:
+				why = "nodes disagree on the leader"
+			}
+			if why != "" {
+				break
+			}
+			lead = st.Leader
+		}
+		if why == "" {
+			return addrs, nodes, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, nodes, fmt.Errorf("local kvorum cluster not ready within 30s: %s (logs in %s)", why, dir)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nodes, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// redisServers starts n standalone redis-server processes without
+// persistence (--save "" --appendonly no), each on its own port, and waits
+// until they answer PING.
+func redisServers(ctx context.Context, bin, dir string, n int) (addrs []string, procs []*child, err error) {
+	defer func() {
+		if err != nil {
+			_ = stopAll(procs)
+			procs = nil
+		}
+	}()
+	for i := 1; i <= n; i++ {
+		addr, err := freeAddr()
+		if err != nil {
+			return nil, procs, err
+		}
+		_, port, _ := net.SplitHostPort(addr)
+		rdir := filepath.Join(dir, fmt.Sprintf("redis-%d", i))
+		if err := os.MkdirAll(rdir, 0o755); err != nil {
+			return nil, procs, err
+		}
+		c, err := startChild(fmt.Sprintf("redis-server %d", i), rdir+".log", bin,
+			"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", rdir)
+		if err != nil {
+			return nil, procs, err
+		}
+		procs = append(procs, c)
+		addrs = append(addrs, addr)
+	}
+	for i, a := range addrs {
+		if err := waitPing(ctx, a, procs[i]); err != nil {
+			return nil, procs, err
+		}
+	}
+	return addrs, procs, nil
+}
+
+func waitPing(ctx context.Context, addr string, c *child) error {
+	cl := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, MaxRetries: -1, DialTimeout: time.Second})
+	defer cl.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := cl.Ping(pctx).Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if c != nil {
+			select {
+			case <-c.exited:
+				return fmt.Errorf("%s exited during startup (%v); log %s:\n%s", c.name, c.err, c.log, c.logTail())
+			default:
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("%s does not answer PING: %w", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
