@@ -58,7 +58,7 @@ func LockWaiting(r Reply) (index uint64, ok bool) {
 }
 
 func init() {
-	def("lock", -3, "write noscript", 0, 0, 0, "lock", "Locks: ACQUIRE name lease [TIMEOUT ms] [SHARED] | TRYACQUIRE name lease [SHARED] | RELEASE name token | CANCEL name lease | INFO name | FENCED name token command ...", cmdLock, checkLock)
+	def("lock", -3, "write noscript", 0, 0, 0, "lock", "Locks: ACQUIRE name lease [TIMEOUT ms | WAIT ms] [SHARED] | TRYACQUIRE name lease [SHARED] | RELEASE name token | CANCEL name lease | INFO name | FENCED name token command ...", cmdLock, checkLock)
 	table["lock"].spec.Extension = true
 	table["lock"].readOnly = func(args [][]byte) bool { return len(args) > 1 && eq(args[1], "INFO") }
 	def("kvorum.locktimeout", 3, "write", 0, 0, 0, "lock", "Internal: a parked acquire gives up; replies the token if it was granted meanwhile.", cmdLockTimeout, nil)
@@ -78,6 +78,7 @@ type lockRec struct {
 type lockOpts struct {
 	timeout time.Duration
 	shared  bool
+	keep    bool // WAIT: at the timeout, reply null but stay queued
 }
 
 // parseLockOpts parses ACQUIRE's and TRYACQUIRE's options from args[from:].
@@ -87,12 +88,13 @@ func parseLockOpts(args [][]byte, from int, timeoutOK bool) (lockOpts, Reply, bo
 		switch {
 		case eq(args[i], "SHARED"):
 			o.shared = true
-		case eq(args[i], "TIMEOUT") && timeoutOK && i+1 < len(args):
+		case (eq(args[i], "TIMEOUT") || eq(args[i], "WAIT")) && timeoutOK && i+1 < len(args):
 			ms, ok := parseInt(args[i+1])
 			if !ok || ms < 0 {
-				return o, Error("ERR invalid TIMEOUT: want milliseconds >= 0"), false
+				return o, Error("ERR invalid " + strings.ToUpper(string(args[i])) + ": want milliseconds >= 0"), false
 			}
 			o.timeout = time.Duration(ms) * time.Millisecond
+			o.keep = eq(args[i], "WAIT")
 			i++
 		default:
 			return o, errSyntax, false
@@ -161,19 +163,28 @@ func hasFlag(s *Spec, f string) bool {
 	return false
 }
 
+// Acquire is a LOCK ACQUIRE as the node parks it.
+type Acquire struct {
+	Name    []byte
+	Lease   uint64
+	Timeout time.Duration // 0: none
+	// KeepQueued (WAIT ms): at the timeout, or if the client goes away,
+	// the waiter keeps its place; acquiring again resumes the wait.
+	KeepQueued bool
+}
+
 // LockAcquire reports whether args is a valid LOCK ACQUIRE (the blocking
-// form, which the node parks) and returns its lock name, lease and timeout
-// (0: none).
-func LockAcquire(args [][]byte) (name []byte, lease uint64, timeout time.Duration, ok bool) {
+// form, which the node parks) and describes it.
+func LockAcquire(args [][]byte) (a Acquire, ok bool) {
 	if len(args) < 4 || !eq(args[0], "LOCK") || !eq(args[1], "ACQUIRE") {
-		return nil, 0, 0, false
+		return a, false
 	}
 	if _, valid := checkLock(args); !valid {
-		return nil, 0, 0, false
+		return a, false
 	}
-	lease, _ = parseID(args[3])
+	lease, _ := parseID(args[3])
 	o, _, _ := parseLockOpts(args, 4, true)
-	return args[2], lease, o.timeout, true
+	return Acquire{Name: args[2], Lease: lease, Timeout: o.timeout, KeepQueued: o.keep}, true
 }
 
 // LockWaitKey is the key a lock's changes are reported under (Env.OnWrite).

@@ -255,6 +255,8 @@ func TestLockAndLeaseBadInput(t *testing.T) {
 		{"ERR<ERR syntax error>", []string{"LOCK", "ACQUIRE", "x", "5", "FOREVER"}},
 		{"ERR<ERR syntax error>", []string{"LOCK", "TRYACQUIRE", "x", "5", "TIMEOUT", "10"}},
 		{"ERR<ERR invalid TIMEOUT: want milliseconds >= 0>", []string{"LOCK", "ACQUIRE", "x", "5", "TIMEOUT", "-1"}},
+		{"ERR<ERR invalid WAIT: want milliseconds >= 0>", []string{"LOCK", "ACQUIRE", "x", "5", "wait", "x"}},
+		{"ERR<ERR syntax error>", []string{"LOCK", "TRYACQUIRE", "x", "5", "WAIT", "10"}},
 		{"ERR<ERR invalid fencing token>", []string{"LOCK", "RELEASE", "x", "0"}},
 		{"ERR<ERR wrong number of arguments for 'lock' command>", []string{"LOCK", "INFO"}},
 		{"ERR<ERR syntax error>", []string{"SET", "k", "v", "LEASE"}},

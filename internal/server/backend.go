@@ -40,8 +40,8 @@ func (b *backend) Do(ctx context.Context, cmds [][][]byte) []kv.Reply {
 			i++
 			continue
 		}
-		if name, lease, timeout, ok := kv.LockAcquire(cmds[i]); ok {
-			replies[i] = n.execLock(parent, cmds[i], name, lease, timeout)
+		if a, ok := kv.LockAcquire(cmds[i]); ok {
+			replies[i] = n.execLock(parent, cmds[i], a)
 			i++
 			continue
 		}
@@ -51,7 +51,7 @@ func (b *backend) Do(ctx context.Context, cmds [][][]byte) []kv.Reply {
 			if _, _, blocking := blockingCommand(cmds[j]); blocking {
 				break
 			}
-			if _, _, _, parks := kv.LockAcquire(cmds[j]); parks {
+			if _, parks := kv.LockAcquire(cmds[j]); parks {
 				break
 			}
 			j++

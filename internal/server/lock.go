@@ -172,10 +172,11 @@ func (n *Node) leaseLoop() {
 
 // execLock runs LOCK ACQUIRE for a client: parent is the connection's
 // context (cancelled when the client disconnects).
-func (n *Node) execLock(parent context.Context, args [][]byte, name []byte, lease uint64, timeout time.Duration) kv.Reply {
+func (n *Node) execLock(parent context.Context, args [][]byte, a kv.Acquire) kv.Reply {
+	name, lease := a.Name, a.Lease
 	var deadline <-chan time.Time
-	if timeout > 0 {
-		t := time.NewTimer(timeout)
+	if a.Timeout > 0 {
+		t := time.NewTimer(a.Timeout)
 		defer t.Stop()
 		deadline = t.C
 	}
@@ -199,9 +200,19 @@ func (n *Node) execLock(parent context.Context, args [][]byte, name []byte, leas
 		case <-wt.ch:
 		case <-recheck.C:
 		case <-deadline:
+			if a.KeepQueued {
+				// WAIT: the grant may have come with the timer; else null,
+				// and the lease keeps its place for the next acquire.
+				if r, done := n.lockOutcome(parent, name, lease, queuedAt); done {
+					return r
+				}
+				return kv.Nil
+			}
 			return n.giveUpLock(parent, name, lease)
 		case <-parent.Done():
-			n.giveUpLock(context.Background(), name, lease)
+			if !a.KeepQueued {
+				n.giveUpLock(context.Background(), name, lease)
+			}
 			return kv.Error("ERR client disconnected or node stopping")
 		case <-n.stopper:
 			// The waiter keeps its place: the client may acquire again

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TestLockContentionAcrossNodes: clients on every node contend for one
@@ -156,5 +158,57 @@ func TestLeaseExpiryHandsOverAndFailoverGrace(t *testing.T) {
 	}
 	if err := c.client(newLead).Do(ctx, "LEASE", "KEEPALIVE", l).Err(); err != nil {
 		t.Fatalf("keep-alive %v after the last renewal, across a failover: %v (the new leader must extend leases by one election timeout)", time.Since(renewed), err)
+	}
+}
+
+// TestLockWaitKeepsQueuePlace: ACQUIRE ... WAIT ms replies null at the
+// timeout but keeps the waiter queued (TIMEOUT leaves the queue); acquiring
+// again resumes the wait in the same place.
+func TestLockWaitKeepsQueuePlace(t *testing.T) {
+	c := newTestCluster(t, 3)
+	ctx := testCtx(t, 30*time.Second)
+	c.waitLeader()
+	a, b, d := c.client(1), c.client(2), c.client(3)
+	la, _ := a.Do(ctx, "LEASE", "GRANT", 30000).Int64()
+	lb, _ := b.Do(ctx, "LEASE", "GRANT", 30000).Int64()
+	ld, _ := d.Do(ctx, "LEASE", "GRANT", 30000).Int64()
+	ta, err := a.Do(ctx, "LOCK", "ACQUIRE", "w", la).Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Do(ctx, "LOCK", "ACQUIRE", "w", lb, "WAIT", 200).Err(); err != redis.Nil {
+		t.Fatalf("WAIT on a held lock: %v, want null", err)
+	}
+	if err := d.Do(ctx, "LOCK", "ACQUIRE", "w", ld, "TIMEOUT", 200).Err(); err != redis.Nil {
+		t.Fatalf("TIMEOUT on a held lock: %v, want null", err)
+	}
+	info, err := a.Do(ctx, "LOCK", "INFO", "w").Slice()
+	if err != nil || len(info) != 8 || info[7] != int64(1) {
+		t.Fatalf("LOCK INFO after a WAIT and a TIMEOUT: %v %v, want 1 waiter (WAIT's)", info, err)
+	}
+	// d queues now, behind b's kept place.
+	dGot := make(chan int64, 1)
+	go func() {
+		tok, _ := d.Do(ctx, "LOCK", "ACQUIRE", "w", ld).Int64()
+		dGot <- tok
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if n, err := a.Do(ctx, "LOCK", "RELEASE", "w", ta).Int64(); err != nil || n != 1 {
+		t.Fatalf("release: %d %v", n, err)
+	}
+	select {
+	case tok := <-dGot:
+		t.Fatalf("d (queued later) was granted %d before b, whose WAIT kept its place", tok)
+	case <-time.After(300 * time.Millisecond):
+	}
+	tb, err := b.Do(ctx, "LOCK", "ACQUIRE", "w", lb, "WAIT", 1000).Int64()
+	if err != nil || tb <= ta {
+		t.Fatalf("b resuming its wait: %d %v (a had %d)", tb, err, ta)
+	}
+	if n, err := b.Do(ctx, "LOCK", "RELEASE", "w", tb).Int64(); err != nil || n != 1 {
+		t.Fatalf("b's release: %d %v", n, err)
+	}
+	if td := <-dGot; td <= tb {
+		t.Fatalf("d's token %d not above b's %d", td, tb)
 	}
 }

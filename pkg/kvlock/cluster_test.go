@@ -363,6 +363,14 @@ func testLongWait(t *testing.T, c *cluster) {
 	}
 	defer s.Close(context.Background())
 	time.AfterFunc(time.Second, func() { holder.Unlock(context.Background()) })
+	// A second waiter queues after the first one's first round began: the
+	// rounds must keep the first one's place (WAIT), so it still goes first.
+	second := make(chan error, 1)
+	s2 := c.session(2)
+	time.AfterFunc(100*time.Millisecond, func() {
+		_, err := s2.Mutex("long").Lock(ctx)
+		second <- err
+	})
 	start := time.Now()
 	m := s.Mutex("long")
 	if _, err := m.Lock(ctx); err != nil {
@@ -371,7 +379,15 @@ func testLongWait(t *testing.T, c *cluster) {
 	if el := time.Since(start); el < 900*time.Millisecond {
 		t.Errorf("granted after %v although the holder held it for 1s", el)
 	}
+	select {
+	case err := <-second:
+		t.Fatalf("the waiter that queued later was granted first (err %v): the rounds lost the first waiter's place", err)
+	case <-time.After(200 * time.Millisecond):
+	}
 	m.Unlock(ctx)
+	if err := <-second; err != nil {
+		t.Fatalf("second waiter: %v", err)
+	}
 }
 
 func testRevokeAndFencing(t *testing.T, c *cluster) {

@@ -45,6 +45,7 @@
 // server gives up at the deadline; a cancelled context takes the waiter
 // out of the queue. go-redis cuts every command at the client's
 // ReadTimeout (5s by default), so Lock waits in rounds shorter than that
-// (see WithMaxBlock); for strict FIFO over long waits use a client with
-// ReadTimeout: -1 and ContextTimeoutEnabled: true.
+// (see WithMaxBlock), sent with WAIT: the server keeps the waiter's place
+// in the queue between rounds, so the order stays FIFO however long the
+// wait.
 package kvlock

@@ -344,7 +344,7 @@ func TestLockDeadlineNull(t *testing.T) {
 }
 
 // Rounds bounded by the client's read timeout: a null ends a round, not
-// the Lock.
+// the Lock, and the rounds use WAIT (the server keeps the queue place).
 func TestLockRounds(t *testing.T) {
 	n := 0
 	f := newFake(t, func(_ context.Context, args []any) (any, error) {
@@ -362,8 +362,8 @@ func TestLockRounds(t *testing.T) {
 		t.Fatalf("Lock: %d, %v", tok, err)
 	}
 	for _, c := range f.callsOf("LOCK", "ACQUIRE") {
-		if len(c) != 6 || c[4] != "TIMEOUT" || c[5] != int64(50) {
-			t.Errorf("round %v, want TIMEOUT 50", c)
+		if len(c) != 6 || c[4] != "WAIT" || c[5] != int64(50) {
+			t.Errorf("round %v, want WAIT 50", c)
 		}
 	}
 	if d := defaultMaxBlock(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ReadTimeout: 4 * time.Second})); d != 3*time.Second {

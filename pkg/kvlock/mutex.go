@@ -52,10 +52,18 @@ func (m *Mutex) setToken(t int64) {
 	m.mu.Unlock()
 }
 
-func (m *Mutex) acquireArgs(cmd string, timeoutMs int64) []any {
+// acquireArgs builds LOCK ACQUIRE/TRYACQUIRE. A round bounded by the
+// client's read timeout uses WAIT (the server replies null but keeps our
+// place in the queue); a round bounded by the caller's deadline uses
+// TIMEOUT (the server takes us out of the queue).
+func (m *Mutex) acquireArgs(cmd string, timeoutMs int64, keepQueued bool) []any {
 	args := []any{"LOCK", cmd, m.name, m.s.id}
 	if timeoutMs > 0 {
-		args = append(args, "TIMEOUT", timeoutMs)
+		opt := "TIMEOUT"
+		if keepQueued {
+			opt = "WAIT"
+		}
+		args = append(args, opt, timeoutMs)
 	}
 	if m.shared {
 		args = append(args, "SHARED")
@@ -92,7 +100,7 @@ func (m *Mutex) Lock(ctx context.Context) (int64, error) {
 		if err != nil {
 			return fail(err)
 		}
-		args := m.acquireArgs("ACQUIRE", wait.Milliseconds())
+		args := m.acquireArgs("ACQUIRE", wait.Milliseconds(), !byDeadline)
 		ch := make(chan *redis.Cmd, 1)
 		go func() { ch <- m.s.c.Do(ctx, args...) }()
 		var cmd *redis.Cmd
@@ -128,7 +136,7 @@ func (m *Mutex) Lock(ctx context.Context) (int64, error) {
 			if byDeadline {
 				return fail(fmt.Errorf("not granted before the context deadline: %w", context.DeadlineExceeded))
 			}
-			continue // a round bounded by the client's read timeout: queue again
+			continue // a WAIT round bounded by the client's read timeout: we kept our place
 		case errorCode(err) == "NOLEASE":
 			m.s.lost(err)
 			return 0, fmt.Errorf("kvlock: lock %q: %w", m.name, m.s.Err())
@@ -193,7 +201,7 @@ func (m *Mutex) TryLock(ctx context.Context) (int64, bool, error) {
 		if err := m.s.alive(); err != nil {
 			return fail(err)
 		}
-		cmd := m.s.c.Do(ctx, m.acquireArgs("TRYACQUIRE", 0)...)
+		cmd := m.s.c.Do(ctx, m.acquireArgs("TRYACQUIRE", 0, false)...)
 		err := cmd.Err()
 		switch {
 		case err == nil:

@@ -43,11 +43,9 @@ func WithKeepAliveInterval(d time.Duration) Option { return func(o *options) { o
 // A client's read timeout cuts a blocking command short, so by default
 // Lock waits in rounds of three quarters of the client's ReadTimeout when it
 // can read it (redis.Client, redis.ClusterClient; go-redis's default is 5s)
-// and without a bound otherwise. A round that ends without a grant leaves
-// the queue (the contract's TIMEOUT), so the next round queues again at the
-// back: for strict FIFO order over long waits, give the client
-// ReadTimeout: -1 (and ContextTimeoutEnabled: true, so that context
-// deadlines still bound each command).
+// and without a bound otherwise. Such a round is sent with WAIT: when it
+// ends without a grant the server keeps the waiter's place in the queue,
+// and the next round resumes the wait, so FIFO order holds over any wait.
 func WithMaxBlock(d time.Duration) Option {
 	return func(o *options) { o.maxBlock, o.maxSet = d, true }
 }
