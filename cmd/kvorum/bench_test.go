@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,27 +27,7 @@ func TestBenchHelp(t *testing.T) {
 		}
 	}
 	_, out, _ := runCmd("bench", "locks", "--help")
-	newBenchFlags().fs.VisitAll(func(f *flag.Flag) {
-		i := strings.Index(out, "\n  --"+f.Name+" ")
-		if i < 0 {
-			i = strings.Index(out, "\n  --"+f.Name+"\n")
-		}
-		if i < 0 {
-			t.Errorf("no --%s in help", f.Name)
-			return
-		}
-		entry := out[i+1:]
-		if j := strings.Index(entry[2:], "\n  --"); j >= 0 {
-			entry = entry[:j+2]
-		}
-		if !strings.Contains(entry, "default") {
-			t.Errorf("--%s has no default note: %q", f.Name, entry)
-		}
-	})
-	_, top, _ := runCmd("help")
-	if !strings.Contains(top, "  bench ") {
-		t.Errorf("top-level help lacks bench:\n%s", top)
-	}
+	checkFlagHelp(t, newBenchFlags().fs, out, "bench")
 }
 
 func TestBenchBadArgs(t *testing.T) {

@@ -32,16 +32,24 @@ func TestChaosHelp(t *testing.T) {
 		}
 	}
 	_, out, _ := runCmd("chaos", "--help")
+	checkFlagHelp(t, fs, out, "chaos")
+}
+
+// checkFlagHelp checks that help (a subcommand's --help output) describes
+// every flag of fs with its default, and that the top-level help lists
+// the subcommand.
+func checkFlagHelp(t *testing.T, fs *flag.FlagSet, help, subcommand string) {
+	t.Helper()
 	fs.VisitAll(func(f *flag.Flag) {
-		i := strings.Index(out, "\n  --"+f.Name+" ")
+		i := strings.Index(help, "\n  --"+f.Name+" ")
 		if i < 0 {
-			i = strings.Index(out, "\n  --"+f.Name+"\n")
+			i = strings.Index(help, "\n  --"+f.Name+"\n")
 		}
 		if i < 0 {
 			t.Errorf("no --%s in help", f.Name)
 			return
 		}
-		entry := out[i+1:]
+		entry := help[i+1:]
 		if j := strings.Index(entry[2:], "\n  --"); j >= 0 {
 			entry = entry[:j+2]
 		}
@@ -50,8 +58,8 @@ func TestChaosHelp(t *testing.T) {
 		}
 	})
 	_, top, _ := runCmd("help")
-	if !strings.Contains(top, "  chaos ") {
-		t.Errorf("top-level help lacks chaos:\n%s", top)
+	if !strings.Contains(top, "  "+subcommand+" ") {
+		t.Errorf("top-level help lacks %s:\n%s", subcommand, top)
 	}
 }
 

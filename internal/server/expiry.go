@@ -11,6 +11,20 @@ import (
 // Expired keys are invisible to reads at once; this only reclaims space.
 const expiryInterval = time.Second
 
+// untilStop returns a context cancelled when the node stops (or when
+// cancel is called), for the proposals of background loops.
+func (n *Node) untilStop() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-n.stopper:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
 // expiryBatch bounds the keys deleted per proposal.
 const expiryBatch = 256
 
@@ -21,15 +35,8 @@ func (n *Node) expiryLoop() {
 	defer n.bg.Done()
 	// Stop waits for this loop before it closes the DB: a proposal in
 	// flight is cancelled when the node stops.
-	base, cancelBase := context.WithCancel(context.Background())
+	base, cancelBase := n.untilStop()
 	defer cancelBase()
-	go func() {
-		select {
-		case <-n.stopper:
-			cancelBase()
-		case <-base.Done():
-		}
-	}()
 	t := time.NewTicker(expiryInterval)
 	defer t.Stop()
 	var cursor []byte

@@ -122,15 +122,8 @@ func maxTime(a, b time.Time) time.Time {
 // leaseLoop runs on every node and acts while this node leads.
 func (n *Node) leaseLoop() {
 	defer n.bg.Done()
-	base, cancelBase := context.WithCancel(context.Background())
+	base, cancelBase := n.untilStop()
 	defer cancelBase()
-	go func() {
-		select {
-		case <-n.stopper:
-			cancelBase()
-		case <-base.Done():
-		}
-	}()
 	election := n.cfg.TickInterval * time.Duration(n.cfg.ElectionTicks)
 	t := time.NewTicker(leaseTick)
 	defer t.Stop()
