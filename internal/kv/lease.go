@@ -27,7 +27,7 @@ import (
 //	'T'                        uint64: the last lease id or fencing token handed out
 //	'L' <id:8>                 lease: ttl ms (8), renewal index (8), renewal time ms (8)
 //	'A' <id:8> 'k' <user key>  a key attached to the lease: the key's mod at attach time (8)
-//	'A' <id:8> 'l' <lock name> the lease holds (value 0) or waits for (value: waiter seq) the lock
+//	'A' <id:8> 'l' <lock name> the lease holds (value 0) or waits for (value: waiter seq) the lock; all ones: neither any more
 //
 // Lease ids and fencing tokens come from one counter: max(previous+1,
 // log index of the entry), so they increase strictly across failovers and
@@ -292,6 +292,9 @@ func (x *ctx) dropLease(id uint64) error {
 				}
 			}
 		case 'l':
+			if o.val == ownedNone {
+				break // it left this lock earlier
+			}
 			if err := x.lockDropLease(o.name, id, o.val); err != nil {
 				return err
 			}

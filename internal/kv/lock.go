@@ -14,7 +14,7 @@ import (
 // one holder (or a set of SHARED holders), a FIFO queue of waiters and a
 // fencing token on every grant.
 //
-//	'k' <name>                 lock: mode (1), waiters (8), next seq (8), then per holder lease (8), token (8)
+//	'k' <name>                 lock: mode (1), waiters (8), next seq (8), head seq (8), then per holder lease (8), token (8)
 //	'q' <len(name):4> <name> <seq:8>   a waiter: lease (8), shared (1)
 //
 // The apply that frees a lock (release, cancel of a queue head, lease
@@ -71,7 +71,8 @@ type holder struct{ lease, token uint64 }
 type lockRec struct {
 	mode    byte
 	waiters uint64
-	nextSeq uint64
+	nextSeq uint64 // the last waiter seq handed out
+	headSeq uint64 // no waiter has a lower seq: where queueHead seeks
 	holders []holder
 }
 
@@ -342,7 +343,7 @@ func (x *ctx) release(name []byte, tok uint64) Reply {
 	}
 	id := l.holders[i].lease
 	l.holders = append(l.holders[:i], l.holders[i+1:]...)
-	if err := x.w.Delete(ownedKey(id, 'l', name), nil); err != nil {
+	if err := x.setOwned(id, name, ownedNone); err != nil {
 		return errStorage(err)
 	}
 	if err := x.settle(name, &l); err != nil {
@@ -361,7 +362,7 @@ func (x *ctx) cancelWait(name []byte, id uint64) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if err := x.w.Delete(ownedKey(id, 'l', name), nil); err != nil {
+	if err := x.setOwned(id, name, ownedNone); err != nil {
 		return false, err
 	}
 	if err := x.w.Delete(queueKey(name, seq), nil); err != nil {
@@ -396,7 +397,7 @@ func (x *ctx) settle(name []byte, l *lockRec) error {
 		l.mode = modeFree
 	}
 	for l.waiters > 0 && l.mode != modeExclusive {
-		seq, id, shared, err := x.queueHead(name)
+		seq, id, shared, err := x.queueHead(name, l.headSeq)
 		if err != nil {
 			return err
 		}
@@ -411,6 +412,7 @@ func (x *ctx) settle(name []byte, l *lockRec) error {
 			return err
 		}
 		l.waiters--
+		l.headSeq = seq + 1
 		mode := modeExclusive
 		if shared {
 			mode = modeShared
@@ -422,11 +424,14 @@ func (x *ctx) settle(name []byte, l *lockRec) error {
 	return x.putLock(name, l)
 }
 
-// queueHead returns name's first waiter (seq 0: none).
-func (x *ctx) queueHead(name []byte) (seq, id uint64, shared bool, err error) {
+// queueHead returns name's first waiter at or after seq from (seq 0:
+// none). Starting at the known head matters: every waiter granted before
+// left a deletion behind, and an iterator from the start of the queue
+// would step over all of them (in a busy lock, thousands per grant).
+func (x *ctx) queueHead(name []byte, from uint64) (seq, id uint64, shared bool, err error) {
 	p := queueKey(name, 0)
 	p = p[:len(p)-8]
-	it, err := x.r.NewIter(&pebble.IterOptions{LowerBound: p, UpperBound: prefixEnd(p)})
+	it, err := x.r.NewIter(&pebble.IterOptions{LowerBound: queueKey(name, from), UpperBound: prefixEnd(p)})
 	if err != nil {
 		return 0, 0, false, err
 	}
@@ -492,6 +497,9 @@ func (x *ctx) getLock(name []byte) (lockRec, bool, error) {
 	return readLock(x.r, name)
 }
 
+// lockHeader: mode (1), waiters (8), next seq (8), head seq (8).
+const lockHeader = 25
+
 func readLock(r pebble.Reader, name []byte) (lockRec, bool, error) {
 	v, c, err := r.Get(lockKey(name))
 	if errors.Is(err, pebble.ErrNotFound) {
@@ -501,11 +509,11 @@ func readLock(r pebble.Reader, name []byte) (lockRec, bool, error) {
 		return lockRec{}, false, err
 	}
 	defer c.Close()
-	if len(v) < 17 || (len(v)-17)%16 != 0 {
+	if len(v) < lockHeader || (len(v)-lockHeader)%16 != 0 {
 		return lockRec{}, false, errCorruptRecord
 	}
-	l := lockRec{mode: v[0], waiters: binary.BigEndian.Uint64(v[1:]), nextSeq: binary.BigEndian.Uint64(v[9:])}
-	for p := v[17:]; len(p) >= 16; p = p[16:] {
+	l := lockRec{mode: v[0], waiters: binary.BigEndian.Uint64(v[1:]), nextSeq: binary.BigEndian.Uint64(v[9:]), headSeq: binary.BigEndian.Uint64(v[17:])}
+	for p := v[lockHeader:]; len(p) >= 16; p = p[16:] {
 		l.holders = append(l.holders, holder{binary.BigEndian.Uint64(p), binary.BigEndian.Uint64(p[8:])})
 	}
 	return l, true, nil
@@ -519,10 +527,11 @@ func (x *ctx) putLock(name []byte, l *lockRec) error {
 	if len(l.holders) == 0 && l.waiters == 0 {
 		err = x.w.Delete(k, nil)
 	} else {
-		v := make([]byte, 17, 17+16*len(l.holders))
+		v := make([]byte, lockHeader, lockHeader+16*len(l.holders))
 		v[0] = l.mode
 		binary.BigEndian.PutUint64(v[1:], l.waiters)
 		binary.BigEndian.PutUint64(v[9:], l.nextSeq)
+		binary.BigEndian.PutUint64(v[17:], l.headSeq)
 		for _, h := range l.holders {
 			v = binary.BigEndian.AppendUint64(v, h.lease)
 			v = binary.BigEndian.AppendUint64(v, h.token)
@@ -535,6 +544,14 @@ func (x *ctx) putLock(name []byte, l *lockRec) error {
 	return err
 }
 
+// ownedNone marks a lease that neither holds nor waits for a lock it
+// once did. The key is overwritten rather than deleted: it is rewritten on
+// every grant and release, and a read of a key whose newest version is a
+// deletion steps over all its older versions still in the memtable (a
+// busy lease's thousands), while a read that finds a value stops there.
+// dropLease deletes the keys with the lease.
+const ownedNone = ^uint64(0)
+
 // setOwned records lease id's place in lock name (seq 0: holder).
 func (x *ctx) setOwned(id uint64, name []byte, seq uint64) error {
 	var v [8]byte
@@ -544,7 +561,11 @@ func (x *ctx) setOwned(id uint64, name []byte, seq uint64) error {
 
 // waitSeq returns lease id's waiter seq in name's queue (0: not waiting).
 func (x *ctx) waitSeq(name []byte, id uint64) (uint64, error) {
-	return x.indexKey(ownedKey(id, 'l', name))
+	seq, err := x.indexKey(ownedKey(id, 'l', name))
+	if seq == ownedNone {
+		seq = 0
+	}
+	return seq, err
 }
 
 // LockState is what a parked client's node reads after a wake-up: the
