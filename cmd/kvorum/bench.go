@@ -15,8 +15,9 @@ import (
 )
 
 var benchHelp = helpText{
-	usage: `kvorum bench locks [--targets kvorum,redlock] [--procs 1,3,5] [--modes own,shared]
-    [--hold 3ms] [--duration 10s] [--json] [--kvorum HOST:PORT,...] [--redis HOST:PORT,...]`,
+	usage: `kvorum bench locks [--targets kvorum,redlock[,zookeeper]] [--procs 1,3,5] [--modes own,shared]
+    [--hold 3ms] [--duration 10s] [--json] [--kvorum HOST:PORT,...] [--redis HOST:PORT,...]
+    [--zookeeper HOST:PORT,...]`,
 	description: `
 The distributed-locking benchmark of Grzesik & Mrozek (paper 000, sections
 4-5): client processes acquire a lock (timed), hold it for --hold, release
@@ -34,6 +35,13 @@ Targets:
            each in turn, acquired with a majority within the validity,
            else undone and retried after a random delay below
            --redlock-retry-delay; released with a compare-and-delete script
+  zookeeper
+           (only when named in --targets) ZooKeeper's fair lock recipe, as
+           the paper's python kazoo Lock: one session per process (timeout
+           --ttl); acquire creates an ephemeral sequential znode under
+           /kvorum-bench/<lock> and, unless it is the lowest, waits for the
+           znode just before it to go (FIFO); release deletes it. Process i
+           talks to server i mod 3
 Modes:
   own      every process locks its own name (Table 1)
   shared   all processes contend for one name (Table 2)
@@ -43,16 +51,21 @@ workers connect first and start together. Without --kvorum a local 3-node
 cluster is started from this binary ('kvorum start', child processes on
 127.0.0.1); without --redis, 3 standalone redis-server processes (no
 persistence), or, when redis-server is not on PATH, the redlock target is
-skipped with a note saying so. Everything started is stopped at the end.
+skipped with a note saying so; without --zookeeper, a 3-node ZooKeeper
+ensemble on 127.0.0.1 (java -cp --zookeeper-server, forceSync=yes, its
+default: every write is fsynced, as kvorum's are), or, without java or
+the server jar (apt-get install zookeeper), the zookeeper target is
+skipped with a note. Everything started is stopped at the end.
 Shared-lock runs are also checked: no two processes' holds may overlap,
-and kvorum's fencing tokens must increase with every grant.
+and fencing tokens (kvorum's; ZooKeeper's znode sequence numbers) must
+increase with every grant.
 
 Progress goes to stderr, the report to stdout. Exit status: 0 every run
 succeeded; 1 a run failed (errors, a violation, no acquisition) or the
 servers could not be started; 2 bad command line.`,
 	groups: []flagGroup{
 		{"Workload", []string{"targets", "modes", "procs", "hold", "duration", "ttl", "redlock-retry-delay"}},
-		{"Servers", []string{"kvorum", "redis", "redis-server", "data-dir"}},
+		{"Servers", []string{"kvorum", "redis", "redis-server", "zookeeper", "zookeeper-server", "data-dir"}},
 		{"Output", []string{"json"}},
 	},
 	footer: `
@@ -60,30 +73,34 @@ Examples:
   kvorum bench locks                                  # the full table, ~2.5 min
   kvorum bench locks --targets kvorum --modes shared --procs 5 --duration 30s
   kvorum bench locks --kvorum 10.0.0.1:6379,10.0.0.2:6379,10.0.0.3:6379 \
-      --redis 10.0.1.1:6379,10.0.1.2:6379,10.0.1.3:6379 --json`,
+      --redis 10.0.1.1:6379,10.0.1.2:6379,10.0.1.3:6379 --json
+  kvorum bench locks --targets kvorum,zookeeper --modes shared   # vs the fair lock`,
 }
 
 type benchFlags struct {
 	fs                            *flag.FlagSet
 	cfg                           lockbench.Config
 	targets, modes, procs, kvorum string
-	redis                         string
+	redis, zookeeper              string
 	json                          bool
 }
 
 func newBenchFlags() *benchFlags {
 	f := &benchFlags{fs: flag.NewFlagSet("bench locks", flag.ContinueOnError)}
 	fs, c := f.fs, &f.cfg
-	fs.StringVar(&f.targets, "targets", "kvorum,redlock", "comma-separated `LIST` of targets: kvorum, redlock")
+	fs.StringVar(&f.targets, "targets", strings.Join(lockbench.DefaultTargets, ","), "comma-separated `LIST` of targets: "+
+		strings.Join(lockbench.AllTargets, ", "))
 	fs.StringVar(&f.modes, "modes", "own,shared", "comma-separated `LIST` of modes: own (a lock per process), shared (one lock)")
 	fs.StringVar(&f.procs, "procs", "1,3,5", "comma-separated `LIST` of client process counts, each 1 to 64")
 	fs.DurationVar(&c.Hold, "hold", lockbench.DefaultHold, "how long each acquisition is held (`DURATION`)")
 	fs.DurationVar(&c.Duration, "duration", lockbench.DefaultDuration, "length of each run (`DURATION`); the paper's runs lasted 2m")
-	fs.DurationVar(&c.TTL, "ttl", lockbench.DefaultTTL, "kvorum lease TTL and Redlock key TTL (`DURATION`): how long a lock outlives\na crashed holder")
+	fs.DurationVar(&c.TTL, "ttl", lockbench.DefaultTTL, "kvorum lease TTL, Redlock key TTL and ZooKeeper session timeout (`DURATION`):\nhow long a lock outlives a crashed holder")
 	fs.DurationVar(&c.RedlockRetryDelay, "redlock-retry-delay", lockbench.DefaultRedlockRetryDelay, "a failed Redlock attempt is retried after a random delay below this\n(`DURATION`; the python redlock library's retry_delay)")
 	fs.StringVar(&f.kvorum, "kvorum", "", "client addresses of a running kvorum cluster (`HOST:PORT,...`) (default: start a\nlocal 3-node cluster)")
 	fs.StringVar(&f.redis, "redis", "", "independent Redis instances for Redlock (`HOST:PORT,...`) (default: start 3\nredis-server processes)")
 	fs.StringVar(&c.RedisServer, "redis-server", "", "the redis-server binary to start (`PATH`) (default: redis-server on PATH)")
+	fs.StringVar(&f.zookeeper, "zookeeper", "", "client addresses of a running ZooKeeper ensemble (`HOST:PORT,...`) (default: start\na local 3-node ensemble)")
+	fs.StringVar(&c.ZookeeperServer, "zookeeper-server", "", "the ZooKeeper server to start with java: a server jar or an Apache ZooKeeper\ndirectory with lib/ (`PATH`) (default: "+lockbench.DefaultZookeeperServer+",\nfrom apt-get install zookeeper)")
 	fs.StringVar(&c.Dir, "data-dir", "", "`DIR` for the local servers' data and logs (default: a temporary directory,\nremoved unless a run failed)")
 	fs.BoolVar(&f.json, "json", false, "print the report as JSON")
 	return f
@@ -130,7 +147,7 @@ func parseBench(args []string, stdout io.Writer) (*benchFlags, error) {
 		}
 		c.Procs = append(c.Procs, n)
 	}
-	c.KvorumAddrs, c.RedisAddrs = splitList(f.kvorum), splitList(f.redis)
+	c.KvorumAddrs, c.RedisAddrs, c.ZookeeperAddrs = splitList(f.kvorum), splitList(f.redis), splitList(f.zookeeper)
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("cannot find this executable to run workers and nodes with: %w", err)

@@ -20,7 +20,8 @@ func TestBenchHelp(t *testing.T) {
 		if !strings.HasPrefix(out, "Usage:\n  kvorum bench locks") {
 			t.Errorf("%v: output does not start with usage:\n%s", args, out)
 		}
-		for _, want := range []string{"Redlock", "Tables 1 and 2", "redis-server", "Exit status", "own", "shared"} {
+		for _, want := range []string{"Redlock", "Tables 1 and 2", "redis-server", "Exit status", "own", "shared",
+			"zookeeper", "fair lock recipe", "forceSync=yes", "kvorum, redlock, zookeeper (default kvorum,redlock)"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("%v: help lacks %q", args, want)
 			}
@@ -50,6 +51,9 @@ func TestBenchBadArgs(t *testing.T) {
 		{[]string{"locks", "--redlock-retry-delay", "0s"}, "--redlock-retry-delay must be positive"},
 		{[]string{"locks", "--kvorum", "localhost"}, `address "localhost" is not host:port`},
 		{[]string{"locks", "--targets", "kvorum", "--redis", "127.0.0.1:6379"}, "--redis given but --targets does not include redlock"},
+		{[]string{"locks", "--zookeeper", "127.0.0.1:2181"}, "--zookeeper given but --targets does not include zookeeper"},
+		{[]string{"locks", "--targets", "zookeeper", "--zookeeper", "zk1"}, `address "zk1" is not host:port`},
+		{[]string{"locks", "--targets", "zookeeper,zookeeper"}, `--targets: "zookeeper" given twice`},
 	}
 	for _, c := range cases {
 		code, out, errOut := runCmd(append([]string{"bench"}, c.args...)...)
@@ -84,6 +88,21 @@ func TestParseBench(t *testing.T) {
 	}
 	c = f.cfg
 	if len(c.Targets) != 1 || len(c.Procs) != 2 || c.Procs[1] != 4 || len(c.RedisAddrs) != 3 || !f.json {
+		t.Errorf("parsed: %+v", c)
+	}
+	f, err = parseBench([]string{"locks", "--targets", "kvorum,zookeeper", "--zookeeper", "127.0.0.1:2181, 127.0.0.1:2182,127.0.0.1:2183"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = f.cfg
+	if strings.Join(c.Targets, ",") != "kvorum,zookeeper" || len(c.ZookeeperAddrs) != 3 || c.ZookeeperAddrs[1] != "127.0.0.1:2182" || c.ZookeeperServer != "" {
+		t.Errorf("parsed: %+v", c)
+	}
+	f, err = parseBench([]string{"locks", "--targets", "zookeeper", "--zookeeper-server", "/opt/zookeeper"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c = f.cfg; c.ZookeeperServer != "/opt/zookeeper" || len(c.ZookeeperAddrs) != 0 {
 		t.Errorf("parsed: %+v", c)
 	}
 }

@@ -1,7 +1,8 @@
 // Package lockbench is `kvorum bench locks`: the distributed-locking
 // benchmark of Grzesik & Mrozek (paper 000, sections 4-5, Tables 1 and 2),
 // run against kvorum's LOCK commands and, for comparison, against Redis
-// with the Redlock algorithm as the paper ran it.
+// with the Redlock algorithm and (optionally) against ZooKeeper's fair lock
+// recipe, as the paper ran them.
 //
 // Each client is a real OS process (this binary re-executed as a worker,
 // see WorkerEnv) that loops for the run's duration: acquire the lock
@@ -12,12 +13,15 @@
 // figures: average, median, min, max, 90th and 99th percentile, plus
 // acquisitions per process and their spread. Shared-mode runs are also
 // checked for mutual exclusion (no two processes' holds overlap) and, on
-// kvorum, for fencing tokens that increase with every grant.
+// kvorum and ZooKeeper, for fencing tokens (ZooKeeper: the lock znode's
+// sequence number) that increase with every grant.
 //
 // Without given addresses, the benchmark starts what it measures: a local
 // 3-node kvorum cluster of child `kvorum start` processes, and 3
 // standalone redis-server processes (no persistence), like the paper's
-// three independent Redis nodes.
+// three independent Redis nodes, and a 3-node ZooKeeper ensemble on
+// 127.0.0.1 (java with the zookeeper package's jar; forceSync=yes, its
+// default: every write is fsynced, as kvorum's are).
 package lockbench
 
 import (
@@ -32,8 +36,10 @@ import (
 const (
 	TargetKvorum  = "kvorum"
 	TargetRedlock = "redlock"
-	ModeOwn       = "own"
-	ModeShared    = "shared"
+	// TargetZookeeper is optional: not in DefaultTargets.
+	TargetZookeeper = "zookeeper"
+	ModeOwn         = "own"
+	ModeShared      = "shared"
 )
 
 // Defaults (the paper's runs lasted 2 minutes; 10s gives stable medians).
@@ -43,18 +49,30 @@ const (
 	DefaultTTL               = 10 * time.Second
 	DefaultRedlockRetryDelay = 200 * time.Millisecond // python redlock's retry_delay
 	MaxProcs                 = 64
+	// ZookeeperEnsemble is how many ZooKeeper servers the benchmark
+	// starts when no --zookeeper addresses are given.
+	ZookeeperEnsemble = 3
 )
+
+// DefaultTargets run when --targets is not given; zookeeper, which needs
+// java and a ZooKeeper installation, runs only when asked for.
+var DefaultTargets = []string{TargetKvorum, TargetRedlock}
+
+// AllTargets are the targets --targets accepts.
+var AllTargets = []string{TargetKvorum, TargetRedlock, TargetZookeeper}
 
 // Config is one benchmark invocation: every target × mode × procs.
 type Config struct {
-	Targets []string // TargetKvorum, TargetRedlock
+	Targets []string // TargetKvorum, TargetRedlock, TargetZookeeper
 	Procs   []int    // client processes per run
 	Modes   []string // ModeOwn, ModeShared
 
 	Hold     time.Duration // how long each acquisition is held
 	Duration time.Duration // of each run
-	// TTL is the kvorum lease TTL and the Redlock key TTL: how long a
-	// lock outlives a crashed holder. Far above Hold.
+	// TTL is the kvorum lease TTL, the Redlock key TTL and the ZooKeeper
+	// session timeout: how long a lock outlives a crashed holder. Far
+	// above Hold. (ZooKeeper servers bound session timeouts to 2 to 20
+	// ticks: 4s to 40s on the local ensemble.)
 	TTL time.Duration
 	// RedlockRetryDelay: after a failed Redlock attempt a client waits a
 	// random time in [0, RedlockRetryDelay) before trying again.
@@ -67,6 +85,12 @@ type Config struct {
 	// 3 redis-server processes (RedisServer, else redis-server on PATH).
 	RedisAddrs  []string
 	RedisServer string
+	// ZookeeperAddrs are the client addresses of a running ZooKeeper
+	// ensemble (or standalone server); empty: start a local 3-node
+	// ensemble with java and ZookeeperServer (a server jar or an Apache
+	// ZooKeeper directory; default DefaultZookeeperServer).
+	ZookeeperAddrs  []string
+	ZookeeperServer string
 
 	// Executable runs workers: Executable WorkerArgs... with WorkerEnv set.
 	Executable string
@@ -86,7 +110,7 @@ func (c *Config) Validate() error {
 	if len(c.Targets) == 0 {
 		return errors.New("--targets: no target")
 	}
-	if err := checkSet("--targets", c.Targets, TargetKvorum, TargetRedlock); err != nil {
+	if err := checkSet("--targets", c.Targets, AllTargets...); err != nil {
 		return err
 	}
 	if err := checkSet("--modes", c.Modes, ModeOwn, ModeShared); err != nil {
@@ -123,7 +147,7 @@ func (c *Config) Validate() error {
 	if c.RedlockRetryDelay <= 0 {
 		return errors.New("--redlock-retry-delay must be positive")
 	}
-	for _, a := range append(append([]string{}, c.KvorumAddrs...), c.RedisAddrs...) {
+	for _, a := range append(append(append([]string{}, c.KvorumAddrs...), c.RedisAddrs...), c.ZookeeperAddrs...) {
 		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
 			return fmt.Errorf("address %q is not host:port", a)
 		}
@@ -133,6 +157,12 @@ func (c *Config) Validate() error {
 	}
 	if len(c.RedisAddrs) > 0 && !has(c.Targets, TargetRedlock) {
 		return errors.New("--redis given but --targets does not include redlock")
+	}
+	if len(c.ZookeeperAddrs) > 0 && !has(c.Targets, TargetZookeeper) {
+		return errors.New("--zookeeper given but --targets does not include zookeeper")
+	}
+	if c.ZookeeperServer != "" && len(c.ZookeeperAddrs) > 0 {
+		return errors.New("--zookeeper-server and --zookeeper exclude each other (the server runs only when no addresses are given)")
 	}
 	if c.Executable == "" {
 		return errors.New("no executable to run workers with")

@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -109,12 +110,114 @@ func TestValidate(t *testing.T) {
 		"--redlock-retry-delay must be":        func(c *Config) { c.RedlockRetryDelay = 0 },
 		`address "nowhere" is not host:port`:   func(c *Config) { c.KvorumAddrs = []string{"nowhere"} },
 		"--redis given but --targets does not": func(c *Config) { c.RedisAddrs = []string{"127.0.0.1:1"} },
+		"--zookeeper given but --targets does": func(c *Config) { c.ZookeeperAddrs = []string{"127.0.0.1:2181"} },
+		`address "zk" is not host:port`: func(c *Config) {
+			c.Targets, c.ZookeeperAddrs = []string{TargetZookeeper}, []string{"zk"}
+		},
+		"--zookeeper-server and --zookeeper exclude": func(c *Config) {
+			c.Targets, c.ZookeeperAddrs, c.ZookeeperServer = []string{TargetZookeeper}, []string{"127.0.0.1:2181"}, "/zk.jar"
+		},
 	} {
 		c := base()
 		mod(&c)
 		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("want an error with %q, got %v", want, err)
 		}
+	}
+}
+
+func TestTargets(t *testing.T) {
+	if strings.Join(DefaultTargets, ",") != "kvorum,redlock" {
+		t.Errorf("default targets %v: zookeeper must stay optional", DefaultTargets)
+	}
+	if strings.Join(AllTargets, ",") != "kvorum,redlock,zookeeper" {
+		t.Errorf("all targets %v", AllTargets)
+	}
+	c := Config{Targets: []string{TargetKvorum, TargetZookeeper}, Procs: []int{1}, Modes: []string{ModeShared},
+		Hold: 3 * time.Millisecond, Duration: time.Second, TTL: 10 * time.Second, RedlockRetryDelay: time.Second,
+		Executable: "/bin/true", ZookeeperAddrs: []string{"127.0.0.1:2181", "[::1]:2182"}}
+	if err := c.Validate(); err != nil {
+		t.Errorf("kvorum,zookeeper with addresses: %v", err)
+	}
+	if !recordsTokens(TargetKvorum) || !recordsTokens(TargetZookeeper) || recordsTokens(TargetRedlock) {
+		t.Error("fencing tokens: want kvorum and zookeeper, not redlock")
+	}
+}
+
+func TestZookeeperRecipeParts(t *testing.T) {
+	if got := zkLockPath("lockbench:ab12:zookeeper:own:3:p1"); got != "/kvorum-bench/lockbench-ab12-zookeeper-own-3-p1" {
+		t.Errorf("lock path %q", got)
+	}
+	for name, want := range map[string]int64{
+		"_c_0123456789abcdef0123456789abcdef-lock-0000000042": 42,
+		"/kvorum-bench/x/_c_00-lock-0000000000":               0,
+		"lock-2147483647":                                     2147483647,
+	} {
+		if got, err := zkSeq(name); err != nil || got != want {
+			t.Errorf("zkSeq(%q) = %d, %v; want %d", name, got, err, want)
+		}
+	}
+	for _, bad := range []string{"other", "lock-", "lock-x1"} {
+		if _, err := zkSeq(bad); err == nil {
+			t.Errorf("zkSeq(%q): no error", bad)
+		}
+	}
+	cfg := zkConfig("/d/zk-1", "127.0.0.1:15001", [][2]string{{"127.0.0.1:15002", "127.0.0.1:15003"}, {"127.0.0.1:15004", "127.0.0.1:15005"}})
+	for _, want := range []string{"tickTime=2000\n", "dataDir=/d/zk-1\n", "clientPort=15001\n", "clientPortAddress=127.0.0.1\n",
+		"forceSync=yes\n", "maxClientCnxns=0\n", "admin.enableServer=false\n",
+		"server.1=127.0.0.1:15002:15003\n", "server.2=127.0.0.1:15004:15005\n"} {
+		if !strings.Contains(cfg, want) {
+			t.Errorf("zoo.cfg lacks %q:\n%s", want, cfg)
+		}
+	}
+	if standalone := zkConfig("/d", "127.0.0.1:15001", nil); strings.Contains(standalone, "server.") {
+		t.Errorf("standalone zoo.cfg names servers:\n%s", standalone)
+	}
+}
+
+func TestZookeeperServerLookup(t *testing.T) {
+	dir := t.TempDir()
+	jar := filepath.Join(dir, "zookeeper.jar")
+	if err := os.WriteFile(jar, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("zookeeper.jar", filepath.Join(dir, "zookeeper-3.8.0.jar")); err != nil {
+		t.Fatal(err)
+	}
+	if v := zkJarVersion(jar); v != "ZooKeeper 3.8.0" {
+		t.Errorf("version %q", v)
+	}
+	// A given server that does not exist is an error; no java skips.
+	if _, _, _, _, err := zkServer(filepath.Join(dir, "nothing.jar")); err == nil || !strings.Contains(err.Error(), "--zookeeper-server") {
+		t.Errorf("missing given server: %v", err)
+	}
+	t.Setenv("PATH", t.TempDir())
+	if _, _, _, why, err := zkServer(jar); err != nil || !strings.Contains(why, "java is not on PATH") {
+		t.Errorf("no java: why %q, err %v", why, err)
+	}
+}
+
+func TestZookeeperSkippedWithoutJava(t *testing.T) {
+	t.Setenv("PATH", t.TempDir()) // no java anywhere
+	cfg := testConfig(t)
+	cfg.Targets = []string{TargetZookeeper}
+	var progress bytes.Buffer
+	cfg.Progress = &progress
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Skipped for want of java or, without the zookeeper package, its jar.
+	if len(rep.Targets) != 1 || rep.Targets[0].Skipped == "" || len(rep.Runs) != 0 {
+		t.Fatalf("report %+v", rep)
+	}
+	if !strings.Contains(progress.String(), "zookeeper: skipped: ") || !strings.Contains(progress.String(), "--zookeeper host:port") {
+		t.Errorf("progress does not say why zookeeper was skipped:\n%s", progress.String())
+	}
+	var text bytes.Buffer
+	rep.WriteText(&text)
+	if !strings.Contains(text.String(), "zookeeper: skipped:") {
+		t.Errorf("report does not say zookeeper was skipped:\n%s", text.String())
 	}
 }
 

@@ -28,6 +28,7 @@ type TargetInfo struct {
 	Addrs   []string `json:"addrs,omitempty"`
 	Started bool     `json:"started_locally"` // started by the benchmark
 	Skipped string   `json:"skipped,omitempty"`
+	Note    string   `json:"note,omitempty"` // what ran (ZooKeeper: servers, fsync, recipe)
 }
 
 // RunResult is one (target, mode, procs) run.
@@ -178,16 +179,20 @@ func (r *Report) WriteJSON(w io.Writer) error {
 // WriteText writes the report as an aligned table (acquire times in ms,
 // like the paper's Tables 1 and 2).
 func (r *Report) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "lock acquire time (ms); hold %s, %s per run, lease/key TTL %s, Redlock retry delay < %s\n",
+	fmt.Fprintf(w, "lock acquire time (ms); hold %s, %s per run, lease/key/session TTL %s, Redlock retry delay < %s\n",
 		fmtMs(r.HoldMs), fmtDur(r.DurationS), fmtMs(r.TTLMs), fmtMs(r.RedlockRetryDelay))
 	for _, t := range r.Targets {
+		note := ""
+		if t.Note != "" {
+			note = " (" + t.Note + ")"
+		}
 		switch {
 		case t.Skipped != "":
 			fmt.Fprintf(w, "  %s: skipped: %s\n", t.Name, t.Skipped)
 		case t.Started:
-			fmt.Fprintf(w, "  %s: started locally at %s\n", t.Name, strings.Join(t.Addrs, ","))
+			fmt.Fprintf(w, "  %s: started locally at %s%s\n", t.Name, strings.Join(t.Addrs, ","), note)
 		default:
-			fmt.Fprintf(w, "  %s: %s\n", t.Name, strings.Join(t.Addrs, ","))
+			fmt.Fprintf(w, "  %s: %s%s\n", t.Name, strings.Join(t.Addrs, ","), note)
 		}
 	}
 	fmt.Fprintln(w)

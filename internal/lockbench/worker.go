@@ -33,11 +33,11 @@ const WorkerEnv = "KVORUM_LOCKBENCH_WORKER"
 type WorkerSpec struct {
 	Target     string        `json:"target"`
 	Proc       int           `json:"proc"`  // 0-based process number
-	Addrs      []string      `json:"addrs"` // kvorum: the node to use; redlock: every instance
+	Addrs      []string      `json:"addrs"` // kvorum, zookeeper: the server to use; redlock: every instance
 	Lock       string        `json:"lock"`
 	Duration   time.Duration `json:"duration"`
 	Hold       time.Duration `json:"hold"`
-	TTL        time.Duration `json:"ttl"`
+	TTL        time.Duration `json:"ttl"` // kvorum lease, Redlock key, ZooKeeper session
 	RetryDelay time.Duration `json:"retry_delay"`
 	Grace      time.Duration `json:"grace"` // an acquire started before the end may take this long past it
 }
@@ -47,7 +47,8 @@ type WorkerResult struct {
 	Proc int `json:"proc"`
 	// Per acquisition, in order: acquire latency, when the lock was held
 	// (after the acquire returned) and released (before the release was
-	// sent), Unix nanos on this host's clock, and the fencing token (kvorum).
+	// sent), Unix nanos on this host's clock, and the fencing token (kvorum,
+	// zookeeper).
 	Latencies []int64 `json:"latencies_ns"`
 	Acquired  []int64 `json:"acquired_ns"`
 	Released  []int64 `json:"released_ns"`
@@ -102,6 +103,8 @@ func runWorker(ws WorkerSpec, in *bufio.Reader, out io.Writer) (*WorkerResult, e
 		l, err = newKvorumLocker(setup, ws)
 	case TargetRedlock:
 		l, err = newRedlock(setup, ws)
+	case TargetZookeeper:
+		l, err = newZkLocker(setup, ws)
 	default:
 		err = fmt.Errorf("unknown target %q", ws.Target)
 	}
@@ -169,13 +172,18 @@ func loop(ws WorkerSpec, l locker, end time.Time) *WorkerResult {
 		res.Latencies = append(res.Latencies, int64(lat))
 		res.Acquired = append(res.Acquired, acq)
 		res.Released = append(res.Released, rel)
-		if ws.Target == TargetKvorum {
+		if recordsTokens(ws.Target) {
 			res.Tokens = append(res.Tokens, tok)
 		}
 	}
 	res.Attempts = l.attempts()
 	return res
 }
+
+// recordsTokens tells whether a target's acquire returns a fencing token
+// (kvorum: the LOCK token; zookeeper: the lock znode's sequence number);
+// Redlock has none.
+func recordsTokens(target string) bool { return target == TargetKvorum || target == TargetZookeeper }
 
 // kvorumLocker takes the lock through pkg/kvlock: one lease (LEASE GRANT,
 // kept alive in the background), LOCK ACQUIRE name lease / LOCK RELEASE
