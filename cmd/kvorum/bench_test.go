@@ -56,17 +56,7 @@ func TestBenchBadArgs(t *testing.T) {
 		{[]string{"locks", "--targets", "zookeeper,zookeeper"}, `--targets: "zookeeper" given twice`},
 	}
 	for _, c := range cases {
-		code, out, errOut := runCmd(append([]string{"bench"}, c.args...)...)
-		if code != 2 {
-			t.Errorf("%v: exit %d, want 2 (stderr %q)", c.args, code, errOut)
-			continue
-		}
-		if out != "" {
-			t.Errorf("%v: wrote to stdout: %q", c.args, out)
-		}
-		if !strings.Contains(errOut, c.msg) || !strings.Contains(errOut, "kvorum bench --help' for usage") {
-			t.Errorf("%v: stderr %q lacks %q", c.args, errOut, c.msg)
-		}
+		checkUsageError(t, "bench", c.args, c.msg)
 	}
 }
 

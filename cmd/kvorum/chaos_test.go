@@ -94,17 +94,25 @@ func TestChaosBadFlags(t *testing.T) {
 		{[]string{"extra"}, `unexpected argument "extra"`},
 	}
 	for _, c := range cases {
-		code, out, errOut := runCmd(append([]string{"chaos"}, c.args...)...)
-		if code != 2 {
-			t.Errorf("%v: exit %d, want 2 (stderr %q)", c.args, code, errOut)
-			continue
-		}
-		if out != "" {
-			t.Errorf("%v: wrote to stdout: %q", c.args, out)
-		}
-		if !strings.Contains(errOut, c.msg) || !strings.Contains(errOut, "kvorum chaos --help' for usage") {
-			t.Errorf("%v: stderr %q lacks %q", c.args, errOut, c.msg)
-		}
+		checkUsageError(t, "chaos", c.args, c.msg)
+	}
+}
+
+// checkUsageError runs `kvorum sub args...` and checks that it is refused
+// as a usage error: exit 2, nothing on stdout, and msg plus the pointer to
+// --help on stderr.
+func checkUsageError(t *testing.T, sub string, args []string, msg string) {
+	t.Helper()
+	code, out, errOut := runCmd(append([]string{sub}, args...)...)
+	if code != 2 {
+		t.Errorf("%v: exit %d, want 2 (stderr %q)", args, code, errOut)
+		return
+	}
+	if out != "" {
+		t.Errorf("%v: wrote to stdout: %q", args, out)
+	}
+	if !strings.Contains(errOut, msg) || !strings.Contains(errOut, "kvorum "+sub+" --help' for usage") {
+		t.Errorf("%v: stderr %q lacks %q", args, errOut, msg)
 	}
 }
 

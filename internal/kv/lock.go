@@ -3,6 +3,7 @@ package kv
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -143,7 +144,7 @@ func checkLock(args [][]byte) (Reply, bool) {
 		if d == nil || d.internal {
 			return UnknownCommand(args[4:]), false
 		}
-		if d.spec.Name == "lock" || d.spec.Name == "lease" || hasFlag(&d.spec, "noscript") {
+		if d.spec.Name == "lock" || d.spec.Name == "lease" || slices.Contains(d.spec.Flags, "noscript") {
 			return Error("ERR LOCK FENCED cannot run '" + d.spec.Name + "'"), false
 		}
 		return checkWith(d, args[4:], Limits{}, d.check)
@@ -154,15 +155,6 @@ func checkLock(args [][]byte) (Reply, bool) {
 }
 
 var errBadToken = Error("ERR invalid fencing token")
-
-func hasFlag(s *Spec, f string) bool {
-	for _, g := range s.Flags {
-		if g == f {
-			return true
-		}
-	}
-	return false
-}
 
 // Acquire is a LOCK ACQUIRE as the node parks it.
 type Acquire struct {
