@@ -180,6 +180,16 @@ func LockAcquire(args [][]byte) (a Acquire, ok bool) {
 	return Acquire{Name: args[2], Lease: lease, Timeout: o.timeout, KeepQueued: o.keep}, true
 }
 
+// Blocks reports whether args may wait on the server (a blocking pop, or
+// LOCK ACQUIRE): the connection layer then watches for a disconnect.
+func Blocks(args [][]byte) bool {
+	if _, ok := LockAcquire(args); ok {
+		return true
+	}
+	_, _, ok := BlockingTimeout(args)
+	return ok
+}
+
 // LockWaitKey is the key a lock's changes are reported under (Env.OnWrite).
 func LockWaitKey(name []byte) []byte { return lockKey(name) }
 

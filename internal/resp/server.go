@@ -508,7 +508,7 @@ func (c *conn) doRun(replies []kv.Reply) {
 	}
 	start := time.Now()
 	ctx := c.ctx
-	if c.rd.Buffered() == 0 && slices.ContainsFunc(c.runCmd, isBlocking) {
+	if c.rd.Buffered() == 0 && slices.ContainsFunc(c.run, kv.Blocks) {
 		var stop func()
 		ctx, stop = c.watchDisconnect()
 		defer stop()
@@ -593,10 +593,6 @@ func (s connSource) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	return s.c.nc.Read(p)
-}
-
-func isBlocking(cmd *command) bool {
-	return cmd != nil && slices.Contains(cmd.spec.Flags, "blocking")
 }
 
 // watchDisconnect reads from the socket while a blocking command waits, so

@@ -212,3 +212,57 @@ func TestLockWaitKeepsQueuePlace(t *testing.T) {
 		t.Fatalf("d's token %d not above b's %d", td, tb)
 	}
 }
+
+// TestLockWaiterDisconnect: a client that disconnects while its ACQUIRE
+// waits leaves the queue; one that waits with WAIT keeps its place (the
+// README's claim for both).
+func TestLockWaiterDisconnect(t *testing.T) {
+	c := newTestCluster(t, 3)
+	ctx := testCtx(t, 30*time.Second)
+	c.waitLeader()
+	a := c.client(1)
+	la, _ := a.Do(ctx, "LEASE", "GRANT", 30000).Int64()
+	if _, err := a.Do(ctx, "LOCK", "ACQUIRE", "dc", la).Int64(); err != nil {
+		t.Fatal(err)
+	}
+	waiters := func() int64 {
+		info, err := a.Do(ctx, "LOCK", "INFO", "dc").Slice()
+		if err != nil || len(info) != 8 {
+			t.Fatalf("LOCK INFO: %v %v", info, err)
+		}
+		return info[7].(int64)
+	}
+	waitFor := func(want int64, what string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for waiters() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d waiters, want %d", what, waiters(), want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	for _, tc := range []struct {
+		opts []interface{}
+		left int64 // waiters after the client disconnected
+	}{
+		{nil, 0},
+		{[]interface{}{"WAIT", 10000}, 1},
+	} {
+		cl := redis.NewClient(&redis.Options{Addr: c.node(2).ClientAddr(), MaxRetries: -1})
+		lb, err := cl.Do(ctx, "LEASE", "GRANT", 30000).Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		go cl.Do(ctx, append([]interface{}{"LOCK", "ACQUIRE", "dc", lb}, tc.opts...)...)
+		waitFor(1, "after the acquire queued")
+		cl.Close()
+		time.Sleep(300 * time.Millisecond) // let the node notice the disconnect
+		waitFor(tc.left, "after the client disconnected")
+		if tc.left > 0 {
+			if n, err := a.Do(ctx, "LOCK", "CANCEL", "dc", lb).Int64(); err != nil || n != 1 {
+				t.Fatalf("LOCK CANCEL of the kept waiter: %d %v", n, err)
+			}
+		}
+	}
+}
