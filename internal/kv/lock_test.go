@@ -215,6 +215,12 @@ func TestLockFencedWrites(t *testing.T) {
 	l.want("2", "LOCK", "FENCED", "x", tb, "RPUSH", "list", "p", "q")
 	l.want("ERR<ERR LOCK FENCED cannot run 'lock'>", "LOCK", "FENCED", "x", tb, "LOCK", "RELEASE", "x", tb)
 	l.want("ERR<ERR wrong number of arguments for 'set' command>", "LOCK", "FENCED", "x", tb, "SET", "k")
+	// Leases and locks are not keys: FLUSHALL keeps them (and the lease's keys go).
+	l.want("OK", "SET", "leased", "v", "LEASE", b)
+	l.want("OK", "FLUSHALL")
+	l.want("0", "EXISTS", "leased")
+	l.want("[mode exclusive token "+tb+" holders [["+b+" "+tb+"]] waiters 0]", "LOCK", "INFO", "x")
+	l.want("["+a+" "+b+"]", "LEASE", "LIST")
 }
 
 func TestLockTimeoutAndTransactions(t *testing.T) {
