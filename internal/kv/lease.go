@@ -292,10 +292,12 @@ func (x *ctx) dropLease(id uint64) error {
 				}
 			}
 		case 'l':
-			if o.val == ownedNone {
-				break // it left this lock earlier
+			if o.val != ownedNone { // else it left this lock earlier
+				if err := x.lockDropLease(o.name, id, o.val); err != nil {
+					return err
+				}
 			}
-			if err := x.lockDropLease(o.name, id, o.val); err != nil {
+			if err := x.dropFreeLock(o.name); err != nil {
 				return err
 			}
 		}

@@ -279,3 +279,42 @@ func isWaiting(r Reply) bool {
 	_, ok := LockWaiting(r)
 	return ok
 }
+
+// A lock's record outlives its release (rewriting it is cheaper than
+// reading past a deletion), but not the leases that used it: once they are
+// gone, no lock, queue or lease-place record is left.
+func TestLockRecordsGoWithTheirLeases(t *testing.T) {
+	l := newLockLog(t)
+	count := func(prefix []byte) int {
+		n := 0
+		if err := iterPrefix(l.db, prefix, func(k, v []byte) error { n++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	a, b := l.id("LEASE", "GRANT", "5000"), l.id("LEASE", "GRANT", "5000")
+	for range 3 {
+		l.want("1", "LOCK", "RELEASE", "x", l.id("LOCK", "ACQUIRE", "x", a))
+	}
+	l.id("LOCK", "ACQUIRE", "y", b)
+	if r := l.do("LOCK", "ACQUIRE", "y", a); !isWaiting(r) {
+		t.Fatalf("a on y: %s, want queued", show(r))
+	}
+	if n := count(lockPrefix); n != 2 {
+		t.Fatalf("%d lock records with x free and y held, want 2", n)
+	}
+	l.want("[mode free token 0 holders [] waiters 0]", "LOCK", "INFO", "x")
+	l.want("1", "LEASE", "REVOKE", a)
+	if n := count(lockPrefix); n != 1 {
+		t.Fatalf("%d lock records after a (x's only user) was revoked, want y's alone", n)
+	}
+	if n := count(queuePrefix); n != 0 {
+		t.Fatalf("%d queue records after the only waiter's lease was revoked", n)
+	}
+	l.want("1", "LEASE", "REVOKE", b)
+	for _, p := range [][]byte{lockPrefix, queuePrefix, ownedPrefix, leasePrefix} {
+		if n := count(p); n != 0 {
+			t.Errorf("%d records under %q left after every lease was revoked", n, p)
+		}
+	}
+}
