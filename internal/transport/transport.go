@@ -139,6 +139,8 @@ func New(cfg Config, h Handler, snaps SnapshotSource) *Transport {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 10 * time.Second, Timeout: 5 * time.Second}),
 		grpc.WaitForHandlers(true),
+		grpc.InitialWindowSize(windowSize),
+		grpc.InitialConnWindowSize(connWindowSize),
 	)
 	t.srv.RegisterService(&serviceDesc, t)
 	t.wg.Add(1)
@@ -169,6 +171,19 @@ func (t *Transport) Serve(l net.Listener) error {
 // Stats returns cumulative counters.
 func (t *Transport) Stats() Stats { return t.m.get() }
 
+// Flow control windows, fixed. With gRPC's default (64 KiB, grown by its
+// bandwidth-delay estimator) the receiver answers data with estimator
+// PINGs, one more frame and wake-up each way on links whose messages are
+// a few hundred bytes; a window set here turns the estimator off. A
+// stream window holds a whole frame (maxFrameBytes). Measured with
+// 'kvorum bench locks --procs 5', three interleaved pairs of runs: own
+// key 4.55-5.08 ms against 4.88-6.22 ms average acquire, shared key
+// 21.9-23.2 against 22.7-25.7 ms.
+const (
+	windowSize     = maxFrameBytes
+	connWindowSize = 4 * maxFrameBytes
+)
+
 // newConn creates a (lazily connecting) client connection to addr.
 func (t *Transport) newConn(addr string) (*grpc.ClientConn, error) {
 	dialTimeout := t.cfg.DialTimeout
@@ -183,6 +198,8 @@ func (t *Transport) newConn(addr string) (*grpc.ClientConn, error) {
 			MinConnectTimeout: dialTimeout,
 		}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.WithInitialWindowSize(windowSize),
+		grpc.WithInitialConnWindowSize(connWindowSize),
 		grpc.WithDefaultCallOptions(
 			grpc.ForceCodecV2(rawCodec{}),
 			grpc.MaxCallRecvMsgSize(maxWireMsg),

@@ -227,10 +227,15 @@ func TestSnapshotHandlerErrorReportsFailure(t *testing.T) {
 	}
 }
 
-type failingReader struct{ n int }
+// failingReader yields n bytes, then, once wait is closed, an error.
+type failingReader struct {
+	n    int
+	wait <-chan struct{}
+}
 
 func (r *failingReader) Read(p []byte) (int, error) {
 	if r.n <= 0 {
+		<-r.wait
 		return 0, errors.New("source broke")
 	}
 	k := min(len(p), r.n)
@@ -241,14 +246,20 @@ func (r *failingReader) Read(p []byte) (int, error) {
 func TestSnapshotSourceErrorAbortsReceiver(t *testing.T) {
 	checkLeaks(t)
 	var recvErr = make(chan error, 1)
+	// The source breaks only once the receiver has the stream: with the
+	// flow-control window larger than the data, a sender that gave up
+	// earlier could cancel the stream before it reached the receiver,
+	// which then never hears of it (fine for raft, but not this test).
+	receiving := make(chan struct{})
 	rb := newRecorder()
 	rb.snapHandle = func(m *raftpb.Message, r io.Reader) ([]byte, error) {
+		close(receiving)
 		_, err := io.Copy(io.Discard, r)
 		recvErr <- err
 		return nil, err
 	}
 	src := func(*raftpb.Message) (io.ReadCloser, error) {
-		return io.NopCloser(&failingReader{n: 2 << 20}), nil
+		return io.NopCloser(&failingReader{n: 2 << 20, wait: receiving}), nil
 	}
 	a := startNode(t, 1, "", newRecorder(), Config{}, src)
 	b := startNode(t, 2, "", rb, Config{}, nil)
