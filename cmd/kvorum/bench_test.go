@@ -122,22 +122,23 @@ type benchReport struct {
 	} `json:"runs"`
 }
 
-// The built binary runs the whole benchmark in small: its own 3-node
-// cluster (child processes), 3 redis-servers, worker processes; the JSON
-// report must be complete and sane, and nothing may be left running or
-// on disk.
-func TestBenchLocksCommand(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Fatal("redis-server not found: apt-get install redis-server (make test does this, via scripts/ensure-test-deps.sh)")
-	}
+// buildBinary builds this command into a temporary directory.
+func buildBinary(t *testing.T) string {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), "kvorum")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	tmp := t.TempDir() // the benchmark's temporary directory goes here
-	args := []string{"bench", "locks", "--duration", "500ms", "--procs", "3", "--hold", "2ms", "--json"}
+	return bin
+}
+
+// runJSON runs bin with args (and env added to the environment), which
+// must exit 0 and print JSON on stdout, decoded into v. It returns the
+// finished command and its stderr (also logged).
+func runJSON(t *testing.T, bin string, env []string, v any, args ...string) (*exec.Cmd, string) {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
@@ -146,10 +147,24 @@ func TestBenchLocksCommand(t *testing.T) {
 	if err != nil {
 		t.Fatalf("exit: %v\nstdout:\n%s", err, stdout.String())
 	}
-	var rep benchReport
-	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-		t.Fatalf("stdout is not the JSON report: %v\n%s", err, stdout.String())
+	if err := json.Unmarshal(stdout.Bytes(), v); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, stdout.String())
 	}
+	return cmd, stderr.String()
+}
+
+// The built binary runs the whole benchmark in small: its own 3-node
+// cluster (child processes), 3 redis-servers, worker processes; the JSON
+// report must be complete and sane, and nothing may be left running or
+// on disk.
+func TestBenchLocksCommand(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatal("redis-server not found: apt-get install redis-server (make test does this, via scripts/ensure-test-deps.sh)")
+	}
+	bin := buildBinary(t)
+	tmp := t.TempDir() // the benchmark's temporary directory goes here
+	var rep benchReport
+	_, stderr := runJSON(t, bin, []string{"TMPDIR=" + tmp}, &rep, "bench", "locks", "--duration", "500ms", "--procs", "3", "--hold", "2ms", "--json")
 	if len(rep.Targets) != 2 {
 		t.Fatalf("targets %+v", rep.Targets)
 	}
@@ -182,7 +197,7 @@ func TestBenchLocksCommand(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"kvorum: starting a local 3-node cluster", "redlock: starting 3 standalone redis-server", "[4/4] redlock, shared lock, 3 processes"} {
-		if !strings.Contains(stderr.String(), want) {
+		if !strings.Contains(stderr, want) {
 			t.Errorf("progress on stderr lacks %q", want)
 		}
 	}

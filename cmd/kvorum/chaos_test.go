@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"flag"
 	"os"
 	"os/exec"
@@ -172,10 +170,7 @@ func TestChaosCommand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real clusters for ~30s")
 	}
-	bin := filepath.Join(t.TempDir(), "kvorum")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t)
 	modes := []string{chaos.ModeProxy}
 	if os.Geteuid() == 0 {
 		if _, err := exec.LookPath("ip"); err == nil {
@@ -193,21 +188,9 @@ func TestChaosCommand(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(mode, func(t *testing.T) {
 			outDir := t.TempDir()
-			args := []string{"chaos", "--duration", "8s", "--nodes", "3", "--network", mode, "--interval", "1s-2s",
-				"--seed", seeds[mode], "--json", "--out", outDir}
-			cmd := exec.Command(bin, args...)
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			start := time.Now()
-			err := cmd.Run()
-			t.Logf("kvorum %s: %v in %.1fs\n%s", strings.Join(args, " "), err, time.Since(start).Seconds(), stderr.String())
-			if err != nil {
-				t.Fatalf("exit: %v\nstdout:\n%s", err, stdout.String())
-			}
 			var v chaosVerdict
-			if err := json.Unmarshal(stdout.Bytes(), &v); err != nil {
-				t.Fatalf("verdict is not JSON: %v\n%s", err, stdout.String())
-			}
+			cmd, _ := runJSON(t, bin, nil, &v, "chaos", "--duration", "8s", "--nodes", "3", "--network", mode, "--interval", "1s-2s",
+				"--seed", seeds[mode], "--json", "--out", outDir)
 			t.Logf("verdict: %s mode=%s faults=%d %v ops invoked=%d ok=%d failed=%d unknown=%d ok_writes=%d linearizable=%s lost=%d (of %d) longest gap %.2fs",
 				v.Result, v.Mode, v.FaultsTotal, v.Faults, v.Ops.Invoked, v.Ops.Ok, v.Ops.Failed, v.Ops.Unknown, v.Ops.OkWrites,
 				v.Linearizable, v.Lost, v.AckedDurable, v.LongestGap)

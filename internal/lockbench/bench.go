@@ -115,13 +115,8 @@ func setupTarget(ctx context.Context, cfg *Config, target, dir string, progress 
 	switch target {
 	case TargetKvorum:
 		if len(cfg.KvorumAddrs) > 0 {
-			for _, a := range cfg.KvorumAddrs {
-				if err := waitPing(ctx, a, nil); err != nil {
-					return info, nil, nil, err
-				}
-			}
 			info.Addrs = cfg.KvorumAddrs
-			return info, cfg.KvorumAddrs, nil, nil
+			return info, cfg.KvorumAddrs, nil, waitAll(ctx, cfg.KvorumAddrs, redisPing)
 		}
 		bin := cfg.NodeBinary
 		if bin == "" {
@@ -136,13 +131,8 @@ func setupTarget(ctx context.Context, cfg *Config, target, dir string, progress 
 		fmt.Fprintf(progress, "kvorum: cluster ready in %v at %s\n", time.Since(start).Round(10*time.Millisecond), strings.Join(addrs, ","))
 	case TargetRedlock:
 		if len(cfg.RedisAddrs) > 0 {
-			for _, a := range cfg.RedisAddrs {
-				if err := waitPing(ctx, a, nil); err != nil {
-					return info, nil, nil, err
-				}
-			}
 			info.Addrs = cfg.RedisAddrs
-			return info, cfg.RedisAddrs, nil, nil
+			return info, cfg.RedisAddrs, nil, waitAll(ctx, cfg.RedisAddrs, redisPing)
 		}
 		bin := cfg.RedisServer
 		if bin == "" {
@@ -161,13 +151,8 @@ func setupTarget(ctx context.Context, cfg *Config, target, dir string, progress 
 		const recipe = "fair lock recipe: ephemeral sequential znode, watch the predecessor"
 		info.Note = recipe
 		if len(cfg.ZookeeperAddrs) > 0 {
-			for _, a := range cfg.ZookeeperAddrs {
-				if err := zkWait(ctx, a); err != nil {
-					return info, nil, nil, err
-				}
-			}
 			info.Addrs = cfg.ZookeeperAddrs
-			return info, cfg.ZookeeperAddrs, nil, nil
+			return info, cfg.ZookeeperAddrs, nil, waitAll(ctx, cfg.ZookeeperAddrs, zkWait)
 		}
 		javaBin, classPath, version, why, err := zkServer(cfg.ZookeeperServer)
 		if err != nil {
@@ -204,6 +189,20 @@ type worker struct {
 	done   chan struct{}
 	result *WorkerResult
 	err    error // why there is no result
+}
+
+// redisPing waits until the Redis-protocol server at addr answers PING.
+func redisPing(ctx context.Context, addr string) error { return waitPing(ctx, addr, nil) }
+
+// waitAll waits until every given address answers; the first failure is
+// returned.
+func waitAll(ctx context.Context, addrs []string, up func(context.Context, string) error) error {
+	for _, a := range addrs {
+		if err := up(ctx, a); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func runOne(ctx context.Context, cfg *Config, target, mode string, procs int, addrs []string) RunResult {
@@ -370,7 +369,7 @@ func merge(res *RunResult, ws []*worker, d time.Duration) {
 			errs = append(errs, fmt.Sprintf("process %d: %d failed operations (first: %s)", w.spec.Proc, r.Errors, r.FirstError))
 		}
 		for i := range r.Latencies {
-			h := hold{proc: w.spec.Proc, acq: r.Acquired[i], rel: r.Released[i]}
+			h := hold{proc: w.spec.Proc, start: r.Acquired[i] - r.Latencies[i], acq: r.Acquired[i], rel: r.Released[i]}
 			if i < len(r.Tokens) {
 				h.token = r.Tokens[i]
 			}
@@ -380,8 +379,17 @@ func merge(res *RunResult, ws []*worker, d time.Duration) {
 	res.Stats = computeStats(lat)
 	res.SpreadPct = spread(res.PerProcess)
 	res.OpsPerSec = float64(res.Ops) / d.Seconds()
+	var gaps, held []int64
 	for _, hs := range holdsByLock {
 		res.Violations = append(res.Violations, checkExclusion(hs, recordsTokens(res.Target))...)
+		if res.Mode == ModeShared && res.Procs > 1 {
+			g, h := handoffs(hs) // sorted by checkExclusion
+			gaps, held = append(gaps, g...), append(held, h...)
+		}
+	}
+	if len(held) > 0 {
+		s := computeStats(gaps)
+		res.Handoff, res.HeldMs = &s, computeStats(held).AvgMs
 	}
 	errs = append(errs, res.Violations...)
 	if res.Ops == 0 && len(errs) == 0 {

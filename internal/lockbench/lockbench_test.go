@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -71,20 +72,36 @@ func TestComputeStats(t *testing.T) {
 }
 
 func TestCheckExclusion(t *testing.T) {
-	ok := []hold{{0, 10, 20, 1}, {1, 21, 30, 2}, {2, 31, 40, 5}, {0, 41, 50, 9}}
+	ok := []hold{{0, 0, 10, 20, 1}, {1, 0, 21, 30, 2}, {2, 0, 31, 40, 5}, {0, 0, 41, 50, 9}}
 	if v := checkExclusion(ok, true); len(v) != 0 {
 		t.Errorf("disjoint holds: %v", v)
 	}
-	overlap := []hold{{0, 10, 20, 1}, {1, 15, 30, 2}, {2, 31, 40, 3}}
+	overlap := []hold{{0, 0, 10, 20, 1}, {1, 0, 15, 30, 2}, {2, 0, 31, 40, 3}}
 	if v := checkExclusion(overlap, false); len(v) != 1 || !strings.Contains(v[0], "mutual exclusion violated: 1 overlapping") {
 		t.Errorf("overlap: %v", v)
 	}
-	tokens := []hold{{0, 10, 20, 5}, {1, 21, 30, 4}}
+	tokens := []hold{{0, 0, 10, 20, 5}, {1, 0, 21, 30, 4}}
 	if v := checkExclusion(tokens, true); len(v) != 1 || !strings.Contains(v[0], "fencing tokens out of order") {
 		t.Errorf("token order: %v", v)
 	}
 	if v := checkExclusion(tokens, false); len(v) != 0 {
 		t.Errorf("tokens checked although not recorded: %v", v)
+	}
+}
+
+func TestHandoffs(t *testing.T) {
+	holds := []hold{
+		{proc: 0, start: 0, acq: 10, rel: 20},
+		{proc: 1, start: 5, acq: 22, rel: 30},  // waiting at 20: hand-off 2
+		{proc: 2, start: 35, acq: 36, rel: 40}, // asked after 30: not a hand-off
+		{proc: 0, start: 38, acq: 47, rel: 50}, // waiting at 40: hand-off 7
+	}
+	gaps, held := handoffs(holds)
+	if !slices.Equal(gaps, []int64{2, 7}) {
+		t.Errorf("hand-offs %v, want [2 7]", gaps)
+	}
+	if !slices.Equal(held, []int64{10, 8, 4, 3}) {
+		t.Errorf("holds %v, want [10 8 4 3]", held)
 	}
 }
 

@@ -42,6 +42,13 @@ type RunResult struct {
 	PerProcess []int   `json:"per_process"`
 	SpreadPct  float64 `json:"fairness_spread_pct"`
 	OpsPerSec  float64 `json:"ops_per_s"`
+	// Handoff (shared mode) summarizes the hand-offs: from one holder's
+	// release (sent) to the acquire of the process waiting next (returned),
+	// over the grants whose process was already waiting at that release.
+	// It is the h of the issue's 4 x (hold + h); HeldMs is the average time
+	// a process actually held the lock (its hold plus the sleep's overshoot).
+	Handoff *Stats  `json:"handoff,omitempty"`
+	HeldMs  float64 `json:"held_avg_ms,omitempty"`
 	// Attempts counts Redlock rounds (failed ones are retried).
 	Attempts int64 `json:"attempts,omitempty"`
 	// Violations: overlapping holds in shared mode, fencing tokens out of
@@ -118,11 +125,27 @@ func spread(counts []int) float64 {
 	return float64(hi-lo) / mean * 100
 }
 
-// hold is one acquisition as recorded by a worker.
+// hold is one acquisition as recorded by a worker: when its acquire was
+// sent (start) and returned (acq), when its release was sent (rel).
 type hold struct {
-	proc     int
-	acq, rel int64
-	token    int64
+	proc            int
+	start, acq, rel int64
+	token           int64
+}
+
+// handoffs returns, for the holds of one lock sorted by acquisition, the
+// gaps from a release to the next grant whose acquire was waiting at that
+// release (a gap after which the next process only then asked for the
+// lock measures that process, not the hand-off), and the durations of the
+// holds.
+func handoffs(holds []hold) (gaps, held []int64) {
+	for i, h := range holds {
+		held = append(held, h.rel-h.acq)
+		if i > 0 && h.start < holds[i-1].rel && h.acq >= holds[i-1].rel {
+			gaps = append(gaps, h.acq-holds[i-1].rel)
+		}
+	}
+	return gaps, held
 }
 
 // checkExclusion checks the holds of one lock: sorted by acquisition, no
@@ -214,6 +237,10 @@ func (r *Report) WriteText(w io.Writer) {
 	tw.Flush()
 	var notes []string
 	for _, x := range r.Runs {
+		if x.Handoff != nil && x.Handoff.Ops > 0 {
+			notes = append(notes, fmt.Sprintf("%s %s %d: hand-off (release sent -> next waiter's acquire returned) avg %.2f, median %.2f, p99 %.2f ms over %d; holds lasted %.2f ms on average",
+				x.Target, x.Mode, x.Procs, x.Handoff.AvgMs, x.Handoff.MedianMs, x.Handoff.P99Ms, x.Handoff.Ops, x.HeldMs))
+		}
 		if x.Attempts > int64(x.Ops) && x.Ops > 0 {
 			notes = append(notes, fmt.Sprintf("%s %s %d: %d Redlock attempts for %d acquisitions (%.0f%% retried)",
 				x.Target, x.Mode, x.Procs, x.Attempts, x.Ops, float64(x.Attempts-int64(x.Ops))/float64(x.Attempts)*100))
