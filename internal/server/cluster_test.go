@@ -95,12 +95,7 @@ func checkAcked(t *testing.T, c *testCluster, id uint64, acked map[string]string
 func TestClusterLeaderCrashLosesNoAcknowledgedWrite(t *testing.T) {
 	c := newTestCluster(t, 3)
 	lead := c.waitLeader()
-	var others []uint64
-	for id := uint64(1); id <= 3; id++ {
-		if id != lead {
-			others = append(others, id)
-		}
-	}
+	others := followersOf(lead, 3)
 	stop := writeLoad(t, c, []uint64{1, 2, 3, others[0]}, make(chan struct{}))
 	time.Sleep(500 * time.Millisecond)
 	c.stop(lead)
@@ -118,6 +113,68 @@ func TestClusterLeaderCrashLosesNoAcknowledgedWrite(t *testing.T) {
 	c.start(lead) // restart with the same (in-memory) data directory
 	c.waitLeader()
 	checkAcked(t, c, lead, acked)
+}
+
+// TestShutdownHandsLeadershipOver: a leader stopped with Shutdown (what
+// 'kvorum start' does on SIGTERM) hands leadership to a caught-up voter
+// before it stops, so the others have a leader the moment it is gone,
+// where a crash leaves them leaderless for an election timeout; writes
+// under way keep being acknowledged, and none is lost. A follower's
+// Shutdown just stops it.
+func TestShutdownHandsLeadershipOver(t *testing.T) {
+	c := newTestCluster(t, 3)
+	lead := c.waitLeader()
+	others := followersOf(lead, 3)
+	stop := writeLoad(t, c, others, make(chan struct{}))
+	time.Sleep(300 * time.Millisecond)
+	term := c.node(others[0]).Status().Term
+	c.shutdown(lead)
+	var now []string
+	leaders := 0
+	for _, id := range others {
+		st := c.node(id).Status()
+		now = append(now, fmt.Sprintf("node %d: %s, leader %d, term %d", id, st.Role, st.Leader, st.Term))
+		if st.Role == "leader" {
+			leaders++
+			if st.Term <= term {
+				t.Errorf("node %d leads in term %d, not above %d", id, st.Term, term)
+			}
+		}
+	}
+	if leaders != 1 {
+		t.Fatalf("right after the leader's Shutdown returned: %v; want one of them leading already", now)
+	}
+	time.Sleep(300 * time.Millisecond)
+	acked := stop()
+	if len(acked) == 0 {
+		t.Fatal("no write was acknowledged")
+	}
+	checkAcked(t, c, others[0], acked)
+
+	// A follower just stops: the leader stays.
+	newLead := c.waitLeader()
+	var follower uint64
+	for _, id := range others {
+		if id != newLead {
+			follower = id
+		}
+	}
+	c.shutdown(follower)
+	if st := c.node(newLead).Status(); st.Role != "leader" {
+		t.Fatalf("node %d is %s after a follower's Shutdown, want still leader", newLead, st.Role)
+	}
+}
+
+// shutdown stops node id with Shutdown (Stop is what stop uses).
+func (c *testCluster) shutdown(id uint64) {
+	c.t.Helper()
+	c.mu.Lock()
+	n := c.nodes[id]
+	delete(c.nodes, id)
+	c.mu.Unlock()
+	if err := n.Shutdown(testCtx(c.t, 10*time.Second)); err != nil {
+		c.t.Fatalf("shutdown node %d: %v", id, err)
+	}
 }
 
 func TestClusterMinorityRefusesAndHeals(t *testing.T) {

@@ -67,7 +67,7 @@ func freshMemtable(t *testing.T, n *Node) {
 }
 
 // newClusterWith is newTestCluster with each node's config adjusted first.
-func newClusterWith(t *testing.T, n int, adjust func(id uint64, cfg *Config)) *testCluster {
+func newClusterWith(t testing.TB, n int, adjust func(id uint64, cfg *Config)) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t, net: transport.NewPartitioner(), nodes: map[uint64]*Node{}, cfgs: map[uint64]Config{}}
 	initial := map[uint64]string{}

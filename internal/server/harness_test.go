@@ -19,7 +19,7 @@ import (
 // filesystems and one Partitioner shared by every node's transport, so a
 // test can cut links, crash (Stop) and restart nodes with their state.
 type testCluster struct {
-	t     *testing.T
+	t     testing.TB
 	net   *transport.Partitioner
 	mu    sync.Mutex
 	nodes map[uint64]*Node
@@ -35,7 +35,7 @@ type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...interface{}) {}
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	addr, err := testport.Addr() // not ephemeral: a restarted node gets its port back
 	if err != nil {
@@ -48,7 +48,7 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-func nodeConfig(t *testing.T, id uint64, p *transport.Partitioner) Config {
+func nodeConfig(t testing.TB, id uint64, p *transport.Partitioner) Config {
 	return Config{
 		ID:                id,
 		DataDir:           fmt.Sprintf("/node-%d", id),
@@ -66,7 +66,7 @@ func nodeConfig(t *testing.T, id uint64, p *transport.Partitioner) Config {
 	}
 }
 
-func newTestCluster(t *testing.T, n int) *testCluster {
+func newTestCluster(t testing.TB, n int) *testCluster {
 	t.Helper()
 	return newClusterWith(t, n, func(uint64, *Config) {})
 }
@@ -157,7 +157,7 @@ func (c *testCluster) client(id uint64) *redis.Client {
 	return cl
 }
 
-func testCtx(t *testing.T, d time.Duration) context.Context {
+func testCtx(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx

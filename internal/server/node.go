@@ -276,6 +276,59 @@ func (n *Node) Stop() error {
 	return err
 }
 
+// Shutdown stops the node like Stop, but a leader first hands its
+// leadership to the most up-to-date live voter (raft's leadership
+// transfer: the voter is caught up, then campaigns at once), so that the
+// cluster does not sit out an election timeout without a leader: clients
+// and lock waiters see a pause of a few round trips instead of about a
+// second, and the new leader's lease grace starts from there. Writes
+// arriving meanwhile are retried on the new leader. If no voter can take
+// over within two election timeouts (or ctx ends), the node stops anyway
+// and the others elect a leader as after a crash.
+func (n *Node) Shutdown(ctx context.Context) error {
+	if to, err := n.handOverLeadership(ctx); to != 0 {
+		if err != nil {
+			n.cfg.Logger.Warn("could not hand leadership over before stopping; the others will elect a leader", "node", uint64(n.id), "to", to, "err", err)
+		} else {
+			n.cfg.Logger.Info("handed leadership over before stopping", "node", uint64(n.id), "to", to)
+		}
+	}
+	return n.Stop()
+}
+
+// handOverLeadership moves leadership of the range to the voter with the
+// highest match index among those recently active, if this node leads.
+// It returns the chosen voter (0: none, nothing done).
+func (n *Node) handOverLeadership(ctx context.Context) (uint64, error) {
+	select {
+	case <-n.stopper:
+		return 0, nil
+	default:
+	}
+	r := n.store.Replica(firstRange)
+	st := r.Status()
+	if st.Role != "leader" {
+		return 0, nil
+	}
+	var to, match uint64
+	for _, rep := range st.Descriptor.Replicas {
+		id := uint64(rep.NodeID)
+		pr, ok := st.Progress[id]
+		if rep.Learner || id == uint64(n.id) || !ok || !pr.RecentActive {
+			continue
+		}
+		if to == 0 || pr.Match > match {
+			to, match = id, pr.Match
+		}
+	}
+	if to == 0 {
+		return 0, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*n.electionTimeout())
+	defer cancel()
+	return to, r.TransferLeader(ctx, to)
+}
+
 func (n *Node) closeAll() error {
 	if n.admin != nil {
 		_ = n.admin.Close()
