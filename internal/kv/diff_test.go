@@ -87,8 +87,8 @@ func runKV(db *pebble.DB, sargs []string) Reply {
 	return r
 }
 
-// normalizeKV is kvdiff.Normalize for a kv.Reply: "<nil>", int64, string,
-// "ERR:<text>", []any.
+// normalizeKV is kvdiff.Normalize for a kv.Reply as a RESP2 client reads
+// it: "<nil>", int64, string, "ERR:<text>", []any.
 func normalizeKV(cmd string, r Reply) any {
 	switch r.Kind {
 	case KindNil, KindNilArray:
@@ -100,8 +100,8 @@ func normalizeKV(cmd string, r Reply) any {
 	case KindStatus, KindBulk, KindVerbatim:
 		return string(r.Str)
 	case KindDouble:
-		return fmt.Sprint(r.Float)
-	case KindArray, KindSet, KindMap:
+		return string(zAppendScore(nil, r.Float)) // what RESP2 carries
+	case KindArray, KindSet, KindMap, KindPairs: // RESP2: flat
 		out := make([]any, len(r.Elems))
 		for i := range r.Elems {
 			out[i] = normalizeKV("", r.Elems[i])

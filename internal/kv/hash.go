@@ -447,18 +447,18 @@ func cmdHRandField(x *ctx, args [][]byte) Reply {
 	if !ok {
 		return r
 	}
-	n := len(picks)
-	if withValues {
-		n *= 2
-	}
-	out := make([]Reply, 0, n)
-	for _, p := range picks {
-		out = append(out, Bulk(p.elem))
-		if withValues {
-			out = append(out, Bulk(p.value))
+	if !withValues {
+		out := make([]Reply, len(picks))
+		for i, p := range picks {
+			out[i] = Bulk(p.elem)
 		}
+		return Array(out...)
 	}
-	return Array(out...)
+	out := make([]Reply, 0, 2*len(picks))
+	for _, p := range picks {
+		out = append(out, Bulk(p.elem), Bulk(p.value))
+	}
+	return Pairs(out...)
 }
 
 func cmdHScan(x *ctx, args [][]byte) Reply { return x.collScan(args, typeHash) }

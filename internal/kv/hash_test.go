@@ -37,12 +37,12 @@ func hsShow(r Reply) string {
 		return strconv.FormatInt(r.Int, 10)
 	case KindError:
 		return "ERR<" + string(r.Str) + ">"
-	case KindArray, KindSet, KindMap:
+	case KindArray, KindSet, KindMap, KindPairs:
 		parts := make([]string, len(r.Elems))
 		for i, e := range r.Elems {
 			parts[i] = hsShow(e)
 		}
-		open := map[Kind]string{KindArray: "[", KindSet: "~[", KindMap: "%["}[r.Kind]
+		open := map[Kind]string{KindArray: "[", KindSet: "~[", KindMap: "%[", KindPairs: "pairs["}[r.Kind]
 		return open + strings.Join(parts, " ") + "]"
 	}
 	return string(r.Str)
@@ -51,7 +51,7 @@ func hsShow(r Reply) string {
 // hsStrings returns the bulk strings of an array, set or map reply.
 func hsStrings(t testing.TB, r Reply) []string {
 	t.Helper()
-	if r.Kind != KindArray && r.Kind != KindSet && r.Kind != KindMap {
+	if r.Kind != KindArray && r.Kind != KindSet && r.Kind != KindMap && r.Kind != KindPairs {
 		t.Fatalf("not an aggregate: %s", hsShow(r))
 	}
 	out := make([]string, len(r.Elems))

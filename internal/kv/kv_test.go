@@ -43,7 +43,9 @@ func show(r Reply) string {
 		return "(nil)"
 	case KindInt:
 		return fmt.Sprint(r.Int)
-	case KindArray, KindMap:
+	case KindDouble:
+		return string(zAppendScore(nil, r.Float)) // as RESP2 carries it
+	case KindArray, KindMap, KindPairs:
 		var parts []string
 		for _, e := range r.Elems {
 			parts = append(parts, show(e))

@@ -1026,8 +1026,9 @@ func cmdLMPop(x *ctx, args [][]byte) Reply {
 	return NilArray
 }
 
-// BlockingTimeout reports whether args is a blocking list command and, if
-// so, its timeout (0 = forever) and the keys a push to which can wake it.
+// BlockingTimeout reports whether args is a blocking command (lists and
+// sorted sets) and, if so, its timeout (0 = forever) and the keys a write
+// to which can wake it.
 func BlockingTimeout(args [][]byte) (timeout time.Duration, keys [][]byte, ok bool) {
 	if len(args) == 0 {
 		return 0, nil, false
@@ -1038,7 +1039,7 @@ func BlockingTimeout(args [][]byte) (timeout time.Duration, keys [][]byte, ok bo
 	}
 	var ti int
 	switch d.spec.Name {
-	case "blpop", "brpop", "blmove", "brpoplpush", "blmpop":
+	case "blpop", "brpop", "blmove", "brpoplpush", "blmpop", "bzpopmin", "bzpopmax", "bzmpop":
 	default:
 		return 0, nil, false
 	}
@@ -1046,7 +1047,7 @@ func BlockingTimeout(args [][]byte) (timeout time.Duration, keys [][]byte, ok bo
 		return 0, nil, false
 	}
 	switch d.spec.Name {
-	case "blpop", "brpop":
+	case "blpop", "brpop", "bzpopmin", "bzpopmax":
 		ti, keys = len(args)-1, args[1:len(args)-1]
 	case "blmove":
 		ti, keys = 5, args[1:2]
@@ -1055,6 +1056,9 @@ func BlockingTimeout(args [][]byte) (timeout time.Duration, keys [][]byte, ok bo
 	case "blmpop":
 		ti = 1
 		keys, _, _, _, _ = parseLMPop(args, 2)
+	case "bzmpop":
+		ti = 1
+		keys, _, _, _, _ = parseZMPop(args)
 	}
 	ms, _, valid := listTimeout(args[ti])
 	if !valid {

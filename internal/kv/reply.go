@@ -39,6 +39,10 @@ const (
 	KindVerbatim
 	// KindPush is an out-of-band message (pub/sub): RESP3 ">n", RESP2 an array.
 	KindPush
+	// KindPairs is a list of pairs (WITHSCORES, WITHVALUES): RESP3 an array
+	// of n two-element arrays, RESP2 a flat array of 2n elements, as Redis
+	// replies. Elems holds a, b, a, b, ...
+	KindPairs
 )
 
 // Reply is one command's answer, independent of protocol version.
@@ -65,6 +69,7 @@ func BulkString(s string) Reply  { return Reply{Kind: KindBulk, Str: []byte(s)} 
 func Array(elems ...Reply) Reply { return Reply{Kind: KindArray, Elems: elems} }
 func Double(f float64) Reply     { return Reply{Kind: KindDouble, Float: f} }
 func Map(kvs ...Reply) Reply     { return Reply{Kind: KindMap, Elems: kvs} }
+func Pairs(ab ...Reply) Reply    { return Reply{Kind: KindPairs, Elems: ab} }
 func Bool(b bool) Reply {
 	r := Reply{Kind: KindBool}
 	if b {
@@ -90,7 +95,7 @@ func (r Reply) AppendBinary(b []byte) []byte {
 	case KindStatus, KindError, KindBulk, KindVerbatim:
 		b = binary.AppendUvarint(b, uint64(len(r.Str)))
 		b = append(b, r.Str...)
-	case KindArray, KindMap, KindSet, KindPush:
+	case KindArray, KindMap, KindSet, KindPush, KindPairs:
 		b = binary.AppendUvarint(b, uint64(len(r.Elems)))
 		for i := range r.Elems {
 			b = r.Elems[i].AppendBinary(b)
@@ -133,7 +138,7 @@ func decodeReply(b []byte, depth int) (Reply, []byte, error) {
 		}
 		r.Str = append([]byte(nil), b[n:n+int(l)]...)
 		b = b[n+int(l):]
-	case KindArray, KindMap, KindSet, KindPush:
+	case KindArray, KindMap, KindSet, KindPush, KindPairs:
 		l, n := binary.Uvarint(b)
 		if n <= 0 || l > uint64(len(b)) {
 			return Reply{}, nil, ErrBadReplyEncoding

@@ -1338,6 +1338,18 @@ func (vm *luaVM) fromReply(L *lua.LState, r Reply) lua.LValue {
 			t.RawSetString("map", m)
 			return t
 		}
+	case KindPairs:
+		if resp3 {
+			vm.chargeBytes(L, 48*len(r.Elems))
+			t := L.CreateTable(len(r.Elems)/2, 0)
+			for i := 0; i+1 < len(r.Elems); i += 2 {
+				p := L.CreateTable(2, 0)
+				p.RawSetInt(1, vm.fromReply(L, r.Elems[i]))
+				p.RawSetInt(2, vm.fromReply(L, r.Elems[i+1]))
+				t.RawSetInt(i/2+1, p)
+			}
+			return t
+		}
 	case KindSet:
 		if resp3 {
 			s := L.CreateTable(0, len(r.Elems))
@@ -1349,7 +1361,7 @@ func (vm *luaVM) fromReply(L *lua.LState, r Reply) lua.LValue {
 			return t
 		}
 	}
-	// Arrays (and RESP2 maps and sets).
+	// Arrays (and RESP2 maps, sets and pairs).
 	vm.chargeBytes(L, 16*len(r.Elems))
 	t := L.CreateTable(len(r.Elems), 0)
 	for i, e := range r.Elems {

@@ -24,8 +24,7 @@ func init() {
 		"geohash", "geopos", "georadius", "georadiusbymember", "geosearch", "geosearchstore",
 		"xadd", "xrange", "xrevrange", "xlen", "xread", "xreadgroup", "xgroup", "xack", "xdel", "xtrim",
 		"xpending", "xclaim", "xautoclaim", "xinfo", "xsetid", "function", "fcall", "fcall_ro",
-		"spublish", "ssubscribe", "sunsubscribe", "touch", "zrandmember", "lmpop", "blmpop", "bzpopmin",
-		"bzpopmax", "bzmpop", "zmpop", "smismember")
+		"spublish", "ssubscribe", "sunsubscribe", "touch", "zrandmember", "lmpop", "blmpop", "zmpop", "smismember")
 	add("kvorum does not expose server internals through this command; see /metrics on the admin port",
 		"debug", "monitor", "module", "latency", "memory", "slowlog", "config", "acl", "shutdown", "lolwut")
 }

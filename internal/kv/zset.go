@@ -47,10 +47,11 @@ import (
 // Scores in replies are formatted as Redis 7.0 does: "%.17g" for ZSCORE,
 // ZINCRBY and WITHSCORES (addReplyDouble); ZSCAN returns them as a
 // listpack stores them (integers without a fraction, else "%.17g"). Replies
-// have Redis's RESP2 shapes; see zsetDoubleReplies for RESP3.
+// have Redis's shapes in RESP2 and RESP3 (doubles, nested pairs).
 //
-// The blocking BZPOPMIN, BZPOPMAX and BZMPOP are not registered: the
-// server's blocking support (BlockingTimeout) knows list commands only.
+// The blocking BZPOPMIN, BZPOPMAX and BZMPOP are registered as their
+// non-blocking kernels, like the blocking list commands (list.go): pop if
+// a key has members, else a null array; the node blocks (BlockingTimeout).
 
 func init() {
 	const g = "sorted-set"
@@ -74,6 +75,9 @@ func init() {
 	def("zpopmin", -2, "write fast", 1, 1, 1, g, "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", cmdZPop, checkZPop)
 	def("zpopmax", -2, "write fast", 1, 1, 1, g, "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", cmdZPop, checkZPop)
 	def("zmpop", -4, "write movablekeys", 0, 0, 0, g, "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped.", cmdZMPop, checkZMPop)
+	def("bzpopmin", -3, "write noscript blocking fast", 1, -2, 1, g, "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.", cmdBZPop, checkBLPop)
+	def("bzpopmax", -3, "write noscript blocking fast", 1, -2, 1, g, "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.", cmdBZPop, checkBLPop)
+	def("bzmpop", -5, "write blocking movablekeys", 0, 0, 0, g, "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.", cmdZMPop, checkBZMPop)
 	def("zremrangebyrank", 4, "write", 1, 1, 1, g, "Removes members in a sorted set within a range of indexes. Deletes the sorted set if all members were removed.", cmdZRemRangeByRank, checkIntArgs(2, 3))
 	def("zremrangebyscore", 4, "write", 1, 1, 1, g, "Removes members in a sorted set within a range of scores. Deletes the sorted set if all members were removed.", cmdZRemRangeByScore, checkZScoreArgs)
 	def("zremrangebylex", 4, "write", 1, 1, 1, g, "Removes members in a sorted set within a lexicographical range. Deletes the sorted set if all members were removed.", cmdZRemRangeByLex, checkZLexArgs)
@@ -105,15 +109,6 @@ var (
 	errZMPopCount   = Error("ERR count should be greater than 0")
 	errZRandTooMany = Error("ERR ZRANDMEMBER count is too large: kvorum replies with at most 1048576 members")
 )
-
-// zsetDoubleReplies selects how scores are replied: false sends them as
-// bulk strings formatted like Redis 7.0's RESP2 replies (what RESP2 clients
-// and Lua scripts see, byte for byte); true sends kv Double replies, which
-// the resp layer writes as RESP3 doubles (",1.5") or RESP2 bulk strings.
-// Redis 7 replies doubles in RESP3; switching to true needs the kv-level
-// differential test (normalizeKV) to format a Double the way Redis does
-// (zAppendScore) instead of with fmt.
-const zsetDoubleReplies = false
 
 // zRandMemberMax bounds the reply of ZRANDMEMBER with a negative count,
 // the one sorted set reply not bounded by the data.
@@ -286,13 +281,11 @@ func zAppendListpackScore(b []byte, f float64) []byte {
 	return zAppendScore(b, f)
 }
 
-// zScoreReply is the reply for one score (see zsetDoubleReplies).
-func zScoreReply(f float64) Reply {
-	if zsetDoubleReplies {
-		return Double(f)
-	}
-	return Bulk(zAppendScore(nil, f))
-}
+// zScoreReply is the reply for one score: a Double, which the resp layer
+// writes as a RESP3 double (",1.5") or, in RESP2, as the bulk string
+// Redis 7.0 sends ("%.17g", the same as zAppendScore); Lua scripts get
+// that string too (or a {double=...} table after redis.setresp(3)).
+func zScoreReply(f float64) Reply { return Double(f) }
 
 // zScoreSpec is a parsed score range (Redis's zrangespec).
 type zScoreSpec struct {
@@ -822,22 +815,21 @@ func (x *ctx) zStore(dst []byte, ents []zent) Reply {
 	return Int(int64(len(ents)))
 }
 
-// zReply replies members, each followed by its score if withScores: a flat
-// array, as Redis replies in RESP2 (RESP3 would nest [member, score]
-// pairs, which needs a reply kind kv does not have).
+// zReply replies members, or with withScores [member, score] pairs (flat
+// in RESP2, nested in RESP3, as Redis replies).
 func zReply(ents []zent, withScores bool) Reply {
-	n := len(ents)
-	if withScores {
-		n *= 2
-	}
-	out := make([]Reply, 0, n)
-	for _, e := range ents {
-		out = append(out, Bulk(e.member))
-		if withScores {
-			out = append(out, zScoreReply(e.score))
+	if !withScores {
+		out := make([]Reply, len(ents))
+		for i, e := range ents {
+			out[i] = Bulk(e.member)
 		}
+		return Array(out...)
 	}
-	return Array(out...)
+	out := make([]Reply, 0, 2*len(ents))
+	for _, e := range ents {
+		out = append(out, Bulk(e.member), zScoreReply(e.score))
+	}
+	return Pairs(out...)
 }
 
 // ---------------------------------------------------------------------------
@@ -1420,9 +1412,9 @@ func checkZPop(args [][]byte) (Reply, bool) {
 	return Reply{}, true
 }
 
-// cmdZPop pops from the low (ZPOPMIN) or high end. The reply is flat
-// (member, score, ...) as in RESP2; RESP3 would nest pairs when a count is
-// given.
+// cmdZPop pops from the low (ZPOPMIN) or high end. Without a count the
+// reply is [member, score]; with one, pairs (nested in RESP3), as Redis
+// replies.
 func cmdZPop(x *ctx, args [][]byte) Reply {
 	if r, ok := checkZPop(args); !ok {
 		return r
@@ -1441,6 +1433,9 @@ func cmdZPop(x *ctx, args [][]byte) Reply {
 	ents, err := x.zpop(c, count, eq(args[0], "zpopmax"))
 	if err != nil {
 		return errStorage(err)
+	}
+	if len(args) == 2 && len(ents) == 1 {
+		return Array(Bulk(ents[0].member), zScoreReply(ents[0].score))
 	}
 	return zReply(ents, true)
 }
@@ -1467,13 +1462,18 @@ func (x *ctx) zpop(c *coll, count int64, max bool) ([]zent, error) {
 }
 
 // parseZMPop parses ZMPOP numkeys key [key ...] MIN|MAX [COUNT count] in
-// Redis's order (zmpopGenericCommand), all before the keys are looked at.
+// Redis's order (zmpopGenericCommand), all before the keys are looked at;
+// BZMPOP has the timeout first (numkeys at index 2).
 func parseZMPop(args [][]byte) (keys [][]byte, max bool, count int64, r Reply, ok bool) {
-	numkeys, ok := parseInt(args[1])
+	numIdx := int64(1)
+	if args[0][0]|0x20 == 'b' {
+		numIdx = 2
+	}
+	numkeys, ok := parseInt(args[numIdx])
 	if !ok || numkeys < 1 {
 		return nil, false, 0, errZNumKeys, false
 	}
-	where := 2 + numkeys
+	where := numIdx + 1 + numkeys
 	if numkeys > int64(len(args)) || where >= int64(len(args)) {
 		return nil, false, 0, errSyntax, false
 	}
@@ -1500,12 +1500,45 @@ func parseZMPop(args [][]byte) (keys [][]byte, max bool, count int64, r Reply, o
 	if count == -1 {
 		count = 1
 	}
-	return args[2:where], max, count, Reply{}, true
+	return args[numIdx+1 : where], max, count, Reply{}, true
 }
 
 func checkZMPop(args [][]byte) (Reply, bool) {
 	_, _, _, r, ok := parseZMPop(args)
 	return r, ok
+}
+
+// checkBZMPop checks the timeout first, as Redis does (bzmpopCommand).
+func checkBZMPop(args [][]byte) (Reply, bool) {
+	if _, r, ok := listTimeout(args[1]); !ok {
+		return r, false
+	}
+	return checkZMPop(args)
+}
+
+// cmdBZPop is the kernel of BZPOPMIN and BZPOPMAX: pop one member from the
+// first of the keys that exists (which must be a sorted set), replying
+// [key, member, score], or a null array.
+func cmdBZPop(x *ctx, args [][]byte) Reply {
+	max := eq(args[0], "bzpopmax")
+	for _, k := range args[1 : len(args)-1] {
+		c, ok, e := x.loadColl(k, typeZSet)
+		if e != nil {
+			return *e
+		}
+		if !ok {
+			continue
+		}
+		ents, err := x.zpop(c, 1, max)
+		if err != nil {
+			return errStorage(err)
+		}
+		if len(ents) == 0 {
+			continue
+		}
+		return Array(Bulk(bytes.Clone(k)), Bulk(ents[0].member), zScoreReply(ents[0].score))
+	}
+	return NilArray
 }
 
 // cmdZMPop pops from the first of the keys that exists (which must be a
@@ -1532,7 +1565,7 @@ func cmdZMPop(x *ctx, args [][]byte) Reply {
 		for i, en := range ents {
 			pairs[i] = Array(Bulk(en.member), zScoreReply(en.score))
 		}
-		return Array(Bulk(k), Array(pairs...))
+		return Array(Bulk(bytes.Clone(k)), Array(pairs...))
 	}
 	return NilArray
 }

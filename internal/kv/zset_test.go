@@ -791,7 +791,7 @@ func TestZSetRandMember(t *testing.T) {
 		}
 		seen := map[string]bool{}
 		for j := 0; j < 14; j += 2 {
-			m, s := string(r.Elems[j].Str), string(r.Elems[j+1].Str)
+			m, s := string(r.Elems[j].Str), show(r.Elems[j+1])
 			if seen[m] || "r"+s != m {
 				t.Fatalf("ZRANDMEMBER 7: %s", show(r))
 			}
@@ -1136,8 +1136,9 @@ func TestZSetRandomAgainstRedis(t *testing.T) {
 	}
 }
 
-// Scores are Redis-formatted bulk strings (see zsetDoubleReplies); nil and
-// empty replies have Redis's kinds.
+// Scores are Doubles, score lists are Pairs (nested in RESP3), a single
+// ZPOPMIN without a count is a flat pair; nil and empty replies have
+// Redis's kinds.
 func TestZSetReplyKinds(t *testing.T) {
 	db := openMem(t)
 	zRun(t, db, "ZADD", "z", "1.5", "a")
@@ -1146,10 +1147,14 @@ func TestZSetReplyKinds(t *testing.T) {
 		kind Kind
 		n    int
 	}{
-		{[]string{"ZSCORE", "z", "a"}, KindBulk, 0},
+		{[]string{"ZSCORE", "z", "a"}, KindDouble, 0},
+		{[]string{"ZRANGE", "z", "0", "-1", "WITHSCORES"}, KindPairs, 2},
+		{[]string{"ZRANGE", "z", "0", "-1"}, KindArray, 1},
+		{[]string{"ZRANDMEMBER", "z", "1", "WITHSCORES"}, KindPairs, 2},
+		{[]string{"ZMSCORE", "z", "a"}, KindArray, 1},
 		{[]string{"ZSCORE", "z", "nope"}, KindNil, 0},
 		{[]string{"ZSCORE", "none", "a"}, KindNil, 0},
-		{[]string{"ZINCRBY", "z", "1", "a"}, KindBulk, 0},
+		{[]string{"ZINCRBY", "z", "1", "a"}, KindDouble, 0},
 		{[]string{"ZADD", "z", "NX", "INCR", "1", "a"}, KindNil, 0},
 		{[]string{"ZMSCORE", "none", "a", "b"}, KindArray, 2},
 		{[]string{"ZRANK", "none", "a"}, KindNil, 0},
@@ -1160,6 +1165,8 @@ func TestZSetReplyKinds(t *testing.T) {
 		{[]string{"ZRANDMEMBER", "none"}, KindNil, 0},
 		{[]string{"ZRANDMEMBER", "none", "3"}, KindArray, 0},
 		{[]string{"ZSCAN", "none", "0"}, KindArray, 2},
+		{[]string{"ZADD", "z", "1", "b", "2", "c"}, KindInt, 0},
+		{[]string{"ZPOPMAX", "z", "1"}, KindPairs, 2},
 		{[]string{"ZPOPMAX", "z"}, KindArray, 2},
 	} {
 		r := runKV(db, c.args)

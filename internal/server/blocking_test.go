@@ -1,7 +1,9 @@
 package server
 
 import (
+	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,5 +95,68 @@ func TestClusterBlockingPopWokenByPushOnAnotherNode(t *testing.T) {
 	}
 	if n := c.node(follower).blockedClients.Load(); n != 0 {
 		t.Fatalf("%d clients still blocked on node %d", n, follower)
+	}
+}
+
+// TestClusterBlockingZPop: BZPOPMIN and BZMPOP waiting on a follower
+// return what a ZADD through the leader added (the lowest member; the
+// highest two); a timeout gives a null; a key of another type is an error
+// at once, as in Redis.
+func TestClusterBlockingZPop(t *testing.T) {
+	c := newTestCluster(t, 3)
+	ctx := testCtx(t, 30*time.Second)
+	leader := c.waitLeader()
+	f := c.client(leader%3 + 1)
+	l := c.client(leader)
+
+	type res struct {
+		v   any
+		err error
+	}
+	wait := func(args ...any) chan res {
+		got := make(chan res, 1)
+		go func() {
+			v, err := f.Do(ctx, args...).Result()
+			got <- res{v, err}
+		}()
+		time.Sleep(300 * time.Millisecond) // let it block
+		select {
+		case r := <-got:
+			t.Fatalf("%v returned before any ZADD: %v %v", args, r.v, r.err)
+		default:
+		}
+		return got
+	}
+	got := wait("BZPOPMIN", "z1", "z2", 10)
+	if err := l.ZAdd(ctx, "z2", redis.Z{Score: 2, Member: "b"}, redis.Z{Score: 1, Member: "a"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-got; r.err != nil || fmt.Sprint(r.v) != "[z2 a 1]" {
+		t.Fatalf("BZPOPMIN: %v %v, want [z2 a 1]", r.v, r.err)
+	}
+
+	got = wait("BZMPOP", 10, 2, "z3", "z4", "MAX", "COUNT", 2)
+	if err := l.ZAdd(ctx, "z4", redis.Z{Score: 1, Member: "x"}, redis.Z{Score: 2, Member: "y"}, redis.Z{Score: 3, Member: "w"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-got; r.err != nil || fmt.Sprint(r.v) != "[z4 [[w 3] [y 2]]]" {
+		t.Fatalf("BZMPOP: %v %v, want [z4 [[w 3] [y 2]]]", r.v, r.err)
+	}
+	if n, err := l.ZCard(ctx, "z4").Result(); err != nil || n != 1 {
+		t.Fatalf("ZCARD after BZMPOP COUNT 2 of 3: %d %v", n, err)
+	}
+
+	start := time.Now()
+	if err := f.Do(ctx, "BZPOPMAX", "nothing", 0.3).Err(); err != redis.Nil {
+		t.Fatalf("BZPOPMAX on a missing key: %v, want a null", err)
+	}
+	if d := time.Since(start); d < 250*time.Millisecond {
+		t.Fatalf("BZPOPMAX with a 0.3 s timeout returned after %v", d)
+	}
+	if err := l.Set(ctx, "str", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Do(ctx, "BZPOPMIN", "str", 10).Err(); err == nil || !strings.HasPrefix(err.Error(), "WRONGTYPE") {
+		t.Fatalf("BZPOPMIN on a string: %v, want WRONGTYPE", err)
 	}
 }
