@@ -19,12 +19,11 @@ func init() {
 		"save", "bgsave", "bgrewriteaof", "lastsave", "wait", "waitaof")
 	add("replication is Raft's; use `kvorum ctl` to manage members",
 		"replicaof", "slaveof", "sync", "psync", "failover", "cluster", "readonly", "readwrite", "asking")
-	add("not implemented yet", "sort", "sort_ro", "copy", "lcs", "substr", "getbit", "setbit", "bitcount",
-		"bitop", "bitpos", "bitfield", "bitfield_ro", "pfadd", "pfcount", "pfmerge", "geoadd", "geodist",
-		"geohash", "geopos", "georadius", "georadiusbymember", "geosearch", "geosearchstore",
-		"xadd", "xrange", "xrevrange", "xlen", "xread", "xreadgroup", "xgroup", "xack", "xdel", "xtrim",
-		"xpending", "xclaim", "xautoclaim", "xinfo", "xsetid", "function", "fcall", "fcall_ro",
-		"spublish", "ssubscribe", "sunsubscribe", "touch", "zrandmember", "lmpop", "blmpop", "zmpop", "smismember")
+	add("not implemented yet", "xadd", "xrange", "xrevrange", "xlen", "xread", "xreadgroup", "xgroup", "xack", "xdel",
+		"xtrim", "xpending", "xclaim", "xautoclaim", "xinfo", "xsetid", "function", "fcall", "fcall_ro",
+		"spublish", "ssubscribe", "sunsubscribe", "pfadd", "pfcount", "pfmerge", "geoadd", "geodist",
+		"geohash", "geopos", "georadius", "georadiusbymember", "georadius_ro", "georadiusbymember_ro",
+		"geosearch", "geosearchstore")
 	add("kvorum does not expose server internals through this command; see /metrics on the admin port",
 		"debug", "monitor", "module", "latency", "memory", "slowlog", "config", "acl", "shutdown", "lolwut")
 }

@@ -188,6 +188,12 @@ func aclCategories(sp *kv.Spec) []string {
 		acl = append(acl, "@set")
 	case "sorted_set", "sorted-set", "zset", "sortedset":
 		acl = append(acl, "@sortedset")
+	case "bitmap":
+		acl = append(acl, "@bitmap")
+	case "hyperloglog":
+		acl = append(acl, "@hyperloglog")
+	case "geo":
+		acl = append(acl, "@geo")
 	}
 	if slices.Contains(sp.Flags, "fast") {
 		acl = append(acl, "@fast")

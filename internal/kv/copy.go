@@ -1,0 +1,113 @@
+package kv
+
+import "math"
+
+// COPY and TOUCH.
+
+func init() {
+	def("copy", -3, "write denyoom", 1, 2, 1, "generic", "Copies the value of a key to a new key.", cmdCopy, checkCopy)
+	def("touch", -2, "readonly fast", 1, -1, 1, "generic", "Returns the number of existing keys out of those specified after updating the time they were last accessed.", cmdTouch, nil)
+}
+
+var (
+	errCopyDB       = Error("ERR DB index is out of range")
+	errCopySame     = Error("ERR source and destination objects are the same")
+	errCopyIntRange = Error("ERR value is out of range, value must between -2147483648 and 2147483647")
+)
+
+// parseCopy parses COPY's options in Redis's order (copyCommand): REPLACE
+// and DB db, each error as it comes, then the same-key check. kvorum has a
+// single database: DB 0 is accepted, any other index is "out of range"
+// (the reply SELECT gives too), where Redis would accept 1..15.
+func parseCopy(args [][]byte) (replace bool, r Reply, ok bool) {
+	for j := 3; j < len(args); j++ {
+		switch {
+		case eq(args[j], "REPLACE"):
+			replace = true
+		case eq(args[j], "DB") && j+1 < len(args):
+			n, ok := parseInt(args[j+1])
+			if !ok {
+				return false, errNotInt, false
+			}
+			if n < math.MinInt32 || n > math.MaxInt32 {
+				return false, errCopyIntRange, false
+			}
+			if n != 0 {
+				return false, errCopyDB, false
+			}
+			j++
+		default:
+			return false, errSyntax, false
+		}
+	}
+	if string(args[1]) == string(args[2]) {
+		return false, errCopySame, false
+	}
+	return replace, Reply{}, true
+}
+
+func checkCopy(args [][]byte) (Reply, bool) {
+	_, r, ok := parseCopy(args)
+	return r, ok
+}
+
+// cmdCopy copies the source's record (value, type and TTL) to the
+// destination; a collection's elements are copied to a new incarnation
+// (O(N), as in Redis). The copy is a plain key: if the source is attached
+// to a lease (SET ... LEASE id), the copy is not, so revoking or expiring
+// the lease deletes the source and leaves the copy. (A destination that
+// was itself attached to a lease is rewritten here, which detaches it, as
+// any write does.)
+func cmdCopy(x *ctx, args [][]byte) Reply {
+	replace, r, ok := parseCopy(args)
+	if !ok {
+		return r
+	}
+	rec, ok, err := x.load(args[1])
+	if err != nil {
+		return errStorage(err)
+	}
+	if !ok {
+		return Int(0)
+	}
+	_, exists, err := x.loadHeader(args[2])
+	if err != nil {
+		return errStorage(err)
+	}
+	if exists && !replace {
+		return Int(0)
+	}
+	if isCollection(rec.typ) {
+		src := &coll{key: args[1], rec: rec}
+		v, err := x.newVersion()
+		if err != nil {
+			return errStorage(err)
+		}
+		dst := &coll{key: args[2], rec: rec}
+		dst.rec.version = v
+		if err := x.copyElements(src, dst); err != nil {
+			return errStorage(err)
+		}
+		rec = dst.rec
+	}
+	// store drops the destination's old incarnation, if any (an expired
+	// one too), and stamps the key for WATCH.
+	if err := x.store(args[2], &rec); err != nil {
+		return errStorage(err)
+	}
+	return Int(1)
+}
+
+func cmdTouch(x *ctx, args [][]byte) Reply {
+	var n int64
+	for _, k := range args[1:] {
+		_, ok, err := x.loadHeader(k)
+		if err != nil {
+			return errStorage(err)
+		}
+		if ok {
+			n++
+		}
+	}
+	return Int(n)
+}

@@ -1,0 +1,511 @@
+package kv
+
+import (
+	"bytes"
+	"math"
+	"math/big"
+	"slices"
+	"sort"
+)
+
+// SORT and SORT_RO, a port of Redis 7.0's sortCommandGeneric.
+//
+// SORT with STORE is a write; without it, it is served as a read
+// (cmdDef.readOnly). With STORE the result depends only on the data, so
+// every replica stores the same list: elements are loaded in a fixed order
+// (list order, set members in byte order, sorted set members in score
+// order) and sorted with a stable sort, so elements that compare equal
+// keep that order.
+//
+// Ordering rules, as in Redis:
+//   - numeric (default): by the value strtod reads from the element or
+//     from the BY key (a missing BY key counts as 0); equal scores are
+//     ordered by the element's bytes. A value strtod does not take whole
+//     (or NaN, or out of range) fails the command.
+//   - ALPHA: by the element or BY value; a missing BY value sorts first.
+//     With STORE, values compare as bytes; without, Redis uses strcoll,
+//     which kvorum implements as the C/C.UTF-8 locale does: byte order up
+//     to the first NUL byte.
+//   - BY a pattern without '*' (BY nosort) does not sort: lists and sorted
+//     sets keep their order (reversed by DESC). A set is sorted ALPHA with
+//     STORE and in scripts, as Redis does; kvorum cannot tell a script from
+//     a transaction (both run nested), so a set is sorted ALPHA inside
+//     MULTI too, where Redis's order is unspecified. Otherwise Redis
+//     returns the set in its iteration order, which kvorum emulates for a
+//     set of integers (Redis's intset: ascending numbers) and replaces by
+//     byte order for other sets (hash-table order). DESC does not apply.
+//
+// Not copied: Redis tests errno == ERANGE after strtod without clearing
+// errno first, so a stale ERANGE (from an earlier command) can fail a
+// SORT whose values are all valid numbers.
+
+func init() {
+	def("sort", -2, "write denyoom movablekeys", 1, 1, 1, "generic", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result.", cmdSort, checkSort)
+	table["sort"].readOnly = func(args [][]byte) bool {
+		o, _, ok := parseSort(args)
+		return ok && o.store == nil
+	}
+	def("sort_ro", -2, "readonly movablekeys", 1, 1, 1, "generic", "Returns the sorted elements of a list, a set, or a sorted set.", cmdSort, checkSort)
+}
+
+var errSortScore = Error("ERR One or more scores can't be converted into double")
+
+// sortOpts is a parsed SORT command.
+type sortOpts struct {
+	desc, alpha bool
+	dontSort    bool // BY a pattern without '*'
+	start, cnt  int64
+	by          []byte   // nil: none
+	gets        [][]byte // GET patterns, in order
+	store       []byte   // nil: none
+}
+
+// parseSort parses SORT's options as Redis does: left to right, the first
+// error wins; SORT_RO has no STORE.
+func parseSort(args [][]byte) (sortOpts, Reply, bool) {
+	ro := eq(args[0], "sort_ro")
+	o := sortOpts{cnt: -1}
+	for j := 2; j < len(args); j++ {
+		left := len(args) - j - 1
+		a := args[j]
+		switch {
+		case eq(a, "ASC"):
+			o.desc = false
+		case eq(a, "DESC"):
+			o.desc = true
+		case eq(a, "ALPHA"):
+			o.alpha = true
+		case eq(a, "LIMIT") && left >= 2:
+			s, ok := parseInt(args[j+1])
+			if !ok {
+				return o, errNotInt, false
+			}
+			c, ok := parseInt(args[j+2])
+			if !ok {
+				return o, errNotInt, false
+			}
+			o.start, o.cnt = s, c
+			j += 2
+		case !ro && eq(a, "STORE") && left >= 1:
+			o.store = args[j+1]
+			j++
+		case eq(a, "BY") && left >= 1:
+			o.by = args[j+1]
+			if bytes.IndexByte(sortCString(o.by), '*') < 0 {
+				o.dontSort = true // sticky, as in Redis
+			}
+			j++
+		case eq(a, "GET") && left >= 1:
+			o.gets = append(o.gets, args[j+1])
+			j++
+		default:
+			return o, errSyntax, false
+		}
+	}
+	return o, Reply{}, true
+}
+
+func checkSort(args [][]byte) (Reply, bool) {
+	_, r, ok := parseSort(args)
+	return r, ok
+}
+
+// sortCString is b up to its first NUL byte: what C string functions see of it.
+func sortCString(b []byte) []byte {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		return b[:i]
+	}
+	return b
+}
+
+// sortItem is one element to sort and its sort key.
+type sortItem struct {
+	elem  []byte
+	score float64
+	cmp   []byte // ALPHA BY: the value looked up
+	has   bool   // ALPHA BY: whether it was found
+}
+
+func cmdSort(x *ctx, args [][]byte) Reply {
+	o, r, ok := parseSort(args)
+	if !ok {
+		return r
+	}
+	if o.store != nil && x.w == nil {
+		return Error("ERR internal: SORT ... STORE sent to Read")
+	}
+	rec, exists, err := x.load(args[1])
+	if err != nil {
+		return errStorage(err)
+	}
+	typ := typeList // a missing key sorts as an empty list
+	if exists {
+		typ = rec.typ
+		if typ != typeList && typ != typeSet && typ != typeZSet {
+			return errWrongType
+		}
+	}
+	var c *coll
+	var n int64
+	if exists {
+		c = &coll{key: args[1], rec: rec}
+		n = c.length()
+	}
+	alpha, by, dontSort := o.alpha, o.by, o.dontSort
+	hashOrder := false // a set returned in (emulated) hash-table order
+	if dontSort && typ == typeSet {
+		if o.store != nil || x.nested {
+			// Redis sorts ALPHA here so that the result is the same on
+			// replicas (STORE) and in scripts.
+			dontSort, alpha, by = false, true, nil
+		} else {
+			hashOrder = true
+		}
+	}
+
+	// LIMIT, as Redis clamps it.
+	start := min(max(o.start, 0), n)
+	cnt := min(max(o.cnt, -1), n)
+	end := n - 1
+	if cnt >= 0 {
+		end = start + cnt - 1
+	}
+	if start >= n {
+		start, end = n-1, n-2
+	}
+	if end >= n {
+		end = n - 1
+	}
+
+	// elems is the result: the elements of positions [start, end] of the
+	// sorted (or native) order.
+	var elems [][]byte
+	switch {
+	case !exists:
+	case dontSort && typ == typeList:
+		if end >= start {
+			l := x.listView(c)
+			if o.desc {
+				elems, err = l.read(n-1-end, n-start, true)
+			} else {
+				elems, err = l.read(start, end+1, false)
+			}
+		}
+	case dontSort && typ == typeZSet:
+		if end >= start {
+			var ents []zent
+			if o.desc {
+				ents, err = x.zview(c).byRank(n-1-end, n-1-start, true)
+			} else {
+				ents, err = x.zview(c).byRank(start, end, false)
+			}
+			for _, e := range ents {
+				elems = append(elems, e.member)
+			}
+		}
+	default:
+		// Everything is loaded and, unless in hash order, scored (a value
+		// that is not a number fails the command even if LIMIT leaves it
+		// out of the result).
+		var all [][]byte
+		if all, err = x.sortLoad(c); err != nil {
+			break
+		}
+		if int64(len(all)) != n {
+			err = errCorruptRecord
+			break
+		}
+		if hashOrder {
+			sortHashOrder(all)
+		} else {
+			items := make([]sortItem, len(all))
+			for i, e := range all {
+				items[i].elem = e
+			}
+			if r, ok := x.sortKeys(items, by, alpha); !ok {
+				return r
+			}
+			sortItems(items, alpha, by != nil, o.store != nil, o.desc)
+			for i, it := range items {
+				all[i] = it.elem
+			}
+		}
+		if end >= start {
+			elems = all[start : end+1]
+		}
+	}
+	if err != nil {
+		return errStorage(err)
+	}
+
+	// The output: the elements, or for each one the value of each GET
+	// pattern (missing: a null, or with STORE an empty string).
+	if len(o.gets) == 0 {
+		if o.store != nil {
+			return x.sortStore(o.store, elems)
+		}
+		return bulks(elems)
+	}
+	out := make([]Reply, 0, len(elems)*len(o.gets))
+	for _, e := range elems {
+		for _, p := range o.gets {
+			v, found, err := x.sortLookup(p, e)
+			if err != nil {
+				return errStorage(err)
+			}
+			switch {
+			case found:
+				out = append(out, Bulk(v))
+			case o.store != nil:
+				out = append(out, Bulk([]byte{}))
+			default:
+				out = append(out, Nil)
+			}
+		}
+	}
+	if o.store != nil {
+		vals := make([][]byte, len(out))
+		for i := range out {
+			vals[i] = out[i].Str
+		}
+		return x.sortStore(o.store, vals)
+	}
+	return Array(out...)
+}
+
+// sortLoad returns copies of every element of c: a list in order, a set in
+// byte order, a sorted set in score order.
+func (x *ctx) sortLoad(c *coll) ([][]byte, error) {
+	n := c.length()
+	switch c.rec.typ {
+	case typeList:
+		return x.listView(c).read(0, n, false)
+	case typeZSet:
+		out := make([][]byte, 0, min(n, 1<<16))
+		err := x.zview(c).walk(nil, false, func(_ uint64, m []byte) bool {
+			out = append(out, bytes.Clone(m))
+			return true
+		})
+		return out, err
+	default:
+		out := make([][]byte, 0, min(n, 1<<16))
+		err := x.iterElems(c, nil, nil, false, func(elem, _ []byte) bool {
+			out = append(out, bytes.Clone(elem))
+			return true
+		})
+		return out, err
+	}
+}
+
+// sortHashOrder puts the members of a set in the order Redis 7.0 iterates
+// them where that is known: a set of at most 512 integers is an intset,
+// iterated in ascending numeric order. Any other set is a hash table whose
+// order is unspecified; kvorum keeps byte order.
+func sortHashOrder(all [][]byte) {
+	if len(all) > 512 {
+		return
+	}
+	nums := make([]int64, len(all))
+	for i, m := range all {
+		v, ok := parseInt(m)
+		if !ok {
+			return
+		}
+		nums[i] = v
+	}
+	idx := make([]int, len(all))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(i, j int) bool { return nums[idx[i]] < nums[idx[j]] })
+	sorted := make([][]byte, len(all))
+	for i, k := range idx {
+		sorted[i] = all[k]
+	}
+	copy(all, sorted)
+}
+
+// sortKeys fills in the sort keys of items: the BY value (or the element
+// itself) as a score, or for ALPHA BY the value looked up. ok=false: the
+// reply is an error to return.
+func (x *ctx) sortKeys(items []sortItem, by []byte, alpha bool) (Reply, bool) {
+	if alpha && by == nil {
+		return Reply{}, true // the elements themselves are compared
+	}
+	for i := range items {
+		it := &items[i]
+		v := it.elem
+		if by != nil {
+			var found bool
+			var err error
+			v, found, err = x.sortLookup(by, it.elem)
+			if err != nil {
+				return errStorage(err), false
+			}
+			if !found {
+				continue // score 0, or for ALPHA "missing" (sorts first)
+			}
+		}
+		if alpha {
+			it.cmp, it.has = v, true
+			continue
+		}
+		f, ok := sortScore(v)
+		if !ok {
+			return errSortScore, false
+		}
+		it.score = f
+	}
+	return Reply{}, true
+}
+
+// sortItems sorts items as Redis's sortCompare orders them (stable: equal
+// items keep their order).
+func sortItems(items []sortItem, alpha, byPattern, store, desc bool) {
+	cmpBytes := func(a, b []byte) int {
+		if store {
+			return bytes.Compare(a, b)
+		}
+		return bytes.Compare(sortCString(a), sortCString(b)) // strcoll in the C locale
+	}
+	slices.SortStableFunc(items, func(a, b sortItem) int {
+		var c int
+		switch {
+		case !alpha:
+			switch {
+			case a.score > b.score:
+				c = 1
+			case a.score < b.score:
+				c = -1
+			default:
+				c = bytes.Compare(a.elem, b.elem)
+			}
+		case byPattern:
+			switch {
+			case !a.has || !b.has:
+				switch {
+				case a.has == b.has:
+					c = 0
+				case !a.has:
+					c = -1
+				default:
+					c = 1
+				}
+			default:
+				c = cmpBytes(a.cmp, b.cmp)
+			}
+		default:
+			c = cmpBytes(a.elem, b.elem)
+		}
+		if desc {
+			return -c
+		}
+		return c
+	})
+}
+
+// sortMinNormal is the smallest positive normal double (DBL_MIN).
+var sortMinNormal = math.Float64frombits(1 << 52)
+
+// sortScore reads a score the way SORT does: strtod over the C string (up
+// to the first NUL), which must take all of it (the empty string is 0,
+// leading spaces are skipped); NaN is refused, and so is whatever makes
+// glibc's strtod set ERANGE: overflow, and underflow (an inexact result
+// below DBL_MIN).
+func sortScore(b []byte) (float64, bool) {
+	s := sortCString(b)
+	f, n, erange := zStrtod(s)
+	if n != len(s) || erange || math.IsNaN(f) {
+		return 0, false
+	}
+	if a := math.Abs(f); a > 0 && a <= sortMinNormal && !sortExactTiny(s) {
+		return 0, false
+	}
+	return f, true
+}
+
+// sortExactTiny reports whether glibc's strtod leaves errno alone for s,
+// a number in strtod's syntax whose double is at most DBL_MIN: it sets
+// ERANGE when the result is inexact and the exact value is below DBL_MIN
+// (tininess is detected before rounding).
+func sortExactTiny(s []byte) bool {
+	t := bytes.TrimLeft(s, " \t\n\v\f\r")
+	r, ok := new(big.Rat).SetString(string(t))
+	if !ok {
+		return false
+	}
+	if _, exact := r.Float64(); exact {
+		return true
+	}
+	r.Abs(r)
+	return r.Cmp(new(big.Rat).SetFloat64(sortMinNormal)) >= 0
+}
+
+// sortLookup is Redis's lookupKeyByPattern: "#" is the element itself;
+// otherwise the first '*' of the pattern is replaced by the element and
+// the result names a string key, or, with "->field" after the '*', a hash
+// field. found=false: no '*', no such key or field, or the wrong type. As
+// in Redis, the pattern is searched as a C string (up to its first NUL)
+// while the parts copied keep their bytes.
+func (x *ctx) sortLookup(pat, elem []byte) (v []byte, found bool, err error) {
+	cp := sortCString(pat)
+	if len(cp) == 1 && cp[0] == '#' {
+		return elem, true, nil
+	}
+	star := bytes.IndexByte(cp, '*')
+	if star < 0 {
+		return nil, false, nil
+	}
+	keyEnd := len(pat)
+	var field []byte
+	if f := bytes.Index(cp[star+1:], []byte("->")); f >= 0 {
+		f += star + 1
+		if f+2 < len(cp) {
+			field = pat[f+2:]
+			keyEnd = f
+		}
+	}
+	key := make([]byte, 0, keyEnd-1+len(elem))
+	key = append(append(append(key, pat[:star]...), elem...), pat[star+1:keyEnd]...)
+	rec, ok, err := x.load(key)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	if field == nil {
+		if rec.typ != typeString {
+			return nil, false, nil
+		}
+		return rec.value, true, nil
+	}
+	if rec.typ != typeHash {
+		return nil, false, nil
+	}
+	return x.getElem(&coll{key: key, rec: rec}, field)
+}
+
+// sortStore replaces dst with a list of vals, or deletes it if vals is
+// empty, and replies the length. Like any SET, the new list has no TTL.
+func (x *ctx) sortStore(dst []byte, vals [][]byte) Reply {
+	if len(vals) == 0 {
+		if err := x.remove(dst); err != nil {
+			return errStorage(err)
+		}
+		return Int(0)
+	}
+	v, err := x.newVersion()
+	if err != nil {
+		return errStorage(err)
+	}
+	c := &coll{key: dst, rec: record{typ: typeList, version: v}}
+	c.setListBounds(listOrigin, listOrigin)
+	l := x.listView(c)
+	for _, val := range vals {
+		if err := l.push(false, val); err != nil {
+			return errStorage(err)
+		}
+	}
+	if err := l.save(); err != nil {
+		return errStorage(err)
+	}
+	return Int(int64(len(vals)))
+}
