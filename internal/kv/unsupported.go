@@ -21,11 +21,11 @@ func init() {
 		"replicaof", "slaveof", "sync", "psync", "failover", "cluster", "readonly", "readwrite", "asking")
 	add("not implemented yet", "xadd", "xrange", "xrevrange", "xlen", "xread", "xreadgroup", "xgroup", "xack", "xdel",
 		"xtrim", "xpending", "xclaim", "xautoclaim", "xinfo", "xsetid", "function", "fcall", "fcall_ro",
-		"spublish", "ssubscribe", "sunsubscribe", "pfadd", "pfcount", "pfmerge", "geoadd", "geodist",
+		"spublish", "ssubscribe", "sunsubscribe", "geoadd", "geodist",
 		"geohash", "geopos", "georadius", "georadiusbymember", "georadius_ro", "georadiusbymember_ro",
 		"geosearch", "geosearchstore")
 	add("kvorum does not expose server internals through this command; see /metrics on the admin port",
-		"debug", "monitor", "module", "latency", "memory", "slowlog", "config", "acl", "shutdown", "lolwut")
+		"debug", "pfdebug", "pfselftest", "monitor", "module", "latency", "memory", "slowlog", "config", "acl", "shutdown", "lolwut")
 }
 
 // Unsupported returns the reply for a Redis command kvorum deliberately
