@@ -100,6 +100,9 @@ func normalizeKV(cmd string, r Reply) any {
 	case KindStatus, KindBulk, KindVerbatim:
 		return string(r.Str)
 	case KindDouble:
+		if len(r.Str) > 0 {
+			return string(r.Str) // the text the writer sends
+		}
 		return string(zAppendScore(nil, r.Float)) // what RESP2 carries
 	case KindArray, KindSet, KindMap, KindPairs: // RESP2: flat
 		out := make([]any, len(r.Elems))

@@ -26,7 +26,10 @@ const (
 	KindArray
 	// KindNilArray is a null array: RESP2 "*-1", RESP3 "_".
 	KindNilArray
-	// KindDouble is a double: RESP3 ",1.5", RESP2 a bulk string. Float holds it.
+	// KindDouble is a double: RESP3 ",1.5", RESP2 a bulk string. Float holds
+	// it; a non-empty Str is the text to send instead of Float's shortest
+	// form (Redis prints some doubles, e.g. GEOPOS coordinates, with a fixed
+	// number of decimals).
 	KindDouble
 	// KindMap is a map: RESP3 "%n", RESP2 a flat array of 2n elements.
 	// Elems holds key, value, key, value, ...
@@ -91,7 +94,14 @@ func (r Reply) AppendBinary(b []byte) []byte {
 	case KindInt, KindBool:
 		b = binary.AppendVarint(b, r.Int)
 	case KindDouble:
+		if len(r.Str) > 0 {
+			b[len(b)-1] = binDoubleText
+		}
 		b = binary.BigEndian.AppendUint64(b, math.Float64bits(r.Float))
+		if len(r.Str) > 0 {
+			b = binary.AppendUvarint(b, uint64(len(r.Str)))
+			b = append(b, r.Str...)
+		}
 	case KindStatus, KindError, KindBulk, KindVerbatim:
 		b = binary.AppendUvarint(b, uint64(len(r.Str)))
 		b = append(b, r.Str...)
@@ -104,6 +114,11 @@ func (r Reply) AppendBinary(b []byte) []byte {
 	return b
 }
 
+// binDoubleText is AppendBinary's tag for a KindDouble that carries its
+// text: the float, then the text like a bulk string's. Replies without
+// text keep the tag that older nodes decode.
+const binDoubleText = 0xF0
+
 // ErrBadReplyEncoding is returned by DecodeReply for bytes AppendBinary did not produce.
 var ErrBadReplyEncoding = errors.New("kv: bad reply encoding")
 
@@ -115,6 +130,18 @@ func DecodeReply(b []byte) (Reply, []byte, error) {
 func decodeReply(b []byte, depth int) (Reply, []byte, error) {
 	if len(b) == 0 || depth > 64 {
 		return Reply{}, nil, ErrBadReplyEncoding
+	}
+	if b[0] == binDoubleText {
+		if len(b) < 9 {
+			return Reply{}, nil, ErrBadReplyEncoding
+		}
+		r := Reply{Kind: KindDouble, Float: math.Float64frombits(binary.BigEndian.Uint64(b[1:]))}
+		l, n := binary.Uvarint(b[9:])
+		if n <= 0 || l == 0 || uint64(len(b)-9-n) < l {
+			return Reply{}, nil, ErrBadReplyEncoding
+		}
+		r.Str = append([]byte(nil), b[9+n:9+n+int(l)]...)
+		return r, b[9+n+int(l):], nil
 	}
 	r := Reply{Kind: Kind(b[0])}
 	b = b[1:]

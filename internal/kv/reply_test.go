@@ -12,6 +12,7 @@ func TestReplyBinaryRoundTrip(t *testing.T) {
 	all := Array(
 		Nil, NilArray, OK, Error("ERR x"), Int(-7), BulkString("b"), Bulk(nil),
 		Double(1.5), Double(math.Inf(-1)), Bool(true), Verbatim("v"),
+		Reply{Kind: KindDouble, Float: 2.68220901489e-06, Str: []byte("0.00000268220901489")}, // GEOPOS
 		Map(BulkString("k"), Int(1)), Reply{Kind: KindSet, Elems: []Reply{BulkString("s")}},
 		Reply{Kind: KindPush, Elems: []Reply{BulkString("message")}},
 		Pairs(BulkString("m"), Double(2), BulkString("n"), Double(-0.5)),

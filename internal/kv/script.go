@@ -1320,6 +1320,9 @@ func (vm *luaVM) fromReply(L *lua.LState, r Reply) lua.LValue {
 			t.RawSetString("double", lua.LNumber(r.Float))
 			return t
 		}
+		if len(r.Str) > 0 {
+			return lua.LString(r.Str)
+		}
 		return lua.LString(cFormatG(r.Float, 17))
 	case KindBool:
 		if resp3 {

@@ -21,9 +21,7 @@ func init() {
 		"replicaof", "slaveof", "sync", "psync", "failover", "cluster", "readonly", "readwrite", "asking")
 	add("not implemented yet", "xadd", "xrange", "xrevrange", "xlen", "xread", "xreadgroup", "xgroup", "xack", "xdel",
 		"xtrim", "xpending", "xclaim", "xautoclaim", "xinfo", "xsetid", "function", "fcall", "fcall_ro",
-		"spublish", "ssubscribe", "sunsubscribe", "geoadd", "geodist",
-		"geohash", "geopos", "georadius", "georadiusbymember", "georadius_ro", "georadiusbymember_ro",
-		"geosearch", "geosearchstore")
+		"spublish", "ssubscribe", "sunsubscribe")
 	add("kvorum does not expose server internals through this command; see /metrics on the admin port",
 		"debug", "pfdebug", "pfselftest", "monitor", "module", "latency", "memory", "slowlog", "config", "acl", "shutdown", "lolwut")
 }

@@ -394,3 +394,18 @@ func BenchmarkAppendReply(b *testing.B) {
 		buf = AppendReply(buf[:0], r, 3)
 	}
 }
+
+// A double that carries its text (GEOPOS coordinates) is sent as that text
+// in both protocols, as Redis does.
+func TestDoubleWithText(t *testing.T) {
+	r := kv.Reply{Kind: kv.KindDouble, Float: 2.68220901489e-06, Str: []byte("0.00000268220901489")}
+	if got := string(AppendReply(nil, r, 2)); got != "$19\r\n0.00000268220901489\r\n" {
+		t.Errorf("RESP2: %q", got)
+	}
+	if got := string(AppendReply(nil, r, 3)); got != ",0.00000268220901489\r\n" {
+		t.Errorf("RESP3: %q", got)
+	}
+	if got := string(AppendReply(nil, kv.Double(1.5), 2)); got != "$3\r\n1.5\r\n" {
+		t.Errorf("plain double: %q", got)
+	}
+}

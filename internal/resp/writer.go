@@ -69,13 +69,17 @@ func AppendReply(b []byte, r kv.Reply, proto int) []byte {
 		}
 		return appendElems(b, r.Elems[:2*n], proto)
 	case kv.KindDouble:
+		text := r.Str
+		if len(text) == 0 {
+			var tmp [32]byte
+			text = AppendDouble(tmp[:0], r.Float)
+		}
 		if resp3 {
 			b = append(b, ',')
-			b = AppendDouble(b, r.Float)
+			b = append(b, text...)
 			return append(b, '\r', '\n')
 		}
-		var tmp [32]byte
-		return appendBulk(b, AppendDouble(tmp[:0], r.Float))
+		return appendBulk(b, text)
 	case kv.KindBool:
 		if resp3 {
 			if r.Int != 0 {

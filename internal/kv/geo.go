@@ -1,0 +1,778 @@
+package kv
+
+import (
+	"bytes"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// GEO commands, a port of Redis 7.0's geo.c (geohash.go has the geohash
+// arithmetic). A geospatial index is a sorted set whose scores are 52-bit
+// interleaved geohashes; GEOADD is ZADD with computed scores.
+//
+// A search (GEOSEARCH, GEORADIUS*) reads the 9 score ranges of the center
+// cell and its neighbours, in Redis's order (center, N, S, E, W, NE, NW,
+// SE, SW; each range in index order), keeps the members inside the shape
+// and sorts them by distance when asked (ASC/DESC, or COUNT without ANY):
+// the unsorted order is Redis's, and members at equal distances, whose
+// order Redis leaves to qsort, keep the index order (a stable sort), so
+// STORE results are the same on every replica.
+//
+// GEORADIUS and GEORADIUSBYMEMBER are writes for Redis (STORE); without a
+// STORE or STOREDIST option they are served as reads (cmdDef.readOnly).
+//
+// Errors: Redis checks the source key's type first, then parses the
+// arguments, looking members up as it meets them. The read forms do
+// exactly that at run time. The write forms (GEOSEARCHSTORE, GEORADIUS*
+// with STORE) are also parsed by the check function so that a command that
+// fails whatever the data never reaches the log; its error text is the one
+// Redis gives for an existing sorted set holding the members named (with a
+// wrong type or a missing member Redis may report that first). Where a
+// missing key changes the error (GEORADIUSBYMEMBER does not parse its
+// radius then), the command runs and the data decides.
+//
+// Replies: distances are bulk strings with 4 decimals in both protocols
+// (fixedpoint_d2string), WITHHASH an integer. Coordinates (GEOPOS,
+// WITHCOORD) are sent by Redis as the "%.17Lf" digits of the long double
+// (trailing zeros removed): a RESP3 double, a RESP2 bulk string. kvorum
+// replies a Double holding the number that text stands for (Float) and the
+// text itself (Str), which the resp layer and Lua's RESP2 conversion send
+// as is, so both protocols get Redis's bytes (0.00000268220901489, not
+// %.17g's 2.6822090148900001e-06).
+
+func init() {
+	const g = "geo"
+	def("geoadd", -5, "write denyoom", 1, 1, 1, g, "Add one or more geospatial items in the geospatial index represented using a sorted set", cmdGeoAdd, checkGeoAdd)
+	def("geodist", -4, "readonly", 1, 1, 1, g, "Returns the distance between two members of a geospatial index", cmdGeoDist, checkGeoDist)
+	def("geohash", -2, "readonly", 1, 1, 1, g, "Returns members of a geospatial index as standard geohash strings", cmdGeoHash, nil)
+	def("geopos", -2, "readonly", 1, 1, 1, g, "Returns longitude and latitude of members of a geospatial index", cmdGeoPos, nil)
+	def("georadius", -6, "write denyoom movablekeys", 1, 1, 1, g, "Query a sorted set representing a geospatial index to fetch members matching a given maximum distance from a point", cmdGeoSearch, checkGeoSearch)
+	def("georadiusbymember", -5, "write denyoom movablekeys", 1, 1, 1, g, "Query a sorted set representing a geospatial index to fetch members matching a given maximum distance from a member", cmdGeoSearch, checkGeoSearch)
+	def("georadius_ro", -6, "readonly", 1, 1, 1, g, "A read-only variant for GEORADIUS", cmdGeoSearch, nil)
+	def("georadiusbymember_ro", -5, "readonly", 1, 1, 1, g, "A read-only variant for GEORADIUSBYMEMBER", cmdGeoSearch, nil)
+	def("geosearch", -7, "readonly", 1, 1, 1, g, "Query a sorted set representing a geospatial index to fetch members inside an area of a box or a circle.", cmdGeoSearch, nil)
+	def("geosearchstore", -8, "write denyoom", 1, 2, 1, g, "Query a sorted set representing a geospatial index to fetch members inside an area of a box or a circle, and store the result in another key.", cmdGeoSearch, checkGeoSearch)
+	notStore := func(args [][]byte) bool { return !geoHasStore(args) }
+	table["georadius"].readOnly = notStore
+	table["georadiusbymember"].readOnly = notStore
+}
+
+// Redis error texts of the GEO commands.
+var (
+	errGeoUnit      = Error("ERR unsupported unit provided. please use M, KM, FT, MI")
+	errGeoRadius    = Error("ERR need numeric radius")
+	errGeoRadiusNeg = Error("ERR radius cannot be negative")
+	errGeoWidth     = Error("ERR need numeric width")
+	errGeoHeight    = Error("ERR need numeric height")
+	errGeoBoxNeg    = Error("ERR height or width cannot be negative")
+	errGeoMember    = Error("ERR could not decode requested zset member")
+	errGeoCount     = Error("ERR COUNT must be > 0")
+	errGeoAny       = Error("ERR the ANY argument requires COUNT argument")
+)
+
+// geoEq compares an argument with a keyword as Redis's strcasecmp does on
+// the C string (up to the first NUL byte).
+func geoEq(b []byte, kw string) bool {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return strings.EqualFold(string(b), kw)
+}
+
+// geoAppendF appends f as C's "%f" does.
+func geoAppendF(b []byte, f float64) []byte {
+	switch {
+	case math.IsInf(f, 1):
+		return append(b, "inf"...)
+	case math.IsInf(f, -1):
+		return append(b, "-inf"...)
+	}
+	return strconv.AppendFloat(b, f, 'f', 6, 64)
+}
+
+// geoParseLonLat is extractLongLatOrReply.
+func geoParseLonLat(lonb, latb []byte) (lon, lat float64, r Reply, ok bool) {
+	if lon, ok = zParseScore(lonb); !ok {
+		return 0, 0, errNotFloat, false
+	}
+	if lat, ok = zParseScore(latb); !ok {
+		return 0, 0, errNotFloat, false
+	}
+	if lon < geoLongMin || lon > geoLongMax || lat < geoLatMin || lat > geoLatMax {
+		b := append([]byte("ERR invalid longitude,latitude pair "), geoAppendF(nil, lon)...)
+		b = geoAppendF(append(b, ','), lat)
+		return 0, 0, Error(string(b)), false
+	}
+	return lon, lat, Reply{}, true
+}
+
+// geoParseUnit is extractUnitOrReply: the factor converting the unit to
+// meters.
+func geoParseUnit(b []byte) (float64, Reply, bool) {
+	switch {
+	case geoEq(b, "m"):
+		return 1, Reply{}, true
+	case geoEq(b, "km"):
+		return 1000, Reply{}, true
+	case geoEq(b, "ft"):
+		return 0.3048, Reply{}, true
+	case geoEq(b, "mi"):
+		return 1609.34, Reply{}, true
+	}
+	return 0, errGeoUnit, false
+}
+
+// geoFormatDist is addReplyDoubleDistance (fixedpoint_d2string with 4
+// decimals): the value times 10^4 rounded to an integer (llrint: to
+// nearest, ties to even), written with a dot before its last 4 digits.
+func geoFormatDist(d float64) []byte {
+	if d == 0 {
+		return []byte("0.0000")
+	}
+	v := math.RoundToEven(float64(d * 10000))
+	var b []byte
+	if v < 0 {
+		b = append(b, '-')
+		v = -v
+	}
+	var digits []byte
+	if v >= 1<<63 {
+		digits = strconv.AppendUint(nil, 1<<63, 10) // llrint's overflow value
+	} else {
+		digits = strconv.AppendUint(nil, uint64(v), 10)
+	}
+	for len(digits) < 5 {
+		digits = append([]byte{'0'}, digits...)
+	}
+	b = append(b, digits[:len(digits)-4]...)
+	b = append(b, '.')
+	return append(b, digits[len(digits)-4:]...)
+}
+
+// geoHumanText is Redis's ld2string(LD_STR_HUMAN) of a double (exactly
+// representable as a long double): "%.17Lf" without trailing zeros.
+func geoHumanText(f float64) []byte {
+	switch {
+	case math.IsInf(f, 1):
+		return []byte("inf")
+	case math.IsInf(f, -1):
+		return []byte("-inf")
+	}
+	b := strconv.AppendFloat(nil, f, 'f', 17, 64)
+	if bytes.IndexByte(b, '.') >= 0 {
+		b = bytes.TrimRight(b, "0")
+		b = bytes.TrimSuffix(b, []byte("."))
+	}
+	if string(b) == "-0" {
+		b = b[1:]
+	}
+	return b
+}
+
+// geoCoordReply is addReplyHumanLongDouble's reply for a coordinate: a
+// RESP3 double, a bulk string in RESP2, both with 17 decimals (which is
+// not always the double's own value: 0.00000268220901489 for
+// 2.6822090148925781e-06). Float holds the number that text stands for,
+// what a client reads; Str holds the text, for a writer that can send it
+// as the RESP2 bulk string (see the note at the top of the file).
+func geoCoordReply(f float64) Reply {
+	t := geoHumanText(f)
+	v, err := strconv.ParseFloat(string(t), 64)
+	if err != nil {
+		v = f
+	}
+	return Reply{Kind: KindDouble, Float: v, Str: t}
+}
+
+// ---------------------------------------------------------------------------
+// GEOADD
+
+// parseGeoAdd parses GEOADD key [NX|XX] [CH] lon lat member ... as Redis
+// does before it looks at the key, and returns the ZADD arguments it
+// stands for.
+func parseGeoAdd(args [][]byte) ([][]byte, Reply, bool) {
+	zargs := [][]byte{[]byte("zadd"), args[1]}
+	nx, xx := false, false
+	i := 2
+opts:
+	for ; i < len(args); i++ {
+		switch {
+		case geoEq(args[i], "nx"):
+			nx = true
+			zargs = append(zargs, []byte("nx"))
+		case geoEq(args[i], "xx"):
+			xx = true
+			zargs = append(zargs, []byte("xx"))
+		case geoEq(args[i], "ch"):
+			zargs = append(zargs, []byte("ch"))
+		default:
+			break opts
+		}
+	}
+	if (len(args)-i)%3 != 0 || (xx && nx) {
+		return nil, errSyntax, false
+	}
+	if i == len(args) {
+		return nil, errSyntax, false // ZADD's: no score-member pair
+	}
+	for ; i < len(args); i += 3 {
+		lon, lat, r, ok := geoParseLonLat(args[i], args[i+1])
+		if !ok {
+			return nil, r, false
+		}
+		zargs = append(zargs, strconv.AppendUint(nil, geoEncodeScore(lon, lat), 10), args[i+2])
+	}
+	return zargs, Reply{}, true
+}
+
+func checkGeoAdd(args [][]byte) (Reply, bool) {
+	_, r, ok := parseGeoAdd(args)
+	return r, ok
+}
+
+func cmdGeoAdd(x *ctx, args [][]byte) Reply {
+	zargs, r, ok := parseGeoAdd(args)
+	if !ok {
+		return r
+	}
+	return cmdZAdd(x, zargs)
+}
+
+// ---------------------------------------------------------------------------
+// GEOPOS, GEODIST, GEOHASH
+
+// geoMemberPos returns the position of member in z; ok=false if it is not
+// a member.
+func geoMemberPos(z *zview, member []byte) (lon, lat float64, ok bool, err error) {
+	score, ok, err := z.score(member)
+	if err != nil || !ok {
+		return 0, 0, false, err
+	}
+	lon, lat = geoDecodeScore(score)
+	return lon, lat, true, nil
+}
+
+func cmdGeoPos(x *ctx, args [][]byte) Reply {
+	c, exists, e := x.loadColl(args[1], typeZSet)
+	if e != nil {
+		return *e
+	}
+	out := make([]Reply, len(args)-2)
+	var z *zview
+	if exists {
+		z = x.zview(c)
+	}
+	for i, m := range args[2:] {
+		out[i] = NilArray
+		if !exists {
+			continue
+		}
+		lon, lat, ok, err := geoMemberPos(z, m)
+		if err != nil {
+			return errStorage(err)
+		}
+		if ok {
+			out[i] = Array(geoCoordReply(lon), geoCoordReply(lat))
+		}
+	}
+	return Array(out...)
+}
+
+func checkGeoDist(args [][]byte) (Reply, bool) {
+	if len(args) == 5 {
+		if _, r, ok := geoParseUnit(args[4]); !ok {
+			return r, false
+		}
+	} else if len(args) > 5 {
+		return errSyntax, false
+	}
+	return Reply{}, true
+}
+
+func cmdGeoDist(x *ctx, args [][]byte) Reply {
+	if r, ok := checkGeoDist(args); !ok {
+		return r
+	}
+	toMeters := 1.0
+	if len(args) == 5 {
+		toMeters, _, _ = geoParseUnit(args[4])
+	}
+	c, exists, e := x.loadColl(args[1], typeZSet)
+	if e != nil {
+		return *e
+	}
+	if !exists {
+		return Nil
+	}
+	z := x.zview(c)
+	lon1, lat1, ok1, err := geoMemberPos(z, args[2])
+	if err != nil {
+		return errStorage(err)
+	}
+	if !ok1 {
+		return Nil
+	}
+	lon2, lat2, ok2, err := geoMemberPos(z, args[3])
+	if err != nil {
+		return errStorage(err)
+	}
+	if !ok2 {
+		return Nil
+	}
+	return Bulk(geoFormatDist(geoDistance(lon1, lat1, lon2, lat2) / toMeters))
+}
+
+const geoAlphabet = "0123456789bcdefghjkmnpqrstuvwxyz"
+
+// geoHashString is the 11-character standard geohash of a position: Redis
+// re-encodes it with latitudes in [-90, 90] (its scores use the Mercator
+// limits) and, having 52 bits only, ends the string with '0'.
+func geoHashString(lon, lat float64) []byte {
+	h, _ := geoEncode(geoRange{-180, 180}, geoRange{-90, 90}, lon, lat, 26)
+	buf := make([]byte, 11)
+	for i := range buf {
+		idx := 0
+		if i < 10 {
+			idx = int(h.bits>>(52-(uint(i)+1)*5)) & 0x1f
+		}
+		buf[i] = geoAlphabet[idx]
+	}
+	return buf
+}
+
+func cmdGeoHash(x *ctx, args [][]byte) Reply {
+	c, exists, e := x.loadColl(args[1], typeZSet)
+	if e != nil {
+		return *e
+	}
+	out := make([]Reply, len(args)-2)
+	var z *zview
+	if exists {
+		z = x.zview(c)
+	}
+	for i, m := range args[2:] {
+		out[i] = Nil
+		if !exists {
+			continue
+		}
+		lon, lat, ok, err := geoMemberPos(z, m)
+		if err != nil {
+			return errStorage(err)
+		}
+		if ok {
+			out[i] = Bulk(geoHashString(lon, lat))
+		}
+	}
+	return Array(out...)
+}
+
+// ---------------------------------------------------------------------------
+// GEOSEARCH, GEOSEARCHSTORE, GEORADIUS, GEORADIUSBYMEMBER and their _RO forms
+
+// Variants of georadiusGeneric.
+const (
+	geoRadiusCoords = 1 << iota // around coordinates
+	geoRadiusMember             // around a member
+	geoNoStore                  // no STORE/STOREDIST option
+	geoSearchCmd                // GEOSEARCH's arguments
+	geoSearchStore              // GEOSEARCHSTORE: the STOREDIST flag
+)
+
+const (
+	geoSortNone = iota
+	geoSortAsc
+	geoSortDesc
+)
+
+// geoVariant returns the command's flags and the position of its source key.
+func geoVariant(name []byte) (flags, src int) {
+	switch strings.ToLower(string(name)) {
+	case "georadius":
+		return geoRadiusCoords, 1
+	case "georadiusbymember":
+		return geoRadiusMember, 1
+	case "georadius_ro":
+		return geoRadiusCoords | geoNoStore, 1
+	case "georadiusbymember_ro":
+		return geoRadiusMember | geoNoStore, 1
+	case "geosearchstore":
+		return geoSearchCmd | geoSearchStore, 2
+	}
+	return geoSearchCmd, 1
+}
+
+// geoHasStore reports whether a GEORADIUS or GEORADIUSBYMEMBER command has
+// a STORE or STOREDIST option with its key, looking where Redis's
+// georadiusGetKeys looks: a write.
+func geoHasStore(args [][]byte) bool {
+	for i := 5; i+1 < len(args); i++ {
+		if geoEq(args[i], "store") || geoEq(args[i], "storedist") {
+			return true
+		}
+	}
+	return false
+}
+
+// geoQuery is a parsed search.
+type geoQuery struct {
+	shape                         geoShape
+	store                         []byte // nil: reply
+	storeDist                     bool
+	withDist, withHash, withCoord bool
+	any                           bool
+	sort                          int
+	count                         int64 // 0: all
+}
+
+// geoSource is what parsing needs of the source key: whether it exists
+// (as a sorted set) and the positions of its members.
+type geoSource struct {
+	exists bool
+	pos    func(member []byte) (lon, lat float64, ok bool, err error)
+}
+
+// geoParseDistance is extractDistanceOrReply (radius and unit).
+func geoParseDistance(s *geoShape, rb, ub []byte) (Reply, bool) {
+	d, ok := zParseScore(rb)
+	if !ok {
+		return errGeoRadius, false
+	}
+	if d < 0 {
+		return errGeoRadiusNeg, false
+	}
+	s.radius = d
+	conv, r, ok := geoParseUnit(ub)
+	if !ok {
+		return r, false
+	}
+	s.conv = conv
+	return Reply{}, true
+}
+
+// geoParseBox is extractBoxOrReply (width, height and unit).
+func geoParseBox(s *geoShape, wb, hb, ub []byte) (Reply, bool) {
+	w, ok := zParseScore(wb)
+	if !ok {
+		return errGeoWidth, false
+	}
+	h, ok := zParseScore(hb)
+	if !ok {
+		return errGeoHeight, false
+	}
+	if h < 0 || w < 0 {
+		return errGeoBoxNeg, false
+	}
+	s.width, s.height = w, h
+	conv, r, ok := geoParseUnit(ub)
+	if !ok {
+		return r, false
+	}
+	s.conv = conv
+	return Reply{}, true
+}
+
+// parseGeoQuery parses a search as georadiusGeneric does after the type
+// check: in order, the first error wins, members are looked up (src.pos)
+// where Redis looks them up.
+func parseGeoQuery(args [][]byte, flags int, src geoSource) (q geoQuery, r Reply, ok bool) {
+	memberPos := func(m []byte) (Reply, bool) {
+		lon, lat, found, err := src.pos(m)
+		if err != nil {
+			return errStorage(err), false
+		}
+		if !found {
+			return errGeoMember, false
+		}
+		q.shape.lon, q.shape.lat = lon, lat
+		return Reply{}, true
+	}
+	var base int
+	switch {
+	case flags&geoRadiusCoords != 0:
+		base = 6
+		q.shape.typ = geoCircle
+		if q.shape.lon, q.shape.lat, r, ok = geoParseLonLat(args[2], args[3]); !ok {
+			return q, r, false
+		}
+		if r, ok = geoParseDistance(&q.shape, args[4], args[5]); !ok {
+			return q, r, false
+		}
+	case flags&geoRadiusMember != 0 && !src.exists:
+		// No source key: the options are still parsed, for the reply.
+		base = 5
+	case flags&geoRadiusMember != 0:
+		base = 5
+		q.shape.typ = geoCircle
+		if r, ok = memberPos(args[2]); !ok {
+			return q, r, false
+		}
+		if r, ok = geoParseDistance(&q.shape, args[3], args[4]); !ok {
+			return q, r, false
+		}
+	default:
+		base = 2
+		if flags&geoSearchStore != 0 {
+			base = 3
+			q.store = args[1]
+		}
+	}
+
+	search := flags&geoSearchCmd != 0
+	canStore := flags&(geoNoStore|geoSearchCmd) == 0
+	var fromMember, fromLoc, byRadius, byBox bool
+	remaining := len(args) - base
+	for i := 0; i < remaining; i++ {
+		a := args[base+i]
+		switch {
+		case geoEq(a, "withdist"):
+			q.withDist = true
+		case geoEq(a, "withhash"):
+			q.withHash = true
+		case geoEq(a, "withcoord"):
+			q.withCoord = true
+		case geoEq(a, "any"):
+			q.any = true
+		case geoEq(a, "asc"):
+			q.sort = geoSortAsc
+		case geoEq(a, "desc"):
+			q.sort = geoSortDesc
+		case geoEq(a, "count") && i+1 < remaining:
+			n, ok := parseInt(args[base+i+1])
+			if !ok {
+				return q, errNotInt, false
+			}
+			if n <= 0 {
+				return q, errGeoCount, false
+			}
+			q.count = n
+			i++
+		case geoEq(a, "store") && i+1 < remaining && canStore:
+			q.store, q.storeDist = args[base+i+1], false
+			i++
+		case geoEq(a, "storedist") && i+1 < remaining && canStore:
+			q.store, q.storeDist = args[base+i+1], true
+			i++
+		case geoEq(a, "storedist") && search && flags&geoSearchStore != 0:
+			q.storeDist = true
+		case geoEq(a, "frommember") && i+1 < remaining && search && !fromLoc:
+			if src.exists {
+				if r, ok = memberPos(args[base+i+1]); !ok {
+					return q, r, false
+				}
+			}
+			fromMember = true
+			i++
+		case geoEq(a, "fromlonlat") && i+2 < remaining && search && !fromMember:
+			if q.shape.lon, q.shape.lat, r, ok = geoParseLonLat(args[base+i+1], args[base+i+2]); !ok {
+				return q, r, false
+			}
+			fromLoc = true
+			i += 2
+		case geoEq(a, "byradius") && i+2 < remaining && search && !byBox:
+			if r, ok = geoParseDistance(&q.shape, args[base+i+1], args[base+i+2]); !ok {
+				return q, r, false
+			}
+			q.shape.typ = geoCircle
+			byRadius = true
+			i += 2
+		case geoEq(a, "bybox") && i+3 < remaining && search && !byRadius:
+			if r, ok = geoParseBox(&q.shape, args[base+i+1], args[base+i+2], args[base+i+3]); !ok {
+				return q, r, false
+			}
+			q.shape.typ = geoBox
+			byBox = true
+			i += 3
+		default:
+			return q, errSyntax, false
+		}
+	}
+
+	if q.store != nil && (q.withDist || q.withHash || q.withCoord) {
+		what := "STORE option in GEORADIUS"
+		if flags&geoSearchStore != 0 {
+			what = "GEOSEARCHSTORE"
+		}
+		return q, Error("ERR " + what + " is not compatible with WITHDIST, WITHHASH and WITHCOORD options"), false
+	}
+	if search && !fromMember && !fromLoc {
+		return q, Error("ERR exactly one of FROMMEMBER or FROMLONLAT can be specified for " + string(args[0])), false
+	}
+	if search && !byRadius && !byBox {
+		return q, Error("ERR exactly one of BYRADIUS and BYBOX can be specified for " + string(args[0])), false
+	}
+	if q.any && q.count == 0 {
+		return q, errGeoAny, false
+	}
+	return q, Reply{}, true
+}
+
+// checkGeoSearch parses the write forms (GEOSEARCHSTORE; GEORADIUS and
+// GEORADIUSBYMEMBER with STORE) before they are proposed, with the source
+// key assumed to be a sorted set holding every member it is asked for.
+// A command is refused only if Redis fails it whatever the data, with the
+// same error if the key is missing: GEORADIUSBYMEMBER does not even parse
+// its radius when the key is missing (Redis then deletes the destination
+// and replies 0). The read forms are checked when they run, in Redis's
+// order (the key's type first).
+func checkGeoSearch(args [][]byte) (Reply, bool) {
+	flags, _ := geoVariant(args[0])
+	if flags&geoSearchStore == 0 && !geoHasStore(args) {
+		return Reply{}, true
+	}
+	found := func([]byte) (float64, float64, bool, error) { return 0, 0, true, nil }
+	_, r, ok := parseGeoQuery(args, flags, geoSource{exists: true, pos: found})
+	if ok {
+		return Reply{}, true
+	}
+	if flags&geoRadiusMember != 0 {
+		// Without the key Redis skips the radius: unless that fails the
+		// same way, the data decides (run replies the error, if any).
+		if _, r2, ok := parseGeoQuery(args, flags, geoSource{exists: false, pos: found}); ok || !bytes.Equal(r.Str, r2.Str) {
+			return Reply{}, true
+		}
+	}
+	return r, false
+}
+
+// geoPoint is a member found by a search.
+type geoPoint struct {
+	member   []byte
+	score    float64
+	lon, lat float64
+	dist     float64 // meters
+}
+
+// geoPointsInRange is geoGetPointsInRange: appends the members of scores
+// [lo, hi) that are inside the shape, stopping once there are limit
+// points (0: no limit).
+func geoPointsInRange(z *zview, lo, hi float64, s *geoShape, pts []geoPoint, limit int) ([]geoPoint, error) {
+	err := z.walk(zPos(zSortable(lo)), false, func(u uint64, m []byte) bool {
+		score := zUnsortable(u)
+		if !(score < hi) {
+			return false
+		}
+		lon, lat := geoDecodeScore(score)
+		if d, ok := geoInShape(s, lon, lat); ok {
+			pts = append(pts, geoPoint{member: bytes.Clone(m), score: score, lon: lon, lat: lat, dist: d})
+		}
+		return limit == 0 || len(pts) < limit
+	})
+	return pts, err
+}
+
+// geoMembersOfAllNeighbors is membersOfAllNeighbors: the members of the 9
+// cells (fewer: zero cells are skipped, and so is a cell equal to the one
+// searched just before it, as Redis does for huge radiuses).
+func geoMembersOfAllNeighbors(z *zview, r *geoRadius, s *geoShape, limit int) ([]geoPoint, error) {
+	var pts []geoPoint
+	last := 0
+	for i, cell := range r.cells {
+		if cell.isZero() {
+			continue
+		}
+		if last != 0 && cell == r.cells[last] {
+			continue
+		}
+		if limit != 0 && len(pts) > 0 && len(pts) >= limit {
+			break
+		}
+		lo := geoAlign52(cell)
+		cell.bits++
+		hi := geoAlign52(cell)
+		var err error
+		if pts, err = geoPointsInRange(z, float64(lo), float64(hi), s, pts, limit); err != nil {
+			return nil, err
+		}
+		last = i
+	}
+	return pts, nil
+}
+
+func cmdGeoSearch(x *ctx, args [][]byte) Reply {
+	flags, si := geoVariant(args[0])
+	c, exists, e := x.loadColl(args[si], typeZSet)
+	if e != nil {
+		return *e
+	}
+	var z *zview
+	if exists {
+		z = x.zview(c)
+	}
+	q, r, ok := parseGeoQuery(args, flags, geoSource{exists: exists, pos: func(m []byte) (float64, float64, bool, error) {
+		return geoMemberPos(z, m)
+	}})
+	if !ok {
+		return r
+	}
+	if q.store != nil && x.w == nil {
+		return Error("ERR internal: " + strings.ToUpper(string(args[0])) + " with a store key sent to Read")
+	}
+	if !exists {
+		if q.store != nil {
+			return x.zStore(q.store, nil) // deletes it, replies 0
+		}
+		return Array()
+	}
+	// COUNT without ANY returns the nearest members.
+	if q.count != 0 && q.sort == geoSortNone && !q.any {
+		q.sort = geoSortAsc
+	}
+	areas := geoAreasByShape(&q.shape)
+	limit := 0
+	if q.any {
+		limit = int(min(q.count, math.MaxInt32))
+	}
+	pts, err := geoMembersOfAllNeighbors(z, &areas, &q.shape, limit)
+	if err != nil {
+		return errStorage(err)
+	}
+	if len(pts) == 0 && q.store == nil {
+		return Array()
+	}
+	switch q.sort {
+	case geoSortAsc:
+		sort.SliceStable(pts, func(i, j int) bool { return pts[i].dist < pts[j].dist })
+	case geoSortDesc:
+		sort.SliceStable(pts, func(i, j int) bool { return pts[i].dist > pts[j].dist })
+	}
+	if q.count != 0 && int64(len(pts)) > q.count {
+		pts = pts[:q.count]
+	}
+	if q.store != nil {
+		ents := make([]zent, 0, len(pts))
+		seen := make(map[string]bool, len(pts))
+		for _, p := range pts {
+			if seen[string(p.member)] {
+				continue // cannot happen (the cells are distinct); Redis would assert
+			}
+			seen[string(p.member)] = true
+			score := p.score
+			if q.storeDist {
+				score = p.dist / q.shape.conv
+			}
+			ents = append(ents, zent{member: p.member, score: score})
+		}
+		return x.zStore(q.store, ents)
+	}
+	out := make([]Reply, len(pts))
+	for i, p := range pts {
+		if !q.withDist && !q.withHash && !q.withCoord {
+			out[i] = Bulk(p.member)
+			continue
+		}
+		el := []Reply{Bulk(p.member)}
+		if q.withDist {
+			el = append(el, Bulk(geoFormatDist(p.dist/q.shape.conv)))
+		}
+		if q.withHash {
+			el = append(el, Int(int64(p.score)))
+		}
+		if q.withCoord {
+			el = append(el, Array(geoCoordReply(p.lon), geoCoordReply(p.lat)))
+		}
+		out[i] = Array(el...)
+	}
+	return Array(out...)
+}
