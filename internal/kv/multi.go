@@ -30,6 +30,10 @@ func init() {
 	def("publish", 3, "pubsub loading stale fast", 0, 0, 0, "pubsub", "Posts a message to a channel.", cmdPublish, nil)
 	// Replicated through Raft so every node delivers it, in log order.
 	table["publish"].spec.Write = true
+	// Sharded pub/sub (Redis 7): kvorum has one shard, so SPUBLISH reaches
+	// SSUBSCRIBE subscribers on every node, like PUBLISH does SUBSCRIBE's.
+	def("spublish", 3, "pubsub loading stale fast", 1, 1, 1, "pubsub", "Post a message to a shard channel", cmdPublish, nil)
+	table["spublish"].spec.Write = true
 }
 
 // WatchedKey is a key and its stamp at WATCH time.
@@ -130,7 +134,7 @@ func cmdExec(x *ctx, args [][]byte) Reply {
 
 func cmdPublish(x *ctx, args [][]byte) Reply {
 	if x.onPublish != nil {
-		x.onPublish(args[1], args[2])
+		x.onPublish(eq(args[0], "spublish"), args[1], args[2])
 	}
 	// The connection layer replaces this with the number of subscribers
 	// on the node that answers the client.

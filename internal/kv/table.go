@@ -35,7 +35,7 @@ type ctx struct {
 	index      uint64       // log index of the entry being applied (0 for reads)
 	seed       uint64       // deterministic randomness for writes (see rand)
 	onWrite    func([]byte) // called with every key whose record a write changed
-	onPublish  func(channel, message []byte)
+	onPublish  func(shard bool, channel, message []byte)
 	onLease    func(id, renewIdx uint64, ttlMs int64)
 	nested     bool   // run by call: inside a transaction or FENCED (nobody can park)
 	kbuf, vbuf []byte // scratch: storage key, encoded record
@@ -51,9 +51,9 @@ type Env struct {
 	// OnWrite, if set, is called with each key whose record the command
 	// changed (created, modified, deleted), after the change is in the batch.
 	OnWrite func(key []byte)
-	// OnPublish, if set, is called for each PUBLISH the entry carries (also
-	// from transactions and scripts), in log order.
-	OnPublish func(channel, message []byte)
+	// OnPublish, if set, is called for each PUBLISH and SPUBLISH (shard)
+	// the entry carries (also from transactions and scripts), in log order.
+	OnPublish func(shard bool, channel, message []byte)
 	// OnLease, if set, is called when a lease is granted or renewed
 	// (renewIdx = this entry's index, ttlMs > 0) or goes away (ttlMs = 0),
 	// so the leader can time expiries on its monotonic clock.

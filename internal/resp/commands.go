@@ -93,6 +93,8 @@ func connCommands() []*command {
 		sub("pubsub", "channels", -2, psFlags, subACL, "2.8.0", "Returns the active channels", pubsubChannels),
 		sub("pubsub", "numsub", -2, psFlags, subACL, "2.8.0", "Returns a count of subscribers to channels", pubsubNumSub),
 		sub("pubsub", "numpat", 2, psFlags, subACL, "2.8.0", "Returns a count of unique pattern subscriptions", pubsubNumPat),
+		sub("pubsub", "shardchannels", -2, psFlags, subACL, "7.0.0", "Returns the active shard channels", pubsubShardChannels),
+		sub("pubsub", "shardnumsub", -2, psFlags, subACL, "7.0.0", "Returns the count of subscribers of shard channels", pubsubShardNumSub),
 	}
 	pubsub.handler = containerHandler(pubsub)
 	cmds := []*command{
@@ -116,6 +118,8 @@ func connCommands() []*command {
 		connCmd("psubscribe", -2, subFlags, subACL, "2.0.0", "Listens for messages published to channels that match one or more patterns", subscribeCmd),
 		connCmd("unsubscribe", -1, subFlags, subACL, "2.0.0", "Stops listening to messages posted to channels", unsubscribeCmd),
 		connCmd("punsubscribe", -1, subFlags, subACL, "2.0.0", "Stops listening to messages published to channels that match one or more patterns", unsubscribeCmd),
+		connCmd("ssubscribe", -2, subFlags, subACL, "7.0.0", "Listens for messages published to shard channels", subscribeCmd),
+		connCmd("sunsubscribe", -1, subFlags, subACL, "7.0.0", "Stops listening to messages posted to shard channels", unsubscribeCmd),
 		pubsub,
 	}
 	for _, c := range cmds {
@@ -125,7 +129,7 @@ func connCommands() []*command {
 		switch c.spec.Name {
 		case "multi", "exec", "discard", "watch", "unwatch":
 			c.spec.Group = "transactions"
-		case "subscribe", "psubscribe", "unsubscribe", "punsubscribe", "pubsub":
+		case "subscribe", "psubscribe", "unsubscribe", "punsubscribe", "ssubscribe", "sunsubscribe", "pubsub":
 			c.spec.Group = "pubsub"
 		}
 	}
@@ -248,7 +252,7 @@ func eqFold(b []byte, s string) bool { return strings.EqualFold(string(b), s) }
 var errSyntax = kv.Error("ERR syntax error")
 
 func ping(c *conn, args [][]byte) kv.Reply {
-	if c.proto < 3 && c.subCountLocked() > 0 {
+	if c.inSubscribedRESP2() {
 		// RESP2 subscribed mode: PING answers in the push format.
 		msg := []byte{}
 		if len(args) == 2 {

@@ -166,7 +166,7 @@ func execCmd(c *conn, args [][]byte) kv.Reply {
 		}
 		out[i] = dataReplies[j]
 		j++
-		if cmd == c.s.publishCmd {
+		if c.s.isPublish(cmd) {
 			c.s.fixPublish(q, &out[i])
 		}
 	}

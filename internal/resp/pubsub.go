@@ -26,20 +26,63 @@ type hub struct {
 	mu       sync.RWMutex
 	channels map[string]map[*conn]struct{}
 	patterns map[string]map[*conn]struct{}
+	shards   map[string]map[*conn]struct{} // SSUBSCRIBE's shard channels
 }
 
 func newHub() *hub {
-	return &hub{channels: map[string]map[*conn]struct{}{}, patterns: map[string]map[*conn]struct{}{}}
+	return &hub{channels: map[string]map[*conn]struct{}{}, patterns: map[string]map[*conn]struct{}{},
+		shards: map[string]map[*conn]struct{}{}}
 }
 
 // subState is a connection's subscriptions, guarded by hub.mu.
 type subState struct {
 	channels map[string]struct{}
 	patterns map[string]struct{}
+	shards   map[string]struct{}
 }
 
+// subCount is the count SUBSCRIBE and PSUBSCRIBE confirmations carry:
+// channels and patterns (Redis counts shard channels apart).
 func (c *conn) subCount() int {
 	return len(c.subs.channels) + len(c.subs.patterns)
+}
+
+// subMode reports whether the connection has any subscription (RESP2's
+// subscribed mode), shard channels included.
+func (c *conn) subMode() bool {
+	return c.subCount()+len(c.subs.shards) > 0
+}
+
+// subKind is one of the three subscription families.
+type subKind struct {
+	sub, unsub string // confirmation names
+	mine       func(*subState) map[string]struct{}
+	all        func(*hub) map[string]map[*conn]struct{}
+	count      func(*conn) int // the count confirmations carry
+}
+
+var (
+	channelSubs = subKind{"subscribe", "unsubscribe",
+		func(s *subState) map[string]struct{} { return s.channels },
+		func(h *hub) map[string]map[*conn]struct{} { return h.channels }, (*conn).subCount}
+	patternSubs = subKind{"psubscribe", "punsubscribe",
+		func(s *subState) map[string]struct{} { return s.patterns },
+		func(h *hub) map[string]map[*conn]struct{} { return h.patterns }, (*conn).subCount}
+	shardSubs = subKind{"ssubscribe", "sunsubscribe",
+		func(s *subState) map[string]struct{} { return s.shards },
+		func(h *hub) map[string]map[*conn]struct{} { return h.shards },
+		func(c *conn) int { return len(c.subs.shards) }}
+)
+
+// subKindOf returns the family of a (un)subscribe command.
+func subKindOf(name []byte) subKind {
+	switch {
+	case len(name) > 0 && (name[0] == 'p' || name[0] == 'P'):
+		return patternSubs
+	case len(name) > 0 && (name[0] == 's' || name[0] == 'S') && len(name) > len("subscribe"):
+		return shardSubs
+	}
+	return channelSubs
 }
 
 // pusher is a subscribed connection's output path.
@@ -115,11 +158,19 @@ func pushFrame(proto int, elems ...kv.Reply) []byte {
 }
 
 // Deliver hands a published message to this server's subscribers. The
-// node calls it when it applies a PUBLISH. It never blocks on a client.
-func (s *Server) Deliver(channel, message []byte) {
+// node calls it when it applies a PUBLISH (or, shard, an SPUBLISH). It
+// never blocks on a client.
+func (s *Server) Deliver(shard bool, channel, message []byte) {
 	h := s.hub
 	h.mu.RLock()
 	defer h.mu.RUnlock()
+	if shard {
+		for c := range h.shards[string(channel)] {
+			c.enqueue(pushFrame(int(c.protoVersion.Load()), kv.BulkString("smessage"), kv.Bulk(channel), kv.Bulk(message)))
+		}
+		s.m.published.Inc()
+		return
+	}
 	for c := range h.channels[string(channel)] {
 		c.enqueue(pushFrame(int(c.protoVersion.Load()), kv.BulkString("message"), kv.Bulk(channel), kv.Bulk(message)))
 	}
@@ -134,11 +185,15 @@ func (s *Server) Deliver(channel, message []byte) {
 	s.m.published.Inc()
 }
 
-// receivers counts this server's subscribers that a message on channel reaches.
-func (s *Server) receivers(channel []byte) int64 {
+// receivers counts this server's subscribers that a message on channel
+// reaches (shard: an SPUBLISH's).
+func (s *Server) receivers(shard bool, channel []byte) int64 {
 	h := s.hub
 	h.mu.RLock()
 	defer h.mu.RUnlock()
+	if shard {
+		return int64(len(h.shards[string(channel)]))
+	}
 	n := len(h.channels[string(channel)])
 	for pat, conns := range h.patterns {
 		if kv.GlobMatch([]byte(pat), channel) {
@@ -148,22 +203,23 @@ func (s *Server) receivers(channel []byte) int64 {
 	return int64(n)
 }
 
-// fixPublish replaces a successful PUBLISH reply with the number of this
-// node's subscribers that receive the message.
+// fixPublish replaces a successful PUBLISH or SPUBLISH reply with the
+// number of this node's subscribers that receive the message.
 func (s *Server) fixPublish(args [][]byte, r *kv.Reply) {
 	if r.Kind == kv.KindInt && len(args) == 3 {
-		*r = kv.Int(s.receivers(args[1]))
+		*r = kv.Int(s.receivers(strings.EqualFold(string(args[0]), "spublish"), args[1]))
 	}
 }
 
-// subscribe handles SUBSCRIBE and PSUBSCRIBE: one confirmation per
-// argument, pushed in order with the messages.
+// isPublish reports whether cmd's reply is fixed by fixPublish.
+func (s *Server) isPublish(cmd *command) bool {
+	return cmd != nil && (cmd == s.publishCmd || cmd == s.spublishCmd)
+}
+
+// subscribe handles SUBSCRIBE, PSUBSCRIBE and SSUBSCRIBE: one
+// confirmation per argument, pushed in order with the messages.
 func subscribeCmd(c *conn, args [][]byte) kv.Reply {
-	pattern := strings.EqualFold(string(args[0]), "psubscribe")
-	kind := "subscribe"
-	if pattern {
-		kind = "psubscribe"
-	}
+	k := subKindOf(args[0])
 	c.startPusher()
 	// Replies already produced in this batch go first.
 	c.enqueue(c.out)
@@ -172,12 +228,9 @@ func subscribeCmd(c *conn, args [][]byte) kv.Reply {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if c.subs.channels == nil {
-		c.subs.channels, c.subs.patterns = map[string]struct{}{}, map[string]struct{}{}
+		c.subs.channels, c.subs.patterns, c.subs.shards = map[string]struct{}{}, map[string]struct{}{}, map[string]struct{}{}
 	}
-	mine, all := c.subs.channels, h.channels
-	if pattern {
-		mine, all = c.subs.patterns, h.patterns
-	}
+	mine, all := k.mine(&c.subs), k.all(h)
 	var frames []byte
 	for _, a := range args[1:] {
 		name := string(a)
@@ -188,25 +241,20 @@ func subscribeCmd(c *conn, args [][]byte) kv.Reply {
 			}
 			all[name][c] = struct{}{}
 		}
-		frames = append(frames, pushFrame(c.proto, kv.BulkString(kind), kv.Bulk(a), kv.Int(int64(c.subCount())))...)
+		frames = append(frames, pushFrame(c.proto, kv.BulkString(k.sub), kv.Bulk(a), kv.Int(int64(k.count(c))))...)
 	}
 	c.enqueue(frames)
 	return noReply
 }
 
-// unsubscribeCmd handles UNSUBSCRIBE and PUNSUBSCRIBE (no arguments: all).
+// unsubscribeCmd handles UNSUBSCRIBE, PUNSUBSCRIBE and SUNSUBSCRIBE (no
+// arguments: all of that family).
 func unsubscribeCmd(c *conn, args [][]byte) kv.Reply {
-	pattern := strings.EqualFold(string(args[0]), "punsubscribe")
-	kind := "unsubscribe"
-	if pattern {
-		kind = "punsubscribe"
-	}
+	k := subKindOf(args[0])
+	kind := k.unsub
 	h := c.s.hub
 	h.mu.Lock()
-	mine, all := c.subs.channels, h.channels
-	if pattern {
-		mine, all = c.subs.patterns, h.patterns
-	}
+	mine, all := k.mine(&c.subs), k.all(h)
 	names := make([]string, 0, len(args)-1)
 	for _, a := range args[1:] {
 		names = append(names, string(a))
@@ -226,10 +274,10 @@ func unsubscribeCmd(c *conn, args [][]byte) kv.Reply {
 				delete(all, name)
 			}
 		}
-		frames = append(frames, kv.Reply{Kind: kv.KindPush, Elems: []kv.Reply{kv.BulkString(kind), kv.BulkString(name), kv.Int(int64(c.subCount()))}})
+		frames = append(frames, kv.Reply{Kind: kv.KindPush, Elems: []kv.Reply{kv.BulkString(kind), kv.BulkString(name), kv.Int(int64(k.count(c)))}})
 	}
 	if len(names) == 0 {
-		frames = append(frames, kv.Reply{Kind: kv.KindPush, Elems: []kv.Reply{kv.BulkString(kind), kv.Nil, kv.Int(int64(c.subCount()))}})
+		frames = append(frames, kv.Reply{Kind: kv.KindPush, Elems: []kv.Reply{kv.BulkString(kind), kv.Nil, kv.Int(int64(k.count(c)))}})
 	}
 	h.mu.Unlock()
 	if !c.push.started {
@@ -266,7 +314,13 @@ func (c *conn) dropSubscriptions() {
 			delete(h.patterns, name)
 		}
 	}
-	c.subs.channels, c.subs.patterns = nil, nil
+	for name := range c.subs.shards {
+		delete(h.shards[name], c)
+		if len(h.shards[name]) == 0 {
+			delete(h.shards, name)
+		}
+	}
+	c.subs.channels, c.subs.patterns, c.subs.shards = nil, nil, nil
 }
 
 // inSubscribedRESP2 reports whether the connection is in RESP2's
@@ -277,7 +331,7 @@ func (c *conn) inSubscribedRESP2() bool {
 	}
 	c.s.hub.mu.RLock()
 	defer c.s.hub.mu.RUnlock()
-	return c.subCount() > 0
+	return c.subMode()
 }
 
 func allowedSubscribed(name string) bool {
@@ -289,11 +343,21 @@ func allowedSubscribed(name string) bool {
 }
 
 func pubsubChannels(c *conn, args [][]byte) kv.Reply {
-	h := c.s.hub
+	return listChannels(c.s.hub, args, func(h *hub) map[string]map[*conn]struct{} { return h.channels })
+}
+
+func pubsubShardChannels(c *conn, args [][]byte) kv.Reply {
+	return listChannels(c.s.hub, args, func(h *hub) map[string]map[*conn]struct{} { return h.shards })
+}
+
+// listChannels is PUBSUB CHANNELS and SHARDCHANNELS: the channels of which
+// that have a subscriber on this node, matching the optional pattern, in
+// byte order.
+func listChannels(h *hub, args [][]byte, which func(*hub) map[string]map[*conn]struct{}) kv.Reply {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	var out []kv.Reply
-	for name := range h.channels {
+	for name := range which(h) {
 		if len(args) < 3 || kv.GlobMatch(args[2], []byte(name)) {
 			out = append(out, kv.BulkString(name))
 		}
@@ -303,12 +367,22 @@ func pubsubChannels(c *conn, args [][]byte) kv.Reply {
 }
 
 func pubsubNumSub(c *conn, args [][]byte) kv.Reply {
-	h := c.s.hub
+	return countSubscribers(c.s.hub, args, func(h *hub) map[string]map[*conn]struct{} { return h.channels })
+}
+
+func pubsubShardNumSub(c *conn, args [][]byte) kv.Reply {
+	return countSubscribers(c.s.hub, args, func(h *hub) map[string]map[*conn]struct{} { return h.shards })
+}
+
+// countSubscribers is PUBSUB NUMSUB and SHARDNUMSUB: each channel named and
+// its number of subscribers on this node.
+func countSubscribers(h *hub, args [][]byte, which func(*hub) map[string]map[*conn]struct{}) kv.Reply {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
+	all := which(h)
 	out := make([]kv.Reply, 0, 2*(len(args)-2))
 	for _, a := range args[2:] {
-		out = append(out, kv.Bulk(a), kv.Int(int64(len(h.channels[string(a)]))))
+		out = append(out, kv.Bulk(a), kv.Int(int64(len(all[string(a)]))))
 	}
 	return kv.Map(out...)
 }
@@ -318,10 +392,4 @@ func pubsubNumPat(c *conn, args [][]byte) kv.Reply {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	return kv.Int(int64(len(h.patterns)))
-}
-
-func (c *conn) subCountLocked() int {
-	c.s.hub.mu.RLock()
-	defer c.s.hub.mu.RUnlock()
-	return c.subCount()
 }

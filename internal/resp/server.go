@@ -94,11 +94,11 @@ type Server struct {
 	cmds  map[string]*command // by lower-case name: connection and data commands
 	hub   *hub
 	// publishCmd is the PUBLISH entry, whose reply is this node's receiver count.
-	publishCmd *command
-	conn       []*command // connection commands, sorted by name
-	started    time.Time
-	runID      string
-	port       atomic.Int64
+	publishCmd, spublishCmd *command
+	conn                    []*command // connection commands, sorted by name
+	started                 time.Time
+	runID                   string
+	port                    atomic.Int64
 
 	nextID     atomic.Uint64
 	clients    atomic.Int64
@@ -149,7 +149,7 @@ func NewServer(cfg Config, b Backend) *Server {
 		hub:       newHub(),
 	}
 	s.buildTable()
-	s.publishCmd = s.cmds["publish"]
+	s.publishCmd, s.spublishCmd = s.cmds["publish"], s.cmds["spublish"]
 	return s
 }
 
@@ -524,7 +524,7 @@ func (c *conn) doRun(replies []kv.Reply) {
 		}
 		if cmd := c.runCmd[j]; cmd != nil {
 			cmd.latency.Observe(d)
-			if cmd == c.s.publishCmd {
+			if c.s.isPublish(cmd) {
 				c.s.fixPublish(c.run[j], &replies[i])
 			}
 		}

@@ -42,9 +42,9 @@ func (m kvMachine) Apply(b *pebble.Batch, args [][]byte, env kv.Env) kv.Reply {
 // the DB; woken before the commit it would see nothing yet and sleep on).
 func (m kvMachine) Committed() { m.n.waiters.flush() }
 
-// deliver hands an applied PUBLISH to this node's subscribers.
-func (n *Node) deliver(channel, message []byte) {
-	n.resp.Deliver(channel, message)
+// deliver hands an applied PUBLISH or SPUBLISH (shard) to this node's subscribers.
+func (n *Node) deliver(shard bool, channel, message []byte) {
+	n.resp.Deliver(shard, channel, message)
 }
 
 func (kvMachine) Span(*storage.Descriptor) (start, end []byte) {

@@ -1,9 +1,12 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strconv"
 	"sync"
 	"testing"
@@ -249,5 +252,90 @@ func TestPubSubRESP2Restrictions(t *testing.T) {
 	}
 	if want := "ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"; err.Error() != want {
 		t.Fatalf("GET while subscribed: %v", err)
+	}
+}
+
+// TestClusterShardedPubSub: SPUBLISH through any node reaches SSUBSCRIBE
+// subscribers on every node, and only them; confirmations carry the
+// shard-channel count and frames are Redis 7.0's, byte for byte.
+func TestClusterShardedPubSub(t *testing.T) {
+	c := newTestCluster(t, 3)
+	ctx := testCtx(t, 30*time.Second)
+	leader := c.waitLeader()
+	follower := leader%3 + 1
+
+	nc, err := net.Dial("tcp", c.node(follower).ClientAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	br := bufio.NewReader(nc)
+	// expect sends a command (if any) and reads exactly the bytes want.
+	expect := func(want string, args ...string) {
+		t.Helper()
+		if len(args) > 0 {
+			cmd := fmt.Sprintf("*%d\r\n", len(args))
+			for _, a := range args {
+				cmd += fmt.Sprintf("$%d\r\n%s\r\n", len(a), a)
+			}
+			if _, err := nc.Write([]byte(cmd)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := make([]byte, len(want))
+		_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.ReadFull(br, got); err != nil || string(got) != want {
+			t.Fatalf("%v: got %q (%v), want %q", args, got, err, want)
+		}
+	}
+	expect("*3\r\n$12\r\nsunsubscribe\r\n$-1\r\n:0\r\n", "SUNSUBSCRIBE")
+	expect("*3\r\n$9\r\nsubscribe\r\n$1\r\nx\r\n:1\r\n", "SUBSCRIBE", "x")
+	expect("*3\r\n$10\r\nssubscribe\r\n$2\r\ns1\r\n:1\r\n*3\r\n$10\r\nssubscribe\r\n$2\r\ns2\r\n:2\r\n*3\r\n$10\r\nssubscribe\r\n$2\r\ns1\r\n:2\r\n",
+		"SSUBSCRIBE", "s1", "s2", "s1")
+	expect("*3\r\n$10\r\npsubscribe\r\n$2\r\np*\r\n:2\r\n", "PSUBSCRIBE", "p*")
+	expect("-ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n", "GET", "k")
+
+	// Published through the leader, delivered on the follower.
+	l := c.client(leader)
+	if n, err := l.Do(ctx, "PUBLISH", "s1", "plain").Int64(); err != nil || n != 0 {
+		t.Fatalf("PUBLISH to a shard channel's name: %d %v", n, err)
+	}
+	if n, err := l.Do(ctx, "SPUBLISH", "x", "nope").Int64(); err != nil || n != 0 {
+		t.Fatalf("SPUBLISH to a plain channel's name: %d %v", n, err)
+	}
+	if err := l.Do(ctx, "SPUBLISH", "s1", "hi").Err(); err != nil {
+		t.Fatal(err)
+	}
+	expect("*3\r\n$8\r\nsmessage\r\n$2\r\ns1\r\n$2\r\nhi\r\n") // pushed, no command
+	expect("*2\r\n$4\r\npong\r\n$0\r\n\r\n", "PING")
+
+	// The follower counts its own subscribers.
+	f := c.client(follower)
+	if n, err := f.Do(ctx, "SPUBLISH", "s2", "m").Int64(); err != nil || n != 1 {
+		t.Fatalf("SPUBLISH through the follower: %d %v", n, err)
+	}
+	expect("*3\r\n$8\r\nsmessage\r\n$2\r\ns2\r\n$1\r\nm\r\n")
+	if v, err := f.Do(ctx, "PUBSUB", "SHARDCHANNELS").StringSlice(); err != nil || fmt.Sprint(v) != "[s1 s2]" {
+		t.Fatalf("PUBSUB SHARDCHANNELS: %v %v", v, err)
+	}
+	if v, err := f.Do(ctx, "PUBSUB", "SHARDNUMSUB", "s1", "zz").Slice(); err != nil || fmt.Sprint(v) != "[s1 1 zz 0]" {
+		t.Fatalf("PUBSUB SHARDNUMSUB: %v %v", v, err)
+	}
+	if v, err := f.Do(ctx, "PUBSUB", "NUMSUB", "s1").Slice(); err != nil || fmt.Sprint(v) != "[s1 0]" {
+		t.Fatalf("PUBSUB NUMSUB of a shard channel: %v %v", v, err)
+	}
+	// MULTI and scripts may SPUBLISH.
+	if v, err := l.Do(ctx, "EVAL", "return redis.call('spublish', 's1', 'lua')", "0").Int64(); err != nil || v != 0 {
+		t.Fatalf("SPUBLISH from a script: %d %v", v, err)
+	}
+
+	expect("*3\r\n$8\r\nsmessage\r\n$2\r\ns1\r\n$3\r\nlua\r\n")
+	expect("*3\r\n$12\r\nsunsubscribe\r\n$2\r\ns2\r\n:1\r\n*3\r\n$12\r\nsunsubscribe\r\n$2\r\nzz\r\n:1\r\n", "SUNSUBSCRIBE", "s2", "zz")
+	expect("*3\r\n$12\r\nsunsubscribe\r\n$2\r\ns1\r\n:0\r\n", "SUNSUBSCRIBE")
+	expect("*3\r\n$11\r\nunsubscribe\r\n$1\r\nx\r\n:1\r\n", "UNSUBSCRIBE")
+	expect("*3\r\n$12\r\npunsubscribe\r\n$2\r\np*\r\n:0\r\n", "PUNSUBSCRIBE")
+	expect("$-1\r\n", "GET", "k")
+	if v, err := f.Do(ctx, "PUBSUB", "SHARDCHANNELS").StringSlice(); err != nil || len(v) != 0 {
+		t.Fatalf("PUBSUB SHARDCHANNELS after SUNSUBSCRIBE: %v %v", v, err)
 	}
 }
