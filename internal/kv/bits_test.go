@@ -305,14 +305,7 @@ func TestBitsAgainstRedis(t *testing.T) {
 		if args[0] == "BITOP" && args[2] == "l" {
 			args[2] = "a"
 		}
-		iargs := make([]any, len(args))
-		for j, a := range args {
-			iargs[j] = a
-		}
-		name := strings.ToUpper(args[0])
-		wv, werr := rc.Do(ctx, iargs...).Result()
-		want := kvdiff.Normalize(name, wv, werr)
-		got := normalizeKV(name, runKV(db, args))
+		want, got := diffOne(ctx, rc, db, args)
 		if !reflect.DeepEqual(want, got) {
 			t.Fatalf("command %d: %q\n  redis: %#v\n  kv:    %#v", i, args, want, got)
 		}

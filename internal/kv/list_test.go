@@ -712,14 +712,7 @@ func TestListRandomAgainstRedis(t *testing.T) {
 			runKV(db, []string{"FLUSHALL"})
 		}
 		args := gens[rng.IntN(len(gens))]()
-		iargs := make([]any, len(args))
-		for j, a := range args {
-			iargs[j] = a
-		}
-		name := args[0]
-		wv, werr := rc.Do(ctx, iargs...).Result()
-		want := kvdiff.Normalize(name, wv, werr)
-		got := normalizeKV(name, runKV(db, args))
+		want, got := diffOne(ctx, rc, db, args)
 		if !reflect.DeepEqual(want, got) {
 			t.Fatalf("command %d: %q\n  redis: %#v\n  kv:    %#v", i, args, want, got)
 		}

@@ -909,14 +909,7 @@ func TestZSetScoresAgainstRedis(t *testing.T) {
 	}
 	cmp := func(args ...string) {
 		t.Helper()
-		iargs := make([]any, len(args))
-		for i, a := range args {
-			iargs[i] = a
-		}
-		name := strings.ToUpper(args[0])
-		wv, werr := rc.Do(ctx, iargs...).Result()
-		want := kvdiff.Normalize(name, wv, werr)
-		got := normalizeKV(name, runKV(db, args))
+		want, got := diffOne(ctx, rc, db, args)
 		if !reflect.DeepEqual(want, got) {
 			t.Fatalf("%q\n  redis: %#v\n  kv:    %#v", args, want, got)
 		}
@@ -1122,14 +1115,7 @@ func TestZSetRandomAgainstRedis(t *testing.T) {
 			runKV(db, []string{"FLUSHALL"})
 		}
 		args := gens[rng.IntN(len(gens))]()
-		iargs := make([]any, len(args))
-		for j, a := range args {
-			iargs[j] = a
-		}
-		name := strings.ToUpper(args[0])
-		wv, werr := rc.Do(ctx, iargs...).Result()
-		want := kvdiff.Normalize(name, wv, werr)
-		got := normalizeKV(name, runKV(db, args))
+		want, got := diffOne(ctx, rc, db, args)
 		if !reflect.DeepEqual(want, got) {
 			t.Fatalf("command %d: %q\n  redis: %#v\n  kv:    %#v", i, args, want, got)
 		}
