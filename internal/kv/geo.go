@@ -255,6 +255,14 @@ func geoMemberPos(z *zview, member []byte) (lon, lat float64, ok bool, err error
 }
 
 func cmdGeoPos(x *ctx, args [][]byte) Reply {
+	return geoEachMember(x, args, NilArray, func(lon, lat float64) Reply {
+		return Array(geoCoordReply(lon), geoCoordReply(lat))
+	})
+}
+
+// geoEachMember is GEOPOS and GEOHASH: one reply per member args[2:] of
+// the sorted set args[1], made by fn from its position, or missing.
+func geoEachMember(x *ctx, args [][]byte, missing Reply, fn func(lon, lat float64) Reply) Reply {
 	c, exists, e := x.loadColl(args[1], typeZSet)
 	if e != nil {
 		return *e
@@ -265,7 +273,7 @@ func cmdGeoPos(x *ctx, args [][]byte) Reply {
 		z = x.zview(c)
 	}
 	for i, m := range args[2:] {
-		out[i] = NilArray
+		out[i] = missing
 		if !exists {
 			continue
 		}
@@ -274,7 +282,7 @@ func cmdGeoPos(x *ctx, args [][]byte) Reply {
 			return errStorage(err)
 		}
 		if ok {
-			out[i] = Array(geoCoordReply(lon), geoCoordReply(lat))
+			out[i] = fn(lon, lat)
 		}
 	}
 	return Array(out...)
@@ -343,29 +351,7 @@ func geoHashString(lon, lat float64) []byte {
 }
 
 func cmdGeoHash(x *ctx, args [][]byte) Reply {
-	c, exists, e := x.loadColl(args[1], typeZSet)
-	if e != nil {
-		return *e
-	}
-	out := make([]Reply, len(args)-2)
-	var z *zview
-	if exists {
-		z = x.zview(c)
-	}
-	for i, m := range args[2:] {
-		out[i] = Nil
-		if !exists {
-			continue
-		}
-		lon, lat, ok, err := geoMemberPos(z, m)
-		if err != nil {
-			return errStorage(err)
-		}
-		if ok {
-			out[i] = Bulk(geoHashString(lon, lat))
-		}
-	}
-	return Array(out...)
+	return geoEachMember(x, args, Nil, func(lon, lat float64) Reply { return Bulk(geoHashString(lon, lat)) })
 }
 
 // ---------------------------------------------------------------------------

@@ -260,29 +260,20 @@ func (h *hllVal) toDense() bool {
 	copy(d, h.b[:hllHdrSize]) // magic, unused bytes and cached cardinality
 	d[4] = hllEncDense
 	regs := d[hllHdrSize:]
-	idx := 0
-	for p, end := hllHdrSize, h.n; p < end; {
-		c := h.b[p]
-		switch {
-		case hllIsZero(c):
-			idx += hllZeroLen(c)
-			p++
-		case hllIsXZero(c):
-			idx += hllXZeroLen(c, h.b[p+1])
-			p += 2
-		default:
-			runlen, val := hllValLen(c), hllValValue(c)
-			if runlen+idx > hllRegisters {
-				return false // overflow: corrupted (see the top of the file)
-			}
-			for ; runlen > 0; runlen-- {
-				hllDenseSetReg(regs, idx, val)
-				idx++
-			}
-			p++
+	covered, ok := h.eachRun(func(idx, n int, val uint8, isVal bool) bool {
+		if !isVal {
+			return true
 		}
-	}
-	if idx != hllRegisters {
+		if idx+n > hllRegisters {
+			return false // overflow: corrupted (see the top of the file)
+		}
+		for ; n > 0; n-- {
+			hllDenseSetReg(regs, idx, val)
+			idx++
+		}
+		return true
+	})
+	if !ok || covered != hllRegisters {
 		return false
 	}
 	h.b, h.n = d, hllDenseSize
@@ -460,28 +451,11 @@ func (h *hllVal) histogram(histo *[64]int) bool {
 		}
 		return true
 	}
-	idx := 0
-	for p, end := hllHdrSize, h.n; p < end; {
-		c := h.b[p]
-		switch {
-		case hllIsZero(c):
-			n := hllZeroLen(c)
-			idx += n
-			histo[0] += n
-			p++
-		case hllIsXZero(c):
-			n := hllXZeroLen(c, h.b[p+1])
-			idx += n
-			histo[0] += n
-			p += 2
-		default:
-			n := hllValLen(c)
-			idx += n
-			histo[hllValValue(c)] += n
-			p++
-		}
-	}
-	return idx == hllRegisters
+	covered, _ := h.eachRun(func(_, n int, val uint8, _ bool) bool {
+		histo[val] += n
+		return true
+	})
+	return covered == hllRegisters
 }
 
 // merge raises max to h's registers (hllMerge); false if h is a corrupted
@@ -496,31 +470,53 @@ func (h *hllVal) merge(max *[hllRegisters]uint8) bool {
 		}
 		return true
 	}
-	i := 0
+	covered, ok := h.eachRun(func(idx, n int, val uint8, isVal bool) bool {
+		if !isVal {
+			return true
+		}
+		if idx+n > hllRegisters {
+			return false // overflow: corrupted (see the top of the file)
+		}
+		for ; n > 0; n-- {
+			if val > max[idx] {
+				max[idx] = val
+			}
+			idx++
+		}
+		return true
+	})
+	return ok && covered == hllRegisters
+}
+
+// eachRun walks a sparse HLL's opcodes in order, calling fn with each
+// run's first register, length and value (0 for ZERO and XZERO runs, with
+// isVal false); it stops early when fn returns false. It returns how many
+// registers the runs cover (hllRegisters in a well-formed value) and
+// whether fn let it finish.
+func (h *hllVal) eachRun(fn func(idx, n int, val uint8, isVal bool) bool) (int, bool) {
+	idx := 0
 	for p, end := hllHdrSize, h.n; p < end; {
 		c := h.b[p]
+		var n int
+		var val uint8
+		isVal := false
 		switch {
 		case hllIsZero(c):
-			i += hllZeroLen(c)
+			n = hllZeroLen(c)
 			p++
 		case hllIsXZero(c):
-			i += hllXZeroLen(c, h.b[p+1])
+			n = hllXZeroLen(c, h.b[p+1])
 			p += 2
 		default:
-			runlen, val := hllValLen(c), hllValValue(c)
-			if runlen+i > hllRegisters {
-				return false // overflow: corrupted (see the top of the file)
-			}
-			for ; runlen > 0; runlen-- {
-				if val > max[i] {
-					max[i] = val
-				}
-				i++
-			}
+			n, val, isVal = hllValLen(c), hllValValue(c), true
 			p++
 		}
+		if !fn(idx, n, val, isVal) {
+			return idx, false
+		}
+		idx += n
 	}
-	return i == hllRegisters
+	return idx, true
 }
 
 // hllSigma and hllTau are the helper functions of Otmar Ertl's "New
