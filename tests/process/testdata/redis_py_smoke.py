@@ -374,6 +374,57 @@ def sorted_sets(r1, r2, r3):
     check("rank of #6", r2.zrevrank("py:lb", board[5][0]), 5)
 
 
+def more_types(r1, r2, r3):
+    """Bitmaps, HyperLogLog, geo, SORT/COPY and sharded pub/sub, written on
+    one node and read on another, the way applications use them."""
+    require(r1, "setbit", "getbit", "bitcount", "bitpos", "bitop", "bitfield", "pfadd", "pfcount",
+            "pfmerge", "geoadd", "geodist", "geopos", "geosearch", "sort", "copy")
+    # Daily-active bitmaps.
+    for uid in (1, 5, 9, 200):
+        r1.setbit("py:b:mon", uid, 1)
+    for uid in (5, 9, 300):
+        r2.setbit("py:b:tue", uid, 1)
+    check("GETBIT", r3.getbit("py:b:mon", 9), 1)
+    check("GETBIT unset", r3.getbit("py:b:mon", 10), 0)
+    check("BITCOUNT", r3.bitcount("py:b:mon"), 4)
+    check("BITCOUNT range", r2.bitcount("py:b:mon", 0, 0), 2)
+    check("BITPOS", r1.bitpos("py:b:mon", 1), 1)
+    check("BITOP AND", r1.bitop("AND", "py:b:both", "py:b:mon", "py:b:tue"), 38)
+    check("BITCOUNT of AND", r3.bitcount("py:b:both"), 2)
+    check("BITFIELD", r2.bitfield("py:b:f").set("u8", 0, 250).incrby("u8", 0, 10, overflow="SAT").get("u8", 0).execute(),
+          [0, 255, 255])
+    # Unique visitors.
+    check("PFADD", r1.pfadd("py:h:a", *["u%d" % i for i in range(1000)]), 1)
+    check("PFADD nothing new", r2.pfadd("py:h:a", "u1", "u2"), 0)
+    check_between("PFCOUNT", r3.pfcount("py:h:a"), 980, 1020)
+    r1.pfadd("py:h:b", *["u%d" % i for i in range(500, 1500)])
+    check_between("PFCOUNT union", r2.pfcount("py:h:a", "py:h:b"), 1470, 1530)
+    check("PFMERGE", r1.pfmerge("py:h:ab", "py:h:a", "py:h:b"), True)
+    check("PFCOUNT merged = union", r3.pfcount("py:h:ab"), r2.pfcount("py:h:a", "py:h:b"))
+    # Nearby search.
+    check("GEOADD", r1.geoadd("py:g", (13.361389, 38.115556, "Palermo", 15.087269, 37.502669, "Catania")), 2)
+    check("GEODIST km", r2.geodist("py:g", "Palermo", "Catania", unit="km"), 166.2742)
+    pos = r3.geopos("py:g", "Palermo", "nowhere")
+    check_that("GEOPOS", pos[1] is None and abs(pos[0][0] - 13.361389) < 1e-5 and abs(pos[0][1] - 38.115556) < 1e-5, pos)
+    check("GEOSEARCH", r2.geosearch("py:g", longitude=15, latitude=37, radius=200, unit="km", sort="ASC"),
+          ["Catania", "Palermo"])
+    # SORT and COPY.
+    r1.rpush("py:so", 3, 1, 2)
+    check("SORT", r2.sort("py:so"), ["1", "2", "3"])
+    check("SORT DESC LIMIT", r3.sort("py:so", start=0, num=2, desc=True), ["3", "2"])
+    check("SORT STORE", r1.sort("py:so", store="py:so:sorted"), 3)
+    check("LRANGE of SORT STORE", r2.lrange("py:so:sorted", 0, -1), ["1", "2", "3"])
+    check("COPY", r1.copy("py:so", "py:so:copy"), True)
+    check("COPY existing", r1.copy("py:so", "py:so:copy"), False)
+    check("LRANGE of copy", r3.lrange("py:so:copy", 0, -1), ["3", "1", "2"])
+    r1.mset({"py:l1": "ohmytext", "py:l2": "mynewtext"})
+    check("LCS", r2.execute_command("LCS", "py:l1", "py:l2"), "mytext")
+    check("LCS LEN", r3.execute_command("LCS", "py:l1", "py:l2", "LEN"), 6)
+    # Sharded pub/sub through the generic API (redis-py 4.3 has no helpers).
+    check("SPUBLISH without subscribers", r1.execute_command("SPUBLISH", "py:shard", "x"), 0)
+    check("PUBSUB SHARDNUMSUB", r2.execute_command("PUBSUB", "SHARDNUMSUB", "py:shard"), ["py:shard", 0])
+
+
 def pipelines(r1, r2, r3):
     require(r1, "set", "incr", "rpush", "hset", "get", "lrange")
     pipe = r1.pipeline(transaction=False)
@@ -655,7 +706,7 @@ def main(argv):
     ADDRS = (args * 3)[:max(3, len(args))]
     r1, r2, r3 = (client(a) for a in ADDRS[:3])
     print("redis-py %s against %s" % (redis.__version__, " ".join(args)), flush=True)
-    families = [strings, expiry, keyspace, hashes, lists, sets, sorted_sets, pipelines,
+    families = [strings, expiry, keyspace, hashes, lists, sets, sorted_sets, more_types, pipelines,
                 transactions, scripts, pubsub, locks]
     failed = []
     for fam in families:
