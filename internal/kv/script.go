@@ -426,21 +426,27 @@ func compileScript(sha string, body []byte) (*compiledScript, Reply) {
 		return nil, Error(string(sanitizeError([]byte("ERR Error compiling script (new function): " + err.Error()))))
 	}
 	cs.proto = proto
+	return cacheScript(cs), Reply{}
+}
+
+// cacheScript adds cs to compileCache under cs.sha; it returns the entry
+// already there if any.
+func cacheScript(cs *compiledScript) *compiledScript {
 	compileCache.Lock()
 	defer compileCache.Unlock()
 	if compileCache.m == nil {
 		compileCache.m = map[string]*compiledScript{}
 	}
-	if old, ok := compileCache.m[sha]; ok {
-		return old, Reply{}
+	if old, ok := compileCache.m[cs.sha]; ok {
+		return old
 	}
 	if len(compileCache.order) >= scriptCacheSize {
 		delete(compileCache.m, compileCache.order[0])
 		compileCache.order = compileCache.order[1:]
 	}
-	compileCache.m[sha] = cs
-	compileCache.order = append(compileCache.order, sha)
-	return cs, Reply{}
+	compileCache.m[cs.sha] = cs
+	compileCache.order = append(compileCache.order, cs.sha)
+	return cs
 }
 
 // parseShebang parses Redis 7's "#!lua flags=..." first line; it returns
@@ -551,12 +557,14 @@ type luaVM struct {
 	null      *lua.LUserData              // cjson.null
 	budget    budgetCtx
 	run       scriptRun
+	fnAPI     *fnAPI // the load-time environment of functions (function.go), built on first use
 }
 
 // scriptRun is the state of one script execution.
 type scriptRun struct {
 	x         *ctx
-	sha       string
+	sha       string // the script's sha, or the function's name
+	source    string // chunk name of the code: scriptSourceName or functionSourceName
 	readOnly  bool
 	resp      int // protocol of redis.call replies: 2 or 3 (redis.setresp)
 	rng       uint64
@@ -567,7 +575,8 @@ type scriptRun struct {
 	steps     int64 // cjson work, charged by 16
 	err       *scriptErr
 	cjson     cjsonConfig
-	tooDeep   bool // the result nests deeper than scriptMaxDepth
+	tooDeep   bool    // the result nests deeper than scriptMaxDepth
+	fnLoad    *fnLoad // FUNCTION LOAD in progress: what register_function collects
 }
 
 type scriptErr struct{ msg, source, line string }
@@ -835,15 +844,36 @@ func (vm *luaVM) clean() bool {
 // reused.
 func (vm *luaVM) exec(x *ctx, cs *compiledScript, keys, argv [][]byte, readOnly bool) (Reply, bool) {
 	L := vm.L
-	vm.run = scriptRun{x: x, sha: cs.sha, readOnly: readOnly, resp: 2, rng: x.rand().Uint64() & (1<<48 - 1)}
-	vm.run.cjson = defaultCjson
-	vm.budget = budgetCtx{left: scriptBudget}
+	vm.start(x, cs.sha, scriptSourceName, readOnly)
 	vm.globals.RawSetString("KEYS", stringArray(L, keys))
 	vm.globals.RawSetString("ARGV", stringArray(L, argv))
 	L.Push(L.NewFunctionFromProto(cs.proto))
+	return vm.finish(vm.pcall1(0))
+}
+
+// start prepares a run: name is the script's sha or the function's name
+// (for error messages), source the chunk name the code was compiled with.
+func (vm *luaVM) start(x *ctx, name, source string, readOnly bool) {
+	vm.run = scriptRun{x: x, sha: name, source: source, readOnly: readOnly, resp: 2, rng: x.rand().Uint64() & (1<<48 - 1)}
+	vm.run.cjson = defaultCjson
+	vm.budget = budgetCtx{left: scriptBudget}
+}
+
+// pcall1 calls the function below the nargs arguments on the stack, with
+// the budget and the run's error handler, for one result.
+func (vm *luaVM) pcall1(nargs int) error {
+	L := vm.L
 	L.SetContext(&vm.budget)
-	err := L.PCall(0, 1, vm.handler)
+	err := L.PCall(nargs, 1, vm.handler)
 	L.RemoveContext()
+	return err
+}
+
+// finish converts the outcome of a run's pcall1 (err, or the result on the
+// stack) to a reply and resets the state. It returns the reply and whether
+// the state may be reused.
+func (vm *luaVM) finish(err error) (Reply, bool) {
+	L := vm.L
 	var ae *lua.ApiError
 	panicked := errors.As(err, &ae) && ae.Type == lua.ApiErrorPanic
 	var r Reply
@@ -1009,8 +1039,8 @@ func (vm *luaVM) errHandler(L *lua.LState) int {
 		e.source, e.line = "=[C]", "-1"
 		if dbg.What != "G" {
 			e.source, e.line = dbg.Source, strconv.Itoa(dbg.CurrentLine)
-			if dbg.Source == scriptSourceName {
-				e.source = "@" + scriptSourceName
+			if dbg.Source == vm.run.source {
+				e.source = "@" + vm.run.source
 			} else if name, ok := vm.run.chunks[dbg.Source]; ok {
 				e.source = name
 			}
@@ -1032,10 +1062,10 @@ func (vm *luaVM) errorReply(err error) Reply {
 			msg = luaToStringPlain(ae.Object)
 		}
 		e = &scriptErr{msg: "ERR " + msg}
-		if rest, ok := strings.CutPrefix(msg, scriptSourceName+":"); ok {
+		if rest, ok := strings.CutPrefix(msg, vm.run.source+":"); ok && vm.run.source != "" {
 			if i := strings.IndexByte(rest, ':'); i > 0 {
 				if _, err := strconv.Atoi(rest[:i]); err == nil {
-					e.source, e.line = "@"+scriptSourceName, rest[:i]
+					e.source, e.line = "@"+vm.run.source, rest[:i]
 				}
 			}
 		}
@@ -1262,8 +1292,12 @@ func (vm *luaVM) dispatch(args [][]byte) Reply {
 	if !arityOK(&d.spec, args) {
 		return Error("ERR Wrong number of args calling Redis command from script")
 	}
-	if name == "script" {
-		if ar := scriptSubArity[strings.ToLower(string(args[1]))]; ar != 0 && ((ar > 0 && len(args) != ar) || (ar < 0 && len(args) < -ar)) {
+	if name == "script" || name == "function" {
+		subs := scriptSubArity
+		if name == "function" {
+			subs = functionSubArity
+		}
+		if ar := subs[strings.ToLower(string(args[1]))]; ar != 0 && ((ar > 0 && len(args) != ar) || (ar < 0 && len(args) < -ar)) {
 			return Error("ERR Wrong number of args calling Redis command from script")
 		}
 		if !eq(args[1], "help") {

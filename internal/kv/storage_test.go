@@ -200,7 +200,8 @@ func TestCommandTable(t *testing.T) {
 		hasRead := slices.Contains(s.Flags, "readonly")
 		// Commands without Redis's write flag that kvorum still replicates
 		// through Raft (they must run on every replica).
-		replicated := map[string]bool{"publish": true, "spublish": true, "eval": true, "evalsha": true, "script": true}
+		replicated := map[string]bool{"publish": true, "spublish": true, "eval": true, "evalsha": true, "script": true,
+			"fcall": true, "function": true}
 		switch {
 		case hasWrite && hasRead, hasWrite && !s.Write, hasRead && s.Write,
 			!hasWrite && !hasRead && s.Write != replicated[s.Name]:

@@ -20,7 +20,7 @@ func init() {
 	add("replication is Raft's; use `kvorum ctl` to manage members",
 		"replicaof", "slaveof", "sync", "psync", "failover", "cluster", "readonly", "readwrite", "asking")
 	add("not implemented yet", "xadd", "xrange", "xrevrange", "xlen", "xread", "xreadgroup", "xgroup", "xack", "xdel",
-		"xtrim", "xpending", "xclaim", "xautoclaim", "xinfo", "xsetid", "function", "fcall", "fcall_ro")
+		"xtrim", "xpending", "xclaim", "xautoclaim", "xinfo", "xsetid")
 	add("kvorum does not expose server internals through this command; see /metrics on the admin port",
 		"debug", "pfdebug", "pfselftest", "monitor", "module", "latency", "memory", "slowlog", "config", "acl", "shutdown", "lolwut")
 }
