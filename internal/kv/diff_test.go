@@ -104,6 +104,12 @@ func normalizeKV(cmd string, r Reply) any {
 			return string(r.Str) // the text the writer sends
 		}
 		return string(zAppendScore(nil, r.Float)) // what RESP2 carries
+	case KindNestedMap: // RESP2: [key, value] arrays
+		out := make([]any, 0, len(r.Elems)/2)
+		for i := 0; i+1 < len(r.Elems); i += 2 {
+			out = append(out, []any{normalizeKV("", r.Elems[i]), normalizeKV("", r.Elems[i+1])})
+		}
+		return out
 	case KindArray, KindSet, KindMap, KindPairs: // RESP2: flat
 		out := make([]any, len(r.Elems))
 		for i := range r.Elems {

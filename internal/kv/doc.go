@@ -55,7 +55,7 @@
 // [first user key, 0x11) with one range deletion and keeps them.
 //
 // The metadata record is: type tag (1 byte: string=1, hash=2, list=3,
-// set=4, zset=5), flags (1 byte, 0 for now), expiry deadline (int64 BE,
+// set=4, zset=5, stream=6), flags (1 byte, 0 for now), expiry deadline (int64 BE,
 // Unix ms, 0 = none), version (uint64 BE), mod (uint64 BE: the log index of
 // the last write to the key, which WATCH compares), then for strings the
 // value itself and for collections the type's state: the length (hash,
@@ -72,6 +72,10 @@
 // Sorted sets: 'm' + member -> score, and 's' + order-preserving score +
 // member -> empty, so ranges by score (and by lex, among equal scores) are
 // iterations; ranks are counted (O(rank)).
+// Streams: 'e' + ID (ms, seq: 8 bytes BE each) -> fields and values, and
+// 'n' + node id -> node record (see stream.go); the metadata holds the
+// stream's state (length first, last ID, counters). An emptied stream is
+// kept, as in Redis.
 //
 // Versions come from a replicated counter, so every incarnation of a key
 // (after DEL, overwrite or expiry) has new element keys. Deleting or

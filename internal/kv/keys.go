@@ -40,6 +40,7 @@ const (
 	typeList   byte = 3
 	typeSet    byte = 4
 	typeZSet   byte = 5
+	typeStream byte = 6
 )
 
 func typeName(t byte) string {
@@ -54,6 +55,8 @@ func typeName(t byte) string {
 		return "set"
 	case typeZSet:
 		return "zset"
+	case typeStream:
+		return "stream"
 	}
 	return "none"
 }
@@ -319,7 +322,7 @@ func (x *ctx) touched(k []byte) {
 	}
 }
 
-func isCollection(t byte) bool { return t >= typeHash && t <= typeZSet }
+func isCollection(t byte) bool { return t >= typeHash && t <= typeStream }
 
 // Element keys: 0x10 <escaped key> 0x01 <version:8 BE> <element>.
 

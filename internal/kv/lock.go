@@ -186,7 +186,10 @@ func Blocks(args [][]byte) bool {
 	if _, ok := LockAcquire(args); ok {
 		return true
 	}
-	_, _, ok := BlockingTimeout(args)
+	if _, _, ok := BlockingTimeout(args); ok {
+		return true
+	}
+	_, _, ok := StreamBlocking(args)
 	return ok
 }
 

@@ -70,6 +70,8 @@ func cmdObject(x *ctx, args [][]byte) Reply {
 		return BulkString("quicklist")
 	case typeZSet:
 		return BulkString("skiplist")
+	case typeStream:
+		return BulkString("stream")
 	}
 	return Nil
 }

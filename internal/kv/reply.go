@@ -46,6 +46,9 @@ const (
 	// of n two-element arrays, RESP2 a flat array of 2n elements, as Redis
 	// replies. Elems holds a, b, a, b, ...
 	KindPairs
+	// KindNestedMap is a map that RESP2 sends as an array of n two-element
+	// arrays (XREAD's streams): RESP3 "%n". Elems holds key, value, ...
+	KindNestedMap
 )
 
 // Reply is one command's answer, independent of protocol version.
@@ -73,6 +76,9 @@ func Array(elems ...Reply) Reply { return Reply{Kind: KindArray, Elems: elems} }
 func Double(f float64) Reply     { return Reply{Kind: KindDouble, Float: f} }
 func Map(kvs ...Reply) Reply     { return Reply{Kind: KindMap, Elems: kvs} }
 func Pairs(ab ...Reply) Reply    { return Reply{Kind: KindPairs, Elems: ab} }
+
+// NestedMap is a map sent in RESP2 as an array of [key, value] arrays.
+func NestedMap(kvs ...Reply) Reply { return Reply{Kind: KindNestedMap, Elems: kvs} }
 func Bool(b bool) Reply {
 	r := Reply{Kind: KindBool}
 	if b {
@@ -105,7 +111,7 @@ func (r Reply) AppendBinary(b []byte) []byte {
 	case KindStatus, KindError, KindBulk, KindVerbatim:
 		b = binary.AppendUvarint(b, uint64(len(r.Str)))
 		b = append(b, r.Str...)
-	case KindArray, KindMap, KindSet, KindPush, KindPairs:
+	case KindArray, KindMap, KindSet, KindPush, KindPairs, KindNestedMap:
 		b = binary.AppendUvarint(b, uint64(len(r.Elems)))
 		for i := range r.Elems {
 			b = r.Elems[i].AppendBinary(b)
@@ -165,7 +171,7 @@ func decodeReply(b []byte, depth int) (Reply, []byte, error) {
 		}
 		r.Str = append([]byte(nil), b[n:n+int(l)]...)
 		b = b[n+int(l):]
-	case KindArray, KindMap, KindSet, KindPush, KindPairs:
+	case KindArray, KindMap, KindSet, KindPush, KindPairs, KindNestedMap:
 		l, n := binary.Uvarint(b)
 		if n <= 0 || l > uint64(len(b)) {
 			return Reply{}, nil, ErrBadReplyEncoding

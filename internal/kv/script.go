@@ -1363,7 +1363,10 @@ func (vm *luaVM) fromReply(L *lua.LState, r Reply) lua.LValue {
 			return lua.LBool(r.Int != 0)
 		}
 		return lua.LNumber(r.Int)
-	case KindMap:
+	case KindMap, KindNestedMap:
+		if !resp3 && r.Kind == KindNestedMap {
+			return vm.pairTables(L, r.Elems)
+		}
 		if resp3 {
 			m := L.CreateTable(0, len(r.Elems)/2)
 			for i := 0; i+1 < len(r.Elems); i += 2 {
@@ -1377,15 +1380,7 @@ func (vm *luaVM) fromReply(L *lua.LState, r Reply) lua.LValue {
 		}
 	case KindPairs:
 		if resp3 {
-			vm.chargeBytes(L, 48*len(r.Elems))
-			t := L.CreateTable(len(r.Elems)/2, 0)
-			for i := 0; i+1 < len(r.Elems); i += 2 {
-				p := L.CreateTable(2, 0)
-				p.RawSetInt(1, vm.fromReply(L, r.Elems[i]))
-				p.RawSetInt(2, vm.fromReply(L, r.Elems[i+1]))
-				t.RawSetInt(i/2+1, p)
-			}
-			return t
+			return vm.pairTables(L, r.Elems)
 		}
 	case KindSet:
 		if resp3 {
@@ -1403,6 +1398,19 @@ func (vm *luaVM) fromReply(L *lua.LState, r Reply) lua.LValue {
 	t := L.CreateTable(len(r.Elems), 0)
 	for i, e := range r.Elems {
 		t.RawSetInt(i+1, vm.fromReply(L, e))
+	}
+	return t
+}
+
+// pairTables converts a, b, a, b, ... to an array of {a, b} tables.
+func (vm *luaVM) pairTables(L *lua.LState, elems []Reply) *lua.LTable {
+	vm.chargeBytes(L, 48*len(elems))
+	t := L.CreateTable(len(elems)/2, 0)
+	for i := 0; i+1 < len(elems); i += 2 {
+		p := L.CreateTable(2, 0)
+		p.RawSetInt(1, vm.fromReply(L, elems[i]))
+		p.RawSetInt(2, vm.fromReply(L, elems[i+1]))
+		t.RawSetInt(i/2+1, p)
 	}
 	return t
 }

@@ -198,6 +198,10 @@ func aclCategories(sp *kv.Spec) []string {
 		acl = append(acl, "@hyperloglog")
 	case "geo":
 		acl = append(acl, "@geo")
+	case "stream":
+		acl = append(acl, "@stream")
+	case "scripting":
+		acl = append(acl, "@scripting")
 	}
 	if slices.Contains(sp.Flags, "fast") {
 		acl = append(acl, "@fast")

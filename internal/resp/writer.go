@@ -48,6 +48,18 @@ func AppendReply(b []byte, r kv.Reply, proto int) []byte {
 			b = appendHeader(b, '*', int64(len(r.Elems)))
 		}
 		return appendElems(b, r.Elems, proto)
+	case kv.KindNestedMap:
+		n := len(r.Elems) / 2 // an odd trailing element is dropped
+		if resp3 {
+			b = appendHeader(b, '%', int64(n))
+			return appendElems(b, r.Elems[:2*n], proto)
+		}
+		b = appendHeader(b, '*', int64(n))
+		for i := 0; i < n; i++ {
+			b = append(b, "*2\r\n"...)
+			b = appendElems(b, r.Elems[2*i:2*i+2], proto)
+		}
+		return b
 	case kv.KindPairs:
 		n := len(r.Elems) / 2 // an odd trailing element is dropped
 		if !resp3 {

@@ -104,7 +104,10 @@ func (w *waiters) flush() {
 // blockingCommand reports whether args is a blocking command and returns
 // its timeout (0: forever) and the keys whose writes can unblock it.
 func blockingCommand(args [][]byte) (timeout time.Duration, keys [][]byte, ok bool) {
-	return kv.BlockingTimeout(args)
+	if timeout, keys, ok = kv.BlockingTimeout(args); ok {
+		return timeout, keys, ok
+	}
+	return kv.StreamBlocking(args) // XREAD BLOCK: a blocking read
 }
 
 // isNullReply reports whether a blocking kernel found nothing to pop.
@@ -115,6 +118,9 @@ func isNullReply(r kv.Reply) bool {
 // execBlocking runs a blocking command for a client: parent is the
 // connection's context (cancelled when the client disconnects).
 func (n *Node) execBlocking(parent context.Context, args [][]byte, timeout time.Duration, keys [][]byte) kv.Reply {
+	if !kv.IsWrite(args) {
+		return n.execBlockingRead(parent, args, timeout, keys)
+	}
 	var deadline <-chan time.Time
 	if timeout > 0 {
 		t := time.NewTimer(timeout)
@@ -146,6 +152,52 @@ func (n *Node) execBlocking(parent context.Context, args [][]byte, timeout time.
 			return kv.Error("ERR client disconnected or node stopping")
 		case <-n.stopper:
 			n.waiters.remove(wt)
+			return kv.Error("ERR node is shutting down")
+		}
+	}
+}
+
+// execBlockingRead serves a blocking read (XREAD BLOCK) through the read
+// path: no Raft proposal, so it may run on any node. It resolves the
+// command's "$" IDs once (one read behind a read barrier), then repeats
+// the resolved, non-blocking read, behind a read barrier each time, until
+// it returns something, the timeout fires or the client goes. As for
+// blocking writes, the waiter is registered before each try so a write
+// applied between the try and the wait wakes it.
+func (n *Node) execBlockingRead(parent context.Context, args [][]byte, timeout time.Duration, keys [][]byte) kv.Reply {
+	var deadline <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		deadline = t.C
+	}
+	n.blockedClients.Add(1)
+	defer n.blockedClients.Add(-1)
+	wt := n.waiters.add(keys)
+	defer n.waiters.remove(wt)
+	ctx, cancel := context.WithTimeout(parent, n.cfg.RequestTimeout)
+	r := n.readBarrier(ctx)
+	cancel()
+	if r != nil {
+		return *r
+	}
+	cmd, retry := kv.XReadResolve(n.store.DB(), args, n.cfg.Now())
+	out := make([]kv.Reply, 1)
+	for {
+		ctx, cancel := context.WithTimeout(parent, n.cfg.RequestTimeout)
+		n.execRead(ctx, [][][]byte{cmd}, out)
+		cancel()
+		if !isNullReply(out[0]) {
+			return out[0]
+		}
+		cmd = retry
+		select {
+		case <-wt.ch: // still registered: a later write signals again
+		case <-deadline:
+			return out[0]
+		case <-parent.Done():
+			return kv.Error("ERR client disconnected or node stopping")
+		case <-n.stopper:
 			return kv.Error("ERR node is shutting down")
 		}
 	}

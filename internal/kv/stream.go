@@ -1,0 +1,1349 @@
+package kv
+
+import (
+	"encoding/binary"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Streams (Redis 7.0 semantics, without consumer groups).
+//
+// A stream is a collection (type tag typeStream) whose metadata value is
+// the stream's state (streamState, fixed size, see encode) and whose
+// elements live under the collection's version with a one-byte kind
+// prefix:
+//
+//	'e' <ms:8 BE> <seq:8 BE>  an entry: <node:8 BE> <n:uvarint> then n
+//	                          times <len:uvarint> <bytes> (field, value, ...)
+//	'n' <node:8 BE>           a "node" record: <live:8 BE> <last ms:8> <last seq:8>
+//
+// Entries sort by ID, so XRANGE/XREVRANGE/XREAD are one iteration and
+// XADD/XDEL point writes. The state's first 8 bytes are the length, so
+// coll.length works for streams as for the other collections. Unlike the
+// other collections an emptied stream is not deleted (as in Redis): writes
+// save the record with x.store, never saveColl.
+//
+// Nodes. Redis keeps a stream as a radix tree of listpacks ("nodes") of at
+// most stream-node-max-entries (100) entries or stream-node-max-bytes
+// (4096) bytes; approximate trimming (MAXLEN/MINID ~) removes whole nodes
+// only. kvorum models the node layout by entry count: an entry joins the
+// tail node unless 100 entries were already added to it (deleted ones
+// count, as in Redis) or the tail node was removed (XDEL of its last live
+// entry, or a trim of the whole node), and then starts a new node. An
+// exact trim that stops inside a node only deletes entries, as Redis
+// marks them deleted: the node stays even with no live entry left. Node ids are the ordinal of their
+// first entry among all entries ever appended to this incarnation (state
+// field appended, not touched by XSETID). Each node has a record with its
+// live entry count and the last ID ever added to it (tombstones included,
+// which is what Redis compares for MINID ~). The byte limit is not
+// modelled: with entries larger than about 40 bytes Redis's nodes are
+// smaller than kvorum's and Redis may trim more with ~ than kvorum does.
+// The rule is deterministic and never trims more than the exact form
+// (= or no modifier) would: only whole head nodes that the exact form
+// would remove too. XINFO STREAM reports radix-tree-keys as the number of
+// nodes and radix-tree-nodes as that plus one (Redis's count of internal
+// radix tree nodes depends on the key bytes; it is not modelled).
+//
+// Consumer groups are not implemented (XGROUP, XREADGROUP, XACK, ... still
+// answer "not supported"). The layout leaves room for them: the state has
+// a groups counter (always 0 for now, reported by XINFO STREAM) and the
+// element kinds 'g' (group record: last-delivered-id, entries-read, keyed
+// by group name), 'p' (a group's pending entries: group name length,
+// name, ID -> consumer, delivery time and count) and 'c' (consumers) are
+// reserved; RENAME/COPY/DEL already carry or drop every element of the
+// incarnation whatever its kind.
+//
+// XREAD is a read. Its BLOCK form is served by the node (StreamBlocking,
+// XReadResolve): the kernel itself never blocks, so inside MULTI or a
+// script XREAD BLOCK behaves as a non-blocking XREAD. RESP3 difference:
+// XREAD replies with an array of [key, entries] pairs in both protocols
+// (Redis sends a map in RESP3).
+
+const (
+	typeStreamKindEntry = 'e'
+	typeStreamKindNode  = 'n'
+	// streamNodeMaxEntries is Redis's stream-node-max-entries default.
+	streamNodeMaxEntries = 100
+	// xreadBlockedDefaultCount is the COUNT Redis applies to an XREAD that
+	// blocked without one (XREAD_BLOCKED_DEFAULT_COUNT).
+	xreadBlockedDefaultCount = 1000
+)
+
+func init() {
+	const g = "stream"
+	def("xadd", -5, "write denyoom fast", 1, 1, 1, g, "Appends a new message to a stream. Creates the key if it doesn't exist.", cmdXAdd, checkXAdd)
+	def("xlen", 2, "readonly fast", 1, 1, 1, g, "Return the number of messages in a stream.", cmdXLen, nil)
+	def("xrange", -4, "readonly", 1, 1, 1, g, "Returns the messages from a stream within a range of IDs.", cmdXRange, checkXRange)
+	def("xrevrange", -4, "readonly", 1, 1, 1, g, "Returns the messages from a stream within a range of IDs in reverse order.", cmdXRange, checkXRange)
+	def("xdel", -3, "write fast", 1, 1, 1, g, "Returns the number of messages after removing them from a stream.", cmdXDel, nil)
+	def("xtrim", -4, "write", 1, 1, 1, g, "Deletes messages from the beginning of a stream.", cmdXTrim, checkXTrim)
+	def("xsetid", -3, "write denyoom fast", 1, 1, 1, g, "An internal command for replicating stream values.", cmdXSetID, checkXSetID)
+	def("xread", -4, "readonly blocking movablekeys", 0, 0, 0, g, "Returns messages from multiple streams with IDs greater than the ones requested. Blocks until a message is available otherwise.", cmdXRead, checkXRead)
+	def("xinfo", -2, "", 0, 0, 0, g, "A container for stream introspection commands.", cmdXInfo, checkXInfo)
+}
+
+// Error texts of the stream commands (Redis 7.0).
+var (
+	errStreamID          = Error("ERR Invalid stream ID specified as stream command argument")
+	errStreamIDSmaller   = Error("ERR The ID specified in XADD is equal or smaller than the target stream top item")
+	errStreamIDZero      = Error("ERR The ID specified in XADD must be greater than 0-0")
+	errStreamExhausted   = Error("ERR The stream has exhausted the last possible ID, unable to add more items")
+	errStreamTooLarge    = Error("ERR Elements are too large to be stored")
+	errStreamBothTrims   = Error("ERR syntax error, MAXLEN and MINID options at the same time are not compatible")
+	errStreamMaxLenNeg   = Error("ERR The MAXLEN argument must be >= 0.")
+	errStreamLimitNeg    = Error("ERR The LIMIT argument must be >= 0.")
+	errStreamLimitNoTrim = Error("ERR syntax error, LIMIT cannot be used without specifying a trimming strategy")
+	errStreamNoStrategy  = Error("ERR syntax error, XTRIM must be called with a trimming strategy")
+	errStreamLimitExact  = Error("ERR syntax error, LIMIT cannot be used without the special ~ option")
+	errStreamBadStart    = Error("ERR invalid start ID for the interval")
+	errStreamBadEnd      = Error("ERR invalid end ID for the interval")
+	errXReadUnbalanced   = Error("ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.")
+	errXReadGroup        = Error("ERR The GROUP option is only supported by XREADGROUP. You called XREAD instead.")
+	errXReadNoAck        = Error("ERR The NOACK option is only supported by XREADGROUP. You called XREAD instead.")
+	errXReadGT           = Error("ERR The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option.")
+	errXReadTimeoutInt   = Error("ERR timeout is not an integer or out of range")
+	errXReadTimeoutNeg   = Error("ERR timeout is negative")
+	errXSetIDEntries     = Error("ERR entries_added must be positive")
+	errXSetIDMaxDel      = Error("ERR The ID specified in XSETID is smaller than the provided max_deleted_entry_id")
+	errXSetIDSmaller     = Error("ERR The ID specified in XSETID is smaller than the target stream top item")
+	errXSetIDLength      = Error("ERR The entries_added specified in XSETID is smaller than the target stream length")
+)
+
+// streamID is a stream entry ID, <ms>-<seq>.
+type streamID struct{ ms, seq uint64 }
+
+var maxStreamID = streamID{math.MaxUint64, math.MaxUint64}
+
+func (a streamID) cmp(b streamID) int {
+	switch {
+	case a.ms < b.ms:
+		return -1
+	case a.ms > b.ms:
+		return 1
+	case a.seq < b.seq:
+		return -1
+	case a.seq > b.seq:
+		return 1
+	}
+	return 0
+}
+
+func (a streamID) isZero() bool { return a.ms == 0 && a.seq == 0 }
+
+// incr returns the successor of id; ok=false (and 0-0) if id is the last
+// possible ID.
+func (a streamID) incr() (streamID, bool) {
+	switch {
+	case a.seq < math.MaxUint64:
+		return streamID{a.ms, a.seq + 1}, true
+	case a.ms < math.MaxUint64:
+		return streamID{a.ms + 1, 0}, true
+	}
+	return streamID{}, false
+}
+
+// decr returns the predecessor of id; ok=false (and max-max) for 0-0.
+func (a streamID) decr() (streamID, bool) {
+	switch {
+	case a.seq > 0:
+		return streamID{a.ms, a.seq - 1}, true
+	case a.ms > 0:
+		return streamID{a.ms - 1, math.MaxUint64}, true
+	}
+	return maxStreamID, false
+}
+
+func (a streamID) appendTo(b []byte) []byte {
+	b = strconv.AppendUint(b, a.ms, 10)
+	b = append(b, '-')
+	return strconv.AppendUint(b, a.seq, 10)
+}
+
+func (a streamID) reply() Reply { return Bulk(a.appendTo(make([]byte, 0, 24))) }
+
+func (a streamID) put(b []byte) {
+	binary.BigEndian.PutUint64(b, a.ms)
+	binary.BigEndian.PutUint64(b[8:], a.seq)
+}
+
+func getStreamID(b []byte) streamID {
+	return streamID{binary.BigEndian.Uint64(b), binary.BigEndian.Uint64(b[8:])}
+}
+
+// entryElem returns the element bytes of entry id.
+func entryElem(id streamID) []byte {
+	b := make([]byte, 17)
+	b[0] = typeStreamKindEntry
+	id.put(b[1:])
+	return b
+}
+
+func nodeElem(node uint64) []byte {
+	b := make([]byte, 9)
+	b[0] = typeStreamKindNode
+	binary.BigEndian.PutUint64(b[1:], node)
+	return b
+}
+
+// parseStreamU64 is Redis's string2ull: string2ll's strict form (a negative
+// number is invalid), else C's strtoull (leading spaces, a sign, leading
+// zeros; a negative number wraps around).
+func parseStreamU64(s []byte) (uint64, bool) {
+	if len(s) == 0 {
+		return 0, false
+	}
+	if n, ok := parseInt(s); ok {
+		return uint64(n), n >= 0
+	}
+	i := 0
+	for i < len(s) && (s[i] == ' ' || (s[i] >= '\t' && s[i] <= '\r')) {
+		i++
+	}
+	neg := false
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		neg = s[i] == '-'
+		i++
+	}
+	if i == len(s) {
+		return 0, false
+	}
+	var v uint64
+	for ; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		if v > (math.MaxUint64-uint64(c-'0'))/10 {
+			return 0, false // ERANGE
+		}
+		v = v*10 + uint64(c-'0')
+	}
+	if neg {
+		v = -v
+	}
+	return v, true
+}
+
+// parseStreamID is Redis's streamGenericParseIDOrReply: "-" and "+"
+// (unless strict), <ms> (seq = missingSeq), <ms>-<seq>, and with
+// allowStar <ms>-* (seqGiven=false). The text is read as a C string (up
+// to a NUL byte) and at most 127 bytes long.
+func parseStreamID(b []byte, missingSeq uint64, strict, allowStar bool) (id streamID, seqGiven, ok bool) {
+	if len(b) > 127 {
+		return id, false, false
+	}
+	for i, c := range b {
+		if c == 0 {
+			b = b[:i]
+			break
+		}
+	}
+	if len(b) == 1 && (b[0] == '-' || b[0] == '+') {
+		if strict {
+			return id, false, false
+		}
+		if b[0] == '-' {
+			return streamID{}, true, true
+		}
+		return maxStreamID, true, true
+	}
+	seqGiven = true
+	dash := -1
+	for i, c := range b {
+		if c == '-' {
+			dash = i
+			break
+		}
+	}
+	msPart := b
+	if dash >= 0 {
+		msPart = b[:dash]
+	}
+	ms, good := parseStreamU64(msPart)
+	if !good {
+		return id, false, false
+	}
+	seq := missingSeq
+	if dash >= 0 {
+		rest := b[dash+1:]
+		if allowStar && len(rest) == 1 && rest[0] == '*' {
+			seq, seqGiven = 0, false
+		} else if seq, good = parseStreamU64(rest); !good {
+			return id, false, false
+		}
+	}
+	return streamID{ms, seq}, seqGiven, true
+}
+
+// streamState is a stream's metadata value.
+type streamState struct {
+	length    uint64
+	last      streamID // last-generated-id
+	maxDel    streamID // max-deleted-entry-id
+	added     uint64   // entries-added
+	first     streamID // recorded-first-entry-id
+	appended  uint64   // entries ever appended to this incarnation: the next node id
+	tailNode  uint64   // id of the tail node
+	tailCount uint64   // entries ever added to the tail node; 0: none (the next XADD starts a node)
+	nodes     uint64   // number of node records (radix-tree-keys)
+	groups    uint64   // consumer groups (reserved, always 0)
+}
+
+const streamStateSize = 8 + 16 + 16 + 8 + 16 + 8*5
+
+func decodeStreamState(v []byte) streamState {
+	if len(v) < streamStateSize {
+		return streamState{}
+	}
+	u := func(i int) uint64 { return binary.BigEndian.Uint64(v[i:]) }
+	return streamState{
+		length: u(0), last: getStreamID(v[8:]), maxDel: getStreamID(v[24:]), added: u(40),
+		first: getStreamID(v[48:]), appended: u(64), tailNode: u(72), tailCount: u(80), nodes: u(88), groups: u(96),
+	}
+}
+
+func (s *streamState) encode() []byte {
+	v := make([]byte, streamStateSize)
+	p := func(i int, n uint64) { binary.BigEndian.PutUint64(v[i:], n) }
+	p(0, s.length)
+	s.last.put(v[8:])
+	s.maxDel.put(v[24:])
+	p(40, s.added)
+	s.first.put(v[48:])
+	p(64, s.appended)
+	p(72, s.tailNode)
+	p(80, s.tailCount)
+	p(88, s.nodes)
+	p(96, s.groups)
+	return v
+}
+
+// stream is a loaded stream.
+type stream struct {
+	c  *coll
+	st streamState
+}
+
+// loadStream loads k as a stream: ok=false if absent; a non-nil reply is
+// an error to return (WRONGTYPE, storage).
+func (x *ctx) loadStream(k []byte) (*stream, bool, *Reply) {
+	c, ok, e := x.loadColl(k, typeStream)
+	if e != nil || !ok {
+		return nil, false, e
+	}
+	return &stream{c: c, st: decodeStreamState(c.rec.value)}, true, nil
+}
+
+// createStream returns a new empty stream for k (saved by saveStream).
+func (x *ctx) createStream(k []byte) (*stream, *Reply) {
+	v, err := x.newVersion()
+	if err != nil {
+		r := errStorage(err)
+		return nil, &r
+	}
+	return &stream{c: &coll{key: k, rec: record{typ: typeStream, version: v}}}, nil
+}
+
+// saveStream writes the metadata record, even for an empty stream (Redis
+// keeps empty streams). It also stamps the key for WATCH and wakes XREAD
+// BLOCK waiters.
+func (x *ctx) saveStream(s *stream) error {
+	s.c.rec.value = s.st.encode()
+	return x.store(s.c.key, &s.c.rec)
+}
+
+// node record: live entries and the last ID ever added to the node.
+type streamNode struct {
+	id   uint64
+	live uint64
+	last streamID
+}
+
+func (x *ctx) getNode(s *stream, node uint64) (streamNode, bool, error) {
+	v, ok, err := x.getElem(s.c, nodeElem(node))
+	if err != nil || !ok || len(v) < 24 {
+		return streamNode{id: node}, false, err
+	}
+	return streamNode{id: node, live: binary.BigEndian.Uint64(v), last: getStreamID(v[8:])}, true, nil
+}
+
+func (x *ctx) putNode(s *stream, n streamNode) error {
+	var v [24]byte
+	binary.BigEndian.PutUint64(v[:], n.live)
+	n.last.put(v[8:])
+	return x.setElem(s.c, nodeElem(n.id), v[:])
+}
+
+// dropNode deletes node n's record after its last live entry went.
+func (x *ctx) dropNode(s *stream, node uint64) error {
+	s.st.nodes--
+	if node == s.st.tailNode {
+		s.st.tailCount = 0 // Redis frees the listpack: the next XADD starts a node
+	}
+	return x.delElem(s.c, nodeElem(node))
+}
+
+func encodeEntry(node uint64, fields [][]byte) []byte {
+	n := 8 + binary.MaxVarintLen64
+	for _, f := range fields {
+		n += binary.MaxVarintLen64 + len(f)
+	}
+	b := make([]byte, 8, n)
+	binary.BigEndian.PutUint64(b, node)
+	b = binary.AppendUvarint(b, uint64(len(fields)))
+	for _, f := range fields {
+		b = binary.AppendUvarint(b, uint64(len(f)))
+		b = append(b, f...)
+	}
+	return b
+}
+
+func entryNode(v []byte) uint64 {
+	if len(v) < 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
+}
+
+// entryReply builds [id, [field, value, ...]] from an entry's element
+// bytes and value (copied).
+func entryReply(elem, v []byte) Reply {
+	id := getStreamID(elem[1:])
+	var fields []Reply
+	if len(v) >= 8 {
+		p := v[8:]
+		n, k := binary.Uvarint(p)
+		if k > 0 {
+			p = p[k:]
+			fields = make([]Reply, 0, min(n, uint64(len(p))))
+			for i := uint64(0); i < n; i++ {
+				l, k := binary.Uvarint(p)
+				if k <= 0 || uint64(len(p)-k) < l {
+					break
+				}
+				fields = append(fields, Bulk(append([]byte(nil), p[k:k+int(l)]...)))
+				p = p[k+int(l):]
+			}
+		}
+	}
+	return Array(id.reply(), Array(fields...))
+}
+
+// rangeEntries returns the entries with start <= ID <= end, in order (reverse
+// if rev), at most count of them (0: all).
+func (x *ctx) rangeEntries(s *stream, start, end streamID, count int64, rev bool) ([]Reply, error) {
+	out := []Reply{}
+	if start.cmp(end) > 0 || s.st.length == 0 {
+		return out, nil
+	}
+	from := entryElem(start)
+	if rev {
+		from = entryElem(end)
+	}
+	err := x.iterElems(s.c, []byte{typeStreamKindEntry}, from, rev, func(elem, v []byte) bool {
+		if len(elem) != 17 {
+			return true
+		}
+		id := getStreamID(elem[1:])
+		if (!rev && id.cmp(end) > 0) || (rev && id.cmp(start) < 0) {
+			return false
+		}
+		out = append(out, entryReply(elem, v))
+		return count == 0 || int64(len(out)) < count
+	})
+	return out, err
+}
+
+// edgeEntry returns the first (or last) live entry's ID; ok=false if none.
+func (x *ctx) edgeEntry(s *stream, last bool) (streamID, bool, error) {
+	var id streamID
+	found := false
+	err := x.iterElems(s.c, []byte{typeStreamKindEntry}, nil, last, func(elem, _ []byte) bool {
+		if len(elem) == 17 {
+			id, found = getStreamID(elem[1:]), true
+		}
+		return false
+	})
+	return id, found, err
+}
+
+// --- XADD / XTRIM option parsing (streamParseAddOrTrimArgsOrReply) ---
+
+const (
+	trimNone = iota
+	trimMaxLen
+	trimMinID
+)
+
+type addTrimArgs struct {
+	id        streamID
+	idGiven   bool
+	seqGiven  bool
+	noMk      bool
+	strategy  int
+	approx    bool
+	limit     int64
+	maxLen    int64
+	minID     streamID
+	fieldsPos int // XADD: index of the first field
+}
+
+func parseAddTrim(args [][]byte, xadd bool) (a addTrimArgs, r Reply, ok bool) {
+	i := 2
+	limitGiven := false
+	for ; i < len(args); i++ {
+		more := len(args) - 1 - i
+		opt := args[i]
+		switch {
+		case xadd && len(opt) == 1 && opt[0] == '*':
+			goto done
+		case (eq(opt, "maxlen") || eq(opt, "minid")) && more > 0:
+			if a.strategy != trimNone {
+				return a, errStreamBothTrims, false
+			}
+			a.approx = false
+			next := args[i+1]
+			if more >= 2 && len(next) == 1 && (next[0] == '~' || next[0] == '=') {
+				a.approx = next[0] == '~'
+				i++
+			}
+			if eq(opt, "maxlen") {
+				n, good := parseInt(args[i+1])
+				if !good {
+					return a, errNotInt, false
+				}
+				if n < 0 {
+					return a, errStreamMaxLenNeg, false
+				}
+				a.maxLen, a.strategy = n, trimMaxLen
+			} else {
+				id, _, good := parseStreamID(args[i+1], 0, true, false)
+				if !good {
+					return a, errStreamID, false
+				}
+				a.minID, a.strategy = id, trimMinID
+			}
+			i++
+		case eq(opt, "limit") && more > 0:
+			n, good := parseInt(args[i+1])
+			if !good {
+				return a, errNotInt, false
+			}
+			if n < 0 {
+				return a, errStreamLimitNeg, false
+			}
+			a.limit, limitGiven = n, true
+			i++
+		case xadd && eq(opt, "nomkstream"):
+			a.noMk = true
+		case xadd:
+			id, seqGiven, good := parseStreamID(opt, 0, true, true)
+			if !good {
+				return a, errStreamID, false
+			}
+			a.id, a.seqGiven, a.idGiven = id, seqGiven, true
+			goto done
+		default:
+			return a, errSyntax, false
+		}
+	}
+done:
+	if a.limit != 0 && a.strategy == trimNone {
+		return a, errStreamLimitNoTrim, false
+	}
+	if !xadd && a.strategy == trimNone {
+		return a, errStreamNoStrategy, false
+	}
+	if limitGiven {
+		if !a.approx {
+			return a, errStreamLimitExact, false
+		}
+	} else if a.approx {
+		a.limit = 100 * streamNodeMaxEntries
+	} else {
+		a.limit = 0
+	}
+	if xadd {
+		if !a.idGiven {
+			a.seqGiven = true
+		}
+		a.fieldsPos = i + 1
+		n := len(args) - a.fieldsPos
+		if n < 2 || n%2 == 1 {
+			return a, wrongArity("xadd"), false
+		}
+		if a.idGiven && a.seqGiven && a.id.isZero() {
+			return a, errStreamIDZero, false
+		}
+	}
+	return a, Reply{}, true
+}
+
+func checkXAdd(args [][]byte) (Reply, bool) {
+	_, r, ok := parseAddTrim(args, true)
+	return r, ok
+}
+
+func checkXTrim(args [][]byte) (Reply, bool) {
+	_, r, ok := parseAddTrim(args, false)
+	return r, ok
+}
+
+func cmdXAdd(x *ctx, args [][]byte) Reply {
+	a, r, ok := parseAddTrim(args, true)
+	if !ok {
+		return r
+	}
+	s, exists, e := x.loadStream(args[1])
+	if e != nil {
+		return *e
+	}
+	if !exists {
+		if a.noMk {
+			return Nil
+		}
+		if s, e = x.createStream(args[1]); e != nil {
+			return *e
+		}
+	}
+	st := &s.st
+	if st.last == maxStreamID {
+		return errStreamExhausted
+	}
+	var id streamID
+	switch {
+	case !a.idGiven:
+		// streamNextID with the log's clock instead of mstime().
+		now := uint64(max(x.now, 0))
+		if now > st.last.ms {
+			id = streamID{now, 0}
+		} else {
+			id, _ = st.last.incr()
+		}
+	case a.seqGiven:
+		id = a.id
+	case st.last.ms == a.id.ms:
+		if st.last.seq == math.MaxUint64 {
+			return errStreamTooLarge // Redis reports this case so (errno is not EDOM)
+		}
+		id = streamID{st.last.ms, st.last.seq + 1}
+	default:
+		id = a.id
+	}
+	if id.cmp(st.last) <= 0 {
+		return errStreamIDSmaller
+	}
+	// Nodes: join the tail node or start one (see the comment at the top).
+	var node streamNode
+	if st.tailCount == 0 || st.tailCount >= streamNodeMaxEntries {
+		st.tailNode, st.tailCount = st.appended, 0
+		st.nodes++
+		node = streamNode{id: st.tailNode}
+	} else {
+		var err error
+		if node, _, err = x.getNode(s, st.tailNode); err != nil {
+			return errStorage(err)
+		}
+	}
+	st.tailCount++
+	st.appended++
+	node.live++
+	node.last = id
+	if err := x.putNode(s, node); err != nil {
+		return errStorage(err)
+	}
+	if err := x.setElem(s.c, entryElem(id), encodeEntry(node.id, args[a.fieldsPos:])); err != nil {
+		return errStorage(err)
+	}
+	st.length++
+	st.added++
+	st.last = id
+	if st.length == 1 {
+		st.first = id
+	}
+	if a.strategy != trimNone {
+		if _, err := x.streamTrim(s, &a); err != nil {
+			return errStorage(err)
+		}
+	}
+	if err := x.saveStream(s); err != nil {
+		return errStorage(err)
+	}
+	return id.reply()
+}
+
+// streamTrim is Redis's streamTrim: remove whole head nodes while the
+// strategy allows it (and LIMIT, if any, is not exceeded); then, unless
+// approximate, remove entries one by one from the next node. It updates
+// s's state (not saved) and returns the number of entries removed.
+func (x *ctx) streamTrim(s *stream, a *addTrimArgs) (int64, error) {
+	st := &s.st
+	// Plan on the node records: the whole nodes to remove and the node to
+	// trim into, if any.
+	var whole []streamNode
+	var partial *streamNode
+	length := st.length
+	var planned uint64
+	err := x.iterElems(s.c, []byte{typeStreamKindNode}, nil, false, func(elem, v []byte) bool {
+		if len(elem) != 9 || len(v) < 24 {
+			return true
+		}
+		if a.strategy == trimMaxLen && length <= uint64(a.maxLen) {
+			return false
+		}
+		n := streamNode{id: binary.BigEndian.Uint64(elem[1:]), live: binary.BigEndian.Uint64(v), last: getStreamID(v[8:])}
+		if a.limit != 0 && planned+n.live > uint64(a.limit) {
+			return false
+		}
+		var remove bool
+		if a.strategy == trimMaxLen {
+			remove = length-n.live >= uint64(a.maxLen)
+		} else {
+			remove = n.last.cmp(a.minID) < 0
+		}
+		if remove {
+			whole = append(whole, n)
+			length -= n.live
+			planned += n.live
+			return true
+		}
+		if !a.approx {
+			partial = &n
+		}
+		return false
+	})
+	if err != nil {
+		return 0, err
+	}
+	// The whole nodes are the head of the stream: their entries are the
+	// first `planned` ones.
+	var deleted uint64
+	var derr error
+	if planned > 0 || partial != nil {
+		err = x.iterElems(s.c, []byte{typeStreamKindEntry}, nil, false, func(elem, _ []byte) bool {
+			if len(elem) != 17 {
+				return true
+			}
+			if deleted >= planned {
+				if partial == nil {
+					return false
+				}
+				id := getStreamID(elem[1:])
+				if a.strategy == trimMaxLen && st.length-deleted <= uint64(a.maxLen) ||
+					a.strategy == trimMinID && id.cmp(a.minID) >= 0 {
+					return false
+				}
+				partial.live--
+			}
+			if derr = x.delElem(s.c, elem); derr != nil {
+				return false
+			}
+			deleted++
+			return true
+		})
+		if derr != nil {
+			return 0, derr
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	for _, n := range whole {
+		if err := x.dropNode(s, n.id); err != nil {
+			return 0, err
+		}
+	}
+	if partial != nil && deleted > planned {
+		// Even with no live entry left the node stays (Redis only marks
+		// its entries deleted here), and the next XADD may still join it.
+		if err := x.putNode(s, *partial); err != nil {
+			return 0, err
+		}
+	}
+	st.length -= deleted
+	if st.length == 0 {
+		st.first = streamID{}
+	} else if deleted > 0 {
+		first, _, err := x.edgeEntry(s, false)
+		if err != nil {
+			return 0, err
+		}
+		st.first = first
+	}
+	return int64(deleted), nil
+}
+
+func cmdXTrim(x *ctx, args [][]byte) Reply {
+	a, r, ok := parseAddTrim(args, false)
+	if !ok {
+		return r
+	}
+	s, exists, e := x.loadStream(args[1])
+	if e != nil {
+		return *e
+	}
+	if !exists {
+		return Int(0)
+	}
+	n, err := x.streamTrim(s, &a)
+	if err != nil {
+		return errStorage(err)
+	}
+	if n > 0 {
+		if err := x.saveStream(s); err != nil {
+			return errStorage(err)
+		}
+	}
+	return Int(n)
+}
+
+func cmdXLen(x *ctx, args [][]byte) Reply {
+	s, ok, e := x.loadStream(args[1])
+	if e != nil {
+		return *e
+	}
+	if !ok {
+		return Int(0)
+	}
+	return Int(int64(s.st.length))
+}
+
+// --- XRANGE / XREVRANGE ---
+
+type rangeArgs struct {
+	start, end streamID
+	count      int64 // -1: none
+}
+
+// parseIntervalID is streamParseIntervalIDOrReply: "(" makes the bound
+// exclusive (and the ID strict).
+func parseIntervalID(b []byte, missingSeq uint64) (id streamID, excl, ok bool) {
+	excl = len(b) > 1 && b[0] == '('
+	if excl {
+		id, _, ok = parseStreamID(b[1:], missingSeq, true, false)
+	} else {
+		id, _, ok = parseStreamID(b, missingSeq, false, false)
+	}
+	return id, excl, ok
+}
+
+func parseXRange(args [][]byte) (a rangeArgs, r Reply, ok bool) {
+	startArg, endArg := args[2], args[3]
+	if eq(args[0], "xrevrange") { // end start
+		startArg, endArg = endArg, startArg
+	}
+	start, excl, good := parseIntervalID(startArg, 0)
+	if !good {
+		return a, errStreamID, false
+	}
+	if excl {
+		if start, good = start.incr(); !good {
+			return a, errStreamBadStart, false
+		}
+	}
+	end, excl, good := parseIntervalID(endArg, math.MaxUint64)
+	if !good {
+		return a, errStreamID, false
+	}
+	if excl {
+		if end, good = end.decr(); !good {
+			return a, errStreamBadEnd, false
+		}
+	}
+	a.start, a.end, a.count = start, end, -1
+	for j := 4; j < len(args); j++ {
+		if eq(args[j], "count") && j+1 < len(args) {
+			n, good := parseInt(args[j+1])
+			if !good {
+				return a, errNotInt, false
+			}
+			a.count = max(n, 0)
+			j++
+		} else {
+			return a, errSyntax, false
+		}
+	}
+	return a, Reply{}, true
+}
+
+func checkXRange(args [][]byte) (Reply, bool) {
+	_, r, ok := parseXRange(args)
+	return r, ok
+}
+
+func cmdXRange(x *ctx, args [][]byte) Reply {
+	a, r, ok := parseXRange(args)
+	if !ok {
+		return r
+	}
+	s, exists, e := x.loadStream(args[1])
+	if e != nil {
+		return *e
+	}
+	if !exists {
+		return Array()
+	}
+	if a.count == 0 {
+		return NilArray
+	}
+	out, err := x.rangeEntries(s, a.start, a.end, max(a.count, 0), eq(args[0], "xrevrange"))
+	if err != nil {
+		return errStorage(err)
+	}
+	return Array(out...)
+}
+
+// --- XDEL ---
+
+func cmdXDel(x *ctx, args [][]byte) Reply {
+	s, exists, e := x.loadStream(args[1])
+	if e != nil {
+		return *e
+	}
+	if !exists {
+		return Int(0)
+	}
+	// Redis parses every ID (after the key lookup) before deleting any.
+	ids := make([]streamID, len(args)-2)
+	for i, a := range args[2:] {
+		id, _, ok := parseStreamID(a, 0, true, false)
+		if !ok {
+			return errStreamID
+		}
+		ids[i] = id
+	}
+	st := &s.st
+	var deleted int64
+	firstGone := false
+	for _, id := range ids {
+		v, had, err := x.getElem(s.c, entryElem(id))
+		if err != nil {
+			return errStorage(err)
+		}
+		if !had {
+			continue
+		}
+		if err := x.delElem(s.c, entryElem(id)); err != nil {
+			return errStorage(err)
+		}
+		node, ok, err := x.getNode(s, entryNode(v))
+		if err != nil {
+			return errStorage(err)
+		}
+		if ok && node.live > 1 {
+			node.live--
+			err = x.putNode(s, node)
+		} else if ok {
+			err = x.dropNode(s, node.id)
+		}
+		if err != nil {
+			return errStorage(err)
+		}
+		st.length--
+		if id == st.first {
+			firstGone = true
+		}
+		if id.cmp(st.maxDel) > 0 {
+			st.maxDel = id
+		}
+		deleted++
+	}
+	if deleted == 0 {
+		return Int(0)
+	}
+	if st.length == 0 {
+		st.first = streamID{}
+	} else if firstGone {
+		first, _, err := x.edgeEntry(s, false)
+		if err != nil {
+			return errStorage(err)
+		}
+		st.first = first
+	}
+	if err := x.saveStream(s); err != nil {
+		return errStorage(err)
+	}
+	return Int(deleted)
+}
+
+// --- XSETID ---
+
+type setIDArgs struct {
+	id      streamID
+	added   int64 // -1: not given
+	maxDel  streamID
+	hasMaxD bool
+}
+
+func parseXSetID(args [][]byte) (a setIDArgs, r Reply, ok bool) {
+	a.added = -1
+	id, _, good := parseStreamID(args[2], 0, true, false)
+	if !good {
+		return a, errStreamID, false
+	}
+	a.id = id
+	for i := 3; i < len(args); i += 2 {
+		more := len(args) - 1 - i
+		switch {
+		case eq(args[i], "entriesadded") && more > 0:
+			n, good := parseInt(args[i+1])
+			if !good {
+				return a, errNotInt, false
+			}
+			if n < 0 {
+				return a, errXSetIDEntries, false
+			}
+			a.added = n
+		case eq(args[i], "maxdeletedid") && more > 0:
+			md, _, good := parseStreamID(args[i+1], 0, true, false)
+			if !good {
+				return a, errStreamID, false
+			}
+			if a.id.cmp(md) < 0 {
+				return a, errXSetIDMaxDel, false
+			}
+			a.maxDel, a.hasMaxD = md, true
+		default:
+			return a, errSyntax, false
+		}
+	}
+	return a, Reply{}, true
+}
+
+func checkXSetID(args [][]byte) (Reply, bool) {
+	_, r, ok := parseXSetID(args)
+	return r, ok
+}
+
+func cmdXSetID(x *ctx, args [][]byte) Reply {
+	a, r, ok := parseXSetID(args)
+	if !ok {
+		return r
+	}
+	s, exists, e := x.loadStream(args[1])
+	if e != nil {
+		return *e
+	}
+	if !exists {
+		return errNoSuchKey
+	}
+	st := &s.st
+	if st.length > 0 {
+		top, _, err := x.edgeEntry(s, true)
+		if err != nil {
+			return errStorage(err)
+		}
+		if a.id.cmp(top) < 0 {
+			return errXSetIDSmaller
+		}
+		if a.added != -1 && st.length > uint64(a.added) {
+			return errXSetIDLength
+		}
+	}
+	st.last = a.id
+	if a.added != -1 {
+		st.added = uint64(a.added)
+	}
+	if !a.maxDel.isZero() {
+		st.maxDel = a.maxDel
+	}
+	if err := x.saveStream(s); err != nil {
+		return errStorage(err)
+	}
+	return OK
+}
+
+// --- XREAD ---
+
+type xreadArgs struct {
+	count    int64
+	block    bool
+	timeout  int64 // ms, with block
+	streams  int   // index of the first key
+	nkeys    int
+	countIdx int // index of COUNT's argument, 0 if none
+}
+
+func parseXRead(args [][]byte) (a xreadArgs, r Reply, ok bool) {
+	for i := 1; i < len(args); i++ {
+		more := len(args) - 1 - i
+		o := args[i]
+		switch {
+		case eq(o, "block") && more > 0:
+			i++
+			n, good := parseInt(args[i])
+			if !good {
+				return a, errXReadTimeoutInt, false
+			}
+			if n < 0 {
+				return a, errXReadTimeoutNeg, false
+			}
+			a.block, a.timeout = true, n
+		case eq(o, "count") && more > 0:
+			i++
+			n, good := parseInt(args[i])
+			if !good {
+				return a, errNotInt, false
+			}
+			a.count, a.countIdx = max(n, 0), i
+		case eq(o, "streams") && more > 0:
+			a.streams = i + 1
+			n := len(args) - a.streams
+			if n%2 != 0 {
+				return a, errXReadUnbalanced, false
+			}
+			a.nkeys = n / 2
+			return a, Reply{}, true
+		case eq(o, "group") && more >= 2:
+			return a, errXReadGroup, false
+		case eq(o, "noack"):
+			return a, errXReadNoAck, false
+		default:
+			return a, errSyntax, false
+		}
+	}
+	return a, errSyntax, false // STREAMS is mandatory
+}
+
+func checkXRead(args [][]byte) (Reply, bool) {
+	_, r, ok := parseXRead(args)
+	return r, ok
+}
+
+// cmdXRead is XREAD without blocking: the entries after the given IDs, or
+// a null array when no stream has any.
+func cmdXRead(x *ctx, args [][]byte) Reply {
+	a, r, ok := parseXRead(args)
+	if !ok {
+		return r
+	}
+	streams := make([]*stream, a.nkeys)
+	ids := make([]streamID, a.nkeys)
+	// As Redis: look each key up and parse its ID, in order.
+	for i := 0; i < a.nkeys; i++ {
+		s, exists, e := x.loadStream(args[a.streams+i])
+		if e != nil {
+			return *e
+		}
+		if exists {
+			streams[i] = s
+		}
+		idArg := args[a.streams+a.nkeys+i]
+		switch string(idArg) {
+		case "$":
+			if exists {
+				ids[i] = s.st.last
+			}
+			continue
+		case ">":
+			return errXReadGT
+		}
+		id, _, good := parseStreamID(idArg, 0, true, false)
+		if !good {
+			return errStreamID
+		}
+		ids[i] = id
+	}
+	var out []Reply
+	for i, s := range streams {
+		if s == nil || s.st.length == 0 {
+			continue
+		}
+		top, found, err := x.edgeEntry(s, true)
+		if err != nil {
+			return errStorage(err)
+		}
+		if !found || top.cmp(ids[i]) <= 0 {
+			continue
+		}
+		start, _ := ids[i].incr()
+		entries, err := x.rangeEntries(s, start, maxStreamID, a.count, false)
+		if err != nil {
+			return errStorage(err)
+		}
+		out = append(out, Bulk(args[a.streams+i]), Array(entries...))
+	}
+	if len(out) == 0 {
+		return NilArray
+	}
+	return NestedMap(out...)
+}
+
+// StreamBlocking reports whether args is an XREAD with BLOCK (and valid
+// syntax), with its timeout (0: forever) and the keys whose writes may
+// unblock it. The node serves it with reads: XReadResolve once, then the
+// resolved command until it returns something (a non-null reply).
+func StreamBlocking(args [][]byte) (timeout time.Duration, keys [][]byte, ok bool) {
+	if len(args) == 0 {
+		return 0, nil, false
+	}
+	d := lookup(args[0])
+	if d == nil || d.spec.Name != "xread" {
+		return 0, nil, false
+	}
+	if _, valid := validate(d, args); !valid {
+		return 0, nil, false
+	}
+	a, _, _ := parseXRead(args)
+	if !a.block {
+		return 0, nil, false
+	}
+	timeout = time.Duration(math.MaxInt64)
+	if a.timeout <= math.MaxInt64/int64(time.Millisecond) {
+		timeout = time.Duration(a.timeout) * time.Millisecond
+	}
+	return timeout, args[a.streams : a.streams+a.nkeys], true
+}
+
+// XReadResolve prepares a blocking XREAD for the node's wait loop: first
+// has every "$" replaced by the stream's current last ID (0-0 if the key
+// is absent), read from r at nowMs; retry is first with "COUNT 1000" added
+// when the command has no COUNT (what Redis serves to a client that
+// blocked without one). If a key holds another type the command is
+// returned unchanged: reading it replies with the error.
+func XReadResolve(r pebble.Reader, args [][]byte, nowMs int64) (first, retry [][]byte) {
+	a, _, ok := parseXRead(args)
+	if !ok {
+		return args, args
+	}
+	first = append([][]byte(nil), args...)
+	x := getCtx(r, nil, nowMs)
+	defer putCtx(x)
+	for i := 0; i < a.nkeys; i++ {
+		if string(args[a.streams+a.nkeys+i]) != "$" {
+			continue
+		}
+		s, exists, e := x.loadStream(args[a.streams+i])
+		if e != nil {
+			return args, args
+		}
+		var id streamID
+		if exists {
+			id = s.st.last
+		}
+		first[a.streams+a.nkeys+i] = id.appendTo(nil)
+	}
+	retry = first
+	if a.countIdx == 0 {
+		retry = make([][]byte, 0, len(first)+2)
+		retry = append(retry, first[0], []byte("COUNT"), []byte(strconv.Itoa(xreadBlockedDefaultCount)))
+		retry = append(retry, first[1:]...)
+	}
+	return first, retry
+}
+
+// --- XINFO ---
+
+func checkXInfo(args [][]byte) (Reply, bool) {
+	sub := strings.ToLower(string(args[1]))
+	var arity int
+	switch sub {
+	case "help":
+		arity = 2
+	case "stream":
+		arity = -3
+	case "groups":
+		arity = 3
+	case "consumers":
+		arity = 4
+	default:
+		b := appendCString([]byte("ERR unknown subcommand '"), args[1], 128)
+		return Error(string(sanitizeError(append(b, "'. Try XINFO HELP."...)))), false
+	}
+	if (arity > 0 && len(args) != arity) || (arity < 0 && len(args) < -arity) {
+		return wrongArity("xinfo|" + sub), false
+	}
+	return Reply{}, true
+}
+
+func cmdXInfo(x *ctx, args [][]byte) Reply {
+	if r, ok := checkXInfo(args); !ok {
+		return r
+	}
+	switch strings.ToLower(string(args[1])) {
+	case "help":
+		return Array(
+			BulkString("XINFO <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
+			BulkString("CONSUMERS <key> <groupname>"),
+			BulkString("    Show consumers of <groupname>."),
+			BulkString("GROUPS <key>"),
+			BulkString("    Show the stream consumer groups."),
+			BulkString("STREAM <key> [FULL [COUNT <count>]"),
+			BulkString("    Show information about the stream."),
+			BulkString("HELP"),
+			BulkString("    Prints this help."),
+		)
+	case "groups", "consumers":
+		return Error("ERR 'XINFO " + strings.ToUpper(string(args[1])) + "' is not supported by kvorum: not implemented yet")
+	}
+	s, exists, e := x.loadStream(args[2])
+	if e != nil {
+		return *e
+	}
+	if !exists {
+		return errNoSuchKey
+	}
+	full, count := false, int64(10)
+	if opts := args[3:]; len(opts) > 0 {
+		subErr := func() Reply {
+			b := appendCString([]byte("ERR unknown subcommand or wrong number of arguments for '"), args[1], 128)
+			return Error(string(sanitizeError(append(b, "'. Try XINFO HELP."...))))
+		}
+		if (len(opts) != 1 && len(opts) != 3) || !eq(opts[0], "full") {
+			return subErr()
+		}
+		if len(opts) == 3 {
+			if !eq(opts[1], "count") {
+				return subErr()
+			}
+			n, good := parseInt(opts[2])
+			if !good {
+				return errNotInt
+			}
+			if n < 0 {
+				n = 10
+			}
+			count = n
+		}
+		full = true
+	}
+	st := &s.st
+	out := []Reply{
+		BulkString("length"), Int(int64(st.length)),
+		BulkString("radix-tree-keys"), Int(int64(st.nodes)),
+		BulkString("radix-tree-nodes"), Int(int64(st.nodes) + 1),
+		BulkString("last-generated-id"), st.last.reply(),
+		BulkString("max-deleted-entry-id"), st.maxDel.reply(),
+		BulkString("entries-added"), Int(int64(st.added)),
+		BulkString("recorded-first-entry-id"), st.first.reply(),
+	}
+	if full {
+		entries, err := x.rangeEntries(s, streamID{}, maxStreamID, count, false)
+		if err != nil {
+			return errStorage(err)
+		}
+		out = append(out, BulkString("entries"), Array(entries...), BulkString("groups"), Array())
+		return Map(out...)
+	}
+	out = append(out, BulkString("groups"), Int(int64(st.groups)))
+	for _, rev := range []bool{false, true} {
+		name := "first-entry"
+		if rev {
+			name = "last-entry"
+		}
+		entries, err := x.rangeEntries(s, streamID{}, maxStreamID, 1, rev)
+		if err != nil {
+			return errStorage(err)
+		}
+		if len(entries) == 0 {
+			out = append(out, BulkString(name), Nil)
+		} else {
+			out = append(out, BulkString(name), entries[0])
+		}
+	}
+	return Map(out...)
+}
