@@ -1465,7 +1465,7 @@ func rkvClientPermissions(t *testing.T) {
 		{"ACL", "SETUSER", "evil", "on"}, {"ACL", "DELUSER", "default"},
 		{"MODULE", "LOAD", "/nonexistent.so"}, {"SAVE"}, {"BGSAVE"}, {"BGREWRITEAOF"},
 		{"SWAPDB", "0", "1"}, {"SELECT", "1"}, {"MOVE", "perm:k", "1"},
-		{"LATENCY", "RESET"}, {"MEMORY", "PURGE"}, {"SLOWLOG", "RESET"}, {"FUNCTION", "FLUSH"},
+		{"LATENCY", "RESET"}, {"MEMORY", "PURGE"}, {"SLOWLOG", "RESET"}, {"FUNCTION", "RESTORE", "x"},
 	}
 	for _, p := range c.procs {
 		cl := rkvClient(t, p)
