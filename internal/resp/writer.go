@@ -49,36 +49,23 @@ func AppendReply(b []byte, r kv.Reply, proto int) []byte {
 		}
 		return appendElems(b, r.Elems, proto)
 	case kv.KindNestedMap:
-		n := len(r.Elems) / 2 // an odd trailing element is dropped
 		if resp3 {
-			b = appendHeader(b, '%', int64(n))
-			return appendElems(b, r.Elems[:2*n], proto)
+			return appendMap(b, r.Elems, proto)
 		}
-		b = appendHeader(b, '*', int64(n))
-		for i := 0; i < n; i++ {
-			b = append(b, "*2\r\n"...)
-			b = appendElems(b, r.Elems[2*i:2*i+2], proto)
-		}
-		return b
+		return appendPairArrays(b, r.Elems, proto)
 	case kv.KindPairs:
-		n := len(r.Elems) / 2 // an odd trailing element is dropped
-		if !resp3 {
-			b = appendHeader(b, '*', int64(2*n))
-			return appendElems(b, r.Elems[:2*n], proto)
-		}
-		b = appendHeader(b, '*', int64(n))
-		for i := 0; i < n; i++ {
-			b = append(b, "*2\r\n"...)
-			b = appendElems(b, r.Elems[2*i:2*i+2], proto)
-		}
-		return b
-	case kv.KindMap:
-		n := len(r.Elems) / 2 // an odd trailing element is dropped
 		if resp3 {
-			b = appendHeader(b, '%', int64(n))
-		} else {
-			b = appendHeader(b, '*', int64(2*n))
+			return appendPairArrays(b, r.Elems, proto)
 		}
+		n := len(r.Elems) / 2 // an odd trailing element is dropped
+		b = appendHeader(b, '*', int64(2*n))
+		return appendElems(b, r.Elems[:2*n], proto)
+	case kv.KindMap:
+		if resp3 {
+			return appendMap(b, r.Elems, proto)
+		}
+		n := len(r.Elems) / 2 // an odd trailing element is dropped
+		b = appendHeader(b, '*', int64(2*n))
 		return appendElems(b, r.Elems[:2*n], proto)
 	case kv.KindDouble:
 		text := r.Str
@@ -127,6 +114,26 @@ func AppendPush(b []byte, elems []kv.Reply, proto int) []byte {
 		b = appendHeader(b, '*', int64(len(elems)))
 	}
 	return appendElems(b, elems, proto)
+}
+
+// appendMap writes key, value, ... as a RESP3 map (an odd trailing
+// element is dropped).
+func appendMap(b []byte, elems []kv.Reply, proto int) []byte {
+	n := len(elems) / 2
+	b = appendHeader(b, '%', int64(n))
+	return appendElems(b, elems[:2*n], proto)
+}
+
+// appendPairArrays writes a, b, a, b, ... as an array of two-element
+// arrays (an odd trailing element is dropped).
+func appendPairArrays(b []byte, elems []kv.Reply, proto int) []byte {
+	n := len(elems) / 2
+	b = appendHeader(b, '*', int64(n))
+	for i := 0; i < n; i++ {
+		b = append(b, "*2\r\n"...)
+		b = appendElems(b, elems[2*i:2*i+2], proto)
+	}
+	return b
 }
 
 func appendElems(b []byte, elems []kv.Reply, proto int) []byte {
