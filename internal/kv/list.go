@@ -1040,6 +1040,18 @@ func BlockingTimeout(args [][]byte) (timeout time.Duration, keys [][]byte, ok bo
 	var ti int
 	switch d.spec.Name {
 	case "blpop", "brpop", "blmove", "brpoplpush", "blmpop", "bzpopmin", "bzpopmax", "bzmpop":
+	case "xreadgroup":
+		if _, valid := validate(d, args); !valid {
+			return 0, nil, false
+		}
+		ms, keys, ok := xreadGroupBlocking(args)
+		if !ok {
+			return 0, nil, false
+		}
+		if ms > math.MaxInt64/int64(time.Millisecond) {
+			return time.Duration(math.MaxInt64), keys, true
+		}
+		return time.Duration(ms) * time.Millisecond, keys, true
 	default:
 		return 0, nil, false
 	}

@@ -201,7 +201,7 @@ func TestCommandTable(t *testing.T) {
 		// Commands without Redis's write flag that kvorum still replicates
 		// through Raft (they must run on every replica).
 		replicated := map[string]bool{"publish": true, "spublish": true, "eval": true, "evalsha": true, "script": true,
-			"fcall": true, "function": true}
+			"fcall": true, "function": true, "xgroup": true}
 		switch {
 		case hasWrite && hasRead, hasWrite && !s.Write, hasRead && s.Write,
 			!hasWrite && !hasRead && s.Write != replicated[s.Name]:

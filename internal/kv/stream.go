@@ -48,20 +48,23 @@ import (
 // nodes and radix-tree-nodes as that plus one (Redis's count of internal
 // radix tree nodes depends on the key bytes; it is not modelled).
 //
-// Consumer groups are not implemented (XGROUP, XREADGROUP, XACK, ... still
-// answer "not supported"). The layout leaves room for them: the state has
-// a groups counter (always 0 for now, reported by XINFO STREAM) and the
-// element kinds 'g' (group record: last-delivered-id, entries-read, keyed
-// by group name), 'p' (a group's pending entries: group name length,
-// name, ID -> consumer, delivery time and count) and 'c' (consumers) are
-// reserved; RENAME/COPY/DEL already carry or drop every element of the
-// incarnation whatever its kind.
+// Consumer groups (stream_group.go) are elements of the same incarnation
+// with the kinds 'g' (groups), 'c' (consumers), 'p' (a group's pending
+// entries) and 'q' (a consumer's pending entries). Group changes do not
+// rewrite the metadata record, so, as in Redis, they do not touch the key
+// for WATCH (XGROUP CREATE MKSTREAM creating the stream does). The state's
+// groups counter is unused. RENAME/COPY/DEL carry or drop every
+// element of the incarnation whatever its kind, so groups follow the
+// stream (COPY copies them, as Redis 7.0's streamDup does) and go with it
+// when it is deleted or expires.
 //
 // XREAD is a read. Its BLOCK form is served by the node (StreamBlocking,
 // XReadResolve): the kernel itself never blocks, so inside MULTI or a
-// script XREAD BLOCK behaves as a non-blocking XREAD. RESP3 difference:
-// XREAD replies with an array of [key, entries] pairs in both protocols
-// (Redis sends a map in RESP3).
+// script XREAD BLOCK behaves as a non-blocking XREAD. XREAD and
+// XREADGROUP reply with a NestedMap (RESP3 map, RESP2 array of [key,
+// entries]). XREADGROUP is a write (it moves the group's last-delivered
+// ID and fills the PEL): its BLOCK form is served by the node's blocking
+// write loop (BlockingTimeout), inside MULTI or a script it never blocks.
 
 const (
 	typeStreamKindEntry = 'e'
@@ -290,7 +293,7 @@ type streamState struct {
 	tailNode  uint64   // id of the tail node
 	tailCount uint64   // entries ever added to the tail node; 0: none (the next XADD starts a node)
 	nodes     uint64   // number of node records (radix-tree-keys)
-	groups    uint64   // consumer groups (reserved, always 0)
+	groups    uint64   // unused, always 0 (groups are counted from their records)
 }
 
 const streamStateSize = 8 + 16 + 16 + 8 + 16 + 8*5
@@ -1277,8 +1280,6 @@ func cmdXInfo(x *ctx, args [][]byte) Reply {
 			BulkString("HELP"),
 			BulkString("    Prints this help."),
 		)
-	case "groups", "consumers":
-		return Error("ERR 'XINFO " + strings.ToUpper(string(args[1])) + "' is not supported by kvorum: not implemented yet")
 	}
 	s, exists, e := x.loadStream(args[2])
 	if e != nil {
@@ -1286,6 +1287,12 @@ func cmdXInfo(x *ctx, args [][]byte) Reply {
 	}
 	if !exists {
 		return errNoSuchKey
+	}
+	switch strings.ToLower(string(args[1])) {
+	case "groups":
+		return x.xinfoGroups(s)
+	case "consumers":
+		return x.xinfoConsumers(s, args[2], args[3])
 	}
 	full, count := false, int64(10)
 	if opts := args[3:]; len(opts) > 0 {
@@ -1326,10 +1333,18 @@ func cmdXInfo(x *ctx, args [][]byte) Reply {
 		if err != nil {
 			return errStorage(err)
 		}
-		out = append(out, BulkString("entries"), Array(entries...), BulkString("groups"), Array())
+		groups, err := x.xinfoFullGroups(s, count)
+		if err != nil {
+			return errStorage(err)
+		}
+		out = append(out, BulkString("entries"), Array(entries...), BulkString("groups"), groups)
 		return Map(out...)
 	}
-	out = append(out, BulkString("groups"), Int(int64(st.groups)))
+	groups, err := x.countGroups(s)
+	if err != nil {
+		return errStorage(err)
+	}
+	out = append(out, BulkString("groups"), Int(groups))
 	for _, rev := range []bool{false, true} {
 		name := "first-entry"
 		if rev {

@@ -19,8 +19,6 @@ func init() {
 		"save", "bgsave", "bgrewriteaof", "lastsave", "wait", "waitaof")
 	add("replication is Raft's; use `kvorum ctl` to manage members",
 		"replicaof", "slaveof", "sync", "psync", "failover", "cluster", "readonly", "readwrite", "asking")
-	add("not implemented yet", "xreadgroup", "xgroup", "xack",
-		"xpending", "xclaim", "xautoclaim")
 	add("kvorum does not expose server internals through this command; see /metrics on the admin port",
 		"debug", "pfdebug", "pfselftest", "monitor", "module", "latency", "memory", "slowlog", "config", "acl", "shutdown", "lolwut")
 }

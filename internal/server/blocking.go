@@ -10,7 +10,7 @@ import (
 	"github.com/kvorum/kvorum/internal/kv"
 )
 
-// Blocking commands (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, ...).
+// Blocking commands (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, XREADGROUP, ...).
 //
 // kv executes a blocking command as its non-blocking kernel: it pops if it
 // can and otherwise replies with a null. The node turns that into
@@ -141,6 +141,8 @@ func (n *Node) execBlocking(parent context.Context, args [][]byte, timeout time.
 			n.waiters.remove(wt)
 			return out[0]
 		}
+		// A blocked XREADGROUP without COUNT is served with COUNT 1000.
+		args = kv.XReadGroupRetry(args)
 		select {
 		case <-wt.ch:
 			n.waiters.remove(wt)

@@ -1,0 +1,1543 @@
+package kv
+
+import (
+	"encoding/binary"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Stream consumer groups (Redis 7.0): XGROUP, XREADGROUP, XACK, XPENDING,
+// XCLAIM, XAUTOCLAIM, XINFO GROUPS/CONSUMERS. Storage (elements of the
+// stream's incarnation, see stream.go; <g> is uvarint(len(group)) group):
+//
+//	'g' <group name>               group: last-delivered-id (16),
+//	                               entries-read (int64, -1: unknown),
+//	                               PEL size, consumers (uint64 BE each)
+//	'c' <g> <consumer name>        consumer: seen-time (int64 ms), PEL size
+//	'p' <g> <id:16>                group PEL entry: delivery time (int64 ms),
+//	                               delivery count, then the consumer name
+//	'q' <g> <uvarint len> <consumer> <id:16>   the consumer's PEL (empty value)
+//
+// Names sort as Redis's radix trees do (byte order), so XINFO lists groups
+// and consumers in Redis's order. Times come from x.now: the leader's
+// clock for writes (deterministic on every replica), the node's clock for
+// reads (XPENDING, XINFO).
+//
+// Differences from Redis 7.0: XCLAIM's options are checked when the
+// command is applied (Redis reports NOGROUP before a syntax error, which
+// needs the data), so a malformed XCLAIM reaches the log and fails there.
+// A blocked XREADGROUP is the whole command proposed again after a write
+// to one of its keys (with COUNT 1000 if it had none, as Redis serves a
+// blocked client): when its group is destroyed or its stream deleted it
+// gets the ordinary NOGROUP error (Redis 7.0: "the consumer group this
+// client was blocked on no longer exists", and DEL does not wake it).
+// XREADGROUP BLOCK in a script does not block instead of failing.
+
+const (
+	streamKindGroup     = 'g'
+	streamKindConsumer  = 'c'
+	streamKindPEL       = 'p'
+	streamKindConsPEL   = 'q'
+	scgInvalidEntries   = -1
+	xautoclaimAttemptsF = 10
+)
+
+func init() {
+	const g = "stream"
+	def("xgroup", -2, "", 0, 0, 0, g, "A container for consumer groups commands.", cmdXGroup, checkXGroup)
+	table["xgroup"].spec.Write = true
+	table["xgroup"].readOnly = func(args [][]byte) bool { return len(args) > 1 && eq(args[1], "help") }
+	def("xreadgroup", -7, "write blocking movablekeys", 0, 0, 0, g, "Return new entries from a stream using a consumer group, or access the history of the pending entries for a given consumer. Can block.", cmdXReadGroup, checkXReadGroup)
+	def("xack", -4, "write fast", 1, 1, 1, g, "Marks a pending message as correctly processed, effectively removing it from the pending entries list of the consumer group.", cmdXAck, nil)
+	def("xpending", -3, "readonly", 1, 1, 1, g, "Return information and entries from a stream consumer group pending entries list, that are messages fetched but never acknowledged.", cmdXPending, checkXPending)
+	def("xclaim", -6, "write fast", 1, 1, 1, g, "Changes (or acquires) ownership of a message in a consumer group, as if the message was delivered to the specified consumer.", cmdXClaim, nil)
+	def("xautoclaim", -6, "write fast", 1, 1, 1, g, "Changes (or acquires) ownership of messages in a consumer group, as if the messages were delivered to the specified consumer.", cmdXAutoClaim, checkXAutoClaim)
+}
+
+// cstr is a C "%s" of b: up to the first NUL byte.
+func cstr(b []byte) string { return string(appendCString(nil, b, len(b))) }
+
+func errf(parts ...string) Reply {
+	return Error(string(sanitizeError([]byte(strings.Join(parts, "")))))
+}
+
+func errNoGroupKey(key, group []byte) Reply {
+	return errf("NOGROUP No such key '", cstr(key), "' or consumer group '", cstr(group), "'")
+}
+
+func errNoGroupForKey(key, group []byte) Reply {
+	return errf("NOGROUP No such consumer group '", cstr(group), "' for key name '", cstr(key), "'")
+}
+
+func subSyntaxErr(args [][]byte, cmd string) Reply {
+	b := appendCString([]byte("ERR unknown subcommand or wrong number of arguments for '"), args[1], 128)
+	return Error(string(sanitizeError(append(b, "'. Try "+cmd+" HELP."...))))
+}
+
+// --- element keys ---
+
+func groupPrefix(kind byte, group []byte) []byte {
+	b := append([]byte{kind}, binary.AppendUvarint(nil, uint64(len(group)))...)
+	return append(b, group...)
+}
+
+func groupElem(group []byte) []byte { return append([]byte{streamKindGroup}, group...) }
+
+func consumerElem(group, consumer []byte) []byte {
+	return append(groupPrefix(streamKindConsumer, group), consumer...)
+}
+
+func pelElem(group []byte, id streamID) []byte {
+	b := groupPrefix(streamKindPEL, group)
+	var k [16]byte
+	id.put(k[:])
+	return append(b, k[:]...)
+}
+
+func consPELPrefix(group, consumer []byte) []byte {
+	b := groupPrefix(streamKindConsPEL, group)
+	b = binary.AppendUvarint(b, uint64(len(consumer)))
+	return append(b, consumer...)
+}
+
+func consPELElem(group, consumer []byte, id streamID) []byte {
+	var k [16]byte
+	id.put(k[:])
+	return append(consPELPrefix(group, consumer), k[:]...)
+}
+
+// groupsChanged reports a change of s's groups to the node (it wakes the
+// clients blocked on the key: XGROUP DESTROY ends their wait with an
+// error, SETID may have something for them). The stream's metadata record
+// is not rewritten: as in Redis, group changes do not touch the key for
+// WATCH.
+func (x *ctx) groupsChanged(s *stream) { x.touched(s.c.key) }
+
+// countGroups is XINFO STREAM's "groups".
+func (x *ctx) countGroups(s *stream) (int64, error) {
+	var n int64
+	err := x.iterElems(s.c, []byte{streamKindGroup}, nil, false, func(_, _ []byte) bool {
+		n++
+		return true
+	})
+	return n, err
+}
+
+// --- records ---
+
+type streamGroup struct {
+	name      []byte
+	last      streamID
+	read      int64
+	pel       uint64
+	consumers uint64
+}
+
+func (g *streamGroup) encode() []byte {
+	v := make([]byte, 40)
+	g.last.put(v)
+	binary.BigEndian.PutUint64(v[16:], uint64(g.read))
+	binary.BigEndian.PutUint64(v[24:], g.pel)
+	binary.BigEndian.PutUint64(v[32:], g.consumers)
+	return v
+}
+
+func decodeGroup(name, v []byte) *streamGroup {
+	g := &streamGroup{name: append([]byte(nil), name...), read: scgInvalidEntries}
+	if len(v) >= 40 {
+		g.last = getStreamID(v)
+		g.read = int64(binary.BigEndian.Uint64(v[16:]))
+		g.pel = binary.BigEndian.Uint64(v[24:])
+		g.consumers = binary.BigEndian.Uint64(v[32:])
+	}
+	return g
+}
+
+func (x *ctx) getGroup(s *stream, name []byte) (*streamGroup, error) {
+	v, ok, err := x.getElem(s.c, groupElem(name))
+	if err != nil || !ok {
+		return nil, err
+	}
+	return decodeGroup(name, v), nil
+}
+
+func (x *ctx) putGroup(s *stream, g *streamGroup) error {
+	return x.setElem(s.c, groupElem(g.name), g.encode())
+}
+
+type streamConsumer struct {
+	name []byte
+	seen int64
+	pel  uint64
+}
+
+func (x *ctx) getConsumer(s *stream, g *streamGroup, name []byte) (*streamConsumer, error) {
+	v, ok, err := x.getElem(s.c, consumerElem(g.name, name))
+	if err != nil || !ok {
+		return nil, err
+	}
+	c := &streamConsumer{name: append([]byte(nil), name...)}
+	if len(v) >= 16 {
+		c.seen = int64(binary.BigEndian.Uint64(v))
+		c.pel = binary.BigEndian.Uint64(v[8:])
+	}
+	return c, nil
+}
+
+func (x *ctx) putConsumer(s *stream, g *streamGroup, c *streamConsumer) error {
+	var v [16]byte
+	binary.BigEndian.PutUint64(v[:], uint64(c.seen))
+	binary.BigEndian.PutUint64(v[8:], c.pel)
+	return x.setElem(s.c, consumerElem(g.name, c.name), v[:])
+}
+
+// lookupConsumer is streamLookupConsumer (refreshing seen-time) followed,
+// if absent and create, by streamCreateConsumer. The caller saves it.
+func (x *ctx) lookupConsumer(s *stream, g *streamGroup, name []byte, create bool) (*streamConsumer, error) {
+	c, err := x.getConsumer(s, g, name)
+	if err != nil {
+		return nil, err
+	}
+	if c == nil {
+		if !create {
+			return nil, nil
+		}
+		c = &streamConsumer{name: append([]byte(nil), name...)}
+		g.consumers++
+	}
+	c.seen = x.now
+	return c, nil
+}
+
+type streamNACK struct {
+	time     int64
+	count    uint64
+	consumer []byte
+}
+
+func (x *ctx) getNACK(s *stream, g *streamGroup, id streamID) (*streamNACK, error) {
+	v, ok, err := x.getElem(s.c, pelElem(g.name, id))
+	if err != nil || !ok {
+		return nil, err
+	}
+	return decodeNACK(v), nil
+}
+
+func decodeNACK(v []byte) *streamNACK {
+	if len(v) < 16 {
+		return &streamNACK{}
+	}
+	return &streamNACK{time: int64(binary.BigEndian.Uint64(v)), count: binary.BigEndian.Uint64(v[8:]), consumer: append([]byte(nil), v[16:]...)}
+}
+
+func (x *ctx) putNACK(s *stream, g *streamGroup, id streamID, n *streamNACK) error {
+	v := make([]byte, 16, 16+len(n.consumer))
+	binary.BigEndian.PutUint64(v, uint64(n.time))
+	binary.BigEndian.PutUint64(v[8:], n.count)
+	return x.setElem(s.c, pelElem(g.name, id), append(v, n.consumer...))
+}
+
+// delNACK removes id from the group's PEL and from its consumer's
+// (whose record's PEL count it decrements; see unlinkNACK for cur).
+func (x *ctx) delNACK(s *stream, g *streamGroup, id streamID, n *streamNACK, cur *streamConsumer) error {
+	if err := x.delElem(s.c, pelElem(g.name, id)); err != nil {
+		return err
+	}
+	g.pel--
+	return x.unlinkNACK(s, g, id, n.consumer, cur)
+}
+
+// unlinkNACK removes id from consumer's PEL. cur, if not nil, is a
+// consumer the caller holds in memory (and saves later): if it is the one,
+// its count is decremented there instead of in storage.
+func (x *ctx) unlinkNACK(s *stream, g *streamGroup, id streamID, consumer []byte, cur *streamConsumer) error {
+	if err := x.delElem(s.c, consPELElem(g.name, consumer, id)); err != nil {
+		return err
+	}
+	if cur != nil && string(cur.name) == string(consumer) {
+		if cur.pel > 0 {
+			cur.pel--
+		}
+		return nil
+	}
+	c, err := x.getConsumer(s, g, consumer)
+	if err != nil || c == nil {
+		return err
+	}
+	if c.pel > 0 {
+		c.pel--
+	}
+	return x.putConsumer(s, g, c)
+}
+
+// linkNACK adds id to c's PEL (c is saved by the caller).
+func (x *ctx) linkNACK(s *stream, g *streamGroup, id streamID, c *streamConsumer) error {
+	c.pel++
+	return x.setElem(s.c, consPELElem(g.name, c.name, id), nil)
+}
+
+func (x *ctx) entryExists(s *stream, id streamID) (bool, error) {
+	return x.hasElem(s.c, entryElem(id))
+}
+
+// entryByID returns [id, fields] for an existing entry; ok=false if absent.
+func (x *ctx) entryByID(s *stream, id streamID) (Reply, bool, error) {
+	e := entryElem(id)
+	v, ok, err := x.getElem(s.c, e)
+	if err != nil || !ok {
+		return Reply{}, false, err
+	}
+	return entryReply(e, v), true, nil
+}
+
+// lastValidID is streamLastValidID: the last live entry's ID (the stream's
+// last ID if empty).
+func (x *ctx) lastValidID(s *stream) (streamID, error) {
+	id, ok, err := x.edgeEntry(s, true)
+	if err != nil || !ok {
+		return s.st.last, err
+	}
+	return id, nil
+}
+
+// rangeHasTombstones is streamRangeHasTombstones (end = +inf).
+func (st *streamState) rangeHasTombstones(start streamID) bool {
+	if st.length == 0 || st.maxDel.isZero() {
+		return false
+	}
+	if st.first.cmp(st.maxDel) > 0 {
+		return false
+	}
+	return start.cmp(st.maxDel) <= 0
+}
+
+// estimateDistance is streamEstimateDistanceFromFirstEverEntry.
+func (st *streamState) estimateDistance(id streamID) int64 {
+	if st.added == 0 {
+		return 0
+	}
+	if st.length == 0 && id.cmp(st.last) < 1 {
+		return int64(st.added)
+	}
+	cmpLast := id.cmp(st.last)
+	if cmpLast == 0 {
+		return int64(st.added)
+	} else if cmpLast > 0 {
+		return scgInvalidEntries
+	}
+	cmpFirst := id.cmp(st.first)
+	if st.maxDel.isZero() || st.maxDel.cmp(st.first) < 0 {
+		if cmpFirst < 0 {
+			return int64(st.added - st.length)
+		} else if cmpFirst == 0 {
+			return int64(st.added - st.length + 1)
+		}
+	}
+	return scgInvalidEntries
+}
+
+// lag is streamReplyWithCGLag.
+func (st *streamState) lag(g *streamGroup) Reply {
+	if st.added == 0 {
+		return Int(0)
+	}
+	if g.read != scgInvalidEntries && !st.rangeHasTombstones(g.last) {
+		return Int(int64(st.added) - g.read)
+	}
+	if r := st.estimateDistance(g.last); r != scgInvalidEntries {
+		return Int(int64(st.added) - r)
+	}
+	return Nil
+}
+
+// deleteGroup removes every record of group g.
+func (x *ctx) deleteGroup(s *stream, g *streamGroup) error {
+	var keys [][]byte
+	for _, kind := range []byte{streamKindConsumer, streamKindPEL, streamKindConsPEL} {
+		err := x.iterElems(s.c, groupPrefix(kind, g.name), nil, false, func(elem, _ []byte) bool {
+			keys = append(keys, append([]byte(nil), elem...))
+			return true
+		})
+		if err != nil {
+			return err
+		}
+	}
+	keys = append(keys, groupElem(g.name))
+	for _, k := range keys {
+		if err := x.delElem(s.c, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// --- XGROUP ---
+
+var xgroupSubArity = map[string]int{"create": -5, "setid": -5, "destroy": 4, "createconsumer": 5, "delconsumer": 5, "help": 2}
+
+type xgroupArgs struct {
+	mkstream bool
+	read     int64
+}
+
+func parseXGroup(args [][]byte) (a xgroupArgs, r Reply, ok bool) {
+	a.read = scgInvalidEntries
+	sub := strings.ToLower(string(args[1]))
+	arity, known := xgroupSubArity[sub]
+	if !known {
+		b := appendCString([]byte("ERR unknown subcommand '"), args[1], 128)
+		return a, Error(string(sanitizeError(append(b, "'. Try XGROUP HELP."...)))), false
+	}
+	if (arity > 0 && len(args) != arity) || (arity < 0 && len(args) < -arity) {
+		return a, wrongArity("xgroup|" + sub), false
+	}
+	if len(args) >= 4 {
+		create, setid := sub == "create", sub == "setid"
+		for i := 5; i < len(args); {
+			switch {
+			case create && eq(args[i], "mkstream"):
+				a.mkstream = true
+				i++
+			case (create || setid) && eq(args[i], "entriesread") && i+1 < len(args):
+				n, good := parseInt(args[i+1])
+				if !good {
+					return a, errNotInt, false
+				}
+				if n < 0 && n != scgInvalidEntries {
+					return a, Error("ERR value for ENTRIESREAD must be positive or -1"), false
+				}
+				a.read = n
+				i += 2
+			default:
+				return a, subSyntaxErr(args, "XGROUP"), false
+			}
+		}
+	}
+	return a, Reply{}, true
+}
+
+func checkXGroup(args [][]byte) (Reply, bool) {
+	_, r, ok := parseXGroup(args)
+	return r, ok
+}
+
+func cmdXGroup(x *ctx, args [][]byte) Reply {
+	a, r, ok := parseXGroup(args)
+	if !ok {
+		return r
+	}
+	sub := strings.ToLower(string(args[1]))
+	if sub == "help" {
+		return Array(
+			BulkString("XGROUP <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
+			BulkString("CREATE <key> <groupname> <id|$> [option]"),
+			BulkString("    Create a new consumer group. Options are:"),
+			BulkString("    * MKSTREAM"),
+			BulkString("      Create the empty stream if it does not exist."),
+			BulkString("    * ENTRIESREAD entries_read"),
+			BulkString("      Set the group's entries_read counter (internal use)."),
+			BulkString("CREATECONSUMER <key> <groupname> <consumer>"),
+			BulkString("    Create a new consumer in the specified group."),
+			BulkString("DELCONSUMER <key> <groupname> <consumer>"),
+			BulkString("    Remove the specified consumer."),
+			BulkString("DESTROY <key> <groupname>"),
+			BulkString("    Remove the specified group."),
+			BulkString("SETID <key> <groupname> <id|$> [ENTRIESREAD entries_read]"),
+			BulkString("    Set the current group ID and entries_read counter."),
+			BulkString("HELP"),
+			BulkString("    Prints this help."),
+		)
+	}
+	key, name := args[2], args[3]
+	s, exists, e := x.loadStream(key)
+	if e != nil {
+		return *e
+	}
+	var g *streamGroup
+	if !a.mkstream {
+		if !exists {
+			return Error("ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically.")
+		}
+		var err error
+		if g, err = x.getGroup(s, name); err != nil {
+			return errStorage(err)
+		}
+		if g == nil && (sub == "setid" || sub == "createconsumer" || sub == "delconsumer") {
+			return errNoGroupForKey(key, name)
+		}
+	} else if exists {
+		var err error
+		if g, err = x.getGroup(s, name); err != nil {
+			return errStorage(err)
+		}
+	}
+	switch {
+	case sub == "create" && len(args) <= 8:
+		var id streamID
+		if string(args[4]) == "$" {
+			if exists {
+				id = s.st.last
+			}
+		} else {
+			var good bool
+			if id, _, good = parseStreamID(args[4], 0, true, false); !good {
+				return errStreamID
+			}
+		}
+		if !exists {
+			if s, e = x.createStream(key); e != nil {
+				return *e
+			}
+		}
+		if g != nil {
+			return Error("BUSYGROUP Consumer Group name already exists")
+		}
+		g = &streamGroup{name: name, last: id, read: a.read}
+		if err := x.putGroup(s, g); err != nil {
+			return errStorage(err)
+		}
+		if !exists {
+			if err := x.saveStream(s); err != nil {
+				return errStorage(err)
+			}
+		} else {
+			x.groupsChanged(s)
+		}
+		return OK
+	case sub == "setid" && (len(args) == 5 || len(args) == 7):
+		var id streamID
+		if string(args[4]) == "$" {
+			id = s.st.last
+		} else {
+			var good bool
+			if id, _, good = parseStreamID(args[4], 0, false, false); !good {
+				return errStreamID
+			}
+		}
+		g.last, g.read = id, a.read
+		if err := x.putGroup(s, g); err != nil {
+			return errStorage(err)
+		}
+		x.groupsChanged(s)
+		return OK
+	case sub == "destroy":
+		if g == nil {
+			return Int(0)
+		}
+		if err := x.deleteGroup(s, g); err != nil {
+			return errStorage(err)
+		}
+		x.groupsChanged(s)
+		return Int(1)
+	case sub == "createconsumer":
+		c, err := x.getConsumer(s, g, args[4])
+		if err != nil {
+			return errStorage(err)
+		}
+		if c != nil {
+			return Int(0)
+		}
+		c = &streamConsumer{name: args[4], seen: x.now}
+		g.consumers++
+		if err := x.putConsumer(s, g, c); err != nil {
+			return errStorage(err)
+		}
+		if err := x.putGroup(s, g); err != nil {
+			return errStorage(err)
+		}
+		x.groupsChanged(s)
+		return Int(1)
+	case sub == "delconsumer":
+		c, err := x.getConsumer(s, g, args[4])
+		if err != nil {
+			return errStorage(err)
+		}
+		if c == nil {
+			return Int(0)
+		}
+		var ids []streamID
+		err = x.iterElems(s.c, consPELPrefix(g.name, c.name), nil, false, func(elem, _ []byte) bool {
+			if len(elem) >= 16 {
+				ids = append(ids, getStreamID(elem[len(elem)-16:]))
+			}
+			return true
+		})
+		if err != nil {
+			return errStorage(err)
+		}
+		for _, id := range ids {
+			if err := x.delElem(s.c, pelElem(g.name, id)); err != nil {
+				return errStorage(err)
+			}
+			if err := x.delElem(s.c, consPELElem(g.name, c.name, id)); err != nil {
+				return errStorage(err)
+			}
+			g.pel--
+		}
+		if err := x.delElem(s.c, consumerElem(g.name, c.name)); err != nil {
+			return errStorage(err)
+		}
+		g.consumers--
+		if err := x.putGroup(s, g); err != nil {
+			return errStorage(err)
+		}
+		x.groupsChanged(s)
+		return Int(int64(len(ids)))
+	}
+	return subSyntaxErr(args, "XGROUP")
+}
+
+// --- XREADGROUP ---
+
+type xreadGroupArgs struct {
+	xreadArgs
+	group, consumer []byte
+	noack           bool
+}
+
+func parseXReadGroup(args [][]byte) (a xreadGroupArgs, r Reply, ok bool) {
+	for i := 1; i < len(args); i++ {
+		more := len(args) - 1 - i
+		o := args[i]
+		switch {
+		case eq(o, "block") && more > 0:
+			i++
+			n, good := parseInt(args[i])
+			if !good {
+				return a, errXReadTimeoutInt, false
+			}
+			if n < 0 {
+				return a, errXReadTimeoutNeg, false
+			}
+			a.block, a.timeout = true, n
+		case eq(o, "count") && more > 0:
+			i++
+			n, good := parseInt(args[i])
+			if !good {
+				return a, errNotInt, false
+			}
+			a.count, a.countIdx = max(n, 0), i
+		case eq(o, "streams") && more > 0:
+			a.streams = i + 1
+			n := len(args) - a.streams
+			if n%2 != 0 {
+				return a, errXReadUnbalanced, false
+			}
+			a.nkeys = n / 2
+			if a.group == nil {
+				return a, Error("ERR Missing GROUP option for XREADGROUP"), false
+			}
+			return a, Reply{}, true
+		case eq(o, "group") && more >= 2:
+			a.group, a.consumer = args[i+1], args[i+2]
+			i += 2
+		case eq(o, "noack"):
+			a.noack = true
+		default:
+			return a, errSyntax, false
+		}
+	}
+	return a, errSyntax, false
+}
+
+func checkXReadGroup(args [][]byte) (Reply, bool) {
+	_, r, ok := parseXReadGroup(args)
+	return r, ok
+}
+
+// XReadGroupRetry returns the command a blocked XREADGROUP repeats after
+// its first try: with "COUNT 1000" added when it has no COUNT (Redis's
+// XREAD_BLOCKED_DEFAULT_COUNT for clients that blocked); other commands
+// are returned unchanged.
+func XReadGroupRetry(args [][]byte) [][]byte {
+	if len(args) == 0 || !eq(args[0], "xreadgroup") {
+		return args
+	}
+	a, _, ok := parseXReadGroup(args)
+	if !ok || a.countIdx != 0 {
+		return args
+	}
+	out := make([][]byte, 0, len(args)+2)
+	out = append(out, args[0], []byte("COUNT"), []byte(strconv.Itoa(xreadBlockedDefaultCount)))
+	return append(out, args[1:]...)
+}
+
+// xreadGroupBlocking is BlockingTimeout's part for XREADGROUP BLOCK.
+func xreadGroupBlocking(args [][]byte) (timeout int64, keys [][]byte, ok bool) {
+	a, _, valid := parseXReadGroup(args)
+	if !valid || !a.block {
+		return 0, nil, false
+	}
+	return a.timeout, args[a.streams : a.streams+a.nkeys], true
+}
+
+var gtID = maxStreamID // ">"
+
+func cmdXReadGroup(x *ctx, args [][]byte) Reply {
+	a, r, ok := parseXReadGroup(args)
+	if !ok {
+		return r
+	}
+	ids := make([]streamID, a.nkeys)
+	for i := 0; i < a.nkeys; i++ {
+		key := args[a.streams+i]
+		s, exists, e := x.loadStream(key)
+		if e != nil {
+			return *e
+		}
+		var g *streamGroup
+		if exists {
+			var err error
+			if g, err = x.getGroup(s, a.group); err != nil {
+				return errStorage(err)
+			}
+		}
+		if g == nil {
+			return errf("NOGROUP No such key '", cstr(key), "' or consumer group '", cstr(a.group), "' in XREADGROUP with GROUP option")
+		}
+		idArg := args[a.streams+a.nkeys+i]
+		switch string(idArg) {
+		case "$":
+			return Error("ERR The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The $ ID would just return an empty result set.")
+		case ">":
+			ids[i] = gtID
+			continue
+		}
+		id, _, good := parseStreamID(idArg, 0, true, false)
+		if !good {
+			return errStreamID
+		}
+		ids[i] = id
+	}
+	var out []Reply
+	for i := 0; i < a.nkeys; i++ {
+		// The same key may be named twice: reload to see earlier changes.
+		s, _, e := x.loadStream(args[a.streams+i])
+		if e != nil {
+			return *e
+		}
+		g, err := x.getGroup(s, a.group)
+		if err != nil {
+			return errStorage(err)
+		}
+		if g == nil {
+			continue
+		}
+		gt := ids[i]
+		history := gt != gtID
+		if !history {
+			if s.st.length == 0 {
+				continue
+			}
+			maxID, err := x.lastValidID(s)
+			if err != nil {
+				return errStorage(err)
+			}
+			if maxID.cmp(g.last) <= 0 {
+				continue
+			}
+			gt = g.last
+		}
+		start, _ := gt.incr()
+		c, err := x.lookupConsumer(s, g, a.consumer, true)
+		if err != nil {
+			return errStorage(err)
+		}
+		var entries []Reply
+		if history {
+			entries, err = x.readConsumerPEL(s, g, c, start, a.count)
+		} else {
+			entries, err = x.deliverNew(s, g, c, start, a.count, a.noack)
+		}
+		if err != nil {
+			return errStorage(err)
+		}
+		if err := x.putConsumer(s, g, c); err != nil {
+			return errStorage(err)
+		}
+		if err := x.putGroup(s, g); err != nil {
+			return errStorage(err)
+		}
+		x.groupsChanged(s)
+		out = append(out, Bulk(args[a.streams+i]), Array(entries...))
+	}
+	if len(out) == 0 {
+		return NilArray
+	}
+	return NestedMap(out...)
+}
+
+// deliverNew is streamReplyWithRange with a group: the entries from start,
+// moving the group's last-delivered ID and adding them to the PELs.
+func (x *ctx) deliverNew(s *stream, g *streamGroup, c *streamConsumer, start streamID, count int64, noack bool) ([]Reply, error) {
+	entries, err := x.rangeEntries(s, start, maxStreamID, count, false)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		id, _, _ := parseStreamID(e.Elems[0].Str, 0, true, false)
+		if id.cmp(g.last) > 0 {
+			if g.read != scgInvalidEntries && !s.st.rangeHasTombstones(id) {
+				g.read++
+			} else if s.st.added != 0 {
+				g.read = s.st.estimateDistance(id)
+			}
+			g.last = id
+		}
+		if noack {
+			continue
+		}
+		old, err := x.getNACK(s, g, id)
+		if err != nil {
+			return nil, err
+		}
+		if old != nil {
+			if string(old.consumer) == string(c.name) {
+				c.pel-- // relinked below
+			} else if err := x.unlinkNACK(s, g, id, old.consumer, c); err != nil {
+				return nil, err
+			}
+		} else {
+			g.pel++
+		}
+		if err := x.putNACK(s, g, id, &streamNACK{time: x.now, count: 1, consumer: c.name}); err != nil {
+			return nil, err
+		}
+		if err := x.linkNACK(s, g, id, c); err != nil {
+			return nil, err
+		}
+	}
+	return entries, nil
+}
+
+// readConsumerPEL is streamReplyWithRangeFromConsumerPEL.
+func (x *ctx) readConsumerPEL(s *stream, g *streamGroup, c *streamConsumer, start streamID, count int64) ([]Reply, error) {
+	var ids []streamID
+	prefix := consPELPrefix(g.name, c.name)
+	var k [16]byte
+	start.put(k[:])
+	err := x.iterElems(s.c, prefix, append(append([]byte(nil), prefix...), k[:]...), false, func(elem, _ []byte) bool {
+		ids = append(ids, getStreamID(elem[len(elem)-16:]))
+		return count == 0 || int64(len(ids)) < count
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Reply, 0, len(ids))
+	for _, id := range ids {
+		e, ok, err := x.entryByID(s, id)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			out = append(out, Array(id.reply(), NilArray))
+			continue
+		}
+		n, err := x.getNACK(s, g, id)
+		if err != nil {
+			return nil, err
+		}
+		if n != nil {
+			n.time = x.now
+			n.count++
+			if err := x.putNACK(s, g, id, n); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// --- XACK ---
+
+func cmdXAck(x *ctx, args [][]byte) Reply {
+	s, exists, e := x.loadStream(args[1])
+	if e != nil {
+		return *e
+	}
+	if !exists {
+		return Int(0)
+	}
+	g, err := x.getGroup(s, args[2])
+	if err != nil {
+		return errStorage(err)
+	}
+	if g == nil {
+		return Int(0)
+	}
+	ids := make([]streamID, 0, len(args)-3)
+	for _, a := range args[3:] {
+		id, _, ok := parseStreamID(a, 0, true, false)
+		if !ok {
+			return errStreamID
+		}
+		ids = append(ids, id)
+	}
+	var n int64
+	for _, id := range ids {
+		nack, err := x.getNACK(s, g, id)
+		if err != nil {
+			return errStorage(err)
+		}
+		if nack == nil {
+			continue
+		}
+		if err := x.delNACK(s, g, id, nack, nil); err != nil {
+			return errStorage(err)
+		}
+		n++
+	}
+	if n > 0 {
+		if err := x.putGroup(s, g); err != nil {
+			return errStorage(err)
+		}
+		x.groupsChanged(s)
+	}
+	return Int(n)
+}
+
+// --- XPENDING ---
+
+type xpendingArgs struct {
+	summary    bool
+	minIdle    int64
+	start, end streamID
+	count      int64
+	consumer   []byte
+}
+
+func parseXPending(args [][]byte) (a xpendingArgs, r Reply, ok bool) {
+	if len(args) == 3 {
+		a.summary = true
+		return a, Reply{}, true
+	}
+	if len(args) < 6 || len(args) > 9 {
+		return a, errSyntax, false
+	}
+	i := 3
+	if eq(args[3], "idle") {
+		n, good := parseInt(args[4])
+		if !good {
+			return a, errNotInt, false
+		}
+		if len(args) < 8 {
+			return a, errSyntax, false
+		}
+		a.minIdle = n
+		i += 2
+	}
+	n, good := parseInt(args[i+2])
+	if !good {
+		return a, errNotInt, false
+	}
+	a.count = max(n, 0)
+	start, excl, good := parseIntervalID(args[i], 0)
+	if !good {
+		return a, errStreamID, false
+	}
+	if excl {
+		if start, good = start.incr(); !good {
+			return a, errStreamBadStart, false
+		}
+	}
+	end, excl, good := parseIntervalID(args[i+1], math.MaxUint64)
+	if !good {
+		return a, errStreamID, false
+	}
+	if excl {
+		if end, good = end.decr(); !good {
+			return a, errStreamBadEnd, false
+		}
+	}
+	a.start, a.end = start, end
+	if i+3 < len(args) {
+		a.consumer = args[i+3]
+	}
+	return a, Reply{}, true
+}
+
+func checkXPending(args [][]byte) (Reply, bool) {
+	_, r, ok := parseXPending(args)
+	return r, ok
+}
+
+func cmdXPending(x *ctx, args [][]byte) Reply {
+	a, r, ok := parseXPending(args)
+	if !ok {
+		return r
+	}
+	s, exists, e := x.loadStream(args[1])
+	if e != nil {
+		return *e
+	}
+	var g *streamGroup
+	if exists {
+		var err error
+		if g, err = x.getGroup(s, args[2]); err != nil {
+			return errStorage(err)
+		}
+	}
+	if g == nil {
+		return errNoGroupKey(args[1], args[2])
+	}
+	if a.summary {
+		if g.pel == 0 {
+			return Array(Int(0), Nil, Nil, NilArray)
+		}
+		var first, last streamID
+		for _, rev := range []bool{false, true} {
+			err := x.iterElems(s.c, groupPrefix(streamKindPEL, g.name), nil, rev, func(elem, _ []byte) bool {
+				if rev {
+					last = getStreamID(elem[len(elem)-16:])
+				} else {
+					first = getStreamID(elem[len(elem)-16:])
+				}
+				return false
+			})
+			if err != nil {
+				return errStorage(err)
+			}
+		}
+		var cons []Reply
+		err := x.iterElems(s.c, groupPrefix(streamKindConsumer, g.name), nil, false, func(elem, v []byte) bool {
+			if len(v) >= 16 {
+				if n := binary.BigEndian.Uint64(v[8:]); n > 0 {
+					name := elem[len(groupPrefix(streamKindConsumer, g.name)):]
+					cons = append(cons, Array(Bulk(append([]byte(nil), name...)), BulkString(strconv.FormatUint(n, 10))))
+				}
+			}
+			return true
+		})
+		if err != nil {
+			return errStorage(err)
+		}
+		return Array(Int(int64(g.pel)), first.reply(), last.reply(), Array(cons...))
+	}
+	prefix := groupPrefix(streamKindPEL, g.name)
+	if a.consumer != nil {
+		c, err := x.getConsumer(s, g, a.consumer)
+		if err != nil {
+			return errStorage(err)
+		}
+		if c == nil {
+			return Array()
+		}
+		prefix = consPELPrefix(g.name, a.consumer)
+	}
+	var k [16]byte
+	a.start.put(k[:])
+	out := []Reply{}
+	count := a.count
+	var ierr error
+	err := x.iterElems(s.c, prefix, append(append([]byte(nil), prefix...), k[:]...), false, func(elem, v []byte) bool {
+		if count == 0 {
+			return false
+		}
+		id := getStreamID(elem[len(elem)-16:])
+		if id.cmp(a.end) > 0 {
+			return false
+		}
+		var n *streamNACK
+		if a.consumer != nil {
+			if n, ierr = x.getNACK(s, g, id); ierr != nil || n == nil {
+				return ierr == nil
+			}
+		} else {
+			n = decodeNACK(v)
+		}
+		if a.minIdle != 0 && x.now-n.time < a.minIdle {
+			return true
+		}
+		count--
+		out = append(out, Array(id.reply(), Bulk(n.consumer), Int(max(x.now-n.time, 0)), Int(int64(n.count))))
+		return true
+	})
+	if ierr != nil {
+		return errStorage(ierr)
+	}
+	if err != nil {
+		return errStorage(err)
+	}
+	return Array(out...)
+}
+
+// --- XCLAIM ---
+
+func cmdXClaim(x *ctx, args [][]byte) Reply {
+	s, exists, e := x.loadStream(args[1])
+	if e != nil {
+		return *e
+	}
+	var g *streamGroup
+	if exists {
+		var err error
+		if g, err = x.getGroup(s, args[2]); err != nil {
+			return errStorage(err)
+		}
+	}
+	if g == nil {
+		return errNoGroupKey(args[1], args[2])
+	}
+	minIdle, good := parseInt(args[4])
+	if !good {
+		return Error("ERR Invalid min-idle-time argument for XCLAIM")
+	}
+	minIdle = max(minIdle, 0)
+	var ids []streamID
+	j := 5
+	for ; j < len(args); j++ {
+		id, _, ok := parseStreamID(args[j], 0, true, false)
+		if !ok {
+			break
+		}
+		ids = append(ids, id)
+	}
+	now := x.now
+	var retry, delivery int64 = -1, -1
+	force, justID := false, false
+	var lastID streamID
+	for ; j < len(args); j++ {
+		more := len(args) - 1 - j
+		o := args[j]
+		switch {
+		case eq(o, "force"):
+			force = true
+		case eq(o, "justid"):
+			justID = true
+		case eq(o, "idle") && more > 0:
+			j++
+			n, ok := parseInt(args[j])
+			if !ok {
+				return Error("ERR Invalid IDLE option argument for XCLAIM")
+			}
+			delivery = now - n
+		case eq(o, "time") && more > 0:
+			j++
+			n, ok := parseInt(args[j])
+			if !ok {
+				return Error("ERR Invalid TIME option argument for XCLAIM")
+			}
+			delivery = n
+		case eq(o, "retrycount") && more > 0:
+			j++
+			n, ok := parseInt(args[j])
+			if !ok {
+				return Error("ERR Invalid RETRYCOUNT option argument for XCLAIM")
+			}
+			retry = n
+		case eq(o, "lastid") && more > 0:
+			j++
+			id, _, ok := parseStreamID(args[j], 0, true, false)
+			if !ok {
+				return errStreamID
+			}
+			lastID = id
+		default:
+			return errf("ERR Unrecognized XCLAIM option '", cstr(o), "'")
+		}
+	}
+	changed := false
+	if lastID.cmp(g.last) > 0 {
+		g.last = lastID
+		changed = true
+	}
+	if delivery != -1 {
+		if delivery < 0 || delivery > now {
+			delivery = now
+		}
+	} else {
+		delivery = now
+	}
+	var c *streamConsumer
+	out := []Reply{}
+	for _, id := range ids {
+		n, err := x.getNACK(s, g, id)
+		if err != nil {
+			return errStorage(err)
+		}
+		there, err := x.entryExists(s, id)
+		if err != nil {
+			return errStorage(err)
+		}
+		if !there {
+			if n != nil {
+				if err := x.delNACK(s, g, id, n, c); err != nil {
+					return errStorage(err)
+				}
+				changed = true
+			}
+			continue
+		}
+		if force && n == nil {
+			n = &streamNACK{time: now, count: 1}
+			g.pel++
+		}
+		if n == nil {
+			continue
+		}
+		if n.consumer != nil && minIdle != 0 && now-n.time < minIdle {
+			continue
+		}
+		if c == nil {
+			if c, err = x.lookupConsumer(s, g, args[3], true); err != nil {
+				return errStorage(err)
+			}
+		}
+		moved := n.consumer == nil || string(n.consumer) != string(c.name)
+		if moved && n.consumer != nil {
+			if err := x.unlinkNACK(s, g, id, n.consumer, c); err != nil {
+				return errStorage(err)
+			}
+		}
+		n.time = delivery
+		if retry >= 0 {
+			n.count = uint64(retry)
+		} else if !justID {
+			n.count++
+		}
+		if moved {
+			if err := x.linkNACK(s, g, id, c); err != nil {
+				return errStorage(err)
+			}
+			n.consumer = c.name
+		}
+		if err := x.putNACK(s, g, id, n); err != nil {
+			return errStorage(err)
+		}
+		if justID {
+			out = append(out, id.reply())
+		} else {
+			ent, _, err := x.entryByID(s, id)
+			if err != nil {
+				return errStorage(err)
+			}
+			out = append(out, ent)
+		}
+		changed = true
+	}
+	if changed {
+		if c != nil {
+			if err := x.putConsumer(s, g, c); err != nil {
+				return errStorage(err)
+			}
+		}
+		if err := x.putGroup(s, g); err != nil {
+			return errStorage(err)
+		}
+		x.groupsChanged(s)
+	}
+	return Array(out...)
+}
+
+// --- XAUTOCLAIM ---
+
+type xautoclaimArgs struct {
+	minIdle int64
+	start   streamID
+	count   int64
+	justID  bool
+}
+
+func parseXAutoClaim(args [][]byte) (a xautoclaimArgs, r Reply, ok bool) {
+	n, good := parseInt(args[4])
+	if !good {
+		return a, Error("ERR Invalid min-idle-time argument for XAUTOCLAIM"), false
+	}
+	a.minIdle = max(n, 0)
+	start, excl, good := parseIntervalID(args[5], 0)
+	if !good {
+		return a, errStreamID, false
+	}
+	if excl {
+		if start, good = start.incr(); !good {
+			return a, errStreamBadStart, false
+		}
+	}
+	a.start, a.count = start, 100
+	for j := 6; j < len(args); j++ {
+		more := len(args) - 1 - j
+		switch {
+		case eq(args[j], "count") && more > 0:
+			n, good := parseInt(args[j+1])
+			if !good || n < 1 || n > math.MaxInt64/16 {
+				return a, Error("ERR COUNT must be > 0"), false
+			}
+			a.count = n
+			j++
+		case eq(args[j], "justid"):
+			a.justID = true
+		default:
+			return a, errSyntax, false
+		}
+	}
+	return a, Reply{}, true
+}
+
+func checkXAutoClaim(args [][]byte) (Reply, bool) {
+	_, r, ok := parseXAutoClaim(args)
+	return r, ok
+}
+
+func cmdXAutoClaim(x *ctx, args [][]byte) Reply {
+	a, r, ok := parseXAutoClaim(args)
+	if !ok {
+		return r
+	}
+	s, exists, e := x.loadStream(args[1])
+	if e != nil {
+		return *e
+	}
+	var g *streamGroup
+	if exists {
+		var err error
+		if g, err = x.getGroup(s, args[2]); err != nil {
+			return errStorage(err)
+		}
+	}
+	if g == nil {
+		return errNoGroupKey(args[1], args[2])
+	}
+	// Collect the candidates first (at most attempts of them plus the next
+	// one, which is the reply's cursor).
+	attempts := a.count * xautoclaimAttemptsF
+	type pending struct {
+		id streamID
+		n  *streamNACK
+	}
+	var cand []pending
+	prefix := groupPrefix(streamKindPEL, g.name)
+	var k [16]byte
+	a.start.put(k[:])
+	err := x.iterElems(s.c, prefix, append(append([]byte(nil), prefix...), k[:]...), false, func(elem, v []byte) bool {
+		cand = append(cand, pending{getStreamID(elem[len(elem)-16:]), decodeNACK(v)})
+		return int64(len(cand)) <= attempts
+	})
+	if err != nil {
+		return errStorage(err)
+	}
+	now := x.now
+	count := a.count
+	claimed, deleted := []Reply{}, []Reply{}
+	var c *streamConsumer
+	changed := false
+	i := 0
+	for ; attempts > 0 && count > 0 && i < len(cand); i++ {
+		attempts--
+		p := cand[i]
+		there, err := x.entryExists(s, p.id)
+		if err != nil {
+			return errStorage(err)
+		}
+		if !there {
+			if err := x.delNACK(s, g, p.id, p.n, c); err != nil {
+				return errStorage(err)
+			}
+			deleted = append(deleted, p.id.reply())
+			count--
+			changed = true
+			continue
+		}
+		if a.minIdle != 0 && now-p.n.time < a.minIdle {
+			continue
+		}
+		if c == nil {
+			if c, err = x.lookupConsumer(s, g, args[3], true); err != nil {
+				return errStorage(err)
+			}
+		}
+		n := p.n
+		moved := string(n.consumer) != string(c.name)
+		if moved {
+			if err := x.unlinkNACK(s, g, p.id, n.consumer, c); err != nil {
+				return errStorage(err)
+			}
+		}
+		n.time = now
+		if !a.justID {
+			n.count++
+		}
+		if moved {
+			if err := x.linkNACK(s, g, p.id, c); err != nil {
+				return errStorage(err)
+			}
+			n.consumer = c.name
+		}
+		if err := x.putNACK(s, g, p.id, n); err != nil {
+			return errStorage(err)
+		}
+		if a.justID {
+			claimed = append(claimed, p.id.reply())
+		} else {
+			ent, _, err := x.entryByID(s, p.id)
+			if err != nil {
+				return errStorage(err)
+			}
+			claimed = append(claimed, ent)
+		}
+		count--
+		changed = true
+	}
+	var next streamID
+	if i < len(cand) {
+		next = cand[i].id
+	}
+	if changed {
+		if c != nil {
+			if err := x.putConsumer(s, g, c); err != nil {
+				return errStorage(err)
+			}
+		}
+		if err := x.putGroup(s, g); err != nil {
+			return errStorage(err)
+		}
+		x.groupsChanged(s)
+	}
+	return Array(next.reply(), Array(claimed...), Array(deleted...))
+}
+
+// --- XINFO GROUPS / CONSUMERS / STREAM FULL ---
+
+func (x *ctx) listGroups(s *stream) ([]*streamGroup, error) {
+	var gs []*streamGroup
+	err := x.iterElems(s.c, []byte{streamKindGroup}, nil, false, func(elem, v []byte) bool {
+		gs = append(gs, decodeGroup(elem[1:], v))
+		return true
+	})
+	return gs, err
+}
+
+func (x *ctx) xinfoGroups(s *stream) Reply {
+	gs, err := x.listGroups(s)
+	if err != nil {
+		return errStorage(err)
+	}
+	out := make([]Reply, 0, len(gs))
+	for _, g := range gs {
+		read := Nil
+		if g.read != scgInvalidEntries {
+			read = Int(g.read)
+		}
+		out = append(out, Map(
+			BulkString("name"), Bulk(g.name),
+			BulkString("consumers"), Int(int64(g.consumers)),
+			BulkString("pending"), Int(int64(g.pel)),
+			BulkString("last-delivered-id"), g.last.reply(),
+			BulkString("entries-read"), read,
+			BulkString("lag"), s.st.lag(g),
+		))
+	}
+	return Array(out...)
+}
+
+func (x *ctx) listConsumers(s *stream, g *streamGroup) ([]*streamConsumer, error) {
+	var cs []*streamConsumer
+	prefix := groupPrefix(streamKindConsumer, g.name)
+	err := x.iterElems(s.c, prefix, nil, false, func(elem, v []byte) bool {
+		c := &streamConsumer{name: append([]byte(nil), elem[len(prefix):]...)}
+		if len(v) >= 16 {
+			c.seen = int64(binary.BigEndian.Uint64(v))
+			c.pel = binary.BigEndian.Uint64(v[8:])
+		}
+		cs = append(cs, c)
+		return true
+	})
+	return cs, err
+}
+
+func (x *ctx) xinfoConsumers(s *stream, key, group []byte) Reply {
+	g, err := x.getGroup(s, group)
+	if err != nil {
+		return errStorage(err)
+	}
+	if g == nil {
+		return errNoGroupForKey(key, group)
+	}
+	cs, err := x.listConsumers(s, g)
+	if err != nil {
+		return errStorage(err)
+	}
+	out := make([]Reply, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, Map(
+			BulkString("name"), Bulk(c.name),
+			BulkString("pending"), Int(int64(c.pel)),
+			BulkString("idle"), Int(max(x.now-c.seen, 0)),
+		))
+	}
+	return Array(out...)
+}
+
+// xinfoFullGroups is the "groups" value of XINFO STREAM FULL.
+func (x *ctx) xinfoFullGroups(s *stream, count int64) (Reply, error) {
+	gs, err := x.listGroups(s)
+	if err != nil {
+		return Reply{}, err
+	}
+	out := make([]Reply, 0, len(gs))
+	for _, g := range gs {
+		read := Nil
+		if g.read != scgInvalidEntries {
+			read = Int(g.read)
+		}
+		pel := []Reply{}
+		err := x.iterElems(s.c, groupPrefix(streamKindPEL, g.name), nil, false, func(elem, v []byte) bool {
+			if count != 0 && int64(len(pel)) >= count {
+				return false
+			}
+			n := decodeNACK(v)
+			pel = append(pel, Array(getStreamID(elem[len(elem)-16:]).reply(), Bulk(n.consumer), Int(n.time), Int(int64(n.count))))
+			return true
+		})
+		if err != nil {
+			return Reply{}, err
+		}
+		cs, err := x.listConsumers(s, g)
+		if err != nil {
+			return Reply{}, err
+		}
+		consumers := make([]Reply, 0, len(cs))
+		for _, c := range cs {
+			cpel := []Reply{}
+			var ierr error
+			err := x.iterElems(s.c, consPELPrefix(g.name, c.name), nil, false, func(elem, _ []byte) bool {
+				if count != 0 && int64(len(cpel)) >= count {
+					return false
+				}
+				id := getStreamID(elem[len(elem)-16:])
+				var n *streamNACK
+				if n, ierr = x.getNACK(s, g, id); ierr != nil {
+					return false
+				}
+				if n == nil {
+					n = &streamNACK{}
+				}
+				cpel = append(cpel, Array(id.reply(), Int(n.time), Int(int64(n.count))))
+				return true
+			})
+			if ierr != nil {
+				return Reply{}, ierr
+			}
+			if err != nil {
+				return Reply{}, err
+			}
+			consumers = append(consumers, Map(
+				BulkString("name"), Bulk(c.name),
+				BulkString("seen-time"), Int(c.seen),
+				BulkString("pel-count"), Int(int64(c.pel)),
+				BulkString("pending"), Array(cpel...),
+			))
+		}
+		out = append(out, Map(
+			BulkString("name"), Bulk(g.name),
+			BulkString("last-delivered-id"), g.last.reply(),
+			BulkString("entries-read"), read,
+			BulkString("lag"), s.st.lag(g),
+			BulkString("pel-count"), Int(int64(g.pel)),
+			BulkString("pending"), Array(pel...),
+			BulkString("consumers"), Array(consumers...),
+		))
+	}
+	return Array(out...), nil
+}
