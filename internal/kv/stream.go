@@ -1072,6 +1072,14 @@ type xreadArgs struct {
 }
 
 func parseXRead(args [][]byte) (a xreadArgs, r Reply, ok bool) {
+	g, r, ok := parseXReads(args, false)
+	return g.xreadArgs, r, ok
+}
+
+// parseXReads parses XREAD's options or, with group, XREADGROUP's (one
+// parser, as in Redis, so that both report the same errors in the same
+// order).
+func parseXReads(args [][]byte, group bool) (a xreadGroupArgs, r Reply, ok bool) {
 	for i := 1; i < len(args); i++ {
 		more := len(args) - 1 - i
 		o := args[i]
@@ -1100,11 +1108,21 @@ func parseXRead(args [][]byte) (a xreadArgs, r Reply, ok bool) {
 				return a, errXReadUnbalanced, false
 			}
 			a.nkeys = n / 2
+			if group && a.group == nil {
+				return a, Error("ERR Missing GROUP option for XREADGROUP"), false
+			}
 			return a, Reply{}, true
 		case eq(o, "group") && more >= 2:
-			return a, errXReadGroup, false
+			if !group {
+				return a, errXReadGroup, false
+			}
+			a.group, a.consumer = args[i+1], args[i+2]
+			i += 2
 		case eq(o, "noack"):
-			return a, errXReadNoAck, false
+			if !group {
+				return a, errXReadNoAck, false
+			}
+			a.noack = true
 		default:
 			return a, errSyntax, false
 		}

@@ -597,48 +597,7 @@ type xreadGroupArgs struct {
 }
 
 func parseXReadGroup(args [][]byte) (a xreadGroupArgs, r Reply, ok bool) {
-	for i := 1; i < len(args); i++ {
-		more := len(args) - 1 - i
-		o := args[i]
-		switch {
-		case eq(o, "block") && more > 0:
-			i++
-			n, good := parseInt(args[i])
-			if !good {
-				return a, errXReadTimeoutInt, false
-			}
-			if n < 0 {
-				return a, errXReadTimeoutNeg, false
-			}
-			a.block, a.timeout = true, n
-		case eq(o, "count") && more > 0:
-			i++
-			n, good := parseInt(args[i])
-			if !good {
-				return a, errNotInt, false
-			}
-			a.count, a.countIdx = max(n, 0), i
-		case eq(o, "streams") && more > 0:
-			a.streams = i + 1
-			n := len(args) - a.streams
-			if n%2 != 0 {
-				return a, errXReadUnbalanced, false
-			}
-			a.nkeys = n / 2
-			if a.group == nil {
-				return a, Error("ERR Missing GROUP option for XREADGROUP"), false
-			}
-			return a, Reply{}, true
-		case eq(o, "group") && more >= 2:
-			a.group, a.consumer = args[i+1], args[i+2]
-			i += 2
-		case eq(o, "noack"):
-			a.noack = true
-		default:
-			return a, errSyntax, false
-		}
-	}
-	return a, errSyntax, false
+	return parseXReads(args, true)
 }
 
 func checkXReadGroup(args [][]byte) (Reply, bool) {
