@@ -154,6 +154,29 @@ func decodeGroup(name, v []byte) *streamGroup {
 	return g
 }
 
+// loadGroup loads stream key and its group name for XPENDING, XCLAIM and
+// XAUTOCLAIM: a non-nil reply is the error to return (wrong type, storage,
+// or NOGROUP when the key or the group does not exist).
+func (x *ctx) loadGroup(key, name []byte) (*stream, *streamGroup, *Reply) {
+	s, exists, e := x.loadStream(key)
+	if e != nil {
+		return nil, nil, e
+	}
+	var g *streamGroup
+	if exists {
+		var err error
+		if g, err = x.getGroup(s, name); err != nil {
+			r := errStorage(err)
+			return nil, nil, &r
+		}
+	}
+	if g == nil {
+		r := errNoGroupKey(key, name)
+		return nil, nil, &r
+	}
+	return s, g, nil
+}
+
 func (x *ctx) getGroup(s *stream, name []byte) (*streamGroup, error) {
 	v, ok, err := x.getElem(s.c, groupElem(name))
 	if err != nil || !ok {
@@ -927,19 +950,9 @@ func cmdXPending(x *ctx, args [][]byte) Reply {
 	if !ok {
 		return r
 	}
-	s, exists, e := x.loadStream(args[1])
+	s, g, e := x.loadGroup(args[1], args[2])
 	if e != nil {
 		return *e
-	}
-	var g *streamGroup
-	if exists {
-		var err error
-		if g, err = x.getGroup(s, args[2]); err != nil {
-			return errStorage(err)
-		}
-	}
-	if g == nil {
-		return errNoGroupKey(args[1], args[2])
 	}
 	if a.summary {
 		if g.pel == 0 {
@@ -1025,19 +1038,9 @@ func cmdXPending(x *ctx, args [][]byte) Reply {
 // --- XCLAIM ---
 
 func cmdXClaim(x *ctx, args [][]byte) Reply {
-	s, exists, e := x.loadStream(args[1])
+	s, g, e := x.loadGroup(args[1], args[2])
 	if e != nil {
 		return *e
-	}
-	var g *streamGroup
-	if exists {
-		var err error
-		if g, err = x.getGroup(s, args[2]); err != nil {
-			return errStorage(err)
-		}
-	}
-	if g == nil {
-		return errNoGroupKey(args[1], args[2])
 	}
 	minIdle, good := parseInt(args[4])
 	if !good {
@@ -1244,19 +1247,9 @@ func cmdXAutoClaim(x *ctx, args [][]byte) Reply {
 	if !ok {
 		return r
 	}
-	s, exists, e := x.loadStream(args[1])
+	s, g, e := x.loadGroup(args[1], args[2])
 	if e != nil {
 		return *e
-	}
-	var g *streamGroup
-	if exists {
-		var err error
-		if g, err = x.getGroup(s, args[2]); err != nil {
-			return errStorage(err)
-		}
-	}
-	if g == nil {
-		return errNoGroupKey(args[1], args[2])
 	}
 	// Collect the candidates first (at most attempts of them plus the next
 	// one, which is the reply's cursor).
