@@ -106,27 +106,10 @@ func murmurHash64A(key []byte, seed uint64) uint64 {
 		h *= m
 		data = data[8:]
 	}
-	switch len(data) {
-	case 7:
-		h ^= uint64(data[6]) << 48
-		fallthrough
-	case 6:
-		h ^= uint64(data[5]) << 40
-		fallthrough
-	case 5:
-		h ^= uint64(data[4]) << 32
-		fallthrough
-	case 4:
-		h ^= uint64(data[3]) << 24
-		fallthrough
-	case 3:
-		h ^= uint64(data[2]) << 16
-		fallthrough
-	case 2:
-		h ^= uint64(data[1]) << 8
-		fallthrough
-	case 1:
-		h ^= uint64(data[0])
+	if len(data) > 0 { // the 1 to 7 tail bytes, little-endian
+		for i := len(data) - 1; i >= 0; i-- {
+			h ^= uint64(data[i]) << (8 * i)
+		}
 		h *= m
 	}
 	h ^= h >> r
