@@ -10,8 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kvorum/kvorum/internal/kv"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/kvorum/kvorum/internal/reply"
 )
 
 // command is an entry of the server's command table: a connection command
@@ -19,7 +21,7 @@ import (
 // for COMMAND output and metrics).
 type command struct {
 	spec    kv.Spec
-	handler func(c *conn, args [][]byte) kv.Reply
+	handler func(c *conn, args [][]byte) reply.Reply
 	acl     []string
 	tips    []string
 	since   string
@@ -31,7 +33,7 @@ type command struct {
 var connFlags = []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}
 
 func connCmd(name string, arity int, flags []string, acl []string, since, summary string,
-	h func(c *conn, args [][]byte) kv.Reply) *command {
+	h func(c *conn, args [][]byte) reply.Reply) *command {
 	return &command{
 		spec:    kv.Spec{Name: name, Arity: arity, Flags: flags, Group: "connection", Summary: summary},
 		handler: h,
@@ -47,7 +49,7 @@ func connCommands() []*command {
 	cmdFlags := []string{"loading", "stale"}
 	clientFlags := []string{"noscript", "loading", "stale"}
 	sub := func(parent, name string, arity int, flags, acl []string, since, summary string,
-		h func(c *conn, args [][]byte) kv.Reply) *command {
+		h func(c *conn, args [][]byte) reply.Reply) *command {
 		c := connCmd(parent+"|"+name, arity, flags, acl, since, summary, h)
 		return c
 	}
@@ -75,7 +77,7 @@ func connCommands() []*command {
 		sub("command", "help", 2, cmdFlags, slowConn, "5.0.0", "Returns helpful text about the different subcommands", commandHelp),
 	}
 	containerH := containerHandler(cmdCmd)
-	cmdCmd.handler = func(c *conn, args [][]byte) kv.Reply {
+	cmdCmd.handler = func(c *conn, args [][]byte) reply.Reply {
 		if len(args) == 1 {
 			return c.s.commandInfos(nil)
 		}
@@ -211,8 +213,8 @@ func aclCategories(sp *kv.Spec) []string {
 	return acl
 }
 
-func wrongArgs(name string) kv.Reply {
-	return kv.Error("ERR wrong number of arguments for '" + name + "' command")
+func wrongArgs(name string) reply.Reply {
+	return reply.Error("ERR wrong number of arguments for '" + name + "' command")
 }
 
 func arityOK(arity, n int) bool {
@@ -223,7 +225,7 @@ func arityOK(arity, n int) bool {
 }
 
 // connCommand runs a connection command after Redis's arity check.
-func (c *conn) connCommand(cmd *command, args [][]byte) kv.Reply {
+func (c *conn) connCommand(cmd *command, args [][]byte) reply.Reply {
 	if !arityOK(cmd.spec.Arity, len(args)) {
 		return wrongArgs(cmd.spec.Name)
 	}
@@ -232,9 +234,9 @@ func (c *conn) connCommand(cmd *command, args [][]byte) kv.Reply {
 
 // containerHandler dispatches a container command's subcommands with
 // Redis's errors for unknown subcommands and wrong arity.
-func containerHandler(parent *command) func(c *conn, args [][]byte) kv.Reply {
+func containerHandler(parent *command) func(c *conn, args [][]byte) reply.Reply {
 	upper := strings.ToUpper(parent.spec.Name)
-	return func(c *conn, args [][]byte) kv.Reply {
+	return func(c *conn, args [][]byte) reply.Reply {
 		var buf [32]byte
 		name, ok := lower(&buf, args[1])
 		if ok {
@@ -247,15 +249,15 @@ func containerHandler(parent *command) func(c *conn, args [][]byte) kv.Reply {
 				}
 			}
 		}
-		return kv.Error("ERR unknown subcommand '" + string(args[1][:min(len(args[1]), 128)]) + "'. Try " + upper + " HELP.")
+		return reply.Error("ERR unknown subcommand '" + string(args[1][:min(len(args[1]), 128)]) + "'. Try " + upper + " HELP.")
 	}
 }
 
 func eqFold(b []byte, s string) bool { return strings.EqualFold(string(b), s) }
 
-var errSyntax = kv.Error("ERR syntax error")
+var errSyntax = reply.Error("ERR syntax error")
 
-func ping(c *conn, args [][]byte) kv.Reply {
+func ping(c *conn, args [][]byte) reply.Reply {
 	if c.inSubscribedRESP2() {
 		// RESP2 subscribed mode: PING answers in the push format.
 		msg := []byte{}
@@ -264,18 +266,18 @@ func ping(c *conn, args [][]byte) kv.Reply {
 		} else if len(args) > 2 {
 			return wrongArgs("ping")
 		}
-		return kv.Array(kv.BulkString("pong"), kv.Bulk(msg))
+		return reply.Array(reply.BulkString("pong"), reply.Bulk(msg))
 	}
 	switch len(args) {
 	case 1:
-		return kv.Status("PONG")
+		return reply.Status("PONG")
 	case 2:
-		return kv.Bulk(args[1])
+		return reply.Bulk(args[1])
 	}
 	return wrongArgs("ping")
 }
 
-func echo(c *conn, args [][]byte) kv.Reply { return kv.Bulk(args[1]) }
+func echo(c *conn, args [][]byte) reply.Reply { return reply.Bulk(args[1]) }
 
 // parseInt is Redis's string2ll: strict decimal, no spaces or '+'.
 func parseInt(b []byte) (int64, bool) {
@@ -285,16 +287,16 @@ func parseInt(b []byte) (int64, bool) {
 	return parseLen(append(b[:len(b):len(b)], '\r'))
 }
 
-func hello(c *conn, args [][]byte) kv.Reply {
+func hello(c *conn, args [][]byte) reply.Reply {
 	ver := int64(0)
 	i := 1
 	if len(args) >= 2 {
 		v, ok := parseInt(args[1])
 		if !ok {
-			return kv.Error("ERR Protocol version is not an integer or out of range")
+			return reply.Error("ERR Protocol version is not an integer or out of range")
 		}
 		if v < 2 || v > 3 {
-			return kv.Error("NOPROTO unsupported protocol version")
+			return reply.Error("NOPROTO unsupported protocol version")
 		}
 		ver, i = v, 2
 	}
@@ -310,11 +312,11 @@ func hello(c *conn, args [][]byte) kv.Reply {
 		case eqFold(args[i], "SETNAME") && more >= 1:
 			name, setName = args[i+1], true
 			if !validName(name) {
-				return kv.Error("ERR Client names cannot contain spaces, newlines or special characters.")
+				return reply.Error("ERR Client names cannot contain spaces, newlines or special characters.")
 			}
 			i++
 		default:
-			return kv.Error("ERR Syntax error in HELLO option '" + string(args[i][:min(len(args[i]), 128)]) + "'")
+			return reply.Error("ERR Syntax error in HELLO option '" + string(args[i][:min(len(args[i]), 128)]) + "'")
 		}
 	}
 	if user != nil && !bytes.Equal(user, []byte("default")) {
@@ -326,63 +328,63 @@ func hello(c *conn, args [][]byte) kv.Reply {
 	if ver != 0 {
 		c.setProto(int(ver))
 	}
-	return kv.Map(
-		kv.BulkString("server"), kv.BulkString("redis"),
-		kv.BulkString("version"), kv.BulkString(RedisVersion),
-		kv.BulkString("proto"), kv.Int(int64(c.proto)),
-		kv.BulkString("id"), kv.Int(int64(c.id)),
-		kv.BulkString("mode"), kv.BulkString("standalone"),
-		kv.BulkString("role"), kv.BulkString("master"),
-		kv.BulkString("modules"), kv.Array(),
+	return reply.Map(
+		reply.BulkString("server"), reply.BulkString("redis"),
+		reply.BulkString("version"), reply.BulkString(RedisVersion),
+		reply.BulkString("proto"), reply.Int(int64(c.proto)),
+		reply.BulkString("id"), reply.Int(int64(c.id)),
+		reply.BulkString("mode"), reply.BulkString("standalone"),
+		reply.BulkString("role"), reply.BulkString("master"),
+		reply.BulkString("modules"), reply.Array(),
 	)
 }
 
-var errWrongPass = kv.Error("WRONGPASS invalid username-password pair or user is disabled.")
+var errWrongPass = reply.Error("WRONGPASS invalid username-password pair or user is disabled.")
 
 // auth answers like Redis with no password configured: the default user
 // needs none (any password is accepted for it), other users do not exist.
-func auth(c *conn, args [][]byte) kv.Reply {
+func auth(c *conn, args [][]byte) reply.Reply {
 	switch len(args) {
 	case 2:
-		return kv.Error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
+		return reply.Error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
 	case 3:
 		if string(args[1]) == "default" {
-			return kv.OK
+			return reply.OK
 		}
 		return errWrongPass
 	}
 	return errSyntax
 }
 
-func selectDB(c *conn, args [][]byte) kv.Reply {
+func selectDB(c *conn, args [][]byte) reply.Reply {
 	v, ok := parseInt(args[1])
 	if !ok || v < -1<<31 || v > 1<<31-1 {
-		return kv.Error("ERR value is not an integer or out of range")
+		return reply.Error("ERR value is not an integer or out of range")
 	}
 	if v != 0 {
-		return kv.Error("ERR DB index is out of range")
+		return reply.Error("ERR DB index is out of range")
 	}
-	return kv.OK
+	return reply.OK
 }
 
-func quit(c *conn, args [][]byte) kv.Reply {
+func quit(c *conn, args [][]byte) reply.Reply {
 	c.closeAfter = true
-	return kv.OK
+	return reply.OK
 }
 
-func reset(c *conn, args [][]byte) kv.Reply {
+func reset(c *conn, args [][]byte) reply.Reply {
 	c.tx.reset()
 	c.dropSubscriptions()
 	c.setProto(2)
 	c.setName("")
-	return kv.Status("RESET")
+	return reply.Status("RESET")
 }
 
-func timeCmd(c *conn, args [][]byte) kv.Reply {
+func timeCmd(c *conn, args [][]byte) reply.Reply {
 	now := time.Now()
-	return kv.Array(
-		kv.BulkString(strconv.FormatInt(now.Unix(), 10)),
-		kv.BulkString(strconv.Itoa(now.Nanosecond()/1000)),
+	return reply.Array(
+		reply.BulkString(strconv.FormatInt(now.Unix(), 10)),
+		reply.BulkString(strconv.Itoa(now.Nanosecond()/1000)),
 	)
 }
 
@@ -410,27 +412,27 @@ func validName(b []byte) bool {
 
 // ---- CLIENT ----
 
-func clientID(c *conn, args [][]byte) kv.Reply { return kv.Int(int64(c.id)) }
+func clientID(c *conn, args [][]byte) reply.Reply { return reply.Int(int64(c.id)) }
 
-func clientSetName(c *conn, args [][]byte) kv.Reply {
+func clientSetName(c *conn, args [][]byte) reply.Reply {
 	if !validName(args[2]) {
-		return kv.Error("ERR Client names cannot contain spaces, newlines or special characters.")
+		return reply.Error("ERR Client names cannot contain spaces, newlines or special characters.")
 	}
 	c.setName(string(args[2]))
-	return kv.OK
+	return reply.OK
 }
 
-func clientGetName(c *conn, args [][]byte) kv.Reply {
+func clientGetName(c *conn, args [][]byte) reply.Reply {
 	c.info.Lock()
 	name := c.info.name
 	c.info.Unlock()
 	if name == "" {
-		return kv.Nil
+		return reply.Nil
 	}
-	return kv.BulkString(name)
+	return reply.BulkString(name)
 }
 
-func clientSetInfo(c *conn, args [][]byte) kv.Reply {
+func clientSetInfo(c *conn, args [][]byte) reply.Reply {
 	var attr string
 	switch {
 	case eqFold(args[2], "lib-name"):
@@ -438,10 +440,10 @@ func clientSetInfo(c *conn, args [][]byte) kv.Reply {
 	case eqFold(args[2], "lib-ver"):
 		attr = "lib-ver"
 	default:
-		return kv.Error("ERR Unrecognized option '" + string(args[2][:min(len(args[2]), 128)]) + "'")
+		return reply.Error("ERR Unrecognized option '" + string(args[2][:min(len(args[2]), 128)]) + "'")
 	}
 	if !validName(args[3]) {
-		return kv.Error("ERR " + attr + " cannot contain spaces, newlines or special characters.")
+		return reply.Error("ERR " + attr + " cannot contain spaces, newlines or special characters.")
 	}
 	c.info.Lock()
 	if attr == "lib-name" {
@@ -450,19 +452,19 @@ func clientSetInfo(c *conn, args [][]byte) kv.Reply {
 		c.info.libVer = string(args[3])
 	}
 	c.info.Unlock()
-	return kv.OK
+	return reply.OK
 }
 
 // clientOnOff accepts CLIENT NO-EVICT / NO-TOUCH ON|OFF; kvorum neither
 // evicts clients nor tracks key access, so both are no-ops.
-func clientOnOff(c *conn, args [][]byte) kv.Reply {
+func clientOnOff(c *conn, args [][]byte) reply.Reply {
 	if eqFold(args[2], "on") || eqFold(args[2], "off") {
-		return kv.OK
+		return reply.OK
 	}
 	return errSyntax
 }
 
-func clientHelp(c *conn, args [][]byte) kv.Reply {
+func clientHelp(c *conn, args [][]byte) reply.Reply {
 	return helpReply("CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
 		"GETNAME",
 		"    Return the name of the current connection.",
@@ -490,19 +492,19 @@ func clientHelp(c *conn, args [][]byte) kv.Reply {
 		"    Print this help.")
 }
 
-func helpReply(lines ...string) kv.Reply {
-	elems := make([]kv.Reply, len(lines))
+func helpReply(lines ...string) reply.Reply {
+	elems := make([]reply.Reply, len(lines))
 	for i, l := range lines {
-		elems[i] = kv.Status(l)
+		elems[i] = reply.Status(l)
 	}
-	return kv.Array(elems...)
+	return reply.Array(elems...)
 }
 
-func clientInfo(c *conn, args [][]byte) kv.Reply {
-	return kv.Reply{Kind: kv.KindVerbatim, Str: c.appendInfoLine(nil, time.Now())}
+func clientInfo(c *conn, args [][]byte) reply.Reply {
+	return reply.Reply{Kind: reply.KindVerbatim, Str: c.appendInfoLine(nil, time.Now())}
 }
 
-func clientList(c *conn, args [][]byte) kv.Reply {
+func clientList(c *conn, args [][]byte) reply.Reply {
 	var ids []uint64
 	for i := 2; i < len(args); i++ {
 		switch {
@@ -511,16 +513,16 @@ func clientList(c *conn, args [][]byte) kv.Reply {
 			switch t {
 			case "normal":
 			case "master", "replica", "slave", "pubsub":
-				return kv.Reply{Kind: kv.KindVerbatim, Str: []byte{}}
+				return reply.Reply{Kind: reply.KindVerbatim, Str: []byte{}}
 			default:
-				return kv.Error("ERR Unknown client type '" + string(args[i+1][:min(len(args[i+1]), 128)]) + "'")
+				return reply.Error("ERR Unknown client type '" + string(args[i+1][:min(len(args[i+1]), 128)]) + "'")
 			}
 			i++
 		case eqFold(args[i], "ID") && i+1 < len(args):
 			for i++; i < len(args); i++ {
 				v, ok := parseInt(args[i])
 				if !ok || v <= 0 {
-					return kv.Error("ERR Invalid client ID")
+					return reply.Error("ERR Invalid client ID")
 				}
 				ids = append(ids, uint64(v))
 			}
@@ -546,7 +548,7 @@ func clientList(c *conn, args [][]byte) kv.Reply {
 	if b == nil {
 		b = []byte{}
 	}
-	return kv.Reply{Kind: kv.KindVerbatim, Str: b}
+	return reply.Reply{Kind: reply.KindVerbatim, Str: b}
 }
 
 // appendInfoLine appends the connection's CLIENT LIST line (Redis 7.2's
@@ -617,48 +619,48 @@ func (s *Server) find(name []byte) *command {
 
 // commandInfos is the COMMAND (INFO) reply: all commands, or the named ones
 // (nil for unknown names).
-func (s *Server) commandInfos(names [][]byte) kv.Reply {
+func (s *Server) commandInfos(names [][]byte) reply.Reply {
 	if names == nil {
 		all := s.topLevel()
-		elems := make([]kv.Reply, len(all))
+		elems := make([]reply.Reply, len(all))
 		for i, c := range all {
 			elems[i] = c.infoReply()
 		}
-		return kv.Array(elems...)
+		return reply.Array(elems...)
 	}
-	elems := make([]kv.Reply, len(names))
+	elems := make([]reply.Reply, len(names))
 	for i, n := range names {
 		if c := s.find(n); c != nil {
 			elems[i] = c.infoReply()
 		} else {
-			elems[i] = kv.Nil
+			elems[i] = reply.Nil
 		}
 	}
-	return kv.Array(elems...)
+	return reply.Array(elems...)
 }
 
-func statusSet(ss []string) kv.Reply {
-	elems := make([]kv.Reply, len(ss))
+func statusSet(ss []string) reply.Reply {
+	elems := make([]reply.Reply, len(ss))
 	for i, s := range ss {
-		elems[i] = kv.Status(s)
+		elems[i] = reply.Status(s)
 	}
-	return kv.Reply{Kind: kv.KindSet, Elems: elems}
+	return reply.Reply{Kind: reply.KindSet, Elems: elems}
 }
 
-func bulkSet(ss []string) kv.Reply {
-	elems := make([]kv.Reply, len(ss))
+func bulkSet(ss []string) reply.Reply {
+	elems := make([]reply.Reply, len(ss))
 	for i, s := range ss {
-		elems[i] = kv.BulkString(s)
+		elems[i] = reply.BulkString(s)
 	}
-	return kv.Reply{Kind: kv.KindSet, Elems: elems}
+	return reply.Reply{Kind: reply.KindSet, Elems: elems}
 }
 
 // infoReply is one command's entry in COMMAND / COMMAND INFO, in Redis 7's
 // ten-element form.
-func (c *command) infoReply() kv.Reply {
+func (c *command) infoReply() reply.Reply {
 	sp := &c.spec
 	first, last, step := sp.FirstKey, sp.LastKey, sp.Step
-	keySpecs := kv.Reply{Kind: kv.KindSet}
+	keySpecs := reply.Reply{Kind: reply.KindSet}
 	if first > 0 {
 		flags := []string{"RO", "access"}
 		if sp.Write {
@@ -668,43 +670,43 @@ func (c *command) infoReply() kv.Reply {
 		if last >= 0 {
 			rel = last - first
 		}
-		keySpecs.Elems = []kv.Reply{kv.Map(
-			kv.BulkString("flags"), statusSet(flags),
-			kv.BulkString("begin_search"), kv.Map(
-				kv.BulkString("type"), kv.BulkString("index"),
-				kv.BulkString("spec"), kv.Map(kv.BulkString("index"), kv.Int(int64(first))),
+		keySpecs.Elems = []reply.Reply{reply.Map(
+			reply.BulkString("flags"), statusSet(flags),
+			reply.BulkString("begin_search"), reply.Map(
+				reply.BulkString("type"), reply.BulkString("index"),
+				reply.BulkString("spec"), reply.Map(reply.BulkString("index"), reply.Int(int64(first))),
 			),
-			kv.BulkString("find_keys"), kv.Map(
-				kv.BulkString("type"), kv.BulkString("range"),
-				kv.BulkString("spec"), kv.Map(
-					kv.BulkString("lastkey"), kv.Int(int64(rel)),
-					kv.BulkString("keystep"), kv.Int(int64(step)),
-					kv.BulkString("limit"), kv.Int(0),
+			reply.BulkString("find_keys"), reply.Map(
+				reply.BulkString("type"), reply.BulkString("range"),
+				reply.BulkString("spec"), reply.Map(
+					reply.BulkString("lastkey"), reply.Int(int64(rel)),
+					reply.BulkString("keystep"), reply.Int(int64(step)),
+					reply.BulkString("limit"), reply.Int(0),
 				),
 			),
 		)}
 	}
-	subs := make([]kv.Reply, len(c.subs))
+	subs := make([]reply.Reply, len(c.subs))
 	for i, sc := range c.subs {
 		subs[i] = sc.infoReply()
 	}
-	return kv.Array(
-		kv.BulkString(sp.Name),
-		kv.Int(int64(sp.Arity)),
+	return reply.Array(
+		reply.BulkString(sp.Name),
+		reply.Int(int64(sp.Arity)),
 		statusSet(sp.Flags),
-		kv.Int(int64(first)),
-		kv.Int(int64(last)),
-		kv.Int(int64(step)),
+		reply.Int(int64(first)),
+		reply.Int(int64(last)),
+		reply.Int(int64(step)),
 		statusSet(c.acl),
 		bulkSet(c.tips),
 		keySpecs,
-		kv.Reply{Kind: kv.KindSet, Elems: subs},
+		reply.Reply{Kind: reply.KindSet, Elems: subs},
 	)
 }
 
 // docsReply is one command's COMMAND DOCS map: enough for redis-cli's
 // help and hints (no argument descriptions).
-func (c *command) docsReply() kv.Reply {
+func (c *command) docsReply() reply.Reply {
 	group := c.spec.Group
 	if group == "" {
 		group = "generic"
@@ -713,31 +715,31 @@ func (c *command) docsReply() kv.Reply {
 	if summary == "" {
 		summary = strings.ToUpper(c.spec.Name) + " command"
 	}
-	elems := []kv.Reply{
-		kv.BulkString("summary"), kv.BulkString(summary),
-		kv.BulkString("since"), kv.BulkString(c.since),
-		kv.BulkString("group"), kv.BulkString(group),
+	elems := []reply.Reply{
+		reply.BulkString("summary"), reply.BulkString(summary),
+		reply.BulkString("since"), reply.BulkString(c.since),
+		reply.BulkString("group"), reply.BulkString(group),
 	}
 	if len(c.subs) > 0 {
-		subs := make([]kv.Reply, 0, 2*len(c.subs))
+		subs := make([]reply.Reply, 0, 2*len(c.subs))
 		for _, sc := range c.subs {
-			subs = append(subs, kv.BulkString(sc.spec.Name), sc.docsReply())
+			subs = append(subs, reply.BulkString(sc.spec.Name), sc.docsReply())
 		}
-		elems = append(elems, kv.BulkString("subcommands"), kv.Map(subs...))
+		elems = append(elems, reply.BulkString("subcommands"), reply.Map(subs...))
 	}
-	return kv.Map(elems...)
+	return reply.Map(elems...)
 }
 
-func commandCount(c *conn, args [][]byte) kv.Reply { return kv.Int(int64(len(c.s.cmds))) }
+func commandCount(c *conn, args [][]byte) reply.Reply { return reply.Int(int64(len(c.s.cmds))) }
 
-func commandInfoCmd(c *conn, args [][]byte) kv.Reply {
+func commandInfoCmd(c *conn, args [][]byte) reply.Reply {
 	if len(args) == 2 {
 		return c.s.commandInfos(nil)
 	}
 	return c.s.commandInfos(args[2:])
 }
 
-func commandDocs(c *conn, args [][]byte) kv.Reply {
+func commandDocs(c *conn, args [][]byte) reply.Reply {
 	var cmds []*command
 	if len(args) == 2 {
 		cmds = c.s.topLevel()
@@ -748,16 +750,16 @@ func commandDocs(c *conn, args [][]byte) kv.Reply {
 			}
 		}
 	}
-	elems := make([]kv.Reply, 0, 2*len(cmds))
+	elems := make([]reply.Reply, 0, 2*len(cmds))
 	for _, cmd := range cmds {
-		elems = append(elems, kv.BulkString(cmd.spec.Name), cmd.docsReply())
+		elems = append(elems, reply.BulkString(cmd.spec.Name), cmd.docsReply())
 	}
-	return kv.Map(elems...)
+	return reply.Map(elems...)
 }
 
 // commandList is COMMAND LIST [FILTERBY ACLCAT cat | PATTERN glob]: names
 // of all commands and subcommands.
-func commandList(c *conn, args [][]byte) kv.Reply {
+func commandList(c *conn, args [][]byte) reply.Reply {
 	keep := func(*command) bool { return true }
 	if len(args) > 2 {
 		if len(args) != 5 || !eqFold(args[2], "FILTERBY") {
@@ -775,18 +777,18 @@ func commandList(c *conn, args [][]byte) kv.Reply {
 			return errSyntax
 		}
 	}
-	var elems []kv.Reply
+	var elems []reply.Reply
 	for _, cmd := range c.s.topLevel() {
 		if keep(cmd) {
-			elems = append(elems, kv.BulkString(cmd.spec.Name))
+			elems = append(elems, reply.BulkString(cmd.spec.Name))
 		}
 		for _, sc := range cmd.subs {
 			if keep(sc) {
-				elems = append(elems, kv.BulkString(sc.spec.Name))
+				elems = append(elems, reply.BulkString(sc.spec.Name))
 			}
 		}
 	}
-	return kv.Array(elems...)
+	return reply.Array(elems...)
 }
 
 // globMatch matches Redis-style globs with * ? and [...] (no escapes).
@@ -847,18 +849,18 @@ func globMatch(pat, s string) bool {
 
 // commandGetKeys is COMMAND GETKEYS cmd arg...: the keys by the command's
 // first/last/step key positions.
-func commandGetKeys(c *conn, args [][]byte) kv.Reply {
+func commandGetKeys(c *conn, args [][]byte) reply.Reply {
 	cmd := c.s.lookup(args[2])
 	if cmd == nil {
-		return kv.Error("ERR Invalid command specified")
+		return reply.Error("ERR Invalid command specified")
 	}
 	argv := args[2:]
 	if !arityOK(cmd.spec.Arity, len(argv)) {
-		return kv.Error("ERR Invalid number of arguments specified for command")
+		return reply.Error("ERR Invalid number of arguments specified for command")
 	}
 	first, last, step := cmd.spec.FirstKey, cmd.spec.LastKey, cmd.spec.Step
 	if first <= 0 {
-		return kv.Error("ERR The command has no key arguments")
+		return reply.Error("ERR The command has no key arguments")
 	}
 	if last < 0 {
 		last = len(argv) + last
@@ -866,14 +868,14 @@ func commandGetKeys(c *conn, args [][]byte) kv.Reply {
 	if step <= 0 {
 		step = 1
 	}
-	var keys []kv.Reply
+	var keys []reply.Reply
 	for i := first; i <= last && i < len(argv); i += step {
-		keys = append(keys, kv.Bulk(argv[i]))
+		keys = append(keys, reply.Bulk(argv[i]))
 	}
-	return kv.Array(keys...)
+	return reply.Array(keys...)
 }
 
-func commandHelp(c *conn, args [][]byte) kv.Reply {
+func commandHelp(c *conn, args [][]byte) reply.Reply {
 	return helpReply("COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
 		"(no subcommand)",
 		"    Return details about all commands.",
@@ -897,7 +899,7 @@ func commandHelp(c *conn, args [][]byte) kv.Reply {
 
 // ---- INFO ----
 
-func info(c *conn, args [][]byte) kv.Reply {
+func info(c *conn, args [][]byte) reply.Reply {
 	s := c.s
 	want := map[string]bool{}
 	all := len(args) == 1
@@ -991,7 +993,7 @@ func info(c *conn, args [][]byte) kv.Reply {
 	if b == nil {
 		b = []byte{}
 	}
-	return kv.Reply{Kind: kv.KindVerbatim, Str: b}
+	return reply.Reply{Kind: reply.KindVerbatim, Str: b}
 }
 
 // bytesToHuman formats n like Redis's INFO *_human fields.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 
 	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/kvorum/kvorum/internal/reply"
 )
 
 // Transactions: MULTI queues commands on the connection; EXEC sends the
@@ -28,12 +29,12 @@ func (t *txState) reset() {
 }
 
 var (
-	errNestedMulti = kv.Error("ERR MULTI calls can not be nested")
-	errExecNoMulti = kv.Error("ERR EXEC without MULTI")
-	errDiscardNoTx = kv.Error("ERR DISCARD without MULTI")
-	errWatchInTx   = kv.Error("ERR WATCH inside MULTI is not allowed")
-	errExecAbort   = kv.Error("EXECABORT Transaction discarded because of previous errors.")
-	queuedReply    = kv.Status("QUEUED")
+	errNestedMulti = reply.Error("ERR MULTI calls can not be nested")
+	errExecNoMulti = reply.Error("ERR EXEC without MULTI")
+	errDiscardNoTx = reply.Error("ERR DISCARD without MULTI")
+	errWatchInTx   = reply.Error("ERR WATCH inside MULTI is not allowed")
+	errExecAbort   = reply.Error("EXECABORT Transaction discarded because of previous errors.")
+	queuedReply    = reply.Status("QUEUED")
 )
 
 // txControl reports whether cmd runs at once even inside MULTI, as in
@@ -62,14 +63,14 @@ func noMulti(cmd *command) bool {
 }
 
 // queue handles a command received inside MULTI.
-func (c *conn) queue(cmd *command, args [][]byte) kv.Reply {
-	var r kv.Reply
+func (c *conn) queue(cmd *command, args [][]byte) reply.Reply {
+	var r reply.Reply
 	ok := true
 	switch {
 	case cmd == nil || (cmd.handler == nil && kv.Lookup(args[0]) == nil):
 		r, ok = unknownCommand(args), false
 	case noMulti(cmd):
-		r, ok = kv.Error("ERR Command not allowed inside a transaction"), false
+		r, ok = reply.Error("ERR Command not allowed inside a transaction"), false
 	case cmd.handler != nil:
 		if !arityOK(cmd.spec.Arity, len(args)) {
 			r, ok = wrongArgs(cmd.spec.Name), false
@@ -92,23 +93,23 @@ func (c *conn) queue(cmd *command, args [][]byte) kv.Reply {
 	return queuedReply
 }
 
-func multiCmd(c *conn, args [][]byte) kv.Reply {
+func multiCmd(c *conn, args [][]byte) reply.Reply {
 	if c.tx.multi {
 		return errNestedMulti
 	}
 	c.tx.multi = true
-	return kv.OK
+	return reply.OK
 }
 
-func discardCmd(c *conn, args [][]byte) kv.Reply {
+func discardCmd(c *conn, args [][]byte) reply.Reply {
 	if !c.tx.multi {
 		return errDiscardNoTx
 	}
 	c.tx.reset()
-	return kv.OK
+	return reply.OK
 }
 
-func watchCmd(c *conn, args [][]byte) kv.Reply {
+func watchCmd(c *conn, args [][]byte) reply.Reply {
 	if c.tx.multi {
 		return errWatchInTx
 	}
@@ -120,15 +121,15 @@ func watchCmd(c *conn, args [][]byte) kv.Reply {
 	for i, k := range keys {
 		c.tx.watched = append(c.tx.watched, kv.WatchedKey{Key: bytes.Clone(k), Stamp: stamps[i]})
 	}
-	return kv.OK
+	return reply.OK
 }
 
-func unwatchCmd(c *conn, args [][]byte) kv.Reply {
+func unwatchCmd(c *conn, args [][]byte) reply.Reply {
 	c.tx.watched = nil
-	return kv.OK
+	return reply.OK
 }
 
-func execCmd(c *conn, args [][]byte) kv.Reply {
+func execCmd(c *conn, args [][]byte) reply.Reply {
 	if !c.tx.multi {
 		return errExecNoMulti
 	}
@@ -143,20 +144,20 @@ func execCmd(c *conn, args [][]byte) kv.Reply {
 			data = append(data, q)
 		}
 	}
-	var dataReplies []kv.Reply
+	var dataReplies []reply.Reply
 	if len(data) > 0 || len(c.tx.watched) > 0 {
 		r := c.s.b.Do(c.ctx, [][][]byte{kv.EncodeExec(c.tx.watched, data)})[0]
 		switch {
-		case r.Kind == kv.KindNilArray:
-			return kv.NilArray
-		case r.Kind == kv.KindError:
+		case r.Kind == reply.KindNilArray:
+			return reply.NilArray
+		case r.Kind == reply.KindError:
 			return r
-		case r.Kind != kv.KindArray || len(r.Elems) != len(data):
-			return kv.Error("ERR internal error: malformed transaction reply")
+		case r.Kind != reply.KindArray || len(r.Elems) != len(data):
+			return reply.Error("ERR internal error: malformed transaction reply")
 		}
 		dataReplies = r.Elems
 	}
-	out := make([]kv.Reply, len(queued))
+	out := make([]reply.Reply, len(queued))
 	j := 0
 	for i, q := range queued {
 		cmd := c.s.lookup(q[0])
@@ -170,5 +171,5 @@ func execCmd(c *conn, args [][]byte) kv.Reply {
 			c.s.fixPublish(q, &out[i])
 		}
 	}
-	return kv.Array(out...)
+	return reply.Array(out...)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/kvorum/kvorum/internal/reply"
 )
 
 // Pub/sub. PUBLISH is a replicated command (see kv.cmdPublish): every node
@@ -153,8 +154,8 @@ func (c *conn) startPusher() {
 	}()
 }
 
-func pushFrame(proto int, elems ...kv.Reply) []byte {
-	return AppendReply(nil, kv.Reply{Kind: kv.KindPush, Elems: elems}, proto)
+func pushFrame(proto int, elems ...reply.Reply) []byte {
+	return AppendReply(nil, reply.Reply{Kind: reply.KindPush, Elems: elems}, proto)
 }
 
 // Deliver hands a published message to this server's subscribers. The
@@ -166,20 +167,20 @@ func (s *Server) Deliver(shard bool, channel, message []byte) {
 	defer h.mu.RUnlock()
 	if shard {
 		for c := range h.shards[string(channel)] {
-			c.enqueue(pushFrame(int(c.protoVersion.Load()), kv.BulkString("smessage"), kv.Bulk(channel), kv.Bulk(message)))
+			c.enqueue(pushFrame(int(c.protoVersion.Load()), reply.BulkString("smessage"), reply.Bulk(channel), reply.Bulk(message)))
 		}
 		s.m.published.Inc()
 		return
 	}
 	for c := range h.channels[string(channel)] {
-		c.enqueue(pushFrame(int(c.protoVersion.Load()), kv.BulkString("message"), kv.Bulk(channel), kv.Bulk(message)))
+		c.enqueue(pushFrame(int(c.protoVersion.Load()), reply.BulkString("message"), reply.Bulk(channel), reply.Bulk(message)))
 	}
 	for pat, conns := range h.patterns {
 		if !kv.GlobMatch([]byte(pat), channel) {
 			continue
 		}
 		for c := range conns {
-			c.enqueue(pushFrame(int(c.protoVersion.Load()), kv.BulkString("pmessage"), kv.BulkString(pat), kv.Bulk(channel), kv.Bulk(message)))
+			c.enqueue(pushFrame(int(c.protoVersion.Load()), reply.BulkString("pmessage"), reply.BulkString(pat), reply.Bulk(channel), reply.Bulk(message)))
 		}
 	}
 	s.m.published.Inc()
@@ -205,9 +206,9 @@ func (s *Server) receivers(shard bool, channel []byte) int64 {
 
 // fixPublish replaces a successful PUBLISH or SPUBLISH reply with the
 // number of this node's subscribers that receive the message.
-func (s *Server) fixPublish(args [][]byte, r *kv.Reply) {
-	if r.Kind == kv.KindInt && len(args) == 3 {
-		*r = kv.Int(s.receivers(strings.EqualFold(string(args[0]), "spublish"), args[1]))
+func (s *Server) fixPublish(args [][]byte, r *reply.Reply) {
+	if r.Kind == reply.KindInt && len(args) == 3 {
+		*r = reply.Int(s.receivers(strings.EqualFold(string(args[0]), "spublish"), args[1]))
 	}
 }
 
@@ -218,7 +219,7 @@ func (s *Server) isPublish(cmd *command) bool {
 
 // subscribe handles SUBSCRIBE, PSUBSCRIBE and SSUBSCRIBE: one
 // confirmation per argument, pushed in order with the messages.
-func subscribeCmd(c *conn, args [][]byte) kv.Reply {
+func subscribeCmd(c *conn, args [][]byte) reply.Reply {
 	k := subKindOf(args[0])
 	c.startPusher()
 	// Replies already produced in this batch go first.
@@ -241,7 +242,7 @@ func subscribeCmd(c *conn, args [][]byte) kv.Reply {
 			}
 			all[name][c] = struct{}{}
 		}
-		frames = append(frames, pushFrame(c.proto, kv.BulkString(k.sub), kv.Bulk(a), kv.Int(int64(k.count(c))))...)
+		frames = append(frames, pushFrame(c.proto, reply.BulkString(k.sub), reply.Bulk(a), reply.Int(int64(k.count(c))))...)
 	}
 	c.enqueue(frames)
 	return noReply
@@ -249,7 +250,7 @@ func subscribeCmd(c *conn, args [][]byte) kv.Reply {
 
 // unsubscribeCmd handles UNSUBSCRIBE, PUNSUBSCRIBE and SUNSUBSCRIBE (no
 // arguments: all of that family).
-func unsubscribeCmd(c *conn, args [][]byte) kv.Reply {
+func unsubscribeCmd(c *conn, args [][]byte) reply.Reply {
 	k := subKindOf(args[0])
 	kind := k.unsub
 	h := c.s.hub
@@ -265,7 +266,7 @@ func unsubscribeCmd(c *conn, args [][]byte) kv.Reply {
 		}
 		slices.Sort(names)
 	}
-	var frames []kv.Reply
+	var frames []reply.Reply
 	for _, name := range names {
 		if _, ok := mine[name]; ok {
 			delete(mine, name)
@@ -274,10 +275,10 @@ func unsubscribeCmd(c *conn, args [][]byte) kv.Reply {
 				delete(all, name)
 			}
 		}
-		frames = append(frames, kv.Reply{Kind: kv.KindPush, Elems: []kv.Reply{kv.BulkString(kind), kv.BulkString(name), kv.Int(int64(k.count(c)))}})
+		frames = append(frames, reply.Reply{Kind: reply.KindPush, Elems: []reply.Reply{reply.BulkString(kind), reply.BulkString(name), reply.Int(int64(k.count(c)))}})
 	}
 	if len(names) == 0 {
-		frames = append(frames, kv.Reply{Kind: kv.KindPush, Elems: []kv.Reply{kv.BulkString(kind), kv.Nil, kv.Int(int64(k.count(c)))}})
+		frames = append(frames, reply.Reply{Kind: reply.KindPush, Elems: []reply.Reply{reply.BulkString(kind), reply.Nil, reply.Int(int64(k.count(c)))}})
 	}
 	h.mu.Unlock()
 	if !c.push.started {
@@ -342,54 +343,54 @@ func allowedSubscribed(name string) bool {
 	return false
 }
 
-func pubsubChannels(c *conn, args [][]byte) kv.Reply {
+func pubsubChannels(c *conn, args [][]byte) reply.Reply {
 	return listChannels(c.s.hub, args, func(h *hub) map[string]map[*conn]struct{} { return h.channels })
 }
 
-func pubsubShardChannels(c *conn, args [][]byte) kv.Reply {
+func pubsubShardChannels(c *conn, args [][]byte) reply.Reply {
 	return listChannels(c.s.hub, args, func(h *hub) map[string]map[*conn]struct{} { return h.shards })
 }
 
 // listChannels is PUBSUB CHANNELS and SHARDCHANNELS: the channels of which
 // that have a subscriber on this node, matching the optional pattern, in
 // byte order.
-func listChannels(h *hub, args [][]byte, which func(*hub) map[string]map[*conn]struct{}) kv.Reply {
+func listChannels(h *hub, args [][]byte, which func(*hub) map[string]map[*conn]struct{}) reply.Reply {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	var out []kv.Reply
+	var out []reply.Reply
 	for name := range which(h) {
 		if len(args) < 3 || kv.GlobMatch(args[2], []byte(name)) {
-			out = append(out, kv.BulkString(name))
+			out = append(out, reply.BulkString(name))
 		}
 	}
-	slices.SortFunc(out, func(a, b kv.Reply) int { return strings.Compare(string(a.Str), string(b.Str)) })
-	return kv.Array(out...)
+	slices.SortFunc(out, func(a, b reply.Reply) int { return strings.Compare(string(a.Str), string(b.Str)) })
+	return reply.Array(out...)
 }
 
-func pubsubNumSub(c *conn, args [][]byte) kv.Reply {
+func pubsubNumSub(c *conn, args [][]byte) reply.Reply {
 	return countSubscribers(c.s.hub, args, func(h *hub) map[string]map[*conn]struct{} { return h.channels })
 }
 
-func pubsubShardNumSub(c *conn, args [][]byte) kv.Reply {
+func pubsubShardNumSub(c *conn, args [][]byte) reply.Reply {
 	return countSubscribers(c.s.hub, args, func(h *hub) map[string]map[*conn]struct{} { return h.shards })
 }
 
 // countSubscribers is PUBSUB NUMSUB and SHARDNUMSUB: each channel named and
 // its number of subscribers on this node.
-func countSubscribers(h *hub, args [][]byte, which func(*hub) map[string]map[*conn]struct{}) kv.Reply {
+func countSubscribers(h *hub, args [][]byte, which func(*hub) map[string]map[*conn]struct{}) reply.Reply {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	all := which(h)
-	out := make([]kv.Reply, 0, 2*(len(args)-2))
+	out := make([]reply.Reply, 0, 2*(len(args)-2))
 	for _, a := range args[2:] {
-		out = append(out, kv.Bulk(a), kv.Int(int64(len(all[string(a)]))))
+		out = append(out, reply.Bulk(a), reply.Int(int64(len(all[string(a)]))))
 	}
-	return kv.Map(out...)
+	return reply.Map(out...)
 }
 
-func pubsubNumPat(c *conn, args [][]byte) kv.Reply {
+func pubsubNumPat(c *conn, args [][]byte) reply.Reply {
 	h := c.s.hub
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	return kv.Int(int64(len(h.patterns)))
+	return reply.Int(int64(len(h.patterns)))
 }

@@ -16,8 +16,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kvorum/kvorum/internal/kv"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/kvorum/kvorum/internal/reply"
 )
 
 // Backend executes data commands. The server calls it from connection
@@ -28,10 +30,10 @@ type Backend interface {
 	// of one pipeline, already validated by kv.Check; they may be applied
 	// as one batch. The argument bytes are only valid until Do returns.
 	// ctx is cancelled when the connection or the server closes.
-	Do(ctx context.Context, cmds [][][]byte) []kv.Reply
+	Do(ctx context.Context, cmds [][][]byte) []reply.Reply
 	// Watch returns the kv.WatchStamp of each key at a linearizable read
 	// point, or an error reply.
-	Watch(ctx context.Context, keys [][]byte) ([]uint64, *kv.Reply)
+	Watch(ctx context.Context, keys [][]byte) ([]uint64, *reply.Reply)
 	// Info returns the backend's INFO sections (e.g. Replication,
 	// Keyspace), appended after the server's own.
 	Info() []InfoSection
@@ -314,7 +316,7 @@ type conn struct {
 	closeAfter bool // QUIT: close once the replies are written
 	out        []byte
 	batch      [][][]byte
-	replies    []kv.Reply
+	replies    []reply.Reply
 	run        [][][]byte
 	runIdx     []int
 	runCmd     []*command
@@ -326,7 +328,7 @@ type conn struct {
 }
 
 // noReply is returned by a command handler that wrote its reply itself.
-var noReply = kv.Reply{Kind: 255}
+var noReply = reply.Reply{Kind: 255}
 
 const keepOut = 64 << 10
 
@@ -437,7 +439,7 @@ func (c *conn) exec(batch [][][]byte) {
 	s.totalCmds.Add(uint64(len(batch)))
 	s.m.batch.Observe(float64(len(batch)))
 	if cap(c.replies) < len(batch) {
-		c.replies = make([]kv.Reply, len(batch))
+		c.replies = make([]reply.Reply, len(batch))
 	}
 	replies := c.replies[:len(batch)]
 	c.run, c.runIdx, c.runCmd = c.run[:0], c.runIdx[:0], c.runCmd[:0]
@@ -457,12 +459,12 @@ func (c *conn) exec(batch [][][]byte) {
 			}
 			from = i + 1
 			start := time.Now()
-			var r kv.Reply
+			var r reply.Reply
 			switch {
 			case c.tx.multi && !txControl(cmd):
 				r = c.queue(cmd, args)
 			case intercept:
-				r = kv.Error("ERR Can't execute '" + strings.ToLower(string(args[0])) +
+				r = reply.Error("ERR Can't execute '" + strings.ToLower(string(args[0])) +
 					"': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
 			default:
 				r = c.connCommand(cmd, args)
@@ -502,7 +504,7 @@ func (c *conn) exec(batch [][][]byte) {
 }
 
 // doRun sends the pending run of data commands to the backend.
-func (c *conn) doRun(replies []kv.Reply) {
+func (c *conn) doRun(replies []reply.Reply) {
 	if len(c.run) == 0 {
 		return
 	}
@@ -519,7 +521,7 @@ func (c *conn) doRun(replies []kv.Reply) {
 		if j < len(out) {
 			replies[i] = out[j]
 		} else {
-			replies[i] = kv.Error("ERR internal error: backend returned " + strconv.Itoa(len(out)) +
+			replies[i] = reply.Error("ERR internal error: backend returned " + strconv.Itoa(len(out)) +
 				" replies for " + strconv.Itoa(len(c.run)) + " commands")
 		}
 		if cmd := c.runCmd[j]; cmd != nil {
@@ -535,7 +537,7 @@ func (c *conn) doRun(replies []kv.Reply) {
 }
 
 // unknownCommand is Redis 7's reply to a command it does not know.
-func unknownCommand(args [][]byte) kv.Reply {
+func unknownCommand(args [][]byte) reply.Reply {
 	if r, ok := kv.Unsupported(args[0]); ok {
 		return r
 	}
@@ -554,7 +556,7 @@ func unknownCommand(args [][]byte) kv.Reply {
 		b = append(b, '\'', ' ')
 		n += len(b) - start
 	}
-	return kv.Reply{Kind: kv.KindError, Str: b}
+	return reply.Reply{Kind: reply.KindError, Str: b}
 }
 
 // lower writes the ASCII lower case of name into buf, for map lookups that

@@ -15,9 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvorum/kvorum/internal/kv"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/kvorum/kvorum/internal/reply"
 )
 
 // fakeBackend is an in-memory GET/SET/DEL store that records every Do call.
@@ -29,7 +31,7 @@ type fakeBackend struct {
 
 func newFakeBackend() *fakeBackend { return &fakeBackend{data: map[string]string{}} }
 
-func (f *fakeBackend) Do(ctx context.Context, cmds [][][]byte) []kv.Reply {
+func (f *fakeBackend) Do(ctx context.Context, cmds [][][]byte) []reply.Reply {
 	names := make([]string, len(cmds))
 	for i, c := range cmds {
 		names[i] = strings.ToUpper(string(c[0]))
@@ -37,7 +39,7 @@ func (f *fakeBackend) Do(ctx context.Context, cmds [][][]byte) []kv.Reply {
 	f.mu.Lock()
 	f.calls = append(f.calls, names)
 	f.mu.Unlock()
-	out := make([]kv.Reply, len(cmds))
+	out := make([]reply.Reply, len(cmds))
 	for i, c := range cmds {
 		key := ""
 		if len(c) > 1 {
@@ -48,20 +50,20 @@ func (f *fakeBackend) Do(ctx context.Context, cmds [][][]byte) []kv.Reply {
 			panic("fake backend panic")
 		case "block":
 			<-ctx.Done()
-			out[i] = kv.Error("ERR " + ctx.Err().Error())
+			out[i] = reply.Error("ERR " + ctx.Err().Error())
 			continue
 		}
 		f.mu.Lock()
 		switch names[i] {
 		case "GET":
 			if v, ok := f.data[key]; ok {
-				out[i] = kv.BulkString(v)
+				out[i] = reply.BulkString(v)
 			} else {
-				out[i] = kv.Nil
+				out[i] = reply.Nil
 			}
 		case "SET":
 			f.data[key] = string(c[2])
-			out[i] = kv.OK
+			out[i] = reply.OK
 		case "DEL":
 			n := 0
 			for _, k := range c[1:] {
@@ -70,16 +72,16 @@ func (f *fakeBackend) Do(ctx context.Context, cmds [][][]byte) []kv.Reply {
 					n++
 				}
 			}
-			out[i] = kv.Int(int64(n))
+			out[i] = reply.Int(int64(n))
 		default:
-			out[i] = kv.Error("ERR fake backend does not implement " + names[i])
+			out[i] = reply.Error("ERR fake backend does not implement " + names[i])
 		}
 		f.mu.Unlock()
 	}
 	return out
 }
 
-func (f *fakeBackend) Watch(ctx context.Context, keys [][]byte) ([]uint64, *kv.Reply) {
+func (f *fakeBackend) Watch(ctx context.Context, keys [][]byte) ([]uint64, *reply.Reply) {
 	return make([]uint64, len(keys)), nil
 }
 
@@ -746,12 +748,12 @@ func TestMetrics(t *testing.T) {
 // okBackend answers OK to everything, for benchmarks.
 type okBackend struct{}
 
-func (okBackend) Watch(context.Context, [][]byte) ([]uint64, *kv.Reply) { return nil, nil }
+func (okBackend) Watch(context.Context, [][]byte) ([]uint64, *reply.Reply) { return nil, nil }
 
-func (okBackend) Do(_ context.Context, cmds [][][]byte) []kv.Reply {
-	out := make([]kv.Reply, len(cmds))
+func (okBackend) Do(_ context.Context, cmds [][][]byte) []reply.Reply {
+	out := make([]reply.Reply, len(cmds))
 	for i := range out {
-		out[i] = kv.OK
+		out[i] = reply.OK
 	}
 	return out
 }

@@ -4,70 +4,70 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/kvorum/kvorum/internal/reply"
 )
 
 // AppendReply appends r encoded for protocol version proto (2 or 3; anything
 // below 3 is RESP2). RESP2 has no null, double, map, set, boolean or
-// verbatim types; they fall back as documented on kv.Kind.
-func AppendReply(b []byte, r kv.Reply, proto int) []byte {
+// verbatim types; they fall back as documented on reply.Kind.
+func AppendReply(b []byte, r reply.Reply, proto int) []byte {
 	resp3 := proto >= 3
 	switch r.Kind {
-	case kv.KindNil:
+	case reply.KindNil:
 		if resp3 {
 			return append(b, "_\r\n"...)
 		}
 		return append(b, "$-1\r\n"...)
-	case kv.KindNilArray:
+	case reply.KindNilArray:
 		if resp3 {
 			return append(b, "_\r\n"...)
 		}
 		return append(b, "*-1\r\n"...)
-	case kv.KindStatus:
+	case reply.KindStatus:
 		return appendSimple(b, '+', r.Str)
-	case kv.KindError:
+	case reply.KindError:
 		return appendSimple(b, '-', r.Str)
-	case kv.KindInt:
+	case reply.KindInt:
 		return appendHeader(b, ':', r.Int)
-	case kv.KindBulk:
+	case reply.KindBulk:
 		return appendBulk(b, r.Str)
-	case kv.KindArray:
+	case reply.KindArray:
 		b = appendHeader(b, '*', int64(len(r.Elems)))
 		return appendElems(b, r.Elems, proto)
-	case kv.KindPush:
+	case reply.KindPush:
 		if resp3 {
 			b = appendHeader(b, '>', int64(len(r.Elems)))
 		} else {
 			b = appendHeader(b, '*', int64(len(r.Elems)))
 		}
 		return appendElems(b, r.Elems, proto)
-	case kv.KindSet:
+	case reply.KindSet:
 		if resp3 {
 			b = appendHeader(b, '~', int64(len(r.Elems)))
 		} else {
 			b = appendHeader(b, '*', int64(len(r.Elems)))
 		}
 		return appendElems(b, r.Elems, proto)
-	case kv.KindNestedMap:
+	case reply.KindNestedMap:
 		if resp3 {
 			return appendMap(b, r.Elems, proto)
 		}
 		return appendPairArrays(b, r.Elems, proto)
-	case kv.KindPairs:
+	case reply.KindPairs:
 		if resp3 {
 			return appendPairArrays(b, r.Elems, proto)
 		}
 		n := len(r.Elems) / 2 // an odd trailing element is dropped
 		b = appendHeader(b, '*', int64(2*n))
 		return appendElems(b, r.Elems[:2*n], proto)
-	case kv.KindMap:
+	case reply.KindMap:
 		if resp3 {
 			return appendMap(b, r.Elems, proto)
 		}
 		n := len(r.Elems) / 2 // an odd trailing element is dropped
 		b = appendHeader(b, '*', int64(2*n))
 		return appendElems(b, r.Elems[:2*n], proto)
-	case kv.KindDouble:
+	case reply.KindDouble:
 		text := r.Str
 		if len(text) == 0 {
 			var tmp [32]byte
@@ -79,7 +79,7 @@ func AppendReply(b []byte, r kv.Reply, proto int) []byte {
 			return append(b, '\r', '\n')
 		}
 		return appendBulk(b, text)
-	case kv.KindBool:
+	case reply.KindBool:
 		if resp3 {
 			if r.Int != 0 {
 				return append(b, "#t\r\n"...)
@@ -90,7 +90,7 @@ func AppendReply(b []byte, r kv.Reply, proto int) []byte {
 			return append(b, ":1\r\n"...)
 		}
 		return append(b, ":0\r\n"...)
-	case kv.KindVerbatim:
+	case reply.KindVerbatim:
 		if resp3 {
 			b = appendHeader(b, '=', int64(len(r.Str)+4))
 			b = append(b, "txt:"...)
@@ -107,7 +107,7 @@ func AppendReply(b []byte, r kv.Reply, proto int) []byte {
 
 // AppendPush appends an out-of-band push frame (pub/sub messages,
 // invalidations): RESP3 ">n", RESP2 a plain array.
-func AppendPush(b []byte, elems []kv.Reply, proto int) []byte {
+func AppendPush(b []byte, elems []reply.Reply, proto int) []byte {
 	if proto >= 3 {
 		b = appendHeader(b, '>', int64(len(elems)))
 	} else {
@@ -118,7 +118,7 @@ func AppendPush(b []byte, elems []kv.Reply, proto int) []byte {
 
 // appendMap writes key, value, ... as a RESP3 map (an odd trailing
 // element is dropped).
-func appendMap(b []byte, elems []kv.Reply, proto int) []byte {
+func appendMap(b []byte, elems []reply.Reply, proto int) []byte {
 	n := len(elems) / 2
 	b = appendHeader(b, '%', int64(n))
 	return appendElems(b, elems[:2*n], proto)
@@ -126,7 +126,7 @@ func appendMap(b []byte, elems []kv.Reply, proto int) []byte {
 
 // appendPairArrays writes a, b, a, b, ... as an array of two-element
 // arrays (an odd trailing element is dropped).
-func appendPairArrays(b []byte, elems []kv.Reply, proto int) []byte {
+func appendPairArrays(b []byte, elems []reply.Reply, proto int) []byte {
 	n := len(elems) / 2
 	b = appendHeader(b, '*', int64(n))
 	for i := 0; i < n; i++ {
@@ -136,7 +136,7 @@ func appendPairArrays(b []byte, elems []kv.Reply, proto int) []byte {
 	return b
 }
 
-func appendElems(b []byte, elems []kv.Reply, proto int) []byte {
+func appendElems(b []byte, elems []reply.Reply, proto int) []byte {
 	for i := range elems {
 		b = AppendReply(b, elems[i], proto)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/resp"
 	"github.com/kvorum/kvorum/internal/store"
 )
@@ -17,20 +18,20 @@ type backend Node
 
 // Error replies for cluster conditions. Redis has no exact equivalent; the
 // codes are ones Redis clients already treat as retryable.
-func errNoLeaderReply(d time.Duration) kv.Reply {
-	return kv.Error(fmt.Sprintf("CLUSTERDOWN no Raft leader reachable for %s: this node may be in a minority partition or an election is under way; try again", d.Round(time.Millisecond)))
+func errNoLeaderReply(d time.Duration) reply.Reply {
+	return reply.Error(fmt.Sprintf("CLUSTERDOWN no Raft leader reachable for %s: this node may be in a minority partition or an election is under way; try again", d.Round(time.Millisecond)))
 }
 
 // errAmbiguousReply deliberately avoids TRYAGAIN: Redis clients (go-redis
 // among them) resend a command that got TRYAGAIN, which could apply an INCR
 // twice. UNCERTAIN is not a code any client retries on its own.
-var errAmbiguousReply = kv.Error("UNCERTAIN timed out waiting for the write to commit; it may or may not have been applied")
+var errAmbiguousReply = reply.Error("UNCERTAIN timed out waiting for the write to commit; it may or may not have been applied")
 
 // Do executes cmds in order. Consecutive writes go to the leader as one
 // proposal (one Raft entry); consecutive reads share one read barrier.
-func (b *backend) Do(ctx context.Context, cmds [][][]byte) []kv.Reply {
+func (b *backend) Do(ctx context.Context, cmds [][][]byte) []reply.Reply {
 	n := (*Node)(b)
-	replies := make([]kv.Reply, len(cmds))
+	replies := make([]reply.Reply, len(cmds))
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
 	defer cancel()
@@ -68,7 +69,7 @@ func (b *backend) Do(ctx context.Context, cmds [][][]byte) []kv.Reply {
 
 func isWrite(args [][]byte) bool { return kv.IsWrite(args) }
 
-func fill(out []kv.Reply, r kv.Reply) {
+func fill(out []reply.Reply, r reply.Reply) {
 	for i := range out {
 		out[i] = r
 	}
@@ -76,7 +77,7 @@ func fill(out []kv.Reply, r kv.Reply) {
 
 // execWrite proposes cmds on the leader, forwarding if needed, and retries
 // only while the outcome is certain (the command was not applied).
-func (n *Node) execWrite(ctx context.Context, cmds [][][]byte, out []kv.Reply) {
+func (n *Node) execWrite(ctx context.Context, cmds [][][]byte, out []reply.Reply) {
 	if r := n.diskRefusal(); r != nil {
 		fill(out, *r) // this node's disk is nearly full (disk.go)
 		return
@@ -85,7 +86,7 @@ func (n *Node) execWrite(ctx context.Context, cmds [][][]byte, out []kv.Reply) {
 	start := time.Now()
 	for {
 		lead, local := r.Leader()
-		var replies []kv.Reply
+		var replies []reply.Reply
 		var err error
 		switch {
 		case local:
@@ -105,7 +106,7 @@ func (n *Node) execWrite(ctx context.Context, cmds [][][]byte, out []kv.Reply) {
 			// Not applied: safe to retry once a leader is known.
 		case errors.Is(err, store.ErrAmbiguous):
 			if err != store.ErrAmbiguous {
-				fill(out, kv.Error("UNCERTAIN "+err.Error()+"; the write may or may not have been applied"))
+				fill(out, reply.Error("UNCERTAIN "+err.Error()+"; the write may or may not have been applied"))
 			} else {
 				fill(out, errAmbiguousReply)
 			}
@@ -113,10 +114,10 @@ func (n *Node) execWrite(ctx context.Context, cmds [][][]byte, out []kv.Reply) {
 		case errors.Is(err, store.ErrStopped):
 			// The entry may already be in the log and commit on the other
 			// nodes: not a certain failure.
-			fill(out, kv.Error("UNCERTAIN node is shutting down; the write may or may not have been applied"))
+			fill(out, reply.Error("UNCERTAIN node is shutting down; the write may or may not have been applied"))
 			return
 		default:
-			fill(out, kv.Error("UNCERTAIN "+err.Error()+"; the write may or may not have been applied"))
+			fill(out, reply.Error("UNCERTAIN "+err.Error()+"; the write may or may not have been applied"))
 			return
 		}
 		select {
@@ -133,7 +134,7 @@ func (n *Node) execWrite(ctx context.Context, cmds [][][]byte, out []kv.Reply) {
 }
 
 // Watch reads the WATCH stamps of keys at a linearizable read point.
-func (b *backend) Watch(ctx context.Context, keys [][]byte) ([]uint64, *kv.Reply) {
+func (b *backend) Watch(ctx context.Context, keys [][]byte) ([]uint64, *reply.Reply) {
 	n := (*Node)(b)
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
 	defer cancel()
@@ -145,7 +146,7 @@ func (b *backend) Watch(ctx context.Context, keys [][]byte) ([]uint64, *kv.Reply
 	for i, k := range keys {
 		s, err := kv.WatchStamp(n.store.DB(), k, now)
 		if err != nil {
-			r := kv.Error("ERR storage: " + err.Error())
+			r := reply.Error("ERR storage: " + err.Error())
 			return nil, &r
 		}
 		stamps[i] = s
@@ -154,7 +155,7 @@ func (b *backend) Watch(ctx context.Context, keys [][]byte) ([]uint64, *kv.Reply
 }
 
 // execRead waits for a linearizable read point, then reads local state.
-func (n *Node) execRead(ctx context.Context, cmds [][][]byte, out []kv.Reply) {
+func (n *Node) execRead(ctx context.Context, cmds [][][]byte, out []reply.Reply) {
 	if r := n.readBarrier(ctx); r != nil {
 		fill(out, *r)
 		return
@@ -168,7 +169,7 @@ func (n *Node) execRead(ctx context.Context, cmds [][][]byte, out []kv.Reply) {
 
 // readBarrier waits until this node may serve a linearizable read; an
 // error reply if it cannot before ctx ends.
-func (n *Node) readBarrier(ctx context.Context) *kv.Reply {
+func (n *Node) readBarrier(ctx context.Context) *reply.Reply {
 	if n.cfg.Unsafe.StaleReads {
 		return nil // deliberately broken: see Config.Unsafe
 	}
@@ -180,7 +181,7 @@ func (n *Node) readBarrier(ctx context.Context) *kv.Reply {
 			return nil
 		}
 		if errors.Is(err, store.ErrStopped) {
-			e := kv.Error("ERR node is shutting down")
+			e := reply.Error("ERR node is shutting down")
 			return &e
 		}
 		if ctx.Err() != nil {
@@ -218,7 +219,7 @@ func (b *backend) Info() []resp.InfoSection {
 	}}
 	keys := kv.Read(n.store.DB(), [][]byte{[]byte("DBSIZE")}, n.cfg.Now())
 	ks := resp.InfoSection{Name: "Keyspace"}
-	if keys.Kind == kv.KindInt && keys.Int > 0 {
+	if keys.Kind == reply.KindInt && keys.Int > 0 {
 		ks.Fields = append(ks.Fields, [2]string{"db0", fmt.Sprintf("keys=%d,expires=0,avg_ttl=0", keys.Int)})
 	}
 	return []resp.InfoSection{repl, n.persistenceInfo(), ks}

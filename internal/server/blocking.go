@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/kvorum/kvorum/internal/reply"
 )
 
 // Blocking commands (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, XREADGROUP, ...).
@@ -111,13 +112,13 @@ func blockingCommand(args [][]byte) (timeout time.Duration, keys [][]byte, ok bo
 }
 
 // isNullReply reports whether a blocking kernel found nothing to pop.
-func isNullReply(r kv.Reply) bool {
-	return r.Kind == kv.KindNil || r.Kind == kv.KindNilArray
+func isNullReply(r reply.Reply) bool {
+	return r.Kind == reply.KindNil || r.Kind == reply.KindNilArray
 }
 
 // execBlocking runs a blocking command for a client: parent is the
 // connection's context (cancelled when the client disconnects).
-func (n *Node) execBlocking(parent context.Context, args [][]byte, timeout time.Duration, keys [][]byte) kv.Reply {
+func (n *Node) execBlocking(parent context.Context, args [][]byte, timeout time.Duration, keys [][]byte) reply.Reply {
 	if !kv.IsWrite(args) {
 		return n.execBlockingRead(parent, args, timeout, keys)
 	}
@@ -129,7 +130,7 @@ func (n *Node) execBlocking(parent context.Context, args [][]byte, timeout time.
 	}
 	n.blockedClients.Add(1)
 	defer n.blockedClients.Add(-1)
-	out := make([]kv.Reply, 1)
+	out := make([]reply.Reply, 1)
 	for {
 		// Register before trying, so a push applied between the try and
 		// the wait is not missed.
@@ -151,10 +152,10 @@ func (n *Node) execBlocking(parent context.Context, args [][]byte, timeout time.
 			return out[0]
 		case <-parent.Done():
 			n.waiters.remove(wt)
-			return kv.Error("ERR client disconnected or node stopping")
+			return reply.Error("ERR client disconnected or node stopping")
 		case <-n.stopper:
 			n.waiters.remove(wt)
-			return kv.Error("ERR node is shutting down")
+			return reply.Error("ERR node is shutting down")
 		}
 	}
 }
@@ -166,7 +167,7 @@ func (n *Node) execBlocking(parent context.Context, args [][]byte, timeout time.
 // it returns something, the timeout fires or the client goes. As for
 // blocking writes, the waiter is registered before each try so a write
 // applied between the try and the wait wakes it.
-func (n *Node) execBlockingRead(parent context.Context, args [][]byte, timeout time.Duration, keys [][]byte) kv.Reply {
+func (n *Node) execBlockingRead(parent context.Context, args [][]byte, timeout time.Duration, keys [][]byte) reply.Reply {
 	var deadline <-chan time.Time
 	if timeout > 0 {
 		t := time.NewTimer(timeout)
@@ -184,7 +185,7 @@ func (n *Node) execBlockingRead(parent context.Context, args [][]byte, timeout t
 		return *r
 	}
 	cmd, retry := kv.XReadResolve(n.store.DB(), args, n.cfg.Now())
-	out := make([]kv.Reply, 1)
+	out := make([]reply.Reply, 1)
 	for {
 		ctx, cancel := context.WithTimeout(parent, n.cfg.RequestTimeout)
 		n.execRead(ctx, [][][]byte{cmd}, out)
@@ -198,9 +199,9 @@ func (n *Node) execBlockingRead(parent context.Context, args [][]byte, timeout t
 		case <-deadline:
 			return out[0]
 		case <-parent.Done():
-			return kv.Error("ERR client disconnected or node stopping")
+			return reply.Error("ERR client disconnected or node stopping")
 		case <-n.stopper:
-			return kv.Error("ERR node is shutting down")
+			return reply.Error("ERR node is shutting down")
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/kvorum/kvorum/internal/transport"
 )
 

@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvorum/kvorum/internal/kv/kvdiff"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/kvorum/kvorum/internal/kv/kvdiff"
 )
 
 // The end-to-end differential test: the command sequences of

@@ -8,9 +8,10 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/kvorum/kvorum/internal/kv"
-	"github.com/kvorum/kvorum/internal/resp"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvorum/kvorum/internal/reply"
+	"github.com/kvorum/kvorum/internal/resp"
 )
 
 // Disk space guard.
@@ -74,11 +75,11 @@ func (n *Node) startDiskMonitor() {
 	d.avail.Store(-1)
 	d.total.Store(-1)
 	n.pollDisk()
-	n.store.SetWriteGate(func() (kv.Reply, bool) {
+	n.store.SetWriteGate(func() (reply.Reply, bool) {
 		if r := n.diskRefusal(); r != nil {
 			return *r, true
 		}
-		return kv.Reply{}, false
+		return reply.Reply{}, false
 	})
 	g := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
@@ -156,13 +157,13 @@ func (n *Node) pollDisk() {
 
 // diskRefusal returns the error reply for a write while the disk is nearly
 // full, nil otherwise, and counts refusals.
-func (n *Node) diskRefusal() *kv.Reply {
+func (n *Node) diskRefusal() *reply.Reply {
 	d := &n.disk
 	if !d.low.Load() {
 		return nil
 	}
 	d.refused.Add(1)
-	r := kv.Error(fmt.Sprintf("ERR disk full on node %d: %s free, below --min-free-disk %s; writes are refused until space is freed (reads still work)",
+	r := reply.Error(fmt.Sprintf("ERR disk full on node %d: %s free, below --min-free-disk %s; writes are refused until space is freed (reads still work)",
 		uint64(n.id), humanBytes(d.avail.Load()), humanBytes(d.min.Load())))
 	return &r
 }

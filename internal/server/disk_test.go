@@ -18,10 +18,11 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
-	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/storage"
 	"github.com/kvorum/kvorum/internal/transport"
-	"github.com/redis/go-redis/v9"
 )
 
 // diskFault is an errorfs injector for one node's filesystem: while on, it
@@ -221,17 +222,17 @@ func TestDiskFsyncFailureFailsPendingWrite(t *testing.T) {
 	// rotation, and after a flush this single node's next sync escaped
 	// the injector.)
 	fault.failSync.Store(true)
-	set := func(k string) kv.Reply {
+	set := func(k string) reply.Reply {
 		return (*backend)(n).Do(ctx, [][][]byte{{[]byte("SET"), []byte(k), []byte("v")}})[0]
 	}
 	r := set("lost")
-	if r.Kind != kv.KindError || !strings.HasPrefix(string(r.Str), "UNCERTAIN storage failure: fsync failed") ||
+	if r.Kind != reply.KindError || !strings.HasPrefix(string(r.Str), "UNCERTAIN storage failure: fsync failed") ||
 		!strings.Contains(string(r.Str), "may or may not have been applied") {
 		t.Fatalf("write whose fsync failed got %+v", r)
 	}
 	t.Logf("reply: -%s", r.Str)
 	c.waitStopped(1, 5*time.Second)
-	if r := set("later"); r.Kind != kv.KindError {
+	if r := set("later"); r.Kind != reply.KindError {
 		t.Fatalf("write on the stopped node got %+v", r)
 	}
 	// Restarted on what the disk kept: the earlier write is there; the

@@ -10,9 +10,10 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/kvorum/kvorum/internal/testport"
 	"github.com/kvorum/kvorum/internal/transport"
-	"github.com/redis/go-redis/v9"
 )
 
 // testCluster runs N nodes in this process on 127.0.0.1 with in-memory

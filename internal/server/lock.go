@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/kvorum/kvorum/internal/reply"
 )
 
 // Leases and locks: the node's half (package kv holds the state machine).
@@ -165,7 +166,7 @@ func (n *Node) leaseLoop() {
 
 // execLock runs LOCK ACQUIRE for a client: parent is the connection's
 // context (cancelled when the client disconnects).
-func (n *Node) execLock(parent context.Context, args [][]byte, a kv.Acquire) kv.Reply {
+func (n *Node) execLock(parent context.Context, args [][]byte, a kv.Acquire) reply.Reply {
 	name, lease := a.Name, a.Lease
 	var deadline <-chan time.Time
 	if a.Timeout > 0 {
@@ -178,7 +179,7 @@ func (n *Node) execLock(parent context.Context, args [][]byte, a kv.Acquire) kv.
 	// Register before proposing, so a grant applied before we wait is not missed.
 	wt := n.waiters.add([][]byte{kv.LockWaitKey(name)})
 	defer n.waiters.remove(wt)
-	out := make([]kv.Reply, 1)
+	out := make([]reply.Reply, 1)
 	ctx, cancel := context.WithTimeout(parent, n.cfg.RequestTimeout)
 	n.execWrite(ctx, [][][]byte{args}, out)
 	cancel()
@@ -199,18 +200,18 @@ func (n *Node) execLock(parent context.Context, args [][]byte, a kv.Acquire) kv.
 				if r, done := n.lockOutcome(parent, name, lease, queuedAt); done {
 					return r
 				}
-				return kv.Nil
+				return reply.Nil
 			}
 			return n.giveUpLock(parent, name, lease)
 		case <-parent.Done():
 			if !a.KeepQueued {
 				n.giveUpLock(context.Background(), name, lease)
 			}
-			return kv.Error("ERR client disconnected or node stopping")
+			return reply.Error("ERR client disconnected or node stopping")
 		case <-n.stopper:
 			// The waiter keeps its place: the client may acquire again
 			// through another node (acquire is idempotent per lease).
-			return kv.Error("ERR node is shutting down; the lock wait stays queued, acquire again to resume it")
+			return reply.Error("ERR node is shutting down; the lock wait stays queued, acquire again to resume it")
 		}
 		if r, done := n.lockOutcome(parent, name, lease, queuedAt); done {
 			return r
@@ -223,39 +224,39 @@ func (n *Node) execLock(parent context.Context, args [][]byte, a kv.Acquire) kv.
 // error if it no longer waits, else done=false. This node may lag behind
 // the leader that answered the acquire: a holder entry with a token at or
 // below queuedAt is the lease's previous grant, released since.
-func (n *Node) lockOutcome(ctx context.Context, name []byte, lease, queuedAt uint64) (kv.Reply, bool) {
+func (n *Node) lockOutcome(ctx context.Context, name []byte, lease, queuedAt uint64) (reply.Reply, bool) {
 	for attempt := 0; ; attempt++ {
 		tok, waiting, alive, err := kv.LockState(n.store.DB(), name, lease)
 		switch {
 		case err != nil:
-			return kv.Error("ERR storage: " + err.Error()), true
+			return reply.Error("ERR storage: " + err.Error()), true
 		case tok > queuedAt:
-			return kv.Int(int64(tok)), true
+			return reply.Int(int64(tok)), true
 		case tok > 0 || waiting:
-			return kv.Reply{}, false // stale, or still queued
+			return reply.Reply{}, false // stale, or still queued
 		}
 		// Neither holder nor waiter: this node may not have applied our
 		// enqueue yet (the proposal went to another node). Confirm at a
 		// linearizable read point before giving up.
 		if attempt > 0 {
 			if !alive {
-				return kv.Error("NOLEASE lease expired or was revoked while waiting for the lock"), true
+				return reply.Error("NOLEASE lease expired or was revoked while waiting for the lock"), true
 			}
-			return kv.Error("ERR the lock wait was cancelled (LOCK CANCEL)"), true
+			return reply.Error("ERR the lock wait was cancelled (LOCK CANCEL)"), true
 		}
 		bctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
 		r := n.readBarrier(bctx)
 		cancel()
 		if r != nil {
-			return kv.Reply{}, false // no read point now: keep waiting
+			return reply.Reply{}, false // no read point now: keep waiting
 		}
 	}
 }
 
 // giveUpLock leaves the queue after a timeout; the apply decides whether
 // the grant came first (then the client gets its token).
-func (n *Node) giveUpLock(parent context.Context, name []byte, lease uint64) kv.Reply {
-	out := make([]kv.Reply, 1)
+func (n *Node) giveUpLock(parent context.Context, name []byte, lease uint64) reply.Reply {
+	out := make([]reply.Reply, 1)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), n.cfg.RequestTimeout)
 	defer cancel()
 	n.execWrite(ctx, [][][]byte{kv.LockTimeoutCommand(name, lease)}, out)

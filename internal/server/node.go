@@ -10,13 +10,15 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/kvorum/kvorum/internal/admin"
 	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/resp"
 	"github.com/kvorum/kvorum/internal/storage"
 	"github.com/kvorum/kvorum/internal/store"
 	"github.com/kvorum/kvorum/internal/transport"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Version is the kvorum version reported by INFO, HELLO and `kvorum version`.
@@ -30,7 +32,7 @@ const firstRange storage.RangeID = 1
 // messages published (to deliver to local subscribers).
 type kvMachine struct{ n *Node }
 
-func (m kvMachine) Apply(b *pebble.Batch, args [][]byte, env kv.Env) kv.Reply {
+func (m kvMachine) Apply(b *pebble.Batch, args [][]byte, env kv.Env) reply.Reply {
 	env.OnWrite = m.n.waiters.written
 	env.OnPublish = m.n.deliver
 	env.OnLease = m.n.leases.observe

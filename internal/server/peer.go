@@ -11,12 +11,13 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/raft/v3/raftpb"
+
 	"github.com/kvorum/kvorum/internal/admin"
-	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/storage"
 	"github.com/kvorum/kvorum/internal/store"
 	"github.com/kvorum/kvorum/internal/transport"
-	"go.etcd.io/raft/v3/raftpb"
 )
 
 // peerHandler is the Node as the peer transport sees it.
@@ -165,7 +166,7 @@ func decodeCmds(b []byte) ([][][]byte, error) {
 	return cmds, nil
 }
 
-func (n *Node) forwardExec(ctx context.Context, lead uint64, cmds [][][]byte) ([]kv.Reply, error) {
+func (n *Node) forwardExec(ctx context.Context, lead uint64, cmds [][][]byte) ([]reply.Reply, error) {
 	resp, err := n.trans.Call(ctx, lead, methodExec, encodeCmds(cmds))
 	if err != nil {
 		switch {
@@ -184,10 +185,10 @@ func (n *Node) forwardExec(ctx context.Context, lead uint64, cmds [][][]byte) ([
 	switch resp[0] {
 	case statusOK:
 		b := resp[1:]
-		out := make([]kv.Reply, 0, len(cmds))
+		out := make([]reply.Reply, 0, len(cmds))
 		for range cmds {
-			var r kv.Reply
-			if r, b, err = kv.DecodeReply(b); err != nil {
+			var r reply.Reply
+			if r, b, err = reply.Decode(b); err != nil {
 				return nil, err
 			}
 			out = append(out, r)

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/storage"
 )
 
@@ -44,7 +44,7 @@ func (s *Store) DBWedged() bool {
 
 // WriteGate decides whether this node accepts new proposals. It returns a
 // reply (an error) for every command of a refused proposal and refuse=true.
-type WriteGate func() (reply kv.Reply, refuse bool)
+type WriteGate func() (reply reply.Reply, refuse bool)
 
 // SetWriteGate installs g, consulted by every Replica.Propose (client
 // writes proposed here, including those forwarded by other nodes, expiry
@@ -59,18 +59,18 @@ func (s *Store) SetWriteGate(g WriteGate) {
 }
 
 // gate returns the replies of a refused proposal of n commands, or nil.
-func (s *Store) gate(n int) []kv.Reply {
+func (s *Store) gate(n int) []reply.Reply {
 	g := s.writeGate.Load()
 	if g == nil {
 		return nil
 	}
-	reply, refuse := (*g)()
+	rep, refuse := (*g)()
 	if !refuse {
 		return nil
 	}
-	out := make([]kv.Reply, n)
+	out := make([]reply.Reply, n)
 	for i := range out {
-		out[i] = reply
+		out[i] = rep
 	}
 	return out
 }

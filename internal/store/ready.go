@@ -6,11 +6,13 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/kvorum/kvorum/internal/kv"
-	"github.com/kvorum/kvorum/internal/storage"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/kvorum/kvorum/internal/reply"
+	"github.com/kvorum/kvorum/internal/storage"
 )
 
 // readyItem is one replica's share of a round of Ready handling.
@@ -31,7 +33,7 @@ type readyItem struct {
 
 type completion struct {
 	p       *proposal
-	replies []kv.Reply
+	replies []reply.Reply
 	err     error
 }
 
@@ -237,7 +239,7 @@ func (r *Replica) stageApply(b *pebble.Batch, it *readyItem) error {
 			if err != nil {
 				return fmt.Errorf("entry %d: %w", e.GetIndex(), err)
 			}
-			replies := make([]kv.Reply, len(p.cmds))
+			replies := make([]reply.Reply, len(p.cmds))
 			for i, args := range p.cmds {
 				replies[i] = r.store.cfg.StateMachine.Apply(b, args, kv.Env{Now: p.ts, Index: e.GetIndex(), Seq: i})
 			}

@@ -10,11 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kvorum/kvorum/internal/kv"
-	"github.com/kvorum/kvorum/internal/storage"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
+
+	"github.com/kvorum/kvorum/internal/reply"
+	"github.com/kvorum/kvorum/internal/storage"
 )
 
 // Replica is this node's member of one range: its descriptor, RawNode and
@@ -56,11 +57,11 @@ type Replica struct {
 type proposal struct {
 	id      uint64
 	done    chan struct{}
-	replies []kv.Reply
+	replies []reply.Reply
 	err     error
 }
 
-func (p *proposal) finish(replies []kv.Reply, err error) {
+func (p *proposal) finish(replies []reply.Reply, err error) {
 	p.replies, p.err = replies, err
 	close(p.done)
 }
@@ -240,7 +241,7 @@ func (r *Replica) nextProposalIDLocked() uint64 {
 // does not lead, ErrProposalDropped if raft lost it (safe to retry), and
 // ErrAmbiguous if ctx ended first. When the store's WriteGate refuses, it
 // returns the gate's error reply for every command and proposes nothing.
-func (r *Replica) Propose(ctx context.Context, cmds [][][]byte) ([]kv.Reply, error) {
+func (r *Replica) Propose(ctx context.Context, cmds [][][]byte) ([]reply.Reply, error) {
 	if r.store.failed.Load() {
 		return nil, ErrStopped // never proposed: not applied
 	}
@@ -276,7 +277,7 @@ func (r *Replica) Propose(ctx context.Context, cmds [][][]byte) ([]kv.Reply, err
 	return replies, err
 }
 
-func (r *Replica) wait(ctx context.Context, p *proposal) ([]kv.Reply, error) {
+func (r *Replica) wait(ctx context.Context, p *proposal) ([]reply.Reply, error) {
 	select {
 	case <-p.done:
 		return p.replies, p.err

@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kvorum/kvorum/internal/storage"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/kvorum/kvorum/internal/storage"
 )
 
 // Membership errors.

@@ -7,8 +7,9 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/kvorum/kvorum/internal/storage"
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/kvorum/kvorum/internal/storage"
 )
 
 // Incoming snapshots are staged in a file under Config.Dir/snapshots while

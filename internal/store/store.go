@@ -10,10 +10,12 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/kvorum/kvorum/internal/kv"
-	"github.com/kvorum/kvorum/internal/storage"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/kvorum/kvorum/internal/reply"
+	"github.com/kvorum/kvorum/internal/storage"
 )
 
 // Transport is what the store needs from the peer transport.
@@ -61,7 +63,7 @@ type Config struct {
 // indexed batch that also carries the round's Raft state.
 type StateMachine interface {
 	// Apply executes one command of a committed entry; env says which.
-	Apply(b *pebble.Batch, args [][]byte, env kv.Env) kv.Reply
+	Apply(b *pebble.Batch, args [][]byte, env kv.Env) reply.Reply
 	// Span is the storage span holding a range's user data: what a
 	// snapshot carries and replaces.
 	Span(d *storage.Descriptor) (start, end []byte)

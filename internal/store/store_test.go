@@ -12,10 +12,12 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.etcd.io/raft/v3/raftpb"
+
 	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/storage"
 	"github.com/kvorum/kvorum/internal/transport"
-	"go.etcd.io/raft/v3/raftpb"
 )
 
 // regMachine is a minimal state machine for store tests: SET k v and
@@ -26,12 +28,12 @@ func (regMachine) Span(*storage.Descriptor) ([]byte, []byte) { return []byte{0x1
 
 func (regMachine) Committed() {}
 
-func (regMachine) Apply(b *pebble.Batch, args [][]byte, env kv.Env) kv.Reply {
+func (regMachine) Apply(b *pebble.Batch, args [][]byte, env kv.Env) reply.Reply {
 	key := append([]byte{0x10}, args[1]...)
 	switch string(args[0]) {
 	case "SET":
 		_ = b.Set(key, args[2], nil)
-		return kv.OK
+		return reply.OK
 	case "INCR":
 		n := 0
 		if v, c, err := b.Get(key); err == nil {
@@ -40,9 +42,9 @@ func (regMachine) Apply(b *pebble.Batch, args [][]byte, env kv.Env) kv.Reply {
 		}
 		n++
 		_ = b.Set(key, []byte(fmt.Sprint(n)), nil)
-		return kv.Int(int64(n))
+		return reply.Int(int64(n))
 	}
-	return kv.Error("ERR unknown")
+	return reply.Error("ERR unknown")
 }
 
 func readKey(s *Store, key string) (string, bool) {
@@ -179,7 +181,7 @@ func (c *testCluster) leader() *testNode {
 	return nil
 }
 
-func propose(t *testing.T, tn *testNode, cmds ...[]string) ([]kv.Reply, error) {
+func propose(t *testing.T, tn *testNode, cmds ...[]string) ([]reply.Reply, error) {
 	var args [][][]byte
 	for _, c := range cmds {
 		var a [][]byte
@@ -195,7 +197,7 @@ func propose(t *testing.T, tn *testNode, cmds ...[]string) ([]kv.Reply, error) {
 
 // proposeRetry proposes on whoever leads, retrying while the outcome is
 // certain not to have been applied.
-func (c *testCluster) proposeRetry(cmds ...[]string) []kv.Reply {
+func (c *testCluster) proposeRetry(cmds ...[]string) []reply.Reply {
 	c.t.Helper()
 	for i := 0; i < 200; i++ {
 		rs, err := propose(c.t, c.leader(), cmds...)

@@ -1,4 +1,4 @@
-package kv
+package reply
 
 import (
 	"math"
@@ -19,14 +19,14 @@ func TestReplyBinaryRoundTrip(t *testing.T) {
 		Array(Pairs(), Array()),
 	)
 	enc := all.AppendBinary([]byte("x"))[1:]
-	got, rest, err := DecodeReply(enc)
+	got, rest, err := Decode(enc)
 	if err != nil || len(rest) != 0 {
 		t.Fatalf("decode: %v, %d bytes left", err, len(rest))
 	}
 	if !reflect.DeepEqual(normalizeNilSlices(got), normalizeNilSlices(all)) {
 		t.Fatalf("round trip changed the reply:\n got %#v\nwant %#v", got, all)
 	}
-	if _, _, err := DecodeReply(enc[:len(enc)-1]); err == nil {
+	if _, _, err := Decode(enc[:len(enc)-1]); err == nil {
 		t.Fatal("a truncated encoding decoded")
 	}
 }

@@ -1,4 +1,13 @@
-package kv
+// Package reply is the vocabulary of answers shared by the state machine
+// (kv), the Lua runtime (script), the replication layer (store), the node
+// (server) and the client protocol (resp): a Reply is one command's answer,
+// independent of the protocol version; its Kind says which RESP type it is
+// written as. Package resp maps each kind onto RESP2 or RESP3 framing; this
+// package never writes client wire bytes. AppendBinary and Decode carry a
+// Reply between nodes (a follower forwarding a command to the leader).
+//
+// The package depends on nothing but the standard library.
+package reply
 
 import (
 	"encoding/binary"
@@ -7,7 +16,7 @@ import (
 )
 
 // Kind says which RESP type a Reply is written as. The resp package maps each
-// kind onto RESP2 or RESP3 framing; kv never writes wire bytes itself.
+// kind onto RESP2 or RESP3 framing.
 type Kind uint8
 
 const (
@@ -125,26 +134,26 @@ func (r Reply) AppendBinary(b []byte) []byte {
 // text keep the tag that older nodes decode.
 const binDoubleText = 0xF0
 
-// ErrBadReplyEncoding is returned by DecodeReply for bytes AppendBinary did not produce.
-var ErrBadReplyEncoding = errors.New("kv: bad reply encoding")
+// ErrBadEncoding is returned by Decode for bytes AppendBinary did not produce.
+var ErrBadEncoding = errors.New("reply: bad encoding")
 
-// DecodeReply decodes one reply from the front of b and returns the rest.
-func DecodeReply(b []byte) (Reply, []byte, error) {
-	return decodeReply(b, 0)
+// Decode decodes one reply from the front of b and returns the rest.
+func Decode(b []byte) (Reply, []byte, error) {
+	return decode(b, 0)
 }
 
-func decodeReply(b []byte, depth int) (Reply, []byte, error) {
+func decode(b []byte, depth int) (Reply, []byte, error) {
 	if len(b) == 0 || depth > 64 {
-		return Reply{}, nil, ErrBadReplyEncoding
+		return Reply{}, nil, ErrBadEncoding
 	}
 	if b[0] == binDoubleText {
 		if len(b) < 9 {
-			return Reply{}, nil, ErrBadReplyEncoding
+			return Reply{}, nil, ErrBadEncoding
 		}
 		r := Reply{Kind: KindDouble, Float: math.Float64frombits(binary.BigEndian.Uint64(b[1:]))}
 		l, n := binary.Uvarint(b[9:])
 		if n <= 0 || l == 0 || uint64(len(b)-9-n) < l {
-			return Reply{}, nil, ErrBadReplyEncoding
+			return Reply{}, nil, ErrBadEncoding
 		}
 		r.Str = append([]byte(nil), b[9+n:9+n+int(l)]...)
 		return r, b[9+n+int(l):], nil
@@ -156,36 +165,36 @@ func decodeReply(b []byte, depth int) (Reply, []byte, error) {
 	case KindInt, KindBool:
 		v, n := binary.Varint(b)
 		if n <= 0 {
-			return Reply{}, nil, ErrBadReplyEncoding
+			return Reply{}, nil, ErrBadEncoding
 		}
 		r.Int, b = v, b[n:]
 	case KindDouble:
 		if len(b) < 8 {
-			return Reply{}, nil, ErrBadReplyEncoding
+			return Reply{}, nil, ErrBadEncoding
 		}
 		r.Float, b = math.Float64frombits(binary.BigEndian.Uint64(b)), b[8:]
 	case KindStatus, KindError, KindBulk, KindVerbatim:
 		l, n := binary.Uvarint(b)
 		if n <= 0 || uint64(len(b)-n) < l {
-			return Reply{}, nil, ErrBadReplyEncoding
+			return Reply{}, nil, ErrBadEncoding
 		}
 		r.Str = append([]byte(nil), b[n:n+int(l)]...)
 		b = b[n+int(l):]
 	case KindArray, KindMap, KindSet, KindPush, KindPairs, KindNestedMap:
 		l, n := binary.Uvarint(b)
 		if n <= 0 || l > uint64(len(b)) {
-			return Reply{}, nil, ErrBadReplyEncoding
+			return Reply{}, nil, ErrBadEncoding
 		}
 		b = b[n:]
 		r.Elems = make([]Reply, l)
 		for i := range r.Elems {
 			var err error
-			if r.Elems[i], b, err = decodeReply(b, depth+1); err != nil {
+			if r.Elems[i], b, err = decode(b, depth+1); err != nil {
 				return Reply{}, nil, err
 			}
 		}
 	default:
-		return Reply{}, nil, ErrBadReplyEncoding
+		return Reply{}, nil, ErrBadEncoding
 	}
 	return r, b, nil
 }
