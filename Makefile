@@ -11,7 +11,7 @@ RACE_TIMEOUT ?= 30m
 # Packages with concurrency worth running under the race detector.
 RACE_PKGS    ?= ./internal/transport/... ./internal/resp/... ./internal/store/... ./internal/server/... ./pkg/...
 # Fuzz targets, as FuzzName:package; each runs for FUZZTIME.
-FUZZ         ?= FuzzParse:./internal/resp FuzzCommands:./internal/kv
+FUZZ         ?= FuzzParse:./internal/resp/codec FuzzCommands:./internal/kv
 FUZZTIME     ?= 15s
 # The torture sweep of `make test`: this many 3-node seeds and a third as
 # many 5-node ones, starting at TORTURE_FIRST (go test ./... runs a smaller

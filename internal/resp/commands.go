@@ -14,6 +14,7 @@ import (
 
 	"github.com/kvorum/kvorum/internal/kv"
 	"github.com/kvorum/kvorum/internal/reply"
+	"github.com/kvorum/kvorum/internal/resp/codec"
 )
 
 // command is an entry of the server's command table: a connection command
@@ -279,19 +280,11 @@ func ping(c *conn, args [][]byte) reply.Reply {
 
 func echo(c *conn, args [][]byte) reply.Reply { return reply.Bulk(args[1]) }
 
-// parseInt is Redis's string2ll: strict decimal, no spaces or '+'.
-func parseInt(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 20 {
-		return 0, false
-	}
-	return parseLen(append(b[:len(b):len(b)], '\r'))
-}
-
 func hello(c *conn, args [][]byte) reply.Reply {
 	ver := int64(0)
 	i := 1
 	if len(args) >= 2 {
-		v, ok := parseInt(args[1])
+		v, ok := codec.ParseInt(args[1])
 		if !ok {
 			return reply.Error("ERR Protocol version is not an integer or out of range")
 		}
@@ -357,7 +350,7 @@ func auth(c *conn, args [][]byte) reply.Reply {
 }
 
 func selectDB(c *conn, args [][]byte) reply.Reply {
-	v, ok := parseInt(args[1])
+	v, ok := codec.ParseInt(args[1])
 	if !ok || v < -1<<31 || v > 1<<31-1 {
 		return reply.Error("ERR value is not an integer or out of range")
 	}
@@ -520,7 +513,7 @@ func clientList(c *conn, args [][]byte) reply.Reply {
 			i++
 		case eqFold(args[i], "ID") && i+1 < len(args):
 			for i++; i < len(args); i++ {
-				v, ok := parseInt(args[i])
+				v, ok := codec.ParseInt(args[i])
 				if !ok || v <= 0 {
 					return reply.Error("ERR Invalid client ID")
 				}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/kvorum/kvorum/internal/kv"
 	"github.com/kvorum/kvorum/internal/reply"
+	"github.com/kvorum/kvorum/internal/resp/codec"
 )
 
 // Backend executes data commands. The server calls it from connection
@@ -47,7 +48,7 @@ type InfoSection struct {
 
 // Config configures a Server. Zero values take defaults.
 type Config struct {
-	Limits       Limits
+	Limits       codec.Limits
 	MaxKeySize   int // passed to kv.Check
 	MaxValueSize int // passed to kv.Check
 	// MaxClients bounds concurrent connections (default 10000). A client
@@ -80,6 +81,9 @@ const (
 // RedisVersion is the Redis version kvorum reports to clients (HELLO,
 // INFO). Clients use it to decide which commands and reply shapes exist.
 const RedisVersion = "7.2.0"
+
+// keepReplies bounds the reply slice a connection keeps between batches.
+const keepReplies = 1024
 
 // ErrServerClosed is returned by Serve after Close.
 var ErrServerClosed = errors.New("resp: server closed")
@@ -235,7 +239,7 @@ func (s *Server) accept(nc net.Conn) {
 		proto:   2,
 		created: time.Now(),
 	}
-	c.rd = NewReader(countingReader{connSource{c}, &s.netIn}, s.cfg.Limits)
+	c.rd = codec.NewReader(countingReader{connSource{c}, &s.netIn}, s.cfg.Limits)
 	c.addr = nc.RemoteAddr().String()
 	c.laddr = nc.LocalAddr().String()
 	c.lastActive.Store(c.created.UnixNano())
@@ -297,7 +301,7 @@ func (c countingReader) Read(p []byte) (int, error) {
 type conn struct {
 	s            *Server
 	nc           net.Conn
-	rd           *Reader
+	rd           *codec.Reader
 	id           uint64
 	ctx          context.Context
 	cancel       context.CancelFunc
@@ -386,7 +390,7 @@ func (c *conn) serve() {
 // readFailed handles an error from ReadCommand: a protocol error is
 // answered before closing, like Redis does.
 func (c *conn) readFailed(err error) {
-	var pe *ProtocolError
+	var pe *codec.ProtocolError
 	if errors.As(err, &pe) {
 		c.protocolError(err)
 		c.flush()
@@ -401,7 +405,7 @@ func (c *conn) protocolError(err error) {
 	c.s.protoErrs.Add(1)
 	c.s.m.protoErrs.Inc()
 	c.s.log.Debug("resp: protocol error; closing connection", "client", c.addr, "err", err)
-	c.out = appendSimple(c.out, '-', []byte(err.Error()))
+	c.out = codec.AppendSimple(c.out, '-', []byte(err.Error()))
 }
 
 // flush writes the pending replies; false if the connection failed.
@@ -498,7 +502,7 @@ func (c *conn) exec(batch [][][]byte) {
 		c.out = AppendReply(c.out, replies[from], c.proto)
 	}
 	clear(replies)
-	if cap(c.replies) > keepArgv {
+	if cap(c.replies) > keepReplies {
 		c.replies = nil
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/kvorum/kvorum/internal/kv"
 	"github.com/kvorum/kvorum/internal/reply"
+	"github.com/kvorum/kvorum/internal/resp/codec"
 )
 
 // fakeBackend is an in-memory GET/SET/DEL store that records every Do call.
@@ -162,7 +163,7 @@ func (c *rawConn) cmd(args ...string) {
 	for i, a := range args {
 		b[i] = []byte(a)
 	}
-	c.send(string(AppendCommand(nil, b...)))
+	c.send(string(codec.AppendCommand(nil, b...)))
 }
 
 // reply reads one complete reply frame and returns its raw bytes.
@@ -224,7 +225,7 @@ func TestPipelineOneBackendCall(t *testing.T) {
 	c := dialRaw(t, addr)
 	var in []byte
 	for i := range 16 {
-		in = AppendCommand(in, []byte("SET"), fmt.Appendf(nil, "k%d", i), []byte("v"))
+		in = codec.AppendCommand(in, []byte("SET"), fmt.Appendf(nil, "k%d", i), []byte("v"))
 	}
 	c.send(string(in))
 	for range 16 {
@@ -311,7 +312,7 @@ func TestPipelineSplitAcrossReads(t *testing.T) {
 }
 
 func TestProtocolErrorsCloseConnection(t *testing.T) {
-	_, addr := startServer(t, Config{Limits: Limits{MaxFrameSize: 1024, MaxArgs: 8}}, newFakeBackend())
+	_, addr := startServer(t, Config{Limits: codec.Limits{MaxFrameSize: 1024, MaxArgs: 8}}, newFakeBackend())
 	tests := []struct{ in, want string }{
 		{"*abc\r\n", "-ERR Protocol error: invalid multibulk length\r\n"},
 		{"*1\r\n$x\r\n", "-ERR Protocol error: invalid bulk length\r\n"},
@@ -767,7 +768,7 @@ func BenchmarkServerPipeline(b *testing.B) {
 	const n = 64
 	var in []byte
 	for i := range n {
-		in = AppendCommand(in, []byte("SET"), fmt.Appendf(nil, "key:%d", i), []byte("value"))
+		in = codec.AppendCommand(in, []byte("SET"), fmt.Appendf(nil, "key:%d", i), []byte("value"))
 	}
 	want := strings.Repeat("+OK\r\n", n)
 	buf := make([]byte, len(want))

@@ -16,6 +16,7 @@ import (
 	"github.com/kvorum/kvorum/internal/kv"
 	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/resp"
+	"github.com/kvorum/kvorum/internal/resp/codec"
 	"github.com/kvorum/kvorum/internal/storage"
 	"github.com/kvorum/kvorum/internal/store"
 	"github.com/kvorum/kvorum/internal/transport"
@@ -118,7 +119,7 @@ func Start(cfg Config) (n *Node, err error) {
 	// The RESP server exists before the store applies anything: applied
 	// PUBLISHes are delivered to it. It accepts clients only later.
 	n.resp = resp.NewServer(resp.Config{
-		Limits:       resp.Limits{MaxArgs: cfg.MaxArgs, MaxFrameSize: cfg.MaxFrameSize},
+		Limits:       codec.Limits{MaxArgs: cfg.MaxArgs, MaxFrameSize: cfg.MaxFrameSize},
 		MaxKeySize:   cfg.MaxKeySize,
 		MaxValueSize: cfg.MaxValueSize,
 		MaxClients:   cfg.MaxClients,

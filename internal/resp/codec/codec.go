@@ -1,4 +1,4 @@
-package resp
+package codec
 
 import (
 	"bytes"
@@ -428,6 +428,15 @@ func unexpected(err error) error {
 	return err
 }
 
+// ParseInt parses a command argument as strictly as Redis's string2ll:
+// decimal, an optional '-', no '+', no leading zeros, no spaces.
+func ParseInt(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, false
+	}
+	return parseLen(append(b[:len(b):len(b)], '\r'))
+}
+
 // parseLen parses the number of a "*n" or "$n" header line (without the
 // type byte, with its trailing '\r') as strictly as Redis's string2ll: an
 // optional '-', no '+', no leading zeros, no spaces.
@@ -592,11 +601,95 @@ func unhex(c byte) byte {
 // AppendCommand appends args encoded as a RESP multibulk frame, the form
 // clients send.
 func AppendCommand(b []byte, args ...[]byte) []byte {
-	b = appendHeader(b, '*', int64(len(args)))
+	b = AppendHeader(b, '*', int64(len(args)))
 	for _, a := range args {
-		b = appendHeader(b, '$', int64(len(a)))
+		b = AppendHeader(b, '$', int64(len(a)))
 		b = append(b, a...)
 		b = append(b, '\r', '\n')
 	}
 	return b
+}
+
+// AppendHeader appends a frame header: the type byte c and the count n.
+func AppendHeader(b []byte, c byte, n int64) []byte {
+	b = append(b, c)
+	b = strconv.AppendInt(b, n, 10)
+	return append(b, '\r', '\n')
+}
+
+// AppendBulk appends s as a bulk string.
+func AppendBulk(b, s []byte) []byte {
+	b = AppendHeader(b, '$', int64(len(s)))
+	b = append(b, s...)
+	return append(b, '\r', '\n')
+}
+
+// AppendSimple writes a status or error line. CR and LF would end the line
+// early and desynchronise the client, so they become spaces, as Redis does.
+func AppendSimple(b []byte, c byte, s []byte) []byte {
+	b = append(b, c)
+	start := len(b)
+	b = append(b, s...)
+	for i := start; i < len(b); i++ {
+		if b[i] == '\r' || b[i] == '\n' {
+			b[i] = ' '
+		}
+	}
+	return append(b, '\r', '\n')
+}
+
+// AppendDouble appends f formatted like Redis 7.0 formats doubles in
+// replies: C's "%.17g", with "inf", "-inf" and "nan" spelled out.
+func AppendDouble(b []byte, f float64) []byte {
+	switch {
+	case math.IsNaN(f):
+		return append(b, "nan"...)
+	case math.IsInf(f, 1):
+		return append(b, "inf"...)
+	case math.IsInf(f, -1):
+		return append(b, "-inf"...)
+	case f == 0:
+		if math.Signbit(f) {
+			return append(b, "-0"...)
+		}
+		return append(b, '0')
+	}
+	// %.17g: 17 significant digits; exponent form when the decimal
+	// exponent X is < -4 or >= 17; trailing zeros removed.
+	var tmp [40]byte
+	e := strconv.AppendFloat(tmp[:0], f, 'e', 16, 64) // [-]d.dddddddddddddddde±XX
+	i := len(e) - 1
+	for e[i] != 'e' {
+		i--
+	}
+	x, _ := strconv.Atoi(string(e[i+1:]))
+	if x < -4 || x >= 17 {
+		mant := trimZeros(e[:i])
+		b = append(b, mant...)
+		return append(b, e[i:]...) // Go, like C, writes at least two exponent digits
+	}
+	start := len(b)
+	b = strconv.AppendFloat(b, f, 'f', 16-x, 64)
+	return append(b[:start], trimZeros(b[start:])...)
+}
+
+// trimZeros removes trailing fractional zeros and a trailing point.
+func trimZeros(s []byte) []byte {
+	dot := false
+	for _, c := range s {
+		if c == '.' {
+			dot = true
+			break
+		}
+	}
+	if !dot {
+		return s
+	}
+	for s[len(s)-1] == '0' {
+		s = s[:len(s)-1]
+	}
+	if s[len(s)-1] == '.' {
+		s = s[:len(s)-1]
+	}
+	return s
 }
