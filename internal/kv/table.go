@@ -7,21 +7,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvorum/kvorum/internal/cmdspec"
+
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// Spec describes one data command (connection commands such as PING,
-// HELLO, CLIENT and INFO belong to package resp).
-type Spec struct {
-	Name                    string   // lower case, as COMMAND reports it
-	Arity                   int      // Redis convention: N exact, -N at least N (with the name)
-	Flags                   []string // Redis COMMAND flags
-	FirstKey, LastKey, Step int      // key positions as COMMAND INFO reports them
-	Write                   bool     // true: replicated through Raft (Apply); false: Read
-	Group                   string   // for COMMAND DOCS
-	Summary                 string   // one line, for COMMAND DOCS
-	Extension               bool     // kvorum's own command (LEASE, LOCK), not a Redis one
-}
+// Spec describes one data command; see package cmdspec.
+type Spec = cmdspec.Spec
 
 // Limits bound client input; 0 means unlimited.
 type Limits struct{ MaxKeySize, MaxValueSize int }

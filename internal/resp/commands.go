@@ -12,16 +12,16 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/kvorum/kvorum/internal/cmdspec"
 	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/resp/codec"
 )
 
 // command is an entry of the server's command table: a connection command
-// (handler set) or a data command from kv.Commands() (handler nil; kept
+// (handler set) or a data command from Config.Commands (handler nil; kept
 // for COMMAND output and metrics).
 type command struct {
-	spec    kv.Spec
+	spec    cmdspec.Spec
 	handler func(c *conn, args [][]byte) reply.Reply
 	acl     []string
 	tips    []string
@@ -36,7 +36,7 @@ var connFlags = []string{"noscript", "loading", "stale", "fast", "no_auth", "all
 func connCmd(name string, arity int, flags []string, acl []string, since, summary string,
 	h func(c *conn, args [][]byte) reply.Reply) *command {
 	return &command{
-		spec:    kv.Spec{Name: name, Arity: arity, Flags: flags, Group: "connection", Summary: summary},
+		spec:    cmdspec.Spec{Name: name, Arity: arity, Flags: flags, Group: "connection", Summary: summary},
 		handler: h,
 		acl:     acl,
 		since:   since,
@@ -149,11 +149,11 @@ func connCommands() []*command {
 	return cmds
 }
 
-// buildTable fills s.cmds from the connection commands and kv.Commands().
+// buildTable fills s.cmds from the connection commands and Config.Commands.
 func (s *Server) buildTable() {
 	s.cmds = make(map[string]*command)
 	s.conn = connCommands()
-	for _, sp := range kv.Commands() {
+	for _, sp := range s.table.Specs() {
 		if sp == nil {
 			continue
 		}
@@ -175,7 +175,7 @@ func (s *Server) buildTable() {
 }
 
 // aclCategories derives Redis ACL categories for a data command.
-func aclCategories(sp *kv.Spec) []string {
+func aclCategories(sp *cmdspec.Spec) []string {
 	var acl []string
 	if sp.Write {
 		acl = append(acl, "@write")

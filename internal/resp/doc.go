@@ -2,7 +2,7 @@
 // reply writer (AppendReply: a reply.Reply in RESP2 or RESP3 framing) and a
 // server with one goroutine per connection that batches pipelined commands and answers
 // connection-level commands (PING, HELLO, AUTH, SELECT, QUIT, RESET, CLIENT,
-// COMMAND, INFO, TIME) itself. Data commands are validated with kv.Check
+// COMMAND, INFO, TIME) itself. Data commands are validated with Config.Commands (kv.Table)
 // and handed to a Backend in runs: consecutive data commands of one
 // pipeline go to the backend in a single Backend.Do call, which is how a
 // pipeline becomes one Raft entry.

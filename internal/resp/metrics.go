@@ -8,7 +8,7 @@ import (
 
 // metrics are the RESP server's Prometheus instruments. Per-command series
 // exist only for commands in the table (connection commands and
-// kv.Commands()), so a client cannot create series by sending junk names.
+// Config.Commands), so a client cannot create series by sending junk names.
 type metrics struct {
 	cmds      *prometheus.CounterVec
 	latency   *prometheus.HistogramVec

@@ -3,12 +3,11 @@ package resp
 import (
 	"bytes"
 
-	"github.com/kvorum/kvorum/internal/kv"
 	"github.com/kvorum/kvorum/internal/reply"
 )
 
 // Transactions: MULTI queues commands on the connection; EXEC sends the
-// queued data commands to the backend as one kv.EncodeExec command (one
+// queued data commands to the backend as one Commands.Exec command (one
 // Raft entry, applied atomically on every replica) together with the
 // stamps WATCH read, so the apply aborts if a watched key changed.
 // Connection commands queued in a transaction (PING, ECHO, ...) are
@@ -18,7 +17,7 @@ type txState struct {
 	multi   bool
 	dirty   bool       // a queued command was refused: EXEC aborts
 	queued  [][][]byte // copies of the queued commands
-	watched []kv.WatchedKey
+	watched []watchedKey
 }
 
 func (t *txState) reset() {
@@ -67,8 +66,8 @@ func (c *conn) queue(cmd *command, args [][]byte) reply.Reply {
 	var r reply.Reply
 	ok := true
 	switch {
-	case cmd == nil || (cmd.handler == nil && kv.Lookup(args[0]) == nil):
-		r, ok = unknownCommand(args), false
+	case cmd == nil || (cmd.handler == nil && !c.s.table.Known(args[0])):
+		r, ok = c.s.unknownCommand(args), false
 	case noMulti(cmd):
 		r, ok = reply.Error("ERR Command not allowed inside a transaction"), false
 	case cmd.handler != nil:
@@ -76,7 +75,7 @@ func (c *conn) queue(cmd *command, args [][]byte) reply.Reply {
 			r, ok = wrongArgs(cmd.spec.Name), false
 		}
 	default:
-		r, ok = kv.CheckQueued(args, c.s.kvLim)
+		r, ok = c.s.table.CheckQueued(args)
 	}
 	if !ok {
 		c.tx.dirty = true
@@ -119,7 +118,7 @@ func watchCmd(c *conn, args [][]byte) reply.Reply {
 		return *errReply
 	}
 	for i, k := range keys {
-		c.tx.watched = append(c.tx.watched, kv.WatchedKey{Key: bytes.Clone(k), Stamp: stamps[i]})
+		c.tx.watched = append(c.tx.watched, watchedKey{key: bytes.Clone(k), stamp: stamps[i]})
 	}
 	return reply.OK
 }
@@ -146,7 +145,7 @@ func execCmd(c *conn, args [][]byte) reply.Reply {
 	}
 	var dataReplies []reply.Reply
 	if len(data) > 0 || len(c.tx.watched) > 0 {
-		r := c.s.b.Do(c.ctx, [][][]byte{kv.EncodeExec(c.tx.watched, data)})[0]
+		r := c.s.b.Do(c.ctx, [][][]byte{c.tx.exec(c.s.table, data)})[0]
 		switch {
 		case r.Kind == reply.KindNilArray:
 			return reply.NilArray
@@ -172,4 +171,20 @@ func execCmd(c *conn, args [][]byte) reply.Reply {
 		}
 	}
 	return reply.Array(out...)
+}
+
+// watchedKey is a key and its stamp at WATCH time.
+type watchedKey struct {
+	key   []byte
+	stamp uint64
+}
+
+// exec encodes the transaction's data commands with its watched keys.
+func (t *txState) exec(table Commands, data [][][]byte) [][]byte {
+	keys := make([][]byte, len(t.watched))
+	stamps := make([]uint64, len(t.watched))
+	for i, w := range t.watched {
+		keys[i], stamps[i] = w.key, w.stamp
+	}
+	return table.Exec(keys, stamps, data)
 }

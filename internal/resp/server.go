@@ -18,21 +18,44 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/kvorum/kvorum/internal/cmdspec"
 	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/resp/codec"
 )
+
+// Commands is the table of data commands, which the server validates and
+// describes but does not execute (kv.Table in production). Connection
+// commands are the server's own.
+type Commands interface {
+	// Specs lists every client-visible data command (COMMAND, metrics).
+	Specs() []*cmdspec.Spec
+	// Known reports whether name is a client-visible data command.
+	Known(name []byte) bool
+	// Check validates a data command before it is run: arity, syntax,
+	// size limits. ok=false: answer r and run nothing.
+	Check(args [][]byte) (r reply.Reply, ok bool)
+	// CheckQueued is Check for a command queued inside MULTI.
+	CheckQueued(args [][]byte) (r reply.Reply, ok bool)
+	// Blocks reports whether a command may wait (BLPOP, LOCK ACQUIRE):
+	// the server then watches the client for a disconnect meanwhile.
+	Blocks(args [][]byte) bool
+	// Unsupported returns the reply to a Redis command kvorum lacks.
+	Unsupported(name []byte) (reply.Reply, bool)
+	// Exec encodes a transaction as one data command for Backend.Do:
+	// keys[i] was watched at stamps[i]; cmds are the queued data commands.
+	Exec(keys [][]byte, stamps []uint64, cmds [][][]byte) [][]byte
+}
 
 // Backend executes data commands. The server calls it from connection
 // goroutines, concurrently.
 type Backend interface {
 	// Do executes cmds in order and returns exactly len(cmds) replies
 	// (failures as KindError replies). cmds are consecutive data commands
-	// of one pipeline, already validated by kv.Check; they may be applied
+	// of one pipeline, already validated by Commands.Check; they may be applied
 	// as one batch. The argument bytes are only valid until Do returns.
 	// ctx is cancelled when the connection or the server closes.
 	Do(ctx context.Context, cmds [][][]byte) []reply.Reply
-	// Watch returns the kv.WatchStamp of each key at a linearizable read
+	// Watch returns the stamp of each key (kv.WatchStamp) at a linearizable read
 	// point, or an error reply.
 	Watch(ctx context.Context, keys [][]byte) ([]uint64, *reply.Reply)
 	// Info returns the backend's INFO sections (e.g. Replication,
@@ -48,9 +71,10 @@ type InfoSection struct {
 
 // Config configures a Server. Zero values take defaults.
 type Config struct {
-	Limits       codec.Limits
-	MaxKeySize   int // passed to kv.Check
-	MaxValueSize int // passed to kv.Check
+	Limits codec.Limits
+	// Commands is the data-command table (required): package kv's, with
+	// the node's key and value size limits.
+	Commands Commands
 	// MaxClients bounds concurrent connections (default 10000). A client
 	// beyond it gets "ERR max number of clients reached" and is closed.
 	MaxClients int
@@ -93,7 +117,7 @@ var ErrServerClosed = errors.New("resp: server closed")
 // answered here, data commands passed to the Backend.
 type Server struct {
 	cfg   Config
-	kvLim kv.Limits
+	table Commands
 	b     Backend
 	log   *slog.Logger
 	m     *metrics
@@ -124,6 +148,9 @@ type Server struct {
 
 // NewServer returns a server executing data commands on b.
 func NewServer(cfg Config, b Backend) *Server {
+	if cfg.Commands == nil {
+		panic("resp: Config.Commands is required")
+	}
 	cfg.Limits = cfg.Limits.WithDefaults()
 	if cfg.MaxClients <= 0 {
 		cfg.MaxClients = DefaultMaxClients
@@ -144,7 +171,7 @@ func NewServer(cfg Config, b Backend) *Server {
 	_, _ = rand.Read(id[:])
 	s := &Server{
 		cfg:       cfg,
-		kvLim:     kv.Limits{MaxKeySize: cfg.MaxKeySize, MaxValueSize: cfg.MaxValueSize},
+		table:     cfg.Commands,
 		b:         b,
 		log:       cfg.Logger,
 		m:         newMetrics(cfg.Registerer),
@@ -485,11 +512,11 @@ func (c *conn) exec(batch [][][]byte) {
 			}
 			continue
 		}
-		if kv.Lookup(args[0]) == nil {
-			replies[i] = unknownCommand(args)
+		if !s.table.Known(args[0]) {
+			replies[i] = s.unknownCommand(args)
 			continue
 		}
-		if r, ok := kv.Check(args, s.kvLim); !ok {
+		if r, ok := s.table.Check(args); !ok {
 			replies[i] = r
 			continue
 		}
@@ -514,7 +541,7 @@ func (c *conn) doRun(replies []reply.Reply) {
 	}
 	start := time.Now()
 	ctx := c.ctx
-	if c.rd.Buffered() == 0 && slices.ContainsFunc(c.run, kv.Blocks) {
+	if c.rd.Buffered() == 0 && slices.ContainsFunc(c.run, c.s.table.Blocks) {
 		var stop func()
 		ctx, stop = c.watchDisconnect()
 		defer stop()
@@ -541,8 +568,8 @@ func (c *conn) doRun(replies []reply.Reply) {
 }
 
 // unknownCommand is Redis 7's reply to a command it does not know.
-func unknownCommand(args [][]byte) reply.Reply {
-	if r, ok := kv.Unsupported(args[0]); ok {
+func (s *Server) unknownCommand(args [][]byte) reply.Reply {
+	if r, ok := s.table.Unsupported(args[0]); ok {
 		return r
 	}
 	b := make([]byte, 0, 64)

@@ -118,6 +118,9 @@ func startServer(t testing.TB, cfg Config, b Backend) (*Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if cfg.Commands == nil {
+		cfg.Commands = kv.Table{}
+	}
 	s := NewServer(cfg, b)
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(l) }()
@@ -287,7 +290,7 @@ func TestInvalidAndUnknownCommandsInPipeline(t *testing.T) {
 
 func TestUnknownCommandText(t *testing.T) {
 	long := strings.Repeat("a", 200)
-	r := unknownCommand([][]byte{[]byte(long), []byte(long), []byte("b")})
+	r := NewServer(Config{Commands: kv.Table{}}, newFakeBackend()).unknownCommand([][]byte{[]byte(long), []byte(long), []byte("b")})
 	want := "ERR unknown command '" + long[:128] + "', with args beginning with: '" + long[:128] + "' "
 	if string(r.Str) != want {
 		t.Fatalf("got %q", r.Str)
@@ -664,7 +667,7 @@ func TestCloseCancelsBackendAndConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewServer(Config{}, newFakeBackend())
+	s := NewServer(Config{Commands: kv.Table{}}, newFakeBackend())
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(l) }()
 	idle := dialRaw(t, l.Addr().String())

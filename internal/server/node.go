@@ -119,14 +119,13 @@ func Start(cfg Config) (n *Node, err error) {
 	// The RESP server exists before the store applies anything: applied
 	// PUBLISHes are delivered to it. It accepts clients only later.
 	n.resp = resp.NewServer(resp.Config{
-		Limits:       codec.Limits{MaxArgs: cfg.MaxArgs, MaxFrameSize: cfg.MaxFrameSize},
-		MaxKeySize:   cfg.MaxKeySize,
-		MaxValueSize: cfg.MaxValueSize,
-		MaxClients:   cfg.MaxClients,
-		Logger:       log,
-		Registerer:   n.reg,
-		NodeID:       uint64(n.id),
-		Version:      Version,
+		Limits:     codec.Limits{MaxArgs: cfg.MaxArgs, MaxFrameSize: cfg.MaxFrameSize},
+		Commands:   kv.Table{Limits: kv.Limits{MaxKeySize: cfg.MaxKeySize, MaxValueSize: cfg.MaxValueSize}},
+		MaxClients: cfg.MaxClients,
+		Logger:     log,
+		Registerer: n.reg,
+		NodeID:     uint64(n.id),
+		Version:    Version,
 	}, (*backend)(n))
 	n.trans = transport.New(transport.Config{NodeID: uint64(n.id), Logger: log, Registerer: n.reg, Interceptor: cfg.PeerInterceptor}, (*peerHandler)(n), n.openSnapshot)
 	n.store = store.New(store.Config{
