@@ -1,9 +1,10 @@
 // Package resp serves the Redis protocol (RESP2 and RESP3) for kvorum: a
 // reply writer (AppendReply: a reply.Reply in RESP2 or RESP3 framing) and a
-// server with one goroutine per connection that batches pipelined commands and answers
-// connection-level commands (PING, HELLO, AUTH, SELECT, QUIT, RESET, CLIENT,
-// COMMAND, INFO, TIME) itself. Data commands are validated with Config.Commands (kv.Table)
-// and handed to a Backend in runs: consecutive data commands of one
+// server with one goroutine per connection that batches pipelined commands
+// and answers connection-level commands (PING, HELLO, AUTH, SELECT, QUIT,
+// RESET, CLIENT, COMMAND, INFO, TIME) itself. Data commands are validated
+// with Config.Commands (kv.Table: resp does not import kv) and handed to a
+// Backend in runs: consecutive data commands of one
 // pipeline go to the backend in a single Backend.Do call, which is how a
 // pipeline becomes one Raft entry.
 //
