@@ -3,6 +3,7 @@ package kv
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -353,6 +354,31 @@ func BenchmarkApplySet(b *testing.B) {
 			batch = db.NewIndexedBatch()
 		}
 		Apply(batch, args, Env{Now: 1000})
+	}
+}
+
+// BenchmarkApplyZAdd: ZADD of one member into one of many small sorted
+// sets already in the store, the write path through score parsing, the
+// listpack encoding and the score index.
+func BenchmarkApplyZAdd(b *testing.B) {
+	const keys = 1000
+	db := openMem(b)
+	for k := 0; k < keys; k++ {
+		key := fmt.Sprintf("zkey:%06d", k)
+		run(b, db, 0, "ZADD", key, "1", "a", "2.5", "b", "3", "c", "-4", "d")
+	}
+	args := make([][][]byte, keys)
+	for k := range args {
+		args[k] = toArgs("ZADD", fmt.Sprintf("zkey:%06d", k), strconv.Itoa(k%97)+".25", fmt.Sprintf("m%d", k%16))
+	}
+	batch := db.NewIndexedBatch()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if i%1000 == 0 {
+			batch.Close()
+			batch = db.NewIndexedBatch()
+		}
+		Apply(batch, args[i%keys], Env{Now: 1000})
 	}
 }
 
