@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/kvorum/kvorum/internal/glob"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -866,7 +867,7 @@ func functionList(x *ctx, args [][]byte) Reply {
 	}
 	var out []Reply
 	err := x.eachLibrary(func(name string, l *library) error {
-		if pattern != nil && !globMatch(pattern, []byte(name), true) {
+		if pattern != nil && !glob.Match(pattern, []byte(name), true) {
 			return nil
 		}
 		fns := make([]Reply, len(l.funcs))

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/kvorum/kvorum/internal/glob"
 )
 
 // Hashes. A hash is a collection (coll.go): each field is one element
@@ -623,7 +625,7 @@ func (x *ctx) collScan(args [][]byte, typ byte) Reply {
 		}
 		seen++
 		last = append(last[:0], elem...)
-		if match != nil && !globMatch(match, elem, false) {
+		if match != nil && !glob.Match(match, elem, false) {
 			return true
 		}
 		out = append(out, Bulk(bytes.Clone(elem)))

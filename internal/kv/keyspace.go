@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/kvorum/kvorum/internal/glob"
 )
 
 func init() {
@@ -279,7 +280,7 @@ func cmdKeys(x *ctx, args [][]byte) Reply {
 	pat := args[1]
 	all := len(pat) == 1 && pat[0] == '*'
 	err := iterKeys(x.r, nil, x.now, func(user, _ []byte, _ *record) bool {
-		if all || globMatch(pat, user, false) {
+		if all || glob.Match(pat, user, false) {
 			out = append(out, Bulk(append([]byte(nil), user...)))
 		}
 		return true
@@ -481,7 +482,7 @@ func cmdScan(x *ctx, args [][]byte) Reply {
 		}
 		seen++
 		last = append(last[:0], sk...)
-		if o.match != nil && !globMatch(o.match, user, false) {
+		if o.match != nil && !glob.Match(o.match, user, false) {
 			return true
 		}
 		if o.typ != nil && !eq(o.typ, typeName(rec.typ)) {

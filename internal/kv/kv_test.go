@@ -198,26 +198,6 @@ func TestScanReturnsEveryKeyOnceUnderConcurrentChanges(t *testing.T) {
 	}
 }
 
-// Note: stringmatch("*", "") is false in Redis 7 (its loop needs a
-// non-empty string); KEYS * and SCAN MATCH * special-case the pattern "*".
-func TestGlobMatchesRedisStringmatch(t *testing.T) {
-	cases := []struct {
-		pat, s string
-		want   bool
-	}{
-		{"*", "", false}, {"**", "", false}, {"*", "abc", true}, {"a*c", "abbbc", true}, {"a*c", "abcd", false},
-		{"h?llo", "hello", true}, {"h?llo", "hllo", false}, {"h[ae]llo", "hallo", true},
-		{"h[^e]llo", "hello", false}, {"h[^e]llo", "hallo", true}, {"h[a-b]llo", "hbllo", true},
-		{"h[b-a]llo", "hallo", true}, {"h\\*llo", "h*llo", true}, {"h\\*llo", "hello", false},
-		{"a[", "a[", false}, {"**a", "xa", true}, {"[\\]]", "]", true},
-	}
-	for _, c := range cases {
-		if got := globMatch([]byte(c.pat), []byte(c.s), false); got != c.want {
-			t.Errorf("globMatch(%q, %q) = %v", c.pat, c.s, got)
-		}
-	}
-}
-
 // --- fuzzing the command layer ---
 
 // fuzzNames is every client-visible command, the internal ones and an

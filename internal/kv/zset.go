@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/kvorum/kvorum/internal/glob"
 )
 
 // Sorted sets. Every member has two element keys under the collection's
@@ -2108,7 +2109,7 @@ func cmdZScan(x *ctx, args [][]byte) Reply {
 		}
 		seen++
 		last = zIndexElem(last[:0], u, m)
-		if match != nil && !globMatch(match, m, false) {
+		if match != nil && !glob.Match(match, m, false) {
 			return true
 		}
 		out = append(out, Bulk(bytes.Clone(m)), Bulk(zAppendListpackScore(nil, zUnsortable(u))))

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/kvorum/kvorum/internal/glob"
 	"github.com/kvorum/kvorum/internal/reply"
 )
 
@@ -176,7 +176,7 @@ func (s *Server) Deliver(shard bool, channel, message []byte) {
 		c.enqueue(pushFrame(int(c.protoVersion.Load()), reply.BulkString("message"), reply.Bulk(channel), reply.Bulk(message)))
 	}
 	for pat, conns := range h.patterns {
-		if !kv.GlobMatch([]byte(pat), channel) {
+		if !glob.Match([]byte(pat), channel, false) {
 			continue
 		}
 		for c := range conns {
@@ -197,7 +197,7 @@ func (s *Server) receivers(shard bool, channel []byte) int64 {
 	}
 	n := len(h.channels[string(channel)])
 	for pat, conns := range h.patterns {
-		if kv.GlobMatch([]byte(pat), channel) {
+		if glob.Match([]byte(pat), channel, false) {
 			n += len(conns)
 		}
 	}
@@ -359,7 +359,7 @@ func listChannels(h *hub, args [][]byte, which func(*hub) map[string]map[*conn]s
 	defer h.mu.RUnlock()
 	var out []reply.Reply
 	for name := range which(h) {
-		if len(args) < 3 || kv.GlobMatch(args[2], []byte(name)) {
+		if len(args) < 3 || glob.Match(args[2], []byte(name), false) {
 			out = append(out, reply.BulkString(name))
 		}
 	}

@@ -1,11 +1,23 @@
-package kv
+// Package glob matches Redis glob patterns: the semantics of Redis 7's
+// stringmatchlen (util.c), which KEYS, SCAN MATCH, HSCAN/SSCAN/ZSCAN
+// MATCH, PSUBSCRIBE, PUBSUB CHANNELS and FUNCTION LIST LIBRARYNAME use.
+//
+// A pattern has * (any run of bytes), ? (one byte), [abc], [^a], [a-z]
+// (a reversed range [z-a] is the same range) and \x (x itself). Matching
+// is on bytes. Two details differ from a shell glob and are Redis's:
+//
+//   - "*" does not match the empty string: the matching loop needs a
+//     non-empty subject (KEYS * and SCAN special-case the pattern "*").
+//   - An unterminated class ("a[bc") ends at the end of the pattern.
+//
+// The package depends on nothing but the standard library.
+package glob
 
-// globMatch reports whether s matches the glob pattern pat, with the exact
-// semantics of Redis 7's stringmatchlen: * ? [abc] [^a] [a-z] and \x
-// escapes; an unterminated [ class ends at the end of the pattern.
-func globMatch(pat, s []byte, nocase bool) bool {
+// Match reports whether s matches the glob pattern pat; nocase folds
+// ASCII letters.
+func Match(pat, s []byte, nocase bool) bool {
 	skipLonger := false
-	return globMatchImpl(pat, s, nocase, &skipLonger, 0)
+	return match(pat, s, nocase, &skipLonger, 0)
 }
 
 func lower(c byte) byte {
@@ -15,11 +27,11 @@ func lower(c byte) byte {
 	return c
 }
 
-// globMatchImpl is a port of stringmatchlen_impl. skipLonger is Redis's
+// match is a port of stringmatchlen_impl. skipLonger is Redis's
 // skipLongerMatches: once a '*' failed to match the rest of s at every
 // position, no outer '*' can succeed by consuming more of s either, which
 // keeps patterns like "*a*a*a*a*b" linear-ish instead of exponential.
-func globMatchImpl(pat, s []byte, nocase bool, skipLonger *bool, nesting int) bool {
+func match(pat, s []byte, nocase bool, skipLonger *bool, nesting int) bool {
 	if nesting > 1000 {
 		return false
 	}
@@ -33,7 +45,7 @@ func globMatchImpl(pat, s []byte, nocase bool, skipLonger *bool, nesting int) bo
 				return true
 			}
 			for len(s) > 0 {
-				if globMatchImpl(pat[1:], s, nocase, skipLonger, nesting+1) {
+				if match(pat[1:], s, nocase, skipLonger, nesting+1) {
 					return true
 				}
 				if *skipLonger {
@@ -51,12 +63,12 @@ func globMatchImpl(pat, s []byte, nocase bool, skipLonger *bool, nesting int) bo
 			if not {
 				pat = pat[1:]
 			}
-			match := false
+			matched := false
 			for {
 				if len(pat) >= 2 && pat[0] == '\\' {
 					pat = pat[1:]
 					if pat[0] == s[0] {
-						match = true
+						matched = true
 					}
 				} else if len(pat) > 0 && pat[0] == ']' {
 					break
@@ -75,21 +87,21 @@ func globMatchImpl(pat, s []byte, nocase bool, skipLonger *bool, nesting int) bo
 					}
 					pat = pat[2:]
 					if c >= start && c <= end {
-						match = true
+						matched = true
 					}
 				} else if nocase {
 					if lower(pat[0]) == lower(s[0]) {
-						match = true
+						matched = true
 					}
 				} else if pat[0] == s[0] {
-					match = true
+					matched = true
 				}
 				pat = pat[1:]
 			}
 			if not {
-				match = !match
+				matched = !matched
 			}
-			if !match {
+			if !matched {
 				return false
 			}
 			s = s[1:]
@@ -118,7 +130,3 @@ func globMatchImpl(pat, s []byte, nocase bool, skipLonger *bool, nesting int) bo
 	}
 	return len(pat) == 0 && len(s) == 0
 }
-
-// GlobMatch reports whether s matches the Redis glob pattern pat (as KEYS
-// and PSUBSCRIBE match).
-func GlobMatch(pat, s []byte) bool { return globMatch(pat, s, false) }
