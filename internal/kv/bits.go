@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"math"
 	"math/bits"
+
+	"github.com/kvorum/kvorum/internal/redisnum"
 )
 
 // Bit commands (Redis's "bitmap" group): GETBIT, SETBIT, BITCOUNT, BITPOS,
@@ -53,7 +55,7 @@ func parseBitOffset(b []byte, hash bool, width int) (uint64, bool) {
 	if useHash {
 		b = b[1:]
 	}
-	n, ok := parseInt(b)
+	n, ok := redisnum.ParseInt(b)
 	if !ok {
 		return 0, false
 	}
@@ -68,7 +70,7 @@ func parseBitOffset(b []byte, hash bool, width int) (uint64, bool) {
 
 // parseBitValue reads SETBIT's value: 0 or 1.
 func parseBitValue(b []byte) (byte, bool) {
-	n, ok := parseInt(b)
+	n, ok := redisnum.ParseInt(b)
 	if !ok || n&^1 != 0 {
 		return 0, false
 	}
@@ -225,11 +227,11 @@ func cmdBitCount(x *ctx, args [][]byte) Reply {
 	switch len(args) {
 	case 2:
 	case 4, 5:
-		start, ok1 := parseInt(args[2])
+		start, ok1 := redisnum.ParseInt(args[2])
 		if !ok1 {
 			return errNotInt
 		}
-		end, ok2 := parseInt(args[3])
+		end, ok2 := redisnum.ParseInt(args[3])
 		if !ok2 {
 			return errNotInt
 		}
@@ -266,7 +268,7 @@ func checkBitPos(args [][]byte) (Reply, bool) {
 }
 
 func bitPosBit(b []byte) (Reply, bool) {
-	n, ok := parseInt(b)
+	n, ok := redisnum.ParseInt(b)
 	if !ok {
 		return errNotInt, false
 	}
@@ -325,7 +327,7 @@ func cmdBitPos(x *ctx, args [][]byte) Reply {
 	switch len(args) {
 	case 3:
 	case 4, 5, 6:
-		start, ok := parseInt(args[3])
+		start, ok := redisnum.ParseInt(args[3])
 		if !ok {
 			return errNotInt
 		}
@@ -337,7 +339,7 @@ func cmdBitPos(x *ctx, args [][]byte) Reply {
 		}
 		end := n - 1
 		if len(args) >= 5 {
-			if end, ok = parseInt(args[4]); !ok {
+			if end, ok = redisnum.ParseInt(args[4]); !ok {
 				return errNotInt
 			}
 			endGiven = true
@@ -481,7 +483,7 @@ func parseBitfieldType(b []byte) (signed bool, width uint, ok bool) {
 		return false, 0, false
 	}
 	signed = b[0] == 'i'
-	n, ok := parseInt(b[1:])
+	n, ok := redisnum.ParseInt(b[1:])
 	if !ok || n < 1 || (signed && n > 64) || (!signed && n > 63) {
 		return false, 0, false
 	}
@@ -531,7 +533,7 @@ func parseBitfield(args [][]byte, ops *[]bfOp) (write bool, errReply *Reply) {
 		var arg int64
 		if op != bfGet {
 			write = true
-			if arg, ok = parseInt(args[j+3]); !ok {
+			if arg, ok = redisnum.ParseInt(args[j+3]); !ok {
 				return fail(errNotInt)
 			}
 			j += 3

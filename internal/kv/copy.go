@@ -1,6 +1,10 @@
 package kv
 
-import "math"
+import (
+	"math"
+
+	"github.com/kvorum/kvorum/internal/redisnum"
+)
 
 // COPY and TOUCH.
 
@@ -25,7 +29,7 @@ func parseCopy(args [][]byte) (replace bool, r Reply, ok bool) {
 		case eq(args[j], "REPLACE"):
 			replace = true
 		case eq(args[j], "DB") && j+1 < len(args):
-			n, ok := parseInt(args[j+1])
+			n, ok := redisnum.ParseInt(args[j+1])
 			if !ok {
 				return false, errNotInt, false
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/kvorum/kvorum/internal/kv/kvdiff"
+	"github.com/kvorum/kvorum/internal/redisnum"
 )
 
 // TestDifferentialKV runs the sequences of testdata/diff/*.txt (format in
@@ -103,7 +104,7 @@ func normalizeKV(cmd string, r Reply) any {
 		if len(r.Str) > 0 {
 			return string(r.Str) // the text the writer sends
 		}
-		return string(zAppendScore(nil, r.Float)) // what RESP2 carries
+		return string(redisnum.AppendDouble(nil, r.Float)) // what RESP2 carries
 	case KindNestedMap: // RESP2: [key, value] arrays
 		out := make([]any, 0, len(r.Elems)/2)
 		for i := 0; i+1 < len(r.Elems); i += 2 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/kvorum/kvorum/internal/glob"
+	"github.com/kvorum/kvorum/internal/redisnum"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -922,7 +923,7 @@ func cmdFcall(x *ctx, args [][]byte) Reply {
 	if owner == nil {
 		return errFunctionNotFound
 	}
-	nk, ok := parseInt(args[2])
+	nk, ok := redisnum.ParseInt(args[2])
 	if !ok {
 		return Error("ERR Bad number of keys provided")
 	}

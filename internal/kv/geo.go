@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/kvorum/kvorum/internal/redisnum"
 )
 
 // GEO commands, a port of Redis 7.0's geo.c (geohash.go has the geohash
@@ -94,10 +96,10 @@ func geoAppendF(b []byte, f float64) []byte {
 
 // geoParseLonLat is extractLongLatOrReply.
 func geoParseLonLat(lonb, latb []byte) (lon, lat float64, r Reply, ok bool) {
-	if lon, ok = zParseScore(lonb); !ok {
+	if lon, ok = redisnum.ParseDouble(lonb); !ok {
 		return 0, 0, errNotFloat, false
 	}
-	if lat, ok = zParseScore(latb); !ok {
+	if lat, ok = redisnum.ParseDouble(latb); !ok {
 		return 0, 0, errNotFloat, false
 	}
 	if lon < geoLongMin || lon > geoLongMax || lat < geoLatMin || lat > geoLatMax {
@@ -124,53 +126,6 @@ func geoParseUnit(b []byte) (float64, Reply, bool) {
 	return 0, errGeoUnit, false
 }
 
-// geoFormatDist is addReplyDoubleDistance (fixedpoint_d2string with 4
-// decimals): the value times 10^4 rounded to an integer (llrint: to
-// nearest, ties to even), written with a dot before its last 4 digits.
-func geoFormatDist(d float64) []byte {
-	if d == 0 {
-		return []byte("0.0000")
-	}
-	v := math.RoundToEven(float64(d * 10000))
-	var b []byte
-	if v < 0 {
-		b = append(b, '-')
-		v = -v
-	}
-	var digits []byte
-	if v >= 1<<63 {
-		digits = strconv.AppendUint(nil, 1<<63, 10) // llrint's overflow value
-	} else {
-		digits = strconv.AppendUint(nil, uint64(v), 10)
-	}
-	for len(digits) < 5 {
-		digits = append([]byte{'0'}, digits...)
-	}
-	b = append(b, digits[:len(digits)-4]...)
-	b = append(b, '.')
-	return append(b, digits[len(digits)-4:]...)
-}
-
-// geoHumanText is Redis's ld2string(LD_STR_HUMAN) of a double (exactly
-// representable as a long double): "%.17Lf" without trailing zeros.
-func geoHumanText(f float64) []byte {
-	switch {
-	case math.IsInf(f, 1):
-		return []byte("inf")
-	case math.IsInf(f, -1):
-		return []byte("-inf")
-	}
-	b := strconv.AppendFloat(nil, f, 'f', 17, 64)
-	if bytes.IndexByte(b, '.') >= 0 {
-		b = bytes.TrimRight(b, "0")
-		b = bytes.TrimSuffix(b, []byte("."))
-	}
-	if string(b) == "-0" {
-		b = b[1:]
-	}
-	return b
-}
-
 // geoCoordReply is addReplyHumanLongDouble's reply for a coordinate: a
 // RESP3 double, a bulk string in RESP2, both with 17 decimals (which is
 // not always the double's own value: 0.00000268220901489 for
@@ -178,7 +133,7 @@ func geoHumanText(f float64) []byte {
 // what a client reads; Str holds the text, for a writer that can send it
 // as the RESP2 bulk string (see the note at the top of the file).
 func geoCoordReply(f float64) Reply {
-	t := geoHumanText(f)
+	t := redisnum.FormatHuman(f)
 	v, err := strconv.ParseFloat(string(t), 64)
 	if err != nil {
 		v = f
@@ -329,7 +284,7 @@ func cmdGeoDist(x *ctx, args [][]byte) Reply {
 	if !ok2 {
 		return Nil
 	}
-	return Bulk(geoFormatDist(geoDistance(lon1, lat1, lon2, lat2) / toMeters))
+	return Bulk(redisnum.FormatFixed4(geoDistance(lon1, lat1, lon2, lat2) / toMeters))
 }
 
 const geoAlphabet = "0123456789bcdefghjkmnpqrstuvwxyz"
@@ -421,7 +376,7 @@ type geoSource struct {
 
 // geoParseDistance is extractDistanceOrReply (radius and unit).
 func geoParseDistance(s *geoShape, rb, ub []byte) (Reply, bool) {
-	d, ok := zParseScore(rb)
+	d, ok := redisnum.ParseDouble(rb)
 	if !ok {
 		return errGeoRadius, false
 	}
@@ -439,11 +394,11 @@ func geoParseDistance(s *geoShape, rb, ub []byte) (Reply, bool) {
 
 // geoParseBox is extractBoxOrReply (width, height and unit).
 func geoParseBox(s *geoShape, wb, hb, ub []byte) (Reply, bool) {
-	w, ok := zParseScore(wb)
+	w, ok := redisnum.ParseDouble(wb)
 	if !ok {
 		return errGeoWidth, false
 	}
-	h, ok := zParseScore(hb)
+	h, ok := redisnum.ParseDouble(hb)
 	if !ok {
 		return errGeoHeight, false
 	}
@@ -525,7 +480,7 @@ func parseGeoQuery(args [][]byte, flags int, src geoSource) (q geoQuery, r Reply
 		case geoEq(a, "desc"):
 			q.sort = geoSortDesc
 		case geoEq(a, "count") && i+1 < remaining:
-			n, ok := parseInt(args[base+i+1])
+			n, ok := redisnum.ParseInt(args[base+i+1])
 			if !ok {
 				return q, errNotInt, false
 			}
@@ -634,8 +589,8 @@ type geoPoint struct {
 // [lo, hi) that are inside the shape, stopping once there are limit
 // points (0: no limit).
 func geoPointsInRange(z *zview, lo, hi float64, s *geoShape, pts []geoPoint, limit int) ([]geoPoint, error) {
-	err := z.walk(zPos(zSortable(lo)), false, func(u uint64, m []byte) bool {
-		score := zUnsortable(u)
+	err := z.walk(zPos(redisnum.Sortable(lo)), false, func(u uint64, m []byte) bool {
+		score := redisnum.Unsortable(u)
 		if !(score < hi) {
 			return false
 		}
@@ -750,7 +705,7 @@ func cmdGeoSearch(x *ctx, args [][]byte) Reply {
 		}
 		el := []Reply{Bulk(p.member)}
 		if q.withDist {
-			el = append(el, Bulk(geoFormatDist(p.dist/q.shape.conv)))
+			el = append(el, Bulk(redisnum.FormatFixed4(p.dist/q.shape.conv)))
 		}
 		if q.withHash {
 			el = append(el, Int(int64(p.score)))

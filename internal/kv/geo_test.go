@@ -251,21 +251,6 @@ func TestGeoEdgesAgainstRedis(t *testing.T) {
 	}
 }
 
-func TestGeoFormatDist(t *testing.T) {
-	for _, c := range []struct {
-		in   float64
-		want string
-	}{
-		{0, "0.0000"}, {math.Copysign(0, -1), "0.0000"}, {1e-9, "0.0000"}, {0.00005, "0.0000"}, {0.00015, "0.0001"},
-		{0.0005, "0.0005"}, {0.7750, "0.7750"}, {1.5, "1.5000"}, {0.00025, "0.0002"}, {166274.1516, "166274.1516"},
-		{-2.5, "-2.5000"}, {99999.99999, "100000.0000"}, {-0.00001, "0.0000"},
-	} {
-		if got := string(geoFormatDist(c.in)); got != c.want {
-			t.Errorf("geoFormatDist(%v) = %s, want %s", c.in, got, c.want)
-		}
-	}
-}
-
 // TestGeoReadOnlyForms: GEORADIUS and GEORADIUSBYMEMBER are reads unless
 // they store; syntax errors of the write forms never reach Apply.
 func TestGeoReadOnlyForms(t *testing.T) {

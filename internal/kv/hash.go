@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kvorum/kvorum/internal/glob"
+	"github.com/kvorum/kvorum/internal/redisnum"
 )
 
 // Hashes. A hash is a collection (coll.go): each field is one element
@@ -261,7 +262,7 @@ func cmdHStrlen(x *ctx, args [][]byte) Reply {
 }
 
 func cmdHIncrBy(x *ctx, args [][]byte) Reply {
-	incr, _ := parseInt(args[3])
+	incr, _ := redisnum.ParseInt(args[3])
 	c, e := x.collForWrite(args[1], typeHash)
 	if e != nil {
 		return *e
@@ -273,7 +274,7 @@ func cmdHIncrBy(x *ctx, args [][]byte) Reply {
 			return errStorage(err)
 		}
 		if had {
-			n, ok := parseInt(v)
+			n, ok := redisnum.ParseInt(v)
 			if !ok {
 				return errHashNotInt
 			}
@@ -317,7 +318,7 @@ func (x *ctx) hashPut(c *coll, f, v []byte) Reply {
 // checkHIncrByFloat: Redis refuses a non-float or infinite increment
 // before it looks at the key.
 func checkHIncrByFloat(args [][]byte) (Reply, bool) {
-	f, ok := parseLongDouble(args[3])
+	f, ok := redisnum.ParseLongDouble(args[3])
 	if !ok {
 		return errNotFloat, false
 	}
@@ -330,7 +331,7 @@ func checkHIncrByFloat(args [][]byte) (Reply, bool) {
 // cmdHIncrByFloat computes like INCRBYFLOAT (x87 extended precision,
 // formatted as Redis's ld2string(LD_STR_HUMAN)); see cmdIncrByFloat.
 func cmdHIncrByFloat(x *ctx, args [][]byte) Reply {
-	incr, ok := parseLongDouble(args[3])
+	incr, ok := redisnum.ParseLongDouble(args[3])
 	if !ok {
 		return errNotFloat
 	}
@@ -348,7 +349,7 @@ func cmdHIncrByFloat(x *ctx, args [][]byte) Reply {
 			return errStorage(err)
 		}
 		if had {
-			f, good := parseLongDouble(v)
+			f, good := redisnum.ParseLongDouble(v)
 			if !good {
 				return errHashNotFloat
 			}
@@ -362,7 +363,7 @@ func cmdHIncrByFloat(x *ctx, args [][]byte) Reply {
 	if sum.Sign() != 0 && sum.MantExp(nil) > 16384 {
 		return errNaN // beyond the x87 extended range: Redis gets Infinity
 	}
-	out := []byte(formatLongDouble(sum))
+	out := []byte(redisnum.FormatLongDouble(sum))
 	if r := x.hashPut(c, args[2], out); r.IsError() {
 		return r
 	}
@@ -372,7 +373,7 @@ func cmdHIncrByFloat(x *ctx, args [][]byte) Reply {
 // parseRandCount parses the count of HRANDFIELD and SRANDMEMBER as Redis's
 // getRangeLongFromObjectOrReply(-LONG_MAX, LONG_MAX) does.
 func parseRandCount(b []byte) (int64, Reply, bool) {
-	n, ok := parseInt(b)
+	n, ok := redisnum.ParseInt(b)
 	if !ok {
 		return 0, errNotInt, false
 	}
@@ -488,7 +489,7 @@ func parseCollScan(args [][]byte) (count int64, match []byte, r Reply, ok bool) 
 		}
 		switch {
 		case eq(args[i], "count"):
-			n, ok := parseInt(args[i+1])
+			n, ok := redisnum.ParseInt(args[i+1])
 			if !ok {
 				return 0, nil, errNotInt, false
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/kvorum/kvorum/internal/glob"
+	"github.com/kvorum/kvorum/internal/redisnum"
 )
 
 func init() {
@@ -134,7 +135,7 @@ func parseExpire(args [][]byte) (int64, expireOpts, Reply, bool) {
 	if o.gt && o.lt {
 		return 0, o, Error("ERR GT and LT options at the same time are not compatible"), false
 	}
-	n, ok := parseInt(args[2])
+	n, ok := redisnum.ParseInt(args[2])
 	if !ok {
 		return 0, o, errNotInt, false
 	}
@@ -435,7 +436,7 @@ func parseScan(args [][]byte) (scanOpts, Reply, bool) {
 		}
 		switch {
 		case eq(args[i], "COUNT"):
-			n, ok := parseInt(args[i+1])
+			n, ok := redisnum.ParseInt(args[i+1])
 			if !ok {
 				return o, errNotInt, false
 			}

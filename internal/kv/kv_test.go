@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/kvorum/kvorum/internal/redisnum"
 )
 
 func toArgs(s ...string) [][]byte {
@@ -45,7 +46,7 @@ func show(r Reply) string {
 	case KindInt:
 		return fmt.Sprint(r.Int)
 	case KindDouble:
-		return string(zAppendScore(nil, r.Float)) // as RESP2 carries it
+		return string(redisnum.AppendDouble(nil, r.Float)) // as RESP2 carries it
 	case KindArray, KindMap, KindPairs:
 		var parts []string
 		for _, e := range r.Elems {

@@ -1,5 +1,7 @@
 package kv
 
+import "github.com/kvorum/kvorum/internal/redisnum"
+
 // SUBSTR and LCS.
 
 func init() {
@@ -45,7 +47,7 @@ func cmdLCS(x *ctx, args [][]byte) Reply {
 		case eq(args[j], "WITHMATCHLEN"):
 			withMatchLen = true
 		case eq(args[j], "MINMATCHLEN") && j+1 < len(args):
-			n, ok := parseInt(args[j+1])
+			n, ok := redisnum.ParseInt(args[j+1])
 			if !ok {
 				return errNotInt
 			}

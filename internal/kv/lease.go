@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/kvorum/kvorum/internal/redisnum"
 )
 
 // Leases (issue 7; docs/design-locks.md).
@@ -59,7 +60,7 @@ var errLeaseID = Error("ERR invalid lease id")
 
 // parseID parses a lease id or fencing token: a positive integer.
 func parseID(b []byte) (uint64, bool) {
-	n, ok := parseInt(b)
+	n, ok := redisnum.ParseInt(b)
 	return uint64(n), ok && n > 0
 }
 
@@ -70,7 +71,7 @@ func checkLease(args [][]byte) (Reply, bool) {
 		if len(args) != 3 {
 			return wrongArity("lease|grant"), false
 		}
-		if n, ok := parseInt(args[2]); !ok || n < 1 || n > MaxLeaseTTL {
+		if n, ok := redisnum.ParseInt(args[2]); !ok || n < 1 || n > MaxLeaseTTL {
 			return Error("ERR invalid lease TTL: want milliseconds in 1.." + strconv.Itoa(MaxLeaseTTL)), false
 		}
 	case eq(sub, "KEEPALIVE"), eq(sub, "REVOKE"), eq(sub, "TTL"):
@@ -96,7 +97,7 @@ func cmdLease(x *ctx, args [][]byte) Reply {
 	sub := args[1]
 	switch {
 	case eq(sub, "GRANT"):
-		ttl, _ := parseInt(args[2])
+		ttl, _ := redisnum.ParseInt(args[2])
 		id, err := x.nextToken()
 		if err != nil {
 			return errStorage(err)

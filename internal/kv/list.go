@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/kvorum/kvorum/internal/redisnum"
 )
 
 // Lists. A list's metadata value holds head and tail (coll.listBounds):
@@ -449,7 +450,7 @@ func checkLPop(name string) func([][]byte) (Reply, bool) {
 			return wrongArity(name), false
 		}
 		if len(args) == 3 {
-			if n, ok := parseInt(args[2]); !ok || n < 0 {
+			if n, ok := redisnum.ParseInt(args[2]); !ok || n < 0 {
 				return errListPositive, false
 			}
 		}
@@ -462,7 +463,7 @@ func cmdLPop(x *ctx, args [][]byte) Reply {
 	hasCount := len(args) == 3
 	var count int64
 	if hasCount {
-		count, _ = parseInt(args[2])
+		count, _ = redisnum.ParseInt(args[2])
 	}
 	l, ok, e := x.loadList(args[1])
 	if e != nil {
@@ -530,8 +531,8 @@ func listRange(start, end, n int64) (from, to int64) {
 }
 
 func cmdLRange(x *ctx, args [][]byte) Reply {
-	start, _ := parseInt(args[2])
-	end, _ := parseInt(args[3])
+	start, _ := redisnum.ParseInt(args[2])
+	end, _ := redisnum.ParseInt(args[3])
 	l, ok, e := x.loadList(args[1])
 	if e != nil {
 		return *e
@@ -550,7 +551,7 @@ func cmdLRange(x *ctx, args [][]byte) Reply {
 // listIndex converts an LINDEX/LSET index into a position; ok=false if out
 // of range.
 func listIndex(b []byte, n int64) (pos int64, ok bool) {
-	i, _ := parseInt(b)
+	i, _ := redisnum.ParseInt(b)
 	if i < 0 {
 		i += n
 	}
@@ -565,7 +566,7 @@ func cmdLIndex(x *ctx, args [][]byte) Reply {
 	if !ok {
 		return Nil
 	}
-	if _, good := parseInt(args[2]); !good {
+	if _, good := redisnum.ParseInt(args[2]); !good {
 		return errNotInt
 	}
 	pos, in := listIndex(args[2], l.n())
@@ -587,7 +588,7 @@ func cmdLSet(x *ctx, args [][]byte) Reply {
 	if !ok {
 		return errNoSuchKey
 	}
-	if _, good := parseInt(args[2]); !good {
+	if _, good := redisnum.ParseInt(args[2]); !good {
 		return errNotInt
 	}
 	pos, in := listIndex(args[2], l.n())
@@ -649,7 +650,7 @@ func cmdLInsert(x *ctx, args [][]byte) Reply {
 }
 
 func cmdLRem(x *ctx, args [][]byte) Reply {
-	count, _ := parseInt(args[2])
+	count, _ := redisnum.ParseInt(args[2])
 	l, ok, e := x.loadList(args[1])
 	if e != nil {
 		return *e
@@ -691,8 +692,8 @@ func cmdLRem(x *ctx, args [][]byte) Reply {
 }
 
 func cmdLTrim(x *ctx, args [][]byte) Reply {
-	start, _ := parseInt(args[2])
-	end, _ := parseInt(args[3])
+	start, _ := redisnum.ParseInt(args[2])
+	end, _ := redisnum.ParseInt(args[3])
 	l, ok, e := x.loadList(args[1])
 	if e != nil {
 		return *e
@@ -729,7 +730,7 @@ func parseLPos(args [][]byte) (lposOpts, Reply, bool) {
 		switch {
 		case eq(args[j], "rank") && more:
 			j++
-			n, ok := parseInt(args[j])
+			n, ok := redisnum.ParseInt(args[j])
 			if !ok {
 				return o, errNotInt, false
 			}
@@ -739,14 +740,14 @@ func parseLPos(args [][]byte) (lposOpts, Reply, bool) {
 			o.rank = n
 		case eq(args[j], "count") && more:
 			j++
-			n, ok := parseInt(args[j])
+			n, ok := redisnum.ParseInt(args[j])
 			if !ok || n < 0 {
 				return o, errListLPosCount, false
 			}
 			o.count = n
 		case eq(args[j], "maxlen") && more:
 			j++
-			n, ok := parseInt(args[j])
+			n, ok := redisnum.ParseInt(args[j])
 			if !ok || n < 0 {
 				return o, errListLPosMaxLen, false
 			}
@@ -891,7 +892,7 @@ func cmdLMove(x *ctx, args [][]byte) Reply {
 // "forever".
 func listTimeout(b []byte) (int64, Reply, bool) {
 	var ms int64
-	if n, ok := parseInt(b); ok {
+	if n, ok := redisnum.ParseInt(b); ok {
 		// Exact in extended precision; beyond 2^63 ms the conversion
 		// yields -2^63.
 		if n < 0 || n > math.MaxInt64/1000 {
@@ -899,7 +900,7 @@ func listTimeout(b []byte) (int64, Reply, bool) {
 		}
 		ms = n * 1000
 	} else {
-		f, ok := parseLongDouble(b)
+		f, ok := redisnum.ParseLongDouble(b)
 		if !ok {
 			return 0, errListTimeoutFloat, false
 		}
@@ -953,7 +954,7 @@ func cmdBLPop(x *ctx, args [][]byte) Reply {
 // parseLMPop parses LMPOP (numkeys at index 1) or BLMPOP (numkeys at 2):
 // the keys, the side and the count (1 if not given).
 func parseLMPop(args [][]byte, numIdx int) (keys [][]byte, left bool, count int64, r Reply, ok bool) {
-	nk, good := parseInt(args[numIdx])
+	nk, good := redisnum.ParseInt(args[numIdx])
 	if !good || nk < 1 {
 		return nil, false, 0, errListNumKeys, false
 	}
@@ -968,7 +969,7 @@ func parseLMPop(args [][]byte, numIdx int) (keys [][]byte, left bool, count int6
 	for j := whereIdx + 1; j < len(args); j++ {
 		if count == -1 && eq(args[j], "count") && j+1 < len(args) {
 			j++
-			n, good := parseInt(args[j])
+			n, good := redisnum.ParseInt(args[j])
 			if !good || n < 1 {
 				return nil, false, 0, errListMPopCount, false
 			}

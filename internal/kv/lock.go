@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/kvorum/kvorum/internal/redisnum"
 )
 
 // Locks (issue 7; docs/design-locks.md): a replicated state machine with
@@ -91,7 +92,7 @@ func parseLockOpts(args [][]byte, from int, timeoutOK bool) (lockOpts, Reply, bo
 		case eq(args[i], "SHARED"):
 			o.shared = true
 		case (eq(args[i], "TIMEOUT") || eq(args[i], "WAIT")) && timeoutOK && i+1 < len(args):
-			ms, ok := parseInt(args[i+1])
+			ms, ok := redisnum.ParseInt(args[i+1])
 			if !ok || ms < 0 {
 				return o, Error("ERR invalid " + strings.ToUpper(string(args[i])) + ": want milliseconds >= 0"), false
 			}

@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/kvorum/kvorum/internal/redisnum"
 )
 
 // Transactions (MULTI/EXEC) and PUBLISH.
@@ -98,7 +99,7 @@ func EncodeExec(watched []WatchedKey, cmds [][][]byte) [][]byte {
 var errBadExec = Error("ERR internal: malformed KVORUM.EXEC")
 
 func cmdExec(x *ctx, args [][]byte) Reply {
-	nw, ok := parseInt(args[1])
+	nw, ok := redisnum.ParseInt(args[1])
 	if !ok || nw < 0 || int64(len(args)-2) < 2*nw {
 		return errBadExec
 	}
@@ -118,7 +119,7 @@ func cmdExec(x *ctx, args [][]byte) Reply {
 	}
 	var cmds [][][]byte
 	for i < len(args) {
-		argc, ok := parseInt(args[i])
+		argc, ok := redisnum.ParseInt(args[i])
 		if !ok || argc < 1 || int64(len(args)-i-1) < argc {
 			return errBadExec
 		}

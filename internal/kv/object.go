@@ -1,6 +1,10 @@
 package kv
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/kvorum/kvorum/internal/redisnum"
+)
 
 // OBJECT. Every collection is stored one element per Pebble key whatever
 // its size, so OBJECT ENCODING answers with the encoding Redis uses for
@@ -56,7 +60,7 @@ func cmdObject(x *ctx, args [][]byte) Reply {
 	switch rec.typ {
 	case typeString:
 		if len(rec.value) <= 20 {
-			if _, ok := parseInt(rec.value); ok {
+			if _, ok := redisnum.ParseInt(rec.value); ok {
 				return BulkString("int")
 			}
 		}

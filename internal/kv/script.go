@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/kvorum/kvorum/internal/redisnum"
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/ast"
 	"github.com/yuin/gopher-lua/parse"
@@ -187,7 +188,7 @@ func init() {
 
 // checkNumKeys validates EVAL's numkeys as Redis does before anything else.
 func checkNumKeys(args [][]byte) (Reply, bool) {
-	n, ok := parseInt(args[2])
+	n, ok := redisnum.ParseInt(args[2])
 	if !ok {
 		return errNotInt, false
 	}
@@ -292,7 +293,7 @@ func cmdEvalSha(x *ctx, args [][]byte) Reply {
 }
 
 func runEval(x *ctx, cs *compiledScript, args [][]byte) Reply {
-	nk, _ := parseInt(args[2])
+	nk, _ := redisnum.ParseInt(args[2])
 	keys, argv := args[3:3+nk], args[3+nk:]
 	ro := eq(args[0], "eval_ro") || eq(args[0], "evalsha_ro")
 	if ro && cs.shebang && !cs.noWrites {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/kvorum/kvorum/internal/redisnum"
 )
 
 // Sets. A set is a collection (coll.go): each member is one element
@@ -159,7 +160,7 @@ func cmdSCard(x *ctx, args [][]byte) Reply {
 // more arguments are a syntax error.
 func checkSPop(args [][]byte) (Reply, bool) {
 	if len(args) == 3 {
-		if n, ok := parseInt(args[2]); !ok || n < 0 {
+		if n, ok := redisnum.ParseInt(args[2]); !ok || n < 0 {
 			return errSPopCount, false
 		}
 	}
@@ -195,7 +196,7 @@ func cmdSPop(x *ctx, args [][]byte) Reply {
 		}
 		return Bulk(picks[0].elem)
 	}
-	count, _ := parseInt(args[2])
+	count, _ := redisnum.ParseInt(args[2])
 	if !ok || count == 0 {
 		return setReply(nil)
 	}
@@ -276,7 +277,7 @@ func cmdSRandMember(x *ctx, args [][]byte) Reply {
 	if !ok {
 		return Array()
 	}
-	l, _ := parseInt(args[2])
+	l, _ := redisnum.ParseInt(args[2])
 	picks, r, ok := x.randomCount(c, l, errSRandTooMany)
 	if !ok {
 		return r
@@ -591,7 +592,7 @@ func cmdSOpStore(x *ctx, args [][]byte) Reply {
 // parseSInterCard parses SINTERCARD numkeys key... [LIMIT limit] in
 // Redis's order; limit 0 is no limit.
 func parseSInterCard(args [][]byte) (numKeys, limit int64, r Reply, ok bool) {
-	n, ok := parseInt(args[1])
+	n, ok := redisnum.ParseInt(args[1])
 	if !ok || n < 1 {
 		return 0, 0, errNumKeys, false
 	}
@@ -603,7 +604,7 @@ func parseSInterCard(args [][]byte) (numKeys, limit int64, r Reply, ok bool) {
 			return 0, 0, errSyntax, false
 		}
 		j++
-		l, ok := parseInt(args[j])
+		l, ok := redisnum.ParseInt(args[j])
 		if !ok || l < 0 {
 			return 0, 0, errLimitNegative, false
 		}

@@ -2,10 +2,10 @@ package kv
 
 import (
 	"bytes"
-	"math"
-	"math/big"
 	"slices"
 	"sort"
+
+	"github.com/kvorum/kvorum/internal/redisnum"
 )
 
 // SORT and SORT_RO, a port of Redis 7.0's sortCommandGeneric.
@@ -76,11 +76,11 @@ func parseSort(args [][]byte) (sortOpts, Reply, bool) {
 		case eq(a, "ALPHA"):
 			o.alpha = true
 		case eq(a, "LIMIT") && left >= 2:
-			s, ok := parseInt(args[j+1])
+			s, ok := redisnum.ParseInt(args[j+1])
 			if !ok {
 				return o, errNotInt, false
 			}
-			c, ok := parseInt(args[j+2])
+			c, ok := redisnum.ParseInt(args[j+2])
 			if !ok {
 				return o, errNotInt, false
 			}
@@ -307,7 +307,7 @@ func sortHashOrder(all [][]byte) {
 	}
 	nums := make([]int64, len(all))
 	for i, m := range all {
-		v, ok := parseInt(m)
+		v, ok := redisnum.ParseInt(m)
 		if !ok {
 			return
 		}
@@ -350,7 +350,7 @@ func (x *ctx) sortKeys(items []sortItem, by []byte, alpha bool) (Reply, bool) {
 			it.cmp, it.has = v, true
 			continue
 		}
-		f, ok := sortScore(v)
+		f, ok := redisnum.ParseStrtod(v)
 		if !ok {
 			return errSortScore, false
 		}
@@ -402,43 +402,6 @@ func sortItems(items []sortItem, alpha, byPattern, store, desc bool) {
 		}
 		return c
 	})
-}
-
-// sortMinNormal is the smallest positive normal double (DBL_MIN).
-var sortMinNormal = math.Float64frombits(1 << 52)
-
-// sortScore reads a score the way SORT does: strtod over the C string (up
-// to the first NUL), which must take all of it (the empty string is 0,
-// leading spaces are skipped); NaN is refused, and so is whatever makes
-// glibc's strtod set ERANGE: overflow, and underflow (an inexact result
-// below DBL_MIN).
-func sortScore(b []byte) (float64, bool) {
-	s := sortCString(b)
-	f, n, erange := zStrtod(s)
-	if n != len(s) || erange || math.IsNaN(f) {
-		return 0, false
-	}
-	if a := math.Abs(f); a > 0 && a <= sortMinNormal && !sortExactTiny(s) {
-		return 0, false
-	}
-	return f, true
-}
-
-// sortExactTiny reports whether glibc's strtod leaves errno alone for s,
-// a number in strtod's syntax whose double is at most DBL_MIN: it sets
-// ERANGE when the result is inexact and the exact value is below DBL_MIN
-// (tininess is detected before rounding).
-func sortExactTiny(s []byte) bool {
-	t := bytes.TrimLeft(s, " \t\n\v\f\r")
-	r, ok := new(big.Rat).SetString(string(t))
-	if !ok {
-		return false
-	}
-	if _, exact := r.Float64(); exact {
-		return true
-	}
-	r.Abs(r)
-	return r.Cmp(new(big.Rat).SetFloat64(sortMinNormal)) >= 0
 }
 
 // sortLookup is Redis's lookupKeyByPattern: "#" is the element itself;

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/kvorum/kvorum/internal/redisnum"
 )
 
 // Streams (Redis 7.0 semantics, without consumer groups).
@@ -199,7 +200,7 @@ func parseStreamU64(s []byte) (uint64, bool) {
 	if len(s) == 0 {
 		return 0, false
 	}
-	if n, ok := parseInt(s); ok {
+	if n, ok := redisnum.ParseInt(s); ok {
 		return uint64(n), n >= 0
 	}
 	i := 0
@@ -515,7 +516,7 @@ func parseAddTrim(args [][]byte, xadd bool) (a addTrimArgs, r Reply, ok bool) {
 				i++
 			}
 			if eq(opt, "maxlen") {
-				n, good := parseInt(args[i+1])
+				n, good := redisnum.ParseInt(args[i+1])
 				if !good {
 					return a, errNotInt, false
 				}
@@ -532,7 +533,7 @@ func parseAddTrim(args [][]byte, xadd bool) (a addTrimArgs, r Reply, ok bool) {
 			}
 			i++
 		case eq(opt, "limit") && more > 0:
-			n, good := parseInt(args[i+1])
+			n, good := redisnum.ParseInt(args[i+1])
 			if !good {
 				return a, errNotInt, false
 			}
@@ -860,7 +861,7 @@ func parseXRange(args [][]byte) (a rangeArgs, r Reply, ok bool) {
 	a.start, a.end, a.count = start, end, -1
 	for j := 4; j < len(args); j++ {
 		if eq(args[j], "count") && j+1 < len(args) {
-			n, good := parseInt(args[j+1])
+			n, good := redisnum.ParseInt(args[j+1])
 			if !good {
 				return a, errNotInt, false
 			}
@@ -993,7 +994,7 @@ func parseXSetID(args [][]byte) (a setIDArgs, r Reply, ok bool) {
 		more := len(args) - 1 - i
 		switch {
 		case eq(args[i], "entriesadded") && more > 0:
-			n, good := parseInt(args[i+1])
+			n, good := redisnum.ParseInt(args[i+1])
 			if !good {
 				return a, errNotInt, false
 			}
@@ -1086,7 +1087,7 @@ func parseXReads(args [][]byte, group bool) (a xreadGroupArgs, r Reply, ok bool)
 		switch {
 		case eq(o, "block") && more > 0:
 			i++
-			n, good := parseInt(args[i])
+			n, good := redisnum.ParseInt(args[i])
 			if !good {
 				return a, errXReadTimeoutInt, false
 			}
@@ -1096,7 +1097,7 @@ func parseXReads(args [][]byte, group bool) (a xreadGroupArgs, r Reply, ok bool)
 			a.block, a.timeout = true, n
 		case eq(o, "count") && more > 0:
 			i++
-			n, good := parseInt(args[i])
+			n, good := redisnum.ParseInt(args[i])
 			if !good {
 				return a, errNotInt, false
 			}
@@ -1325,7 +1326,7 @@ func cmdXInfo(x *ctx, args [][]byte) Reply {
 			if !eq(opts[1], "count") {
 				return subErr()
 			}
-			n, good := parseInt(opts[2])
+			n, good := redisnum.ParseInt(opts[2])
 			if !good {
 				return errNotInt
 			}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/kvorum/kvorum/internal/redisnum"
 )
 
 // Stream consumer groups (Redis 7.0): XGROUP, XREADGROUP, XACK, XPENDING,
@@ -423,7 +425,7 @@ func parseXGroup(args [][]byte) (a xgroupArgs, r Reply, ok bool) {
 				a.mkstream = true
 				i++
 			case (create || setid) && eq(args[i], "entriesread") && i+1 < len(args):
-				n, good := parseInt(args[i+1])
+				n, good := redisnum.ParseInt(args[i+1])
 				if !good {
 					return a, errNotInt, false
 				}
@@ -900,7 +902,7 @@ func parseXPending(args [][]byte) (a xpendingArgs, r Reply, ok bool) {
 	}
 	i := 3
 	if eq(args[3], "idle") {
-		n, good := parseInt(args[4])
+		n, good := redisnum.ParseInt(args[4])
 		if !good {
 			return a, errNotInt, false
 		}
@@ -910,7 +912,7 @@ func parseXPending(args [][]byte) (a xpendingArgs, r Reply, ok bool) {
 		a.minIdle = n
 		i += 2
 	}
-	n, good := parseInt(args[i+2])
+	n, good := redisnum.ParseInt(args[i+2])
 	if !good {
 		return a, errNotInt, false
 	}
@@ -1042,7 +1044,7 @@ func cmdXClaim(x *ctx, args [][]byte) Reply {
 	if e != nil {
 		return *e
 	}
-	minIdle, good := parseInt(args[4])
+	minIdle, good := redisnum.ParseInt(args[4])
 	if !good {
 		return Error("ERR Invalid min-idle-time argument for XCLAIM")
 	}
@@ -1070,21 +1072,21 @@ func cmdXClaim(x *ctx, args [][]byte) Reply {
 			justID = true
 		case eq(o, "idle") && more > 0:
 			j++
-			n, ok := parseInt(args[j])
+			n, ok := redisnum.ParseInt(args[j])
 			if !ok {
 				return Error("ERR Invalid IDLE option argument for XCLAIM")
 			}
 			delivery = now - n
 		case eq(o, "time") && more > 0:
 			j++
-			n, ok := parseInt(args[j])
+			n, ok := redisnum.ParseInt(args[j])
 			if !ok {
 				return Error("ERR Invalid TIME option argument for XCLAIM")
 			}
 			delivery = n
 		case eq(o, "retrycount") && more > 0:
 			j++
-			n, ok := parseInt(args[j])
+			n, ok := redisnum.ParseInt(args[j])
 			if !ok {
 				return Error("ERR Invalid RETRYCOUNT option argument for XCLAIM")
 			}
@@ -1203,7 +1205,7 @@ type xautoclaimArgs struct {
 }
 
 func parseXAutoClaim(args [][]byte) (a xautoclaimArgs, r Reply, ok bool) {
-	n, good := parseInt(args[4])
+	n, good := redisnum.ParseInt(args[4])
 	if !good {
 		return a, Error("ERR Invalid min-idle-time argument for XAUTOCLAIM"), false
 	}
@@ -1222,7 +1224,7 @@ func parseXAutoClaim(args [][]byte) (a xautoclaimArgs, r Reply, ok bool) {
 		more := len(args) - 1 - j
 		switch {
 		case eq(args[j], "count") && more > 0:
-			n, good := parseInt(args[j+1])
+			n, good := redisnum.ParseInt(args[j+1])
 			if !good || n < 1 || n > math.MaxInt64/16 {
 				return a, Error("ERR COUNT must be > 0"), false
 			}

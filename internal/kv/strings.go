@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/kvorum/kvorum/internal/redisnum"
 )
 
 type readerI = pebble.Reader
@@ -35,14 +36,6 @@ func invalidExpire(cmd string) Reply {
 const maxStringSize = 512 << 20
 
 func eq(b []byte, s string) bool { return strings.EqualFold(string(b), s) }
-
-func parseInt(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 20 || b[0] == '+' || (len(b) > 1 && b[0] == '0') || (len(b) > 1 && b[0] == '-' && b[1] == '0') || b[0] == ' ' {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(string(b), 10, 64)
-	return n, err == nil
-}
 
 // getString loads k as a string: ok=false if absent; a non-nil reply is an
 // error to return (wrong type, storage).
@@ -174,7 +167,7 @@ func parseStrOpts(args [][]byte, from int, isSet bool) (strOpts, Reply, bool) {
 // expiryMs is Redis's getExpireMillisecondsOrReply: the absolute deadline
 // in Unix ms of o's expiry, or an error reply.
 func (o *strOpts) expiryMs(cmd string, now int64) (int64, Reply, bool) {
-	n, ok := parseInt(o.expire)
+	n, ok := redisnum.ParseInt(o.expire)
 	if !ok {
 		return 0, errNotInt, false
 	}
@@ -442,7 +435,7 @@ func cmdMSetNX(x *ctx, args [][]byte) Reply {
 
 func checkIntArg(i int) func([][]byte) (Reply, bool) {
 	return func(args [][]byte) (Reply, bool) {
-		if _, ok := parseInt(args[i]); !ok {
+		if _, ok := redisnum.ParseInt(args[i]); !ok {
 			return errNotInt, false
 		}
 		return Reply{}, true
@@ -452,7 +445,7 @@ func checkIntArg(i int) func([][]byte) (Reply, bool) {
 func checkIntArgs(is ...int) func([][]byte) (Reply, bool) {
 	return func(args [][]byte) (Reply, bool) {
 		for _, i := range is {
-			if _, ok := parseInt(args[i]); !ok {
+			if _, ok := redisnum.ParseInt(args[i]); !ok {
 				return errNotInt, false
 			}
 		}
@@ -468,9 +461,9 @@ func cmdIncrBy(x *ctx, args [][]byte) Reply {
 	case "decr":
 		delta = -1
 	case "incrby":
-		delta, _ = parseInt(args[2])
+		delta, _ = redisnum.ParseInt(args[2])
 	case "decrby":
-		d, _ := parseInt(args[2])
+		d, _ := redisnum.ParseInt(args[2])
 		if d == math.MinInt64 {
 			return Error("ERR decrement would overflow")
 		}
@@ -482,7 +475,7 @@ func cmdIncrBy(x *ctx, args [][]byte) Reply {
 	}
 	var cur int64
 	if ok {
-		v, good := parseInt(rec.value)
+		v, good := redisnum.ParseInt(rec.value)
 		if !good {
 			return errNotInt
 		}
@@ -502,114 +495,17 @@ func cmdIncrBy(x *ctx, args [][]byte) Reply {
 	return Int(cur)
 }
 
-// parseLongDouble parses like Redis's string2ld (strtold, then its own
-// checks), at x87 extended precision (64-bit mantissa), which is what Redis
-// computes in: decimal or hexadecimal (0x1p3) notation, optional sign,
-// "inf"/"infinity"; no spaces, no NaN, nothing left over; a value that
-// overflows or underflows to zero is refused.
-func parseLongDouble(b []byte) (*big.Float, bool) {
-	if len(b) == 0 || len(b) >= 5*1024 {
-		return nil, false
-	}
-	s := string(b)
-	lower := strings.ToLower(s)
-	unsigned := strings.TrimPrefix(strings.TrimPrefix(lower, "+"), "-")
-	if len(unsigned) != len(lower) && len(lower)-len(unsigned) > 1 {
-		return nil, false // two signs
-	}
-	switch unsigned {
-	case "inf", "infinity":
-		// strtold accepts infinities; INCRBYFLOAT then refuses the sum.
-		return new(big.Float).SetInf(lower[0] == '-'), true
-	}
-	base := 10
-	if strings.HasPrefix(unsigned, "0x") {
-		base = 0 // hexadecimal mantissa, optional binary 'p' exponent
-	}
-	if unsigned == "" || strings.ContainsAny(unsigned, "_+-") && !validExpSigns(unsigned) {
-		return nil, false
-	}
-	for _, c := range unsigned {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c == '.' || c == 'x' || c == 'p' || c == '+' || c == '-') {
-			return nil, false
-		}
-	}
-	f, _, err := big.ParseFloat(s, base, 64, big.ToNearestEven)
-	if err != nil {
-		return nil, false
-	}
-	if f.Sign() != 0 && !longDoubleRange(f) {
-		return nil, false
-	}
-	return f, true
-}
-
-// validExpSigns reports whether every '+' or '-' in s directly follows an
-// exponent letter (strtold allows a sign only there and at the start).
-func validExpSigns(s string) bool {
-	hex := strings.HasPrefix(s, "0x")
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '_':
-			return false
-		case '+', '-':
-			if i == 0 {
-				return false
-			}
-			if p := s[i-1]; !(p == 'p' || (!hex && p == 'e')) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// longDoubleRange reports whether a non-zero f neither overflows the x87
-// extended format (max just under 2^16384) nor rounds to zero (the smallest
-// subnormal is 2^-16445; half of it rounds to zero).
-func longDoubleRange(f *big.Float) bool {
-	if f.IsInf() {
-		return true
-	}
-	mant := new(big.Float)
-	exp := f.MantExp(mant) // |f| = |mant| * 2^exp, 0.5 <= |mant| < 1
-	if exp > 16384 {
-		return false
-	}
-	if exp < -16445 {
-		return false
-	}
-	if exp == -16445 && mant.Abs(mant).Cmp(big.NewFloat(0.5)) == 0 {
-		return false
-	}
-	return true
-}
-
 func checkFloatArg(i int) func([][]byte) (Reply, bool) {
 	return func(args [][]byte) (Reply, bool) {
-		if _, ok := parseLongDouble(args[i]); !ok {
+		if _, ok := redisnum.ParseLongDouble(args[i]); !ok {
 			return errNotFloat, false
 		}
 		return Reply{}, true
 	}
 }
 
-// formatLongDouble formats like Redis's ld2string(LD_STR_HUMAN): %.17Lf
-// with trailing zeros (and a trailing dot) removed.
-func formatLongDouble(f *big.Float) string {
-	s := f.Text('f', 17)
-	if strings.Contains(s, ".") {
-		s = strings.TrimRight(s, "0")
-		s = strings.TrimSuffix(s, ".")
-	}
-	if s == "-0" {
-		s = "0"
-	}
-	return s
-}
-
 func cmdIncrByFloat(x *ctx, args [][]byte) Reply {
-	incr, ok := parseLongDouble(args[2])
+	incr, ok := redisnum.ParseLongDouble(args[2])
 	if !ok {
 		return errNotFloat
 	}
@@ -619,7 +515,7 @@ func cmdIncrByFloat(x *ctx, args [][]byte) Reply {
 	}
 	cur := new(big.Float).SetPrec(64)
 	if exists {
-		v, good := parseLongDouble(rec.value)
+		v, good := redisnum.ParseLongDouble(rec.value)
 		if !good {
 			return errNotFloat
 		}
@@ -633,7 +529,7 @@ func cmdIncrByFloat(x *ctx, args [][]byte) Reply {
 	if sum.Sign() != 0 && sum.MantExp(nil) > 16384 {
 		return errNaN
 	}
-	out := []byte(formatLongDouble(sum))
+	out := []byte(redisnum.FormatLongDouble(sum))
 	var expire int64
 	if exists {
 		expire = rec.expire
@@ -672,8 +568,8 @@ func cmdStrlen(x *ctx, args [][]byte) Reply {
 }
 
 func cmdGetRange(x *ctx, args [][]byte) Reply {
-	start, _ := parseInt(args[2])
-	end, _ := parseInt(args[3])
+	start, _ := redisnum.ParseInt(args[2])
+	end, _ := redisnum.ParseInt(args[3])
 	rec, _, e := getString(x, args[1])
 	if e != nil {
 		return *e
@@ -704,7 +600,7 @@ func cmdGetRange(x *ctx, args [][]byte) Reply {
 }
 
 func cmdSetRange(x *ctx, args [][]byte) Reply {
-	off, _ := parseInt(args[2])
+	off, _ := redisnum.ParseInt(args[2])
 	if off < 0 {
 		return errOffset
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/kvorum/kvorum/internal/glob"
+	"github.com/kvorum/kvorum/internal/redisnum"
 )
 
 // Sorted sets. Every member has two element keys under the collection's
@@ -23,11 +24,11 @@ import (
 //	'm' + member                    -> score (float64 bits, 8 bytes BE)
 //	's' + sortable(score) + member  -> empty
 //
-// sortable (zSortable) maps a float64 onto 8 bytes whose byte order is the
-// numeric order (negative: all bits flipped; positive: the sign bit
-// flipped; -0 is stored as +0, as Redis's listpack does), so the 's' index
-// is ordered exactly as Redis orders a sorted set: by score, then by member
-// bytes. The metadata holds the member count, so ZCARD reads only it.
+// sortable (redisnum.Sortable) maps a float64 onto 8 bytes whose byte
+// order is the numeric order (negative: all bits flipped; positive: the
+// sign bit flipped; -0 is stored as +0, as Redis's listpack does), so the
+// 's' index is ordered exactly as Redis orders a sorted set: by score,
+// then by member bytes. The metadata holds the member count, so ZCARD reads only it.
 //
 // Costs: ZADD/ZREM/ZSCORE/ZINCRBY are point reads and writes. Ranges by
 // score (and by lex among equal scores) seek the index and read only what
@@ -116,175 +117,11 @@ var (
 const zRandMemberMax = 1 << 20
 
 // ---------------------------------------------------------------------------
-// Scores: parsing and formatting as Redis does.
-
-// zSortable maps a score to 8 bytes whose unsigned order is the numeric
-// order (-0 and +0 map to the same value).
-func zSortable(f float64) uint64 {
-	if f == 0 {
-		f = 0 // -0 -> +0
-	}
-	b := math.Float64bits(f)
-	if b>>63 == 1 {
-		return ^b
-	}
-	return b | 1<<63
-}
-
-// zUnsortable inverts zSortable.
-func zUnsortable(u uint64) float64 {
-	if u>>63 == 1 {
-		return math.Float64frombits(u &^ (1 << 63))
-	}
-	return math.Float64frombits(^u)
-}
-
-func zIsSpace(c byte) bool { return c == ' ' || (c >= '\t' && c <= '\r') }
-func zIsDigit(c byte) bool { return c >= '0' && c <= '9' }
-func zIsHex(c byte) bool {
-	return zIsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
-}
-
-func zHasPrefixFold(b []byte, p string) bool {
-	return len(b) >= len(p) && strings.EqualFold(string(b[:len(p)]), p)
-}
-
-// zStrtod parses the longest prefix of s that C's strtod accepts (C
-// locale, as glibc does: leading spaces, a sign, decimal or hexadecimal
-// notation, inf, infinity, nan, nan(chars)). It returns the value, how many
-// bytes it used (0: no number, the value is 0) and whether strtod would set
-// ERANGE with a zero or infinite result (overflow, or underflow to zero).
-func zStrtod(s []byte) (f float64, n int, erange bool) {
-	i := 0
-	for i < len(s) && zIsSpace(s[i]) {
-		i++
-	}
-	neg := false
-	if i < len(s) && (s[i] == '+' || s[i] == '-') {
-		neg = s[i] == '-'
-		i++
-	}
-	signed := func(f float64) float64 {
-		if neg {
-			return -f
-		}
-		return f
-	}
-	r := s[i:]
-	switch {
-	case zHasPrefixFold(r, "inf"):
-		n := 3
-		if zHasPrefixFold(r, "infinity") {
-			n = 8
-		}
-		return signed(math.Inf(1)), i + n, false
-	case zHasPrefixFold(r, "nan"):
-		n := 3
-		if len(r) > 3 && r[3] == '(' {
-			j := 4
-			for j < len(r) && (zIsDigit(r[j]) || r[j] == '_' || (r[j]|0x20 >= 'a' && r[j]|0x20 <= 'z')) {
-				j++
-			}
-			if j < len(r) && r[j] == ')' {
-				n = j + 1
-			}
-		}
-		return math.NaN(), i + n, false
-	}
-	hex := len(r) >= 2 && r[0] == '0' && (r[1] == 'x' || r[1] == 'X')
-	isDigit, expChar, j := zIsDigit, byte('e'), 0
-	if hex {
-		isDigit, expChar, j = zIsHex, 'p', 2
-	}
-	digits, nonzero := 0, false
-	for pass := 0; pass < 2; pass++ {
-		for j < len(r) && isDigit(r[j]) {
-			nonzero = nonzero || r[j] != '0'
-			j++
-			digits++
-		}
-		if pass == 0 && j < len(r) && r[j] == '.' {
-			j++
-		} else {
-			break
-		}
-	}
-	if digits == 0 {
-		if hex {
-			return signed(0), i + 1, false // "0x" with no digits: just the 0
-		}
-		return 0, 0, false
-	}
-	num := string(r[:j])
-	exp := ""
-	if j < len(r) && r[j]|0x20 == expChar {
-		k := j + 1
-		if k < len(r) && (r[k] == '+' || r[k] == '-') {
-			k++
-		}
-		if k < len(r) && zIsDigit(r[k]) {
-			for k < len(r) && zIsDigit(r[k]) {
-				k++
-			}
-			exp = string(r[j:k])
-			j = k
-		}
-	}
-	if hex && exp == "" {
-		exp = "p0" // Go wants the binary exponent
-	}
-	v, err := strconv.ParseFloat(num+exp, 64)
-	if err != nil && !math.IsInf(v, 0) {
-		// Cannot happen for the syntax accepted above.
-		return 0, 0, false
-	}
-	erange = math.IsInf(v, 0) || (v == 0 && nonzero)
-	return signed(v), i + j, erange
-}
-
-// zParseScore parses a score (ZADD, ZINCRBY, WEIGHTS) like Redis's
-// getDoubleFromObject: the whole string, no leading space, no NaN, no
-// overflow or underflow to zero.
-func zParseScore(b []byte) (float64, bool) {
-	if len(b) == 0 || zIsSpace(b[0]) {
-		return 0, false
-	}
-	f, n, erange := zStrtod(b)
-	if n != len(b) || math.IsNaN(f) || erange {
-		return 0, false
-	}
-	return f, true
-}
-
-// zAppendScore appends f as Redis 7.0 replies a double: "%.17g", with inf
-// and -inf spelled out.
-func zAppendScore(b []byte, f float64) []byte {
-	switch {
-	case math.IsInf(f, 1):
-		return append(b, "inf"...)
-	case math.IsInf(f, -1):
-		return append(b, "-inf"...)
-	case math.IsNaN(f):
-		return append(b, "nan"...)
-	}
-	return strconv.AppendFloat(b, f, 'g', 17, 64)
-}
-
-// zAppendListpackScore appends f as a Redis listpack stores a score and
-// ZSCAN returns it (d2string): integers up to 2^62 without a fraction.
-func zAppendListpackScore(b []byte, f float64) []byte {
-	if f == 0 {
-		return append(b, '0')
-	}
-	if f >= -(1<<62) && f <= 1<<62 && f == math.Trunc(f) {
-		return strconv.AppendInt(b, int64(f), 10)
-	}
-	return zAppendScore(b, f)
-}
+// Scores: replies and ranges (redisnum parses and formats them as Redis).
 
 // zScoreReply is the reply for one score: a Double, which the resp layer
 // writes as a RESP3 double (",1.5") or, in RESP2, as the bulk string
-// Redis 7.0 sends ("%.17g", the same as zAppendScore); Lua scripts get
+// Redis 7.0 sends ("%.17g", redisnum.AppendDouble); Lua scripts get
 // that string too (or a {double=...} table after redis.setresp(3)).
 func zScoreReply(f float64) Reply { return Double(f) }
 
@@ -303,7 +140,7 @@ func zParseRangeItem(b []byte) (f float64, ex, ok bool) {
 		ex = true
 		b = b[1:]
 	}
-	f, n, _ := zStrtod(b)
+	f, n, _ := redisnum.Strtod(b)
 	if (n != len(b) && b[n] != 0) || math.IsNaN(f) {
 		return 0, false, false
 	}
@@ -483,9 +320,9 @@ func (z *zview) set(member []byte, f, old float64, had bool) error {
 	if f == 0 {
 		f = 0
 	}
-	u := zSortable(f)
+	u := redisnum.Sortable(f)
 	if had {
-		if ou := zSortable(old); ou != u {
+		if ou := redisnum.Sortable(old); ou != u {
 			if err := z.x.w.Delete(z.skey(ou, member), nil); err != nil {
 				return err
 			}
@@ -577,7 +414,7 @@ func (z *zview) ends() (first, last zent, ok bool, err error) {
 			e = &last
 		}
 		err = z.walk(nil, rev, func(u uint64, m []byte) bool {
-			*e = zent{member: bytes.Clone(m), score: zUnsortable(u)}
+			*e = zent{member: bytes.Clone(m), score: redisnum.Unsortable(u)}
 			ok = true
 			return false
 		})
@@ -647,7 +484,7 @@ func (z *zview) byRank(from, to int64, rev bool) ([]zent, error) {
 			skip--
 			return true
 		}
-		out = append(out, zent{member: bytes.Clone(m), score: zUnsortable(u)})
+		out = append(out, zent{member: bytes.Clone(m), score: redisnum.Unsortable(u)})
 		return int64(len(out)) < want
 	})
 	if fromStart == rev {
@@ -709,13 +546,13 @@ func (z *zview) remove(start []byte, rev bool, skip, max int64, keep func(u uint
 // (the last one if rev).
 func zScoreStart(s *zScoreSpec, rev bool) []byte {
 	if !rev {
-		u := zSortable(s.min)
+		u := redisnum.Sortable(s.min)
 		if s.minex {
 			u++
 		}
 		return zPos(u)
 	}
-	u := zSortable(s.max)
+	u := redisnum.Sortable(s.max)
 	if !s.maxex {
 		u++
 	}
@@ -739,7 +576,7 @@ func (z *zview) lexStart(s *zLexSpec, rev bool) (start []byte, ok bool, err erro
 		return nil, false, nil
 	}
 	var from []byte
-	if u := zSortable(first.score); u == zSortable(last.score) {
+	if u := redisnum.Sortable(first.score); u == redisnum.Sortable(last.score) {
 		// One score: the index is in member order, seek the bound.
 		b := s.min
 		if rev {
@@ -856,7 +693,7 @@ type zaddArgs struct {
 // before the key is looked at); ZINCRBY is ZADD INCR.
 func parseZAdd(args [][]byte) (zaddArgs, Reply, bool) {
 	if eq(args[0], "zincrby") {
-		f, ok := zParseScore(args[2])
+		f, ok := redisnum.ParseDouble(args[2])
 		if !ok {
 			return zaddArgs{}, errNotFloat, false
 		}
@@ -900,7 +737,7 @@ opts:
 	}
 	a.scores = make([]float64, elements/2)
 	for j := range a.scores {
-		s, ok := zParseScore(args[a.first+2*j])
+		s, ok := redisnum.ParseDouble(args[a.first+2*j])
 		if !ok {
 			return a, errNotFloat, false
 		}
@@ -1009,7 +846,7 @@ func cmdZRem(x *ctx, args [][]byte) Reply {
 			return errStorage(err)
 		}
 		if had {
-			if err := z.del(zSortable(cur), m); err != nil {
+			if err := z.del(redisnum.Sortable(cur), m); err != nil {
 				return errStorage(err)
 			}
 			deleted++
@@ -1098,7 +935,7 @@ func cmdZRank(x *ctx, args [][]byte) Reply {
 	if !had {
 		return Nil
 	}
-	r, err := z.rank(zSortable(f), args[2])
+	r, err := z.rank(redisnum.Sortable(f), args[2])
 	if err != nil {
 		return errStorage(err)
 	}
@@ -1140,7 +977,7 @@ func cmdZCount(x *ctx, args [][]byte) Reply {
 	}
 	var n int64
 	err := x.zview(c).walk(zScoreStart(&s, false), false, func(u uint64, _ []byte) bool {
-		if !s.lteMax(zUnsortable(u)) {
+		if !s.lteMax(redisnum.Unsortable(u)) {
 			return false
 		}
 		n++
@@ -1240,10 +1077,10 @@ func parseZRange(args [][]byte) (zrangeReq, Reply, bool) {
 			q.withScores = true
 		case eq(a, "limit") && left >= 2:
 			var ok bool
-			if q.offset, ok = parseInt(args[j+1]); !ok {
+			if q.offset, ok = redisnum.ParseInt(args[j+1]); !ok {
 				return q, errNotInt, false
 			}
-			if q.limit, ok = parseInt(args[j+2]); !ok {
+			if q.limit, ok = redisnum.ParseInt(args[j+2]); !ok {
 				return q, errNotInt, false
 			}
 			j += 2
@@ -1273,10 +1110,10 @@ func parseZRange(args [][]byte) (zrangeReq, Reply, bool) {
 	switch q.kind {
 	case zrRank:
 		var ok bool
-		if q.start, ok = parseInt(args[minIdx]); !ok {
+		if q.start, ok = redisnum.ParseInt(args[minIdx]); !ok {
 			return q, errNotInt, false
 		}
-		if q.end, ok = parseInt(args[maxIdx]); !ok {
+		if q.end, ok = redisnum.ParseInt(args[maxIdx]); !ok {
 			return q, errNotInt, false
 		}
 	case zrScore:
@@ -1353,9 +1190,9 @@ func (z *zview) rangeEnts(q *zrangeReq) ([]zent, error) {
 		}
 		return z.collect(zScoreStart(s, q.rev), q.rev, q.offset, q.limit, func(u uint64, _ []byte) bool {
 			if q.rev {
-				return s.gteMin(zUnsortable(u))
+				return s.gteMin(redisnum.Unsortable(u))
 			}
-			return s.lteMax(zUnsortable(u))
+			return s.lteMax(redisnum.Unsortable(u))
 		})
 	default:
 		s := &q.lex
@@ -1391,7 +1228,7 @@ func (z *zview) collect(start []byte, rev bool, offset, limit int64, in func(u u
 		if !in(u, m) {
 			return false
 		}
-		out = append(out, zent{member: bytes.Clone(m), score: zUnsortable(u)})
+		out = append(out, zent{member: bytes.Clone(m), score: redisnum.Unsortable(u)})
 		return limit < 0 || int64(len(out)) < limit
 	})
 	return out, err
@@ -1406,7 +1243,7 @@ func checkZPop(args [][]byte) (Reply, bool) {
 	}
 	if len(args) == 3 {
 		// getPositiveLongFromObjectOrReply: one message for both.
-		if n, ok := parseInt(args[2]); !ok || n < 0 {
+		if n, ok := redisnum.ParseInt(args[2]); !ok || n < 0 {
 			return errZPositive, false
 		}
 	}
@@ -1422,7 +1259,7 @@ func cmdZPop(x *ctx, args [][]byte) Reply {
 	}
 	count := int64(1)
 	if len(args) == 3 {
-		count, _ = parseInt(args[2])
+		count, _ = redisnum.ParseInt(args[2])
 	}
 	c, ok, e := x.loadColl(args[1], typeZSet)
 	if e != nil {
@@ -1447,14 +1284,14 @@ func (x *ctx) zpop(c *coll, count int64, max bool) ([]zent, error) {
 	z := x.zview(c)
 	var ents []zent
 	err := z.walk(nil, max, func(u uint64, m []byte) bool {
-		ents = append(ents, zent{member: bytes.Clone(m), score: zUnsortable(u)})
+		ents = append(ents, zent{member: bytes.Clone(m), score: redisnum.Unsortable(u)})
 		return int64(len(ents)) < count
 	})
 	if err != nil {
 		return nil, err
 	}
 	for _, en := range ents {
-		if err := z.del(zSortable(en.score), en.member); err != nil {
+		if err := z.del(redisnum.Sortable(en.score), en.member); err != nil {
 			return nil, err
 		}
 	}
@@ -1470,7 +1307,7 @@ func parseZMPop(args [][]byte) (keys [][]byte, max bool, count int64, r Reply, o
 	if args[0][0]|0x20 == 'b' {
 		numIdx = 2
 	}
-	numkeys, ok := parseInt(args[numIdx])
+	numkeys, ok := redisnum.ParseInt(args[numIdx])
 	if !ok || numkeys < 1 {
 		return nil, false, 0, errZNumKeys, false
 	}
@@ -1489,7 +1326,7 @@ func parseZMPop(args [][]byte) (keys [][]byte, max bool, count int64, r Reply, o
 	for j := int(where) + 1; j < len(args); j++ {
 		if count == -1 && eq(args[j], "count") && j+1 < len(args) {
 			j++
-			n, ok := parseInt(args[j])
+			n, ok := redisnum.ParseInt(args[j])
 			if !ok || n < 1 {
 				return nil, false, 0, errZMPopCount, false
 			}
@@ -1583,8 +1420,8 @@ func (x *ctx) zRemoved(c *coll, n int64) Reply {
 }
 
 func cmdZRemRangeByRank(x *ctx, args [][]byte) Reply {
-	start, _ := parseInt(args[2])
-	end, _ := parseInt(args[3])
+	start, _ := redisnum.ParseInt(args[2])
+	end, _ := redisnum.ParseInt(args[3])
 	c, ok, e := x.loadColl(args[1], typeZSet)
 	if e != nil {
 		return *e
@@ -1642,7 +1479,7 @@ func cmdZRemRangeByScore(x *ctx, args [][]byte) Reply {
 		return Int(0)
 	}
 	deleted, err := x.zview(c).remove(zScoreStart(&s, false), false, 0, math.MaxInt64, func(u uint64, _ []byte) bool {
-		return s.lteMax(zUnsortable(u))
+		return s.lteMax(redisnum.Unsortable(u))
 	})
 	if err != nil {
 		return errStorage(err)
@@ -1726,7 +1563,7 @@ func zsetOpOf(name []byte) zsetOp {
 // checkZSetOp checks numkeys as Redis does before looking at the keys.
 func checkZSetOp(args [][]byte) (Reply, bool) {
 	o := zsetOpOf(args[0])
-	n, ok := parseInt(args[o.numIdx])
+	n, ok := redisnum.ParseInt(args[o.numIdx])
 	if !ok {
 		return errNotInt, false
 	}
@@ -1757,7 +1594,7 @@ func (x *ctx) zsrcEach(s *zsrc, fn func(member []byte, score float64) bool) erro
 	case s.c == nil:
 		return nil
 	case s.c.rec.typ == typeZSet:
-		return s.z.walk(nil, true, func(u uint64, m []byte) bool { return fn(m, zUnsortable(u)) })
+		return s.z.walk(nil, true, func(u uint64, m []byte) bool { return fn(m, redisnum.Unsortable(u)) })
 	default:
 		return x.iterElems(s.c, nil, nil, false, func(m, _ []byte) bool { return fn(m, 1) })
 	}
@@ -1814,7 +1651,7 @@ func cmdZSetOp(x *ctx, args [][]byte) Reply {
 		return r
 	}
 	o := zsetOpOf(args[0])
-	setnum, _ := parseInt(args[o.numIdx])
+	setnum, _ := redisnum.ParseInt(args[o.numIdx])
 	srcs := make([]zsrc, setnum)
 	j := o.numIdx + 1
 	for i := range srcs {
@@ -1844,7 +1681,7 @@ func cmdZSetOp(x *ctx, args [][]byte) Reply {
 		case o.op != zopDiff && !o.cardOnly && remaining >= int(setnum)+1 && eq(a, "weights"):
 			j++
 			for i := range srcs {
-				w, ok := zParseScore(args[j])
+				w, ok := redisnum.ParseDouble(args[j])
 				if !ok {
 					return errZWeight
 				}
@@ -1867,7 +1704,7 @@ func cmdZSetOp(x *ctx, args [][]byte) Reply {
 			withScores = true
 			j++
 		case o.cardOnly && remaining >= 2 && eq(a, "limit"):
-			l, ok := parseInt(args[j+1])
+			l, ok := redisnum.ParseInt(args[j+1])
 			if !ok || l < 0 {
 				return errZLimitNeg
 			}
@@ -2072,7 +1909,7 @@ func cmdZScan(x *ctx, args [][]byte) Reply {
 		left := len(args) - i
 		switch {
 		case eq(args[i], "count") && left >= 2:
-			n, ok := parseInt(args[i+1])
+			n, ok := redisnum.ParseInt(args[i+1])
 			if !ok {
 				return errNotInt
 			}
@@ -2112,7 +1949,7 @@ func cmdZScan(x *ctx, args [][]byte) Reply {
 		if match != nil && !glob.Match(match, m, false) {
 			return true
 		}
-		out = append(out, Bulk(bytes.Clone(m)), Bulk(zAppendListpackScore(nil, zUnsortable(u))))
+		out = append(out, Bulk(bytes.Clone(m)), Bulk(redisnum.AppendListpackDouble(nil, redisnum.Unsortable(u))))
 		return true
 	})
 	if err != nil {
@@ -2212,7 +2049,7 @@ func cmdZRandMember(x *ctx, args [][]byte) Reply {
 	next := 0
 	err := z.walk(nil, false, func(u uint64, m []byte) bool {
 		if rank == sorted[next] {
-			got[rank] = zent{member: bytes.Clone(m), score: zUnsortable(u)}
+			got[rank] = zent{member: bytes.Clone(m), score: redisnum.Unsortable(u)}
 			next++
 		}
 		rank++

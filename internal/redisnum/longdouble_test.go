@@ -1,4 +1,4 @@
-package kv
+package redisnum
 
 import "testing"
 
@@ -14,16 +14,16 @@ func TestParseLongDoubleLikeStrtold(t *testing.T) {
 		{"abc", ""}, {"", ""}, {"1e5", "100000"}, {"0x1p-2", "0.25"}, {"0e-99999", "0"},
 	}
 	for _, c := range cases {
-		f, ok := parseLongDouble([]byte(c.in))
+		f, ok := ParseLongDouble([]byte(c.in))
 		got := ""
 		if ok {
-			got = formatLongDouble(f)
+			got = FormatLongDouble(f)
 		}
 		if got != c.want {
-			t.Errorf("parseLongDouble(%q) = %q, want %q", c.in, got, c.want)
+			t.Errorf("ParseLongDouble(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
-	if f, ok := parseLongDouble([]byte("-inf")); !ok || !f.IsInf() || f.Sign() >= 0 {
+	if f, ok := ParseLongDouble([]byte("-inf")); !ok || !f.IsInf() || f.Sign() >= 0 {
 		t.Errorf("-inf not parsed as -Inf")
 	}
 }
