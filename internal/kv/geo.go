@@ -7,10 +7,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kvorum/kvorum/internal/geohash"
 	"github.com/kvorum/kvorum/internal/redisnum"
 )
 
-// GEO commands, a port of Redis 7.0's geo.c (geohash.go has the geohash
+// GEO commands, a port of Redis 7.0's geo.c (package geohash has the
 // arithmetic). A geospatial index is a sorted set whose scores are 52-bit
 // interleaved geohashes; GEOADD is ZADD with computed scores.
 //
@@ -102,7 +103,7 @@ func geoParseLonLat(lonb, latb []byte) (lon, lat float64, r Reply, ok bool) {
 	if lat, ok = redisnum.ParseDouble(latb); !ok {
 		return 0, 0, errNotFloat, false
 	}
-	if lon < geoLongMin || lon > geoLongMax || lat < geoLatMin || lat > geoLatMax {
+	if lon < geohash.LongMin || lon > geohash.LongMax || lat < geohash.LatMin || lat > geohash.LatMax {
 		b := append([]byte("ERR invalid longitude,latitude pair "), geoAppendF(nil, lon)...)
 		b = geoAppendF(append(b, ','), lat)
 		return 0, 0, Error(string(b)), false
@@ -177,7 +178,7 @@ opts:
 		if !ok {
 			return nil, r, false
 		}
-		zargs = append(zargs, strconv.AppendUint(nil, geoEncodeScore(lon, lat), 10), args[i+2])
+		zargs = append(zargs, strconv.AppendUint(nil, geohash.EncodeScore(lon, lat), 10), args[i+2])
 	}
 	return zargs, Reply{}, true
 }
@@ -205,7 +206,7 @@ func geoMemberPos(z *zview, member []byte) (lon, lat float64, ok bool, err error
 	if err != nil || !ok {
 		return 0, 0, false, err
 	}
-	lon, lat = geoDecodeScore(score)
+	lon, lat = geohash.DecodeScore(score)
 	return lon, lat, true, nil
 }
 
@@ -284,29 +285,11 @@ func cmdGeoDist(x *ctx, args [][]byte) Reply {
 	if !ok2 {
 		return Nil
 	}
-	return Bulk(redisnum.FormatFixed4(geoDistance(lon1, lat1, lon2, lat2) / toMeters))
-}
-
-const geoAlphabet = "0123456789bcdefghjkmnpqrstuvwxyz"
-
-// geoHashString is the 11-character standard geohash of a position: Redis
-// re-encodes it with latitudes in [-90, 90] (its scores use the Mercator
-// limits) and, having 52 bits only, ends the string with '0'.
-func geoHashString(lon, lat float64) []byte {
-	h, _ := geoEncode(geoRange{-180, 180}, geoRange{-90, 90}, lon, lat, 26)
-	buf := make([]byte, 11)
-	for i := range buf {
-		idx := 0
-		if i < 10 {
-			idx = int(h.bits>>(52-(uint(i)+1)*5)) & 0x1f
-		}
-		buf[i] = geoAlphabet[idx]
-	}
-	return buf
+	return Bulk(redisnum.FormatFixed4(geohash.Distance(lon1, lat1, lon2, lat2) / toMeters))
 }
 
 func cmdGeoHash(x *ctx, args [][]byte) Reply {
-	return geoEachMember(x, args, Nil, func(lon, lat float64) Reply { return Bulk(geoHashString(lon, lat)) })
+	return geoEachMember(x, args, Nil, func(lon, lat float64) Reply { return Bulk(geohash.Base32(lon, lat)) })
 }
 
 // ---------------------------------------------------------------------------
@@ -358,7 +341,7 @@ func geoHasStore(args [][]byte) bool {
 
 // geoQuery is a parsed search.
 type geoQuery struct {
-	shape                         geoShape
+	shape                         geohash.Shape
 	store                         []byte // nil: reply
 	storeDist                     bool
 	withDist, withHash, withCoord bool
@@ -375,7 +358,7 @@ type geoSource struct {
 }
 
 // geoParseDistance is extractDistanceOrReply (radius and unit).
-func geoParseDistance(s *geoShape, rb, ub []byte) (Reply, bool) {
+func geoParseDistance(s *geohash.Shape, rb, ub []byte) (Reply, bool) {
 	d, ok := redisnum.ParseDouble(rb)
 	if !ok {
 		return errGeoRadius, false
@@ -383,17 +366,17 @@ func geoParseDistance(s *geoShape, rb, ub []byte) (Reply, bool) {
 	if d < 0 {
 		return errGeoRadiusNeg, false
 	}
-	s.radius = d
+	s.Radius = d
 	conv, r, ok := geoParseUnit(ub)
 	if !ok {
 		return r, false
 	}
-	s.conv = conv
+	s.Conv = conv
 	return Reply{}, true
 }
 
 // geoParseBox is extractBoxOrReply (width, height and unit).
-func geoParseBox(s *geoShape, wb, hb, ub []byte) (Reply, bool) {
+func geoParseBox(s *geohash.Shape, wb, hb, ub []byte) (Reply, bool) {
 	w, ok := redisnum.ParseDouble(wb)
 	if !ok {
 		return errGeoWidth, false
@@ -405,12 +388,12 @@ func geoParseBox(s *geoShape, wb, hb, ub []byte) (Reply, bool) {
 	if h < 0 || w < 0 {
 		return errGeoBoxNeg, false
 	}
-	s.width, s.height = w, h
+	s.Width, s.Height = w, h
 	conv, r, ok := geoParseUnit(ub)
 	if !ok {
 		return r, false
 	}
-	s.conv = conv
+	s.Conv = conv
 	return Reply{}, true
 }
 
@@ -426,15 +409,15 @@ func parseGeoQuery(args [][]byte, flags int, src geoSource) (q geoQuery, r Reply
 		if !found {
 			return errGeoMember, false
 		}
-		q.shape.lon, q.shape.lat = lon, lat
+		q.shape.Lon, q.shape.Lat = lon, lat
 		return Reply{}, true
 	}
 	var base int
 	switch {
 	case flags&geoRadiusCoords != 0:
 		base = 6
-		q.shape.typ = geoCircle
-		if q.shape.lon, q.shape.lat, r, ok = geoParseLonLat(args[2], args[3]); !ok {
+		q.shape.Type = geohash.Circle
+		if q.shape.Lon, q.shape.Lat, r, ok = geoParseLonLat(args[2], args[3]); !ok {
 			return q, r, false
 		}
 		if r, ok = geoParseDistance(&q.shape, args[4], args[5]); !ok {
@@ -445,7 +428,7 @@ func parseGeoQuery(args [][]byte, flags int, src geoSource) (q geoQuery, r Reply
 		base = 5
 	case flags&geoRadiusMember != 0:
 		base = 5
-		q.shape.typ = geoCircle
+		q.shape.Type = geohash.Circle
 		if r, ok = memberPos(args[2]); !ok {
 			return q, r, false
 		}
@@ -506,7 +489,7 @@ func parseGeoQuery(args [][]byte, flags int, src geoSource) (q geoQuery, r Reply
 			fromMember = true
 			i++
 		case geoEq(a, "fromlonlat") && i+2 < remaining && search && !fromMember:
-			if q.shape.lon, q.shape.lat, r, ok = geoParseLonLat(args[base+i+1], args[base+i+2]); !ok {
+			if q.shape.Lon, q.shape.Lat, r, ok = geoParseLonLat(args[base+i+1], args[base+i+2]); !ok {
 				return q, r, false
 			}
 			fromLoc = true
@@ -515,14 +498,14 @@ func parseGeoQuery(args [][]byte, flags int, src geoSource) (q geoQuery, r Reply
 			if r, ok = geoParseDistance(&q.shape, args[base+i+1], args[base+i+2]); !ok {
 				return q, r, false
 			}
-			q.shape.typ = geoCircle
+			q.shape.Type = geohash.Circle
 			byRadius = true
 			i += 2
 		case geoEq(a, "bybox") && i+3 < remaining && search && !byRadius:
 			if r, ok = geoParseBox(&q.shape, args[base+i+1], args[base+i+2], args[base+i+3]); !ok {
 				return q, r, false
 			}
-			q.shape.typ = geoBox
+			q.shape.Type = geohash.Box
 			byBox = true
 			i += 3
 		default:
@@ -588,14 +571,14 @@ type geoPoint struct {
 // geoPointsInRange is geoGetPointsInRange: appends the members of scores
 // [lo, hi) that are inside the shape, stopping once there are limit
 // points (0: no limit).
-func geoPointsInRange(z *zview, lo, hi float64, s *geoShape, pts []geoPoint, limit int) ([]geoPoint, error) {
+func geoPointsInRange(z *zview, lo, hi float64, s *geohash.Shape, pts []geoPoint, limit int) ([]geoPoint, error) {
 	err := z.walk(zPos(redisnum.Sortable(lo)), false, func(u uint64, m []byte) bool {
 		score := redisnum.Unsortable(u)
 		if !(score < hi) {
 			return false
 		}
-		lon, lat := geoDecodeScore(score)
-		if d, ok := geoInShape(s, lon, lat); ok {
+		lon, lat := geohash.DecodeScore(score)
+		if d, ok := s.Within(lon, lat); ok {
 			pts = append(pts, geoPoint{member: bytes.Clone(m), score: score, lon: lon, lat: lat, dist: d})
 		}
 		return limit == 0 || len(pts) < limit
@@ -606,22 +589,22 @@ func geoPointsInRange(z *zview, lo, hi float64, s *geoShape, pts []geoPoint, lim
 // geoMembersOfAllNeighbors is membersOfAllNeighbors: the members of the 9
 // cells (fewer: zero cells are skipped, and so is a cell equal to the one
 // searched just before it, as Redis does for huge radiuses).
-func geoMembersOfAllNeighbors(z *zview, r *geoRadius, s *geoShape, limit int) ([]geoPoint, error) {
+func geoMembersOfAllNeighbors(z *zview, r *geohash.Areas, s *geohash.Shape, limit int) ([]geoPoint, error) {
 	var pts []geoPoint
 	last := 0
-	for i, cell := range r.cells {
-		if cell.isZero() {
+	for i, cell := range r.Cells {
+		if cell.IsZero() {
 			continue
 		}
-		if last != 0 && cell == r.cells[last] {
+		if last != 0 && cell == r.Cells[last] {
 			continue
 		}
 		if limit != 0 && len(pts) > 0 && len(pts) >= limit {
 			break
 		}
-		lo := geoAlign52(cell)
-		cell.bits++
-		hi := geoAlign52(cell)
+		lo := cell.Align52()
+		cell.Bits++
+		hi := cell.Align52()
 		var err error
 		if pts, err = geoPointsInRange(z, float64(lo), float64(hi), s, pts, limit); err != nil {
 			return nil, err
@@ -660,7 +643,7 @@ func cmdGeoSearch(x *ctx, args [][]byte) Reply {
 	if q.count != 0 && q.sort == geoSortNone && !q.any {
 		q.sort = geoSortAsc
 	}
-	areas := geoAreasByShape(&q.shape)
+	areas := geohash.AreasByShape(&q.shape)
 	limit := 0
 	if q.any {
 		limit = int(min(q.count, math.MaxInt32))
@@ -691,7 +674,7 @@ func cmdGeoSearch(x *ctx, args [][]byte) Reply {
 			seen[string(p.member)] = true
 			score := p.score
 			if q.storeDist {
-				score = p.dist / q.shape.conv
+				score = p.dist / q.shape.Conv
 			}
 			ents = append(ents, zent{member: p.member, score: score})
 		}
@@ -705,7 +688,7 @@ func cmdGeoSearch(x *ctx, args [][]byte) Reply {
 		}
 		el := []Reply{Bulk(p.member)}
 		if q.withDist {
-			el = append(el, Bulk(redisnum.FormatFixed4(p.dist/q.shape.conv)))
+			el = append(el, Bulk(redisnum.FormatFixed4(p.dist/q.shape.Conv)))
 		}
 		if q.withHash {
 			el = append(el, Int(int64(p.score)))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/big"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -411,76 +410,4 @@ func TestGeoErrorsAgainstRedis(t *testing.T) {
 		}
 	}
 	t.Logf("%d commands compared", n)
-}
-
-// geoBigSinCos returns sin(x) and cos(x) to 300 bits (Taylor series; |x|
-// up to a few units).
-func geoBigSinCos(x *big.Float) (sin, cos *big.Float) {
-	const prec = 300
-	sin, cos = new(big.Float).SetPrec(prec), new(big.Float).SetPrec(prec).SetInt64(1)
-	term := new(big.Float).SetPrec(prec).SetInt64(1) // x^n/n!
-	for n := int64(1); n < 120; n++ {
-		term.Mul(term, x)
-		term.Quo(term, new(big.Float).SetInt64(n))
-		t := new(big.Float).SetPrec(prec).Set(term)
-		if (n/2)%2 == 1 {
-			t.Neg(t)
-		}
-		if n%2 == 1 {
-			sin.Add(sin, t)
-		} else {
-			cos.Add(cos, t)
-		}
-	}
-	return sin, cos
-}
-
-// TestGeoTrigCorrectlyRounded: geoSin, geoCos and geoAsin return the
-// double nearest to the exact value.
-func TestGeoTrigCorrectlyRounded(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	for i := 0; i < 1500; i++ {
-		var x float64
-		switch i % 4 {
-		case 0:
-			x = (rng.Float64()*2 - 1) * math.Pi
-		case 1:
-			x = (rng.Float64()*2 - 1) * 1e-3
-		case 2:
-			x = (rng.Float64()*2 - 1) * 8
-		default:
-			x = (rng.Float64()*2 - 1) * 1e-7
-		}
-		bs, bc := geoBigSinCos(new(big.Float).SetPrec(300).SetFloat64(x))
-		if want, _ := bs.Float64(); geoSin(x) != want {
-			t.Errorf("geoSin(%v) = %v, want %v", x, geoSin(x), want)
-		}
-		if want, _ := bc.Float64(); geoCos(x) != want {
-			t.Errorf("geoCos(%v) = %v, want %v", x, geoCos(x), want)
-		}
-		// asin: Newton's method in 300 bits from math.Asin.
-		a := math.Abs(x) / 8
-		if i%7 == 0 {
-			a = 1 - rng.Float64()*1e-9
-		}
-		y := new(big.Float).SetPrec(300).SetFloat64(math.Asin(a))
-		for k := 0; k < 5; k++ {
-			s, c := geoBigSinCos(y)
-			s.Sub(s, new(big.Float).SetFloat64(a))
-			y.Sub(y, s.Quo(s, c))
-		}
-		if want, _ := y.Float64(); geoAsin(a) != want {
-			t.Errorf("geoAsin(%v) = %v, want %v", a, geoAsin(a), want)
-		}
-	}
-	for _, c := range []struct{ f, x, want float64 }{
-		{geoAsin(1), 1, math.Pi / 2}, {geoAsin(-1), -1, -math.Pi / 2}, {geoAsin(0), 0, 0}, {geoSin(0), 0, 0}, {geoCos(0), 0, 1},
-	} {
-		if c.f != c.want {
-			t.Errorf("at %v: %v, want %v", c.x, c.f, c.want)
-		}
-	}
-	if !math.IsNaN(geoAsin(1.0000000000000002)) || !math.IsNaN(geoAsin(math.NaN())) {
-		t.Error("geoAsin out of [-1, 1] is not NaN")
-	}
 }
