@@ -1,0 +1,318 @@
+package kv
+
+import (
+	"bytes"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/kvorum/kvorum/internal/redisnum"
+)
+
+// Sorted set algebra (see zset.go for the encoding): ZUNIONSTORE,
+// ZINTERSTORE, ZDIFFSTORE, ZUNION, ZINTER, ZDIFF and ZINTERCARD, whose
+// sources may be sets too.
+
+// ---------------------------------------------------------------------------
+// ZUNIONSTORE, ZINTERSTORE, ZDIFFSTORE, ZUNION, ZINTER, ZDIFF, ZINTERCARD
+
+const (
+	zopUnion = iota
+	zopInter
+	zopDiff
+)
+
+const (
+	zaggSum = iota
+	zaggMin
+	zaggMax
+)
+
+// zsetOp describes one of the commands by name.
+type zsetOp struct {
+	op       int
+	numIdx   int // position of numkeys
+	store    bool
+	cardOnly bool
+	name     string
+}
+
+func zsetOpOf(name []byte) zsetOp {
+	n := strings.ToLower(string(name))
+	o := zsetOp{numIdx: 1, name: n}
+	switch n {
+	case "zunionstore":
+		o.op, o.numIdx, o.store = zopUnion, 2, true
+	case "zinterstore":
+		o.op, o.numIdx, o.store = zopInter, 2, true
+	case "zdiffstore":
+		o.op, o.numIdx, o.store = zopDiff, 2, true
+	case "zunion":
+		o.op = zopUnion
+	case "zinter":
+		o.op = zopInter
+	case "zdiff":
+		o.op = zopDiff
+	case "zintercard":
+		o.op, o.cardOnly = zopInter, true
+	}
+	return o
+}
+
+// checkZSetOp checks numkeys as Redis does before looking at the keys.
+func checkZSetOp(args [][]byte) (Reply, bool) {
+	o := zsetOpOf(args[0])
+	n, ok := redisnum.ParseInt(args[o.numIdx])
+	if !ok {
+		return errNotInt, false
+	}
+	if n < 1 {
+		return Error("ERR at least 1 input key is needed for '" + o.name + "' command"), false
+	}
+	if n > int64(len(args)-(o.numIdx+1)) {
+		return errSyntax, false
+	}
+	return Reply{}, true
+}
+
+// zsrc is one input of a set operation: a sorted set, a set (every member
+// scores 1) or a missing key (c == nil).
+type zsrc struct {
+	key    []byte
+	c      *coll
+	n      int64
+	weight float64
+	z      *zview
+}
+
+// zsrcEach calls fn for every member of s (sorted sets from the highest
+// score down, as Redis's zuiInitIterator). member is valid only during the
+// call.
+func (x *ctx) zsrcEach(s *zsrc, fn func(member []byte, score float64) bool) error {
+	switch {
+	case s.c == nil:
+		return nil
+	case s.c.rec.typ == typeZSet:
+		return s.z.walk(nil, true, func(u uint64, m []byte) bool { return fn(m, redisnum.Unsortable(u)) })
+	default:
+		return x.iterElems(s.c, nil, nil, false, func(m, _ []byte) bool { return fn(m, 1) })
+	}
+}
+
+// zsrcScore returns member's score in s.
+func (x *ctx) zsrcScore(s *zsrc, member []byte) (float64, bool, error) {
+	switch {
+	case s.c == nil:
+		return 0, false, nil
+	case s.c.rec.typ == typeZSet:
+		return s.z.score(member)
+	default:
+		ok, err := x.hasElem(s.c, member)
+		return 1, ok, err
+	}
+}
+
+func zAggregate(target, v float64, agg int) float64 {
+	switch agg {
+	case zaggMin:
+		if v < target {
+			return v
+		}
+		return target
+	case zaggMax:
+		if v > target {
+			return v
+		}
+		return target
+	}
+	target += v
+	if math.IsNaN(target) { // inf + -inf: Redis's convention is 0
+		return 0
+	}
+	return target
+}
+
+// zSortEnts sorts ents as a sorted set orders its members.
+func zSortEnts(ents []zent) {
+	sort.Slice(ents, func(i, j int) bool {
+		a, b := ents[i], ents[j]
+		if a.score != b.score {
+			return a.score < b.score
+		}
+		return bytes.Compare(a.member, b.member) < 0
+	})
+}
+
+// cmdZSetOp is a port of zunionInterDiffGenericCommand. The keys are
+// checked for their type before the options are parsed, as Redis does.
+func cmdZSetOp(x *ctx, args [][]byte) Reply {
+	if r, ok := checkZSetOp(args); !ok {
+		return r
+	}
+	o := zsetOpOf(args[0])
+	setnum, _ := redisnum.ParseInt(args[o.numIdx])
+	srcs := make([]zsrc, setnum)
+	j := o.numIdx + 1
+	for i := range srcs {
+		k := args[j]
+		j++
+		srcs[i] = zsrc{key: k, weight: 1}
+		rec, ok, err := x.load(k)
+		if err != nil {
+			return errStorage(err)
+		}
+		if !ok {
+			continue
+		}
+		if rec.typ != typeZSet && rec.typ != typeSet {
+			return errWrongType
+		}
+		c := &coll{key: k, rec: rec}
+		srcs[i].c, srcs[i].n = c, c.length()
+		if rec.typ == typeZSet {
+			srcs[i].z = x.zview(c)
+		}
+	}
+	agg, withScores, limit := zaggSum, false, int64(0)
+	for remaining := len(args) - j; remaining > 0; remaining = len(args) - j {
+		a := args[j]
+		switch {
+		case o.op != zopDiff && !o.cardOnly && remaining >= int(setnum)+1 && eq(a, "weights"):
+			j++
+			for i := range srcs {
+				w, ok := redisnum.ParseDouble(args[j])
+				if !ok {
+					return errZWeight
+				}
+				srcs[i].weight = w
+				j++
+			}
+		case o.op != zopDiff && !o.cardOnly && remaining >= 2 && eq(a, "aggregate"):
+			switch v := args[j+1]; {
+			case eq(v, "sum"):
+				agg = zaggSum
+			case eq(v, "min"):
+				agg = zaggMin
+			case eq(v, "max"):
+				agg = zaggMax
+			default:
+				return errSyntax
+			}
+			j += 2
+		case !o.store && !o.cardOnly && eq(a, "withscores"):
+			withScores = true
+			j++
+		case o.cardOnly && remaining >= 2 && eq(a, "limit"):
+			l, ok := redisnum.ParseInt(args[j+1])
+			if !ok || l < 0 {
+				return errZLimitNeg
+			}
+			limit = l
+			j += 2
+		default:
+			return errSyntax
+		}
+	}
+	if o.op != zopDiff {
+		// Smallest first, as Redis (stable, so equal sizes keep their order:
+		// with SUM the order of the additions can matter).
+		sort.SliceStable(srcs, func(a, b int) bool { return srcs[a].n < srcs[b].n })
+	}
+	var ents []zent
+	var card int64
+	var werr error
+	switch o.op {
+	case zopInter:
+		if srcs[0].n == 0 {
+			break
+		}
+		err := x.zsrcEach(&srcs[0], func(m []byte, s float64) bool {
+			score := srcs[0].weight * s
+			if math.IsNaN(score) {
+				score = 0
+			}
+			for k := 1; k < len(srcs); k++ {
+				v, found := s, true
+				if !bytes.Equal(srcs[k].key, srcs[0].key) {
+					if v, found, werr = x.zsrcScore(&srcs[k], m); werr != nil {
+						return false
+					}
+				}
+				if !found {
+					return true
+				}
+				score = zAggregate(score, v*srcs[k].weight, agg)
+			}
+			if o.cardOnly {
+				card++
+				return limit == 0 || card < limit
+			}
+			ents = append(ents, zent{member: bytes.Clone(m), score: score})
+			return true
+		})
+		if werr == nil {
+			werr = err
+		}
+	case zopUnion:
+		at := map[string]int{}
+		for i := range srcs {
+			s := &srcs[i]
+			err := x.zsrcEach(s, func(m []byte, sc float64) bool {
+				score := s.weight * sc
+				if math.IsNaN(score) {
+					score = 0
+				}
+				if p, ok := at[string(m)]; ok {
+					ents[p].score = zAggregate(ents[p].score, score, agg)
+				} else {
+					at[string(m)] = len(ents)
+					ents = append(ents, zent{member: bytes.Clone(m), score: score})
+				}
+				return true
+			})
+			if err != nil {
+				werr = err
+				break
+			}
+		}
+	case zopDiff:
+		if srcs[0].n == 0 {
+			break
+		}
+		for k := 1; k < len(srcs); k++ {
+			if bytes.Equal(srcs[k].key, srcs[0].key) && srcs[0].c != nil {
+				srcs[0].n = 0 // the first set minus itself
+			}
+		}
+		if srcs[0].n == 0 {
+			break
+		}
+		err := x.zsrcEach(&srcs[0], func(m []byte, s float64) bool {
+			for k := 1; k < len(srcs); k++ {
+				var found bool
+				if _, found, werr = x.zsrcScore(&srcs[k], m); werr != nil {
+					return false
+				}
+				if found {
+					return true
+				}
+			}
+			ents = append(ents, zent{member: bytes.Clone(m), score: s})
+			return true
+		})
+		if werr == nil {
+			werr = err
+		}
+	}
+	if werr != nil {
+		return errStorage(werr)
+	}
+	if o.cardOnly {
+		return Int(card)
+	}
+	zSortEnts(ents)
+	if o.store {
+		return x.zStore(args[1], ents)
+	}
+	return zReply(ents, withScores)
+}
