@@ -21,7 +21,7 @@ func geoSameAsRedis(r Reply, want any) bool { return geoMatch(r, want, nil) }
 // geoMatch is geoSameAsRedis; with inexact set, other doubles (stored
 // distances read back with WITHSCORES) may also be off by a few ulps
 // (libm's sin, cos and asin are not always correctly rounded, see
-// geohash.go), each such double counted in *inexact.
+// package geohash), each such double counted in *inexact.
 func geoMatch(r Reply, want any, inexact *int) bool {
 	switch {
 	case r.Kind == KindDouble && r.Str != nil:
