@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvorum/kvorum/internal/cmdspec"
+	"github.com/kvorum/kvorum/internal/glob"
 	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/resp/codec"
 )
@@ -763,7 +764,7 @@ func commandList(c *conn, args [][]byte) reply.Reply {
 		case eqFold(args[3], "ACLCAT"):
 			keep = func(cmd *command) bool { return slices.Contains(cmd.acl, "@"+arg) }
 		case eqFold(args[3], "PATTERN"):
-			keep = func(cmd *command) bool { return globMatch(arg, cmd.spec.Name) }
+			keep = func(cmd *command) bool { return glob.Match([]byte(arg), []byte(cmd.spec.Name), true) }
 		case eqFold(args[3], "MODULE"):
 			keep = func(*command) bool { return false }
 		default:
@@ -782,62 +783,6 @@ func commandList(c *conn, args [][]byte) reply.Reply {
 		}
 	}
 	return reply.Array(elems...)
-}
-
-// globMatch matches Redis-style globs with * ? and [...] (no escapes).
-func globMatch(pat, s string) bool {
-	for len(pat) > 0 {
-		switch pat[0] {
-		case '*':
-			for len(pat) > 0 && pat[0] == '*' {
-				pat = pat[1:]
-			}
-			if pat == "" {
-				return true
-			}
-			for i := 0; i <= len(s); i++ {
-				if globMatch(pat, s[i:]) {
-					return true
-				}
-			}
-			return false
-		case '?':
-			if s == "" {
-				return false
-			}
-			pat, s = pat[1:], s[1:]
-		case '[':
-			end := strings.IndexByte(pat, ']')
-			if end < 0 || s == "" {
-				return false
-			}
-			class, neg := pat[1:end], false
-			if strings.HasPrefix(class, "^") {
-				class, neg = class[1:], true
-			}
-			match := false
-			for i := 0; i < len(class); i++ {
-				if i+2 < len(class) && class[i+1] == '-' {
-					if s[0] >= class[i] && s[0] <= class[i+2] {
-						match = true
-					}
-					i += 2
-				} else if class[i] == s[0] {
-					match = true
-				}
-			}
-			if match == neg {
-				return false
-			}
-			pat, s = pat[end+1:], s[1:]
-		default:
-			if s == "" || s[0] != pat[0] {
-				return false
-			}
-			pat, s = pat[1:], s[1:]
-		}
-	}
-	return s == ""
 }
 
 // commandGetKeys is COMMAND GETKEYS cmd arg...: the keys by the command's

@@ -866,3 +866,21 @@ func TestRedisCLI(t *testing.T) {
 		t.Fatalf("COMMAND DOCS: %q", out)
 	}
 }
+
+// COMMAND LIST FILTERBY PATTERN matches as Redis 7 does: case-insensitive,
+// with backslash escapes.
+func TestCommandListPattern(t *testing.T) {
+	_, addr := startServer(t, Config{}, newFakeBackend())
+	c := dialRaw(t, addr)
+	for _, tc := range []struct{ pat, want string }{
+		{"GETD*", "*1\r\n$6\r\ngetdel\r\n"},
+		{`g\et`, "*1\r\n$3\r\nget\r\n"},
+		{"[h]ell?", "*1\r\n$5\r\nhello\r\n"},
+		{"nosuch*", "*0\r\n"},
+	} {
+		c.cmd("COMMAND", "LIST", "FILTERBY", "PATTERN", tc.pat)
+		if got := c.reply(); got != tc.want {
+			t.Errorf("COMMAND LIST FILTERBY PATTERN %q: got %q, want %q", tc.pat, got, tc.want)
+		}
+	}
+}
