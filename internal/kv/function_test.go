@@ -7,6 +7,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/kvorum/kvorum/internal/script"
 )
 
 const testLib = "#!lua name=tlib\n" +
@@ -194,34 +195,12 @@ func TestFunctionBudget(t *testing.T) {
 }
 
 func TestLibraryRecordRoundTrip(t *testing.T) {
-	l := &library{code: []byte("#!lua name=x\n..."), funcs: []fnInfo{{name: "a", flags: 3}, {name: "b", desc: "d", hasDesc: true}}}
+	l := &library{code: []byte("#!lua name=x\n..."), funcs: []script.Function{{Name: "a", Flags: 3}, {Name: "b", Description: "d", HasDescription: true}}}
 	got, err := decodeLibrary(encodeLibrary(l))
 	if err != nil || string(got.code) != string(l.code) || len(got.funcs) != 2 || got.funcs[0] != l.funcs[0] || got.funcs[1] != l.funcs[1] {
 		t.Fatalf("round trip: %+v %v", got, err)
 	}
 	if _, err := decodeLibrary([]byte{5, 'a'}); err == nil {
 		t.Fatal("truncated record decoded")
-	}
-}
-
-func TestSplitArgs(t *testing.T) {
-	for in, want := range map[string]string{
-		`#!lua name=x`:            "#!lua|name=x",
-		`  a   "b c" 'd e'  `:     "a|b c|d e",
-		`"\x41\n" 'it\'s'`:        "A\n|it's",
-		`a"b c"d`:                 "",
-		`"unterminated`:           "",
-		`'x'y`:                    "",
-		`#!"lua name=x`:           "",
-		`#!lua "name=with space"`: "#!lua|name=with space",
-	} {
-		parts, ok := splitArgs([]byte(in))
-		got := strings.Join(parts, "|")
-		if !ok {
-			got = ""
-		}
-		if got != want {
-			t.Errorf("splitArgs(%q) = %q, want %q", in, got, want)
-		}
 	}
 }

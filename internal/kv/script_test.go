@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/kvorum/kvorum/internal/script"
 )
 
 // applyAt runs a write command in an indexed batch at a fixed log position
@@ -64,7 +65,8 @@ func wantErrorPrefix(t *testing.T, what string, got Reply, prefix string) {
 
 func fmtScriptReply(r Reply) string { return fmt.Sprintf("%#v", normalizeKV("", r)) }
 
-var budgetErr = string(errBudget().Str)
+// budgetErr is the error of a script that exceeds its budget.
+var budgetErr = fmt.Sprintf("ERR script exceeded its budget of %d Lua instructions; kvorum runs scripts at apply time on every replica, see README", script.Budget)
 
 // TestScriptBudget: an endless loop fails with the budget error, the same
 // way every time (and whatever it does inside pcall); a loop of half the
@@ -87,7 +89,7 @@ func TestScriptBudget(t *testing.T) {
 			if string(r.Str) != budgetErr {
 				t.Fatalf("%q: got %s", src, fmtScriptReply(r))
 			}
-			t.Logf("%-70q %v (%.1f ns per budget unit)", src, d, float64(d.Nanoseconds())/scriptBudget)
+			t.Logf("%-70q %v (%.1f ns per budget unit)", src, d, float64(d.Nanoseconds())/script.Budget)
 		}
 	}
 	// Writes before the budget ran out stay; nothing after it ran.
@@ -95,9 +97,9 @@ func TestScriptBudget(t *testing.T) {
 	wantReply(t, "after", readAt(t, db, "GET", "after"), "<nil>")
 
 	// A numeric for loop costs one instruction per iteration (FORLOOP).
-	r := evalKV(t, db, fmt.Sprintf("local n = 0 for i = 1, %d do end return 1", scriptBudget/2), "0")
+	r := evalKV(t, db, fmt.Sprintf("local n = 0 for i = 1, %d do end return 1", script.Budget/2), "0")
 	wantReply(t, "half the budget", r, int64(1))
-	r = evalKV(t, db, fmt.Sprintf("for i = 1, %d do end return 1", scriptBudget+10), "0")
+	r = evalKV(t, db, fmt.Sprintf("for i = 1, %d do end return 1", script.Budget+10), "0")
 	wantReply(t, "the budget and a bit", r, "ERR:"+budgetErr)
 }
 
@@ -199,7 +201,7 @@ func TestScriptGlobals(t *testing.T) {
 		}
 	}
 	wantReply(t, "undefined global", evalKV(t, db, "return x", "0"),
-		"ERR:ERR user_script:1: Script attempted to access nonexistent global variable 'x' script: "+sha1Hex([]byte("return x"))+", on @user_script:1.")
+		"ERR:ERR user_script:1: Script attempted to access nonexistent global variable 'x' script: "+script.SHA1Hex([]byte("return x"))+", on @user_script:1.")
 	// What one run does to its own tables is gone in the next.
 	for i := 0; i < 20; i++ {
 		r := evalKV(t, db, "local t = getmetatable('') mine = 1 return 1", "0")
@@ -220,7 +222,7 @@ func TestScriptGlobals(t *testing.T) {
 func TestScriptCache(t *testing.T) {
 	db := openMem(t)
 	body := "return {KEYS[1], ARGV[1], 'cached'}"
-	sha := sha1Hex([]byte(body))
+	sha := script.SHA1Hex([]byte(body))
 	wantReply(t, "evalsha before", runKV(db, []string{"EVALSHA", sha, "0"}), "ERR:NOSCRIPT No matching script. Please use EVAL.")
 	wantReply(t, "load", runKV(db, []string{"SCRIPT", "LOAD", body}), sha)
 	wantReply(t, "evalsha", runKV(db, []string{"EVALSHA", sha, "1", "k", "a"}), []any{"k", "a", "cached"})
@@ -238,19 +240,19 @@ func TestScriptCache(t *testing.T) {
 	failing := "redis.call('incr', 'str')"
 	runKV(db, []string{"SET", "str", "x"})
 	wantErrorPrefix(t, "failing eval", evalKV(t, db, failing, "0"), "ERR value is not an integer")
-	wantReply(t, "failing cached", runKV(db, []string{"SCRIPT", "EXISTS", sha1Hex([]byte(failing))}), []any{int64(1)})
+	wantReply(t, "failing cached", runKV(db, []string{"SCRIPT", "EXISTS", script.SHA1Hex([]byte(failing))}), []any{int64(1)})
 	// A script that does not compile is not stored.
 	bad := "return +"
 	wantErrorPrefix(t, "compile", evalKV(t, db, bad, "0"), "ERR Error compiling script (new function): user_script")
-	wantReply(t, "bad not cached", runKV(db, []string{"SCRIPT", "EXISTS", sha1Hex([]byte(bad))}), []any{int64(0)})
+	wantReply(t, "bad not cached", runKV(db, []string{"SCRIPT", "EXISTS", script.SHA1Hex([]byte(bad))}), []any{int64(0)})
 	// EVAL_RO is a read: it stores nothing (Redis would cache it).
 	ro := "return 'ro only'"
 	wantReply(t, "eval_ro", readAt(t, db, "EVAL_RO", ro, "0"), "ro only")
-	wantReply(t, "ro not stored", runKV(db, []string{"SCRIPT", "EXISTS", sha1Hex([]byte(ro))}), []any{int64(0)})
+	wantReply(t, "ro not stored", runKV(db, []string{"SCRIPT", "EXISTS", script.SHA1Hex([]byte(ro))}), []any{int64(0)})
 	// Scripts live in the hidden span, not in the keyspace.
 	runKV(db, []string{"SCRIPT", "LOAD", "return 1"})
 	wantReply(t, "keys", runKV(db, []string{"KEYS", "*"}), []any{"str"})
-	v, c, err := db.Get(scriptKey(sha1Hex([]byte("return 1"))))
+	v, c, err := db.Get(scriptKey(script.SHA1Hex([]byte("return 1"))))
 	if err != nil || string(v) != "return 1" {
 		t.Fatalf("stored body: %q %v", v, err)
 	}
@@ -273,7 +275,7 @@ func TestScriptReadOnly(t *testing.T) {
 	}
 	src := "return redis.call('set', 'k', 'changed')"
 	wantReply(t, "write in eval_ro", readAt(t, db, "EVAL_RO", src, "0"),
-		"ERR:ERR Write commands are not allowed from read-only scripts. script: "+sha1Hex([]byte(src))+", on @user_script:1.")
+		"ERR:ERR Write commands are not allowed from read-only scripts. script: "+script.SHA1Hex([]byte(src))+", on @user_script:1.")
 	wantReply(t, "pcall write in eval_ro", readAt(t, db, "EVAL_RO", "local r = redis.pcall('del', 'k') return r.err", "0"),
 		"ERR Write commands are not allowed from read-only scripts.")
 	wantReply(t, "read in eval_ro", readAt(t, db, "EVAL_RO", "return redis.call('get', KEYS[1])", "1", "k"), "v")
@@ -475,22 +477,7 @@ func TestScriptErrorsAndConversions(t *testing.T) {
 	wantReply(t, "17g", runKV(db, []string{"GET", "n"}), "0.33333333333333331")
 	// Error positions in nested functions and loadstring chunks.
 	wantReply(t, "nested position", evalKV(t, db, "local function f()\n  redis.call('nosuch')\nend\nf()", "0"),
-		"ERR:ERR Unknown Redis command called from script script: "+sha1Hex([]byte("local function f()\n  redis.call('nosuch')\nend\nf()"))+", on @user_script:2.")
-}
-
-// TestScriptCompileCacheBounded: the node-local compile cache stays bounded.
-func TestScriptCompileCacheBounded(t *testing.T) {
-	db := openMem(t)
-	for i := 0; i < scriptCacheSize+50; i++ {
-		evalKV(t, db, fmt.Sprintf("return %d", i), "0")
-	}
-	compileCache.Lock()
-	n := len(compileCache.m)
-	compileCache.Unlock()
-	if n > scriptCacheSize {
-		t.Fatalf("compile cache holds %d scripts", n)
-	}
-	wantReply(t, "evicted still runs", runKV(db, []string{"EVALSHA", sha1Hex([]byte("return 0")), "0"}), int64(0))
+		"ERR:ERR Unknown Redis command called from script script: "+script.SHA1Hex([]byte("local function f()\n  redis.call('nosuch')\nend\nf()"))+", on @user_script:2.")
 }
 
 // TestScriptConcurrentReads runs read-only scripts from many goroutines
