@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kvorum/kvorum/internal/reply"
 )
@@ -185,9 +186,13 @@ func TestBudgetStopsLoops(t *testing.T) {
 		"while true do redis.pcall('get', 'k') end",
 	} {
 		for i := 0; i < 2; i++ {
-			if r := eval0(t, src); string(r.Str) != budgetErr {
+			start := time.Now()
+			r := eval0(t, src)
+			d := time.Since(start)
+			if string(r.Str) != budgetErr {
 				t.Fatalf("%q: got %s", src, show(r))
 			}
+			t.Logf("%-70q %v (%.1f ns per budget unit)", src, d, float64(d.Nanoseconds())/Budget)
 		}
 	}
 	// Commands before the budget ran out were called; none after.

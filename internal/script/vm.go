@@ -43,7 +43,7 @@ func Run(c Caller, s *Script, keys, argv [][]byte, seed uint64) reply.Reply {
 }
 
 // Budget is a run's instruction budget. Measured on the development
-// machine (2 cores, go1.26, amd64; kv's TestScriptBudget,
+// machine (2 cores, go1.26, amd64; TestBudgetStopsLoops, kv's
 // BenchmarkScriptBudget): an empty loop runs at 5.5 ns per instruction
 // (0.08 s for the whole budget), an arithmetic loop at 11 ns (0.16 s), a
 // loop with arithmetic and a table store at 26 ns (0.39 s), pattern
