@@ -1,12 +1,17 @@
 // Package kv is kvorum's state machine: the Redis command table and the
 // semantics of every data command (strings, hashes, lists, sets, sorted
-// sets, expiry, keyspace, transactions, Lua scripts, PUBLISH), executed on
-// Pebble. Connection commands (PING, HELLO, CLIENT, INFO, COMMAND, MULTI,
-// WATCH, SUBSCRIBE) belong to package resp; replication, read barriers,
-// blocking waits and the expiry sweeper belong to packages store and
-// server. kv owns the command table (Spec, Lookup, Commands), validation
-// (Check, CheckQueued), execution (Apply, Read) and the encoding of user
-// data in Pebble (UserSpan, ExpiredKeys, WatchStamp, StateHash).
+// sets, expiry, keyspace, transactions, PUBLISH), executed on Pebble, and
+// the scripting commands (EVAL, EVALSHA, SCRIPT, FUNCTION, FCALL and their
+// _RO forms) with the stored scripts and function libraries. The Lua
+// runtime that runs the scripts is package script; it reaches the state
+// machine only through the script.Caller that kv gives each run
+// (scriptCaller: redis.call runs a nested command with ctx.call).
+// Connection commands (PING, HELLO, CLIENT, INFO, COMMAND, MULTI, WATCH,
+// SUBSCRIBE) belong to package resp; replication, read barriers, blocking
+// waits and the expiry sweeper belong to packages store and server. kv
+// owns the command table (Spec, Lookup, Commands), validation (Check,
+// CheckQueued), execution (Apply, Read) and the encoding of user data in
+// Pebble (UserSpan, ExpiredKeys, WatchStamp, StateHash).
 //
 // # Who calls what
 //
@@ -51,7 +56,8 @@
 // packages; kv never reads or writes them. UserSpan is [0x10, 0x11): what
 // snapshots copy. Hidden keys 0x10 0x00 0x00 ... sort below every user key
 // (an escaped key's first 0x00 is followed by 0xFF or 0x01) and hold the
-// collection version counter and the Lua script cache; FLUSHALL deletes
+// collection version counter, the Lua script cache and the function
+// libraries; FLUSHALL deletes
 // [first user key, 0x11) with one range deletion and keeps them.
 //
 // The metadata record is: type tag (1 byte: string=1, hash=2, list=3,

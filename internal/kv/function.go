@@ -555,7 +555,7 @@ func cmdFcall(x *ctx, args [][]byte) Reply {
 	if lib == nil {
 		return r
 	}
-	c := &scriptCaller{x: x, readOnly: ro || fi.NoWrites()}
+	c := newScriptCaller(x, ro || fi.NoWrites())
 	return lib.Call(c, fi.Name, args[3:3+nk], args[3+nk:], x.rand().Uint64())
 }
 

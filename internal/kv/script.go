@@ -174,7 +174,7 @@ func runEval(x *ctx, s *script.Script, args [][]byte) Reply {
 	if ro && s.Shebang() && !s.NoWrites() {
 		return Error("ERR Can not execute a script with write flag using *_ro command.")
 	}
-	c := &scriptCaller{x: x, readOnly: ro || (s.Shebang() && s.NoWrites())}
+	c := newScriptCaller(x, ro || (s.Shebang() && s.NoWrites()))
 	return script.Run(c, s, keys, argv, x.rand().Uint64())
 }
 
@@ -271,17 +271,31 @@ func init() {
 
 // scriptCaller is script.Caller over the context of the command that runs
 // a script (EVAL, FCALL, ...): redis.call runs its commands with ctx.call,
-// in the same batch.
-type scriptCaller struct {
-	x        *ctx
-	readOnly bool // EVAL_RO, FCALL_RO, or a script or function flagged no-writes
+// in the same batch. readOnlyCaller is the same for read-only runs (EVAL_RO,
+// FCALL_RO, scripts and functions flagged no-writes). Both are the ctx
+// itself, so that handing one to a run allocates nothing.
+type (
+	scriptCaller   ctx
+	readOnlyCaller ctx
+)
+
+// newScriptCaller returns the caller of a run in x.
+func newScriptCaller(x *ctx, readOnly bool) script.Caller {
+	if readOnly {
+		return (*readOnlyCaller)(x)
+	}
+	return (*scriptCaller)(x)
 }
 
-// Call runs one command for redis.call, with Redis's checks in Redis's
-// order: known command, arity, allowed in scripts, write in a read-only
-// script.
-func (c *scriptCaller) Call(args [][]byte) Reply {
-	x := c.x
+func (c *scriptCaller) Call(args [][]byte) Reply     { return scriptCall((*ctx)(c), args, false) }
+func (c *scriptCaller) IsCommand(name []byte) bool   { return isScriptCommand(name) }
+func (c *readOnlyCaller) Call(args [][]byte) Reply   { return scriptCall((*ctx)(c), args, true) }
+func (c *readOnlyCaller) IsCommand(name []byte) bool { return isScriptCommand(name) }
+
+// scriptCall runs one command for redis.call, with Redis's checks in
+// Redis's order: known command, arity, allowed in scripts, write in a
+// read-only script.
+func scriptCall(x *ctx, args [][]byte, readOnly bool) Reply {
 	name := strings.ToLower(string(args[0]))
 	d := lookup(args[0])
 	if d == nil || d.internal {
@@ -333,17 +347,15 @@ func (c *scriptCaller) Call(args [][]byte) Reply {
 			return Error("ERR This Redis command is not allowed from script")
 		}
 	}
-	if c.readOnly && d.spec.Write {
+	if readOnly && d.spec.Write {
 		return Error("ERR Write commands are not allowed from read-only scripts.")
 	}
 	return x.call(args)
 }
 
-// IsCommand reports whether name is a command of the table
+// isScriptCommand reports whether name is a command of the table
 // (redis.acl_check_cmd).
-func (c *scriptCaller) IsCommand(name []byte) bool {
+func isScriptCommand(name []byte) bool {
 	d := lookup(name)
 	return d != nil && !d.internal
 }
-
-var _ script.Caller = (*scriptCaller)(nil)

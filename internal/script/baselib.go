@@ -8,7 +8,8 @@ import (
 	lua "github.com/yuin/gopher-lua"
 )
 
-// Base library.
+// The base library (the set Redis 7.0.15 has, see newLuaVM): what kvorum
+// implements itself, and coroutines.
 
 func (vm *luaVM) luaErrorFn(L *lua.LState) int {
 	obj := L.Get(1)

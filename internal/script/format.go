@@ -9,7 +9,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 )
 
-func cIsDigit(c byte) bool { return c >= '0' && c <= '9' }
+// string.format and %q: C's printf conversions as glibc formats them.
 
 // strFormat is Lua 5.1's string.format: C's printf conversions, widths and
 // precisions of at most two digits.

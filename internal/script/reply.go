@@ -8,7 +8,7 @@ import (
 // toReply converts a script's result to a reply, as Redis's
 // luaReplyToRedisReply.
 func (vm *luaVM) toReply(v lua.LValue, depth int) reply.Reply {
-	// A reply element costs about as much as four instructions (a reply.Reply is
+	// A reply element costs about as much as four instructions (a Reply is
 	// some 80 bytes), which also bounds replies that repeat a table.
 	if !vm.spend(4) {
 		return reply.Nil

@@ -6,7 +6,8 @@ import (
 	"strings"
 )
 
-// Numbers.
+// Numbers as C and Lua 5.1 convert, print and parse them: casts, %g,
+// strtod, strtoul.
 
 // luaToInt64 converts like a C cast on x86-64 (cvttsd2si): NaN and values
 // out of range become math.MinInt64, on every architecture.
@@ -48,6 +49,8 @@ func cFormatG(f float64, prec int) string {
 func fmtNum14(f float64) string { return cFormatG(f, 14) }
 
 func cIsSpace(c byte) bool { return c == ' ' || (c >= '\t' && c <= '\r') }
+
+func cIsDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 // str2number is Lua 5.1's luaO_str2d on glibc's strtod: leading and
 // trailing spaces, decimal, hexadecimal, inf and nan.
