@@ -149,16 +149,17 @@ func compileLua(src, name string) (proto *lua.FunctionProto, err error) {
 	return lua.Compile(chunk, name)
 }
 
-// oneLine replaces CR and LF by spaces: error and status replies are one
-// line.
+// oneLine replaces CR and LF by spaces, byte by byte (the text may be any
+// bytes): error and status replies are one line.
 func oneLine(s string) string {
-	if strings.ContainsAny(s, "\r\n") {
-		return strings.Map(func(r rune) rune {
-			if r == '\r' || r == '\n' {
-				return ' '
-			}
-			return r
-		}, s)
+	if strings.IndexByte(s, '\r') < 0 && strings.IndexByte(s, '\n') < 0 {
+		return s
 	}
-	return s
+	b := []byte(s)
+	for i, c := range b {
+		if c == '\r' || c == '\n' {
+			b[i] = ' '
+		}
+	}
+	return string(b)
 }

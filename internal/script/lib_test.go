@@ -101,6 +101,9 @@ func TestConversions(t *testing.T) {
 	if len(r.Elems) != 2 || r.Elems[0].Kind != reply.KindBool || r.Elems[0].Int != 1 || r.Elems[1].Kind != reply.KindBool {
 		t.Errorf("resp3 booleans: %s", show(r))
 	}
+	// Error and status texts become one line; other bytes stay as they are.
+	wantReply(t, "error reply", eval0(t, `return redis.error_reply("bad\255\r\nline")`), "ERR:ERR bad\xff  line")
+	wantReply(t, "status reply", eval0(t, `return {ok = "s\255\ns"}`), "s\xff s")
 	r = eval0(t, "return {double = 1.5}")
 	if r.Kind != reply.KindDouble || r.Float != 1.5 {
 		t.Errorf("double: %+v", r)
