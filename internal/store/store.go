@@ -35,6 +35,9 @@ type Config struct {
 
 	Transport Transport
 
+	// TickInterval is the period of the Raft logical clock. Zero means no
+	// ticker goroutine: the owner advances the clock by calling Tick
+	// (deterministic tests do).
 	TickInterval   time.Duration
 	ElectionTicks  int
 	HeartbeatTicks int
@@ -138,10 +141,13 @@ func (s *Store) NodeID() storage.NodeID { return s.cfg.NodeID }
 // Fatal is closed-with-value when the store hit an unrecoverable storage error.
 func (s *Store) Fatal() <-chan error { return s.fatal }
 
-// Start launches the ticker and Ready loop.
+// Start launches the Ready loop and, unless TickInterval is zero, the ticker.
 func (s *Store) Start() {
-	s.wg.Add(2)
-	go s.tickLoop()
+	if s.cfg.TickInterval > 0 {
+		s.wg.Add(1)
+		go s.tickLoop()
+	}
+	s.wg.Add(1)
 	go s.run()
 }
 
@@ -208,12 +214,19 @@ func (s *Store) tickLoop() {
 		case <-s.stopper:
 			return
 		case <-t.C:
-			for _, r := range s.Replicas() {
-				r.tick()
-			}
-			s.signal()
+			s.Tick()
 		}
 	}
+}
+
+// Tick advances the Raft clock of every replica by one tick. The ticker
+// goroutine calls it each TickInterval; with TickInterval zero the owner
+// does.
+func (s *Store) Tick() {
+	for _, r := range s.Replicas() {
+		r.tick()
+	}
+	s.signal()
 }
 
 // Step delivers a message from a peer to the range it belongs to.

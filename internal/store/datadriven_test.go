@@ -1,0 +1,902 @@
+package store
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/kvorum/kvorum/internal/reply"
+	"github.com/kvorum/kvorum/internal/storage"
+)
+
+// TestDataDriven runs the scenarios in testdata/*.txt: a cluster of stores
+// in one process, each on a memory FS, that never runs a goroutine or a
+// clock of its own. The harness is every node's ticker (Store.Tick) and
+// Ready loop (processReady), and the network is a queue of messages it
+// delivers itself, so the same file prints the same output on every run.
+// After an intended change, regenerate the expected output with
+//
+//	go test ./internal/store -run TestDataDriven -rewrite
+//
+// and review the diff of testdata/ like code.
+//
+// Commands (node ids are positional; every node serves range 1):
+//
+//	add-nodes 3 [election=10] [heartbeat=1] [snapshot-threshold=0]
+//	    The first call bootstraps nodes 1..3 as the range's voters (index
+//	    10, term 5) and fixes the store config for the file; later calls
+//	    add empty nodes that wait for a snapshot (see add-member).
+//	tick 1 [2 ...] [n=K]       K (default 1) ticks of each node's clock.
+//	tick-election 2            ticks node 2 until its election timer fires
+//	                           (the randomized count is not printed).
+//	stabilize [quiet]          handles Ready on every node and delivers every
+//	                           message, in rounds, until nothing moves; quiet
+//	                           prints only the results of client calls.
+//	propose 1 SET a 1 [repeat=K]
+//	                           Replica.Propose of one command (K times: K
+//	                           entries); with no command, each input line
+//	                           is one command of the entry.
+//	read 2 a                   Replica.ReadBarrier, then the value of a.
+//	transfer-leader 1 to=2     Replica.TransferLeader.
+//	add-member 1 id=4          Replica.AddMember (learner, catch-up, voter).
+//	remove-member 1 id=3       Replica.RemoveMember.
+//	isolate 1 | cut 1 2 | heal messages from/to 1 (between 1 and 2) are
+//	                           dropped at delivery, until heal.
+//	stop 3 | start 3           Store.Stop and close Pebble; reopen and start.
+//	status                     every node's state and its pending calls.
+//
+// Client calls block, so each runs on a goroutine of its own. The harness
+// waits until the call has either returned or begun to wait inside the
+// store (probeCtx), and after every step (a tick, a delivered message, a
+// Ready round) it checks each pending call: once the store has decided its
+// outcome, the harness waits for the goroutine and prints the result. So a
+// result appears in the trace at the step that released it.
+func TestDataDriven(t *testing.T) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		e := &ddEnv{t: t}
+		defer e.close()
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			e.t = t
+			e.out.Reset()
+			e.run(d)
+			if e.out.Len() == 0 {
+				return "ok\n"
+			}
+			return e.out.String()
+		})
+	})
+}
+
+// ddEnv is the cluster of one scenario file.
+type ddEnv struct {
+	t     *testing.T
+	out   strings.Builder
+	quiet  bool   // trace off: print only results of client calls
+	indent string // prefix of state lines and results ("  " inside a trace)
+
+	election, heartbeat int
+	threshold           uint64
+
+	nodes []*ddNode // nodes[i] has id i+1
+
+	netMu sync.Mutex
+	queue []*raftpb.Message // sent and not yet delivered, in send order
+
+	cut      map[[2]uint64]bool
+	isolated map[uint64]bool
+}
+
+type ddNode struct {
+	id    uint64
+	fs    vfs.FS
+	db    *pebble.DB
+	store *Store // nil while stopped
+	ops   []*ddOp
+
+	// seen is the state line and members line last printed.
+	seen, seenMembers string
+}
+
+// ddOp is a client call running on its own goroutine.
+type ddOp struct {
+	desc string
+	res  chan string
+	// cancel ends the call's context: only when the file ends.
+	cancel context.CancelFunc
+	// stopSafe: the call returns when its store stops. TransferLeader and
+	// AddMember's catch-up loop do not watch the store; stop refuses to
+	// stop a node with such a call pending.
+	stopSafe bool
+	// decided reports whether the call will return without any further
+	// step of the harness. It may first wait for the call to act on what
+	// the last step changed (see add-member), so that the call never acts
+	// concurrently with a later step.
+	decided func() bool
+}
+
+func (e *ddEnv) run(d *datadriven.TestData) {
+	switch d.Cmd {
+	case "add-nodes":
+		e.addNodes(d)
+	case "tick":
+		n := 1
+		d.MaybeScanArgs(e.t, "n", &n)
+		for _, nd := range e.nodeArgs(d) {
+			for i := 0; i < n; i++ {
+				e.tick(nd)
+			}
+		}
+	case "tick-election":
+		e.tickElection(e.nodeArg(d))
+	case "stabilize":
+		e.quiet, e.indent = d.HasArg("quiet"), "  "
+		if e.quiet {
+			e.indent = ""
+		}
+		e.stabilize()
+		e.quiet, e.indent = false, ""
+	case "propose":
+		e.propose(d)
+	case "read":
+		e.read(e.nodeArg(d), d.CmdArgs[1].Key)
+	case "transfer-leader":
+		var to uint64
+		d.ScanArgs(e.t, "to", &to)
+		e.transferLeader(e.nodeArg(d), to)
+	case "add-member":
+		var id uint64
+		d.ScanArgs(e.t, "id", &id)
+		e.addMember(e.nodeArg(d), id)
+	case "remove-member":
+		var id uint64
+		d.ScanArgs(e.t, "id", &id)
+		e.removeMember(e.nodeArg(d), id)
+	case "isolate":
+		for _, n := range e.nodeArgs(d) {
+			e.isolated[n.id] = true
+		}
+	case "cut":
+		ns := e.nodeArgs(d)
+		if len(ns) != 2 {
+			d.Fatalf(e.t, "cut takes two nodes")
+		}
+		e.cut[[2]uint64{ns[0].id, ns[1].id}] = true
+		e.cut[[2]uint64{ns[1].id, ns[0].id}] = true
+	case "heal":
+		e.cut, e.isolated = map[[2]uint64]bool{}, map[uint64]bool{}
+	case "stop":
+		for _, n := range e.nodeArgs(d) {
+			e.stop(n)
+		}
+	case "start":
+		for _, n := range e.nodeArgs(d) {
+			e.start(n)
+			e.printState(n)
+		}
+	case "status":
+		for _, n := range e.nodes {
+			n.seen, n.seenMembers = "", ""
+			e.printState(n)
+			for _, op := range n.ops {
+				e.printf("  pending: %s\n", op.desc)
+			}
+		}
+	default:
+		d.Fatalf(e.t, "unknown command %q", d.Cmd)
+	}
+}
+
+func (e *ddEnv) printf(format string, args ...any) { fmt.Fprintf(&e.out, format, args...) }
+
+// tracef prints a line of the trace (nothing in quiet mode).
+func (e *ddEnv) tracef(format string, args ...any) {
+	if !e.quiet {
+		e.printf(format, args...)
+	}
+}
+
+// nodeArgs returns the nodes named by the command's positional numbers.
+func (e *ddEnv) nodeArgs(d *datadriven.TestData) []*ddNode {
+	var out []*ddNode
+	for _, a := range d.CmdArgs {
+		if len(a.Vals) > 0 {
+			continue
+		}
+		id, err := strconv.ParseUint(a.Key, 10, 64)
+		if err != nil {
+			break
+		}
+		if id == 0 || id > uint64(len(e.nodes)) {
+			d.Fatalf(e.t, "no node %d", id)
+		}
+		out = append(out, e.nodes[id-1])
+	}
+	if len(out) == 0 {
+		d.Fatalf(e.t, "%s: name a node", d.Cmd)
+	}
+	return out
+}
+
+func (e *ddEnv) nodeArg(d *datadriven.TestData) *ddNode { return e.nodeArgs(d)[0] }
+
+// addNodes implements add-nodes.
+func (e *ddEnv) addNodes(d *datadriven.TestData) {
+	count, err := strconv.Atoi(d.CmdArgs[0].Key)
+	if err != nil || count <= 0 {
+		d.Fatalf(e.t, "add-nodes: want a count, got %q", d.CmdArgs[0].Key)
+	}
+	bootstrap := len(e.nodes) == 0
+	if bootstrap {
+		e.election, e.heartbeat = 10, 1
+		d.MaybeScanArgs(e.t, "election", &e.election)
+		d.MaybeScanArgs(e.t, "heartbeat", &e.heartbeat)
+		d.MaybeScanArgs(e.t, "snapshot-threshold", &e.threshold)
+		e.cut, e.isolated = map[[2]uint64]bool{}, map[uint64]bool{}
+	}
+	first := len(e.nodes) + 1
+	desc := &storage.Descriptor{RangeID: 1}
+	for id := first; id < first+count; id++ {
+		desc.Replicas = append(desc.Replicas, storage.ReplicaDescriptor{NodeID: storage.NodeID(id), PeerAddr: ddAddr(uint64(id))})
+	}
+	for id := first; id < first+count; id++ {
+		n := &ddNode{id: uint64(id), fs: vfs.NewMem()}
+		e.nodes = append(e.nodes, n)
+		e.openDB(n)
+		if bootstrap {
+			b := n.db.NewBatch()
+			if err := BootstrapRange(b, desc); err != nil {
+				e.t.Fatal(err)
+			}
+			if err := b.Commit(pebble.Sync); err != nil {
+				e.t.Fatal(err)
+			}
+		}
+		e.start(n)
+		e.printState(n)
+	}
+}
+
+func ddAddr(id uint64) string { return fmt.Sprintf("n%d", id) }
+
+func (e *ddEnv) openDB(n *ddNode) {
+	db, err := storage.Open("/db", n.fs, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	n.db = db
+}
+
+// start opens node n's store on what its FS holds. The store's goroutines
+// are not started: the harness ticks it and handles its Ready.
+func (e *ddEnv) start(n *ddNode) {
+	if n.store != nil {
+		e.t.Fatalf("node %d is running", n.id)
+	}
+	if n.db == nil {
+		e.openDB(n)
+	}
+	s := New(Config{
+		NodeID: storage.NodeID(n.id), DB: n.db, FS: n.fs, Dir: "/db",
+		Transport:     ddTransport{e},
+		ElectionTicks: e.election, HeartbeatTicks: e.heartbeat,
+		SnapshotThreshold: e.threshold,
+		StateMachine:      &regMachine{},
+		Logger:            testLog(),
+		Now:               func() int64 { return 1 },
+	})
+	if _, err := s.AddReplica(&storage.Descriptor{RangeID: 1}); err != nil {
+		e.t.Fatal(err)
+	}
+	n.store = s
+}
+
+// stop stops node n's store (its pending calls end) and closes its Pebble.
+func (e *ddEnv) stop(n *ddNode) {
+	if n.store == nil {
+		e.t.Fatalf("node %d is not running", n.id)
+	}
+	for _, op := range n.ops {
+		if !op.stopSafe {
+			e.t.Fatalf("stop %d: %s is pending and would not end", n.id, op.desc)
+		}
+	}
+	n.store.Stop()
+	e.settle()
+	if len(n.ops) > 0 {
+		e.t.Fatalf("node %d: calls still pending after Stop", n.id)
+	}
+	if err := n.db.Close(); err != nil {
+		e.t.Fatal(err)
+	}
+	n.store, n.db = nil, nil
+	e.printState(n)
+}
+
+// close ends every pending call and stops every store.
+func (e *ddEnv) close() {
+	for _, n := range e.nodes {
+		for _, op := range n.ops {
+			op.cancel()
+		}
+		if n.store != nil {
+			n.store.Stop()
+		}
+		for _, op := range n.ops {
+			e.result(op)
+		}
+		n.ops = nil
+		if n.store != nil {
+			_ = n.db.Close()
+			n.store = nil
+		}
+	}
+}
+
+func (n *ddNode) replica() *Replica { return n.store.Replica(1) }
+
+// ddTransport is the store's Transport: messages wait in the env's queue
+// until the harness delivers them. Peers are routed by id.
+type ddTransport struct{ e *ddEnv }
+
+func (t ddTransport) Send(msgs []*raftpb.Message) {
+	t.e.netMu.Lock()
+	defer t.e.netMu.Unlock()
+	for _, m := range msgs {
+		t.e.queue = append(t.e.queue, proto.Clone(m).(*raftpb.Message))
+	}
+}
+func (ddTransport) SetPeer(uint64, string) {}
+func (ddTransport) RemovePeer(uint64)      {}
+
+// tick ticks n once.
+func (e *ddEnv) tick(n *ddNode) {
+	if n.store == nil {
+		e.t.Fatalf("tick: node %d is down", n.id)
+	}
+	n.store.Tick()
+	e.settle()
+	e.printState(n)
+}
+
+// tickElection ticks n until its election timer fires, that is until it is
+// no longer a follower: the number of ticks is random (raft randomizes the
+// timeout in [election, 2*election)), the outcome is not.
+func (e *ddEnv) tickElection(n *ddNode) {
+	if _, leads := n.up().Replica(1).Leader(); leads {
+		e.t.Fatalf("tick-election: node %d leads", n.id)
+	}
+	for i := 0; i < 2*e.election; i++ {
+		e.tick(n)
+		if st := n.replica().Status(); st.Role != "follower" && st.Role != "learner" {
+			return
+		}
+	}
+	e.t.Fatalf("node %d did not campaign within %d ticks", n.id, 2*e.election)
+}
+
+// stabilize runs rounds of Ready handling on every node and delivery to
+// every node until a round does nothing.
+func (e *ddEnv) stabilize() {
+	for round := 0; ; round++ {
+		if round > 1000 {
+			e.t.Fatal("stabilize: no fixed point after 1000 rounds")
+		}
+		moved := false
+		for _, n := range e.nodes {
+			if e.handleReady(n) {
+				moved = true
+			}
+		}
+		for _, n := range e.nodes {
+			if e.deliver(n) {
+				moved = true
+			}
+		}
+		if !moved {
+			return
+		}
+	}
+}
+
+func (n *ddNode) hasReady() bool {
+	if n.store == nil {
+		return false
+	}
+	r := n.replica()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.mu.readQueue) > 0 || r.mu.rn.HasReady()
+}
+
+// handleReady is the Ready loop of node n, run until it has no more work.
+func (e *ddEnv) handleReady(n *ddNode) bool {
+	if !n.hasReady() {
+		return false
+	}
+	e.tracef("> %d handling Ready\n", n.id)
+	for n.hasReady() {
+		_, err := n.store.processReadyGuarded()
+		if err != nil {
+			n.store.failFatal(err)
+			e.printf("%s%d: store failed: %v\n", e.indent, n.id, err)
+			break
+		}
+		e.settle()
+	}
+	e.printState(n)
+	return true
+}
+
+// deliver hands node n every message queued for it, in send order, and
+// reports whether there was any.
+func (e *ddEnv) deliver(n *ddNode) bool {
+	e.netMu.Lock()
+	var mine, rest []*raftpb.Message
+	for _, m := range e.queue {
+		if m.GetTo() == n.id {
+			mine = append(mine, m)
+		} else {
+			rest = append(rest, m)
+		}
+	}
+	e.queue = rest
+	e.netMu.Unlock()
+	if len(mine) == 0 {
+		return false
+	}
+	e.tracef("> %d receiving messages\n", n.id)
+	// Identical dropped messages in a row (heartbeats of a leader ticked
+	// while cut off) are printed once, with their number.
+	var dropped string
+	var times int
+	flush := func() {
+		if times > 1 {
+			dropped += fmt.Sprintf(" x%d", times)
+		}
+		if times > 0 {
+			e.tracef("  %s\n", dropped)
+		}
+		times = 0
+	}
+	for _, m := range mine {
+		desc := strings.ReplaceAll(raft.DescribeMessage(m, ddFormatEntry), "\n", "\n  ")
+		if why := e.blocked(m.GetFrom(), n); why != "" {
+			line := fmt.Sprintf("%s DROPPED (%s)", desc, why)
+			if line != dropped || times == 0 {
+				flush()
+				dropped = line
+			}
+			times++
+			if m.GetType() == raftpb.MessageType_MsgSnap {
+				e.reportSnapshot(m, false)
+			}
+			continue
+		}
+		flush()
+		e.tracef("  %s\n", desc)
+		if m.GetType() == raftpb.MessageType_MsgSnap {
+			e.deliverSnapshot(n, m)
+		} else if err := n.store.Step(1, m); err != nil {
+			e.t.Fatal(err)
+		}
+		e.settle()
+	}
+	flush()
+	e.printState(n)
+	return true
+}
+
+// blocked says why a message from → to cannot be delivered, "" if it can.
+func (e *ddEnv) blocked(from uint64, to *ddNode) string {
+	switch {
+	case to.store == nil:
+		return fmt.Sprintf("%d is down", to.id)
+	case e.isolated[from]:
+		return fmt.Sprintf("%d is isolated", from)
+	case e.isolated[to.id]:
+		return fmt.Sprintf("%d is isolated", to.id)
+	case e.cut[[2]uint64{from, to.id}]:
+		return "link cut"
+	}
+	return ""
+}
+
+// deliverSnapshot streams the snapshot of m from its sender's store into
+// n's, as the transport does, and reports the outcome to the sender.
+func (e *ddEnv) deliverSnapshot(n *ddNode, m *raftpb.Message) {
+	src := e.nodes[m.GetFrom()-1]
+	if src.store == nil {
+		e.tracef("  (sender %d is down: snapshot lost)\n", src.id)
+		return
+	}
+	rc, err := src.store.OpenSnapshot(m.GetSnapshot())
+	if err == nil {
+		err = n.store.ReceiveSnapshot(m, rc)
+		_ = rc.Close()
+	}
+	if err != nil {
+		e.printf("  snapshot failed: %v\n", err)
+	}
+	e.reportSnapshot(m, err == nil)
+}
+
+func (e *ddEnv) reportSnapshot(m *raftpb.Message, ok bool) {
+	if src := e.nodes[m.GetFrom()-1]; src.store != nil {
+		src.replica().ReportSnapshot(m.GetTo(), ok)
+	}
+}
+
+// ddFormatEntry shows a normal entry's commands ("SET a 1; INCR n") and a
+// ReadIndex request's context as its sequence number.
+func ddFormatEntry(data []byte) string {
+	if len(data) == 0 {
+		return ""
+	}
+	p, err := decodeEntry(data)
+	if err != nil {
+		if len(data) == 8 {
+			return fmt.Sprintf("read#%d", binary.BigEndian.Uint64(data))
+		}
+		return fmt.Sprintf("%q", data)
+	}
+	return ddCmds(p.cmds)
+}
+
+func ddCmds(cmds [][][]byte) string {
+	var parts []string
+	for _, c := range cmds {
+		var args []string
+		for _, a := range c {
+			args = append(args, string(a))
+		}
+		parts = append(parts, strings.Join(args, " "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// printState prints n's state line (and its members, when they changed)
+// if it differs from what was printed last.
+func (e *ddEnv) printState(n *ddNode) {
+	line, members := fmt.Sprintf("%d: down", n.id), n.seenMembers
+	if n.store != nil {
+		st := n.replica().Status()
+		line = fmt.Sprintf("%d: %s term=%d lead=%d last=%d commit=%d applied=%d truncated=%d",
+			n.id, st.Role, st.Term, st.Leader, st.LastIndex, st.Commit, st.Applied, st.FirstIndex-1)
+		var voters, learners []string
+		for _, r := range st.Descriptor.Replicas {
+			if r.Learner {
+				learners = append(learners, fmt.Sprint(r.NodeID))
+			} else {
+				voters = append(voters, fmt.Sprint(r.NodeID))
+			}
+		}
+		members = fmt.Sprintf("%d: voters=(%s)", n.id, strings.Join(voters, ","))
+		if len(learners) > 0 {
+			members += fmt.Sprintf(" learners=(%s)", strings.Join(learners, ","))
+		}
+	}
+	if line != n.seen {
+		e.tracef("%s%s\n", e.indent, line)
+		n.seen = line
+	}
+	if members != n.seenMembers {
+		e.tracef("%s%s\n", e.indent, members)
+		n.seenMembers = members
+	}
+}
+
+// settle prints the result of every pending call whose outcome is decided.
+func (e *ddEnv) settle() {
+	for _, n := range e.nodes {
+		keep := n.ops[:0]
+		for _, op := range n.ops {
+			if !op.decided() {
+				keep = append(keep, op)
+				continue
+			}
+			e.printf("%s%d: %s -> %s\n", e.indent, n.id, op.desc, e.result(op))
+		}
+		n.ops = keep
+	}
+}
+
+func (e *ddEnv) result(op *ddOp) string {
+	select {
+	case s := <-op.res:
+		return s
+	case <-time.After(10 * time.Second):
+		e.t.Fatalf("%s: no result 10s after its outcome was decided", op.desc)
+		return ""
+	}
+}
+
+// probeCtx tells when a call begins to wait: the store's blocking calls
+// select on ctx.Done() exactly where they wait for the Ready loop (or, in
+// TransferLeader and AddMember, between two looks at the replica).
+type probeCtx struct {
+	context.Context
+	once    sync.Once
+	waiting chan struct{}
+}
+
+func (c *probeCtx) Done() <-chan struct{} {
+	c.once.Do(func() { close(c.waiting) })
+	return c.Context.Done()
+}
+
+// launch runs call on a goroutine and returns once the call returned (and
+// its result is printed: op is nil) or waits inside the store.
+func (e *ddEnv) launch(n *ddNode, desc string, call func(ctx context.Context) string) *ddOp {
+	base, cancel := context.WithCancel(context.Background())
+	ctx := &probeCtx{Context: base, waiting: make(chan struct{})}
+	op := &ddOp{desc: desc, res: make(chan string, 1), cancel: cancel, stopSafe: true}
+	go func() { op.res <- call(ctx) }()
+	select {
+	case out := <-op.res:
+		cancel()
+		e.printf("%d: %s -> %s\n", n.id, desc, out)
+		return nil
+	case <-ctx.waiting:
+		return op
+	case <-time.After(10 * time.Second):
+		e.t.Fatalf("%s: neither returned nor waited within 10s", desc)
+		return nil
+	}
+}
+
+// pending registers op (if the call is waiting) with its decided func.
+func (n *ddNode) pending(op *ddOp, decided func() bool) {
+	if op != nil {
+		op.decided = decided
+		n.ops = append(n.ops, op)
+	}
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+func (n *ddNode) up() *Store {
+	if n.store == nil {
+		panic(fmt.Sprintf("node %d is down", n.id))
+	}
+	return n.store
+}
+
+// proposalIDs returns the ids of r's pending proposals.
+func proposalIDs(r *Replica) map[uint64]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := map[uint64]bool{}
+	for id := range r.mu.proposals {
+		ids[id] = true
+	}
+	return ids
+}
+
+// newProposal returns r's one pending proposal whose id is not in before.
+func newProposal(r *Replica, before map[uint64]bool) *proposal {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, p := range r.mu.proposals {
+		if !before[id] {
+			return p
+		}
+	}
+	return nil
+}
+
+// proposalOp registers a call that waits for the proposal it made.
+func (e *ddEnv) proposalOp(n *ddNode, desc string, call func(ctx context.Context) string) {
+	s, r := n.up(), n.replica()
+	before := proposalIDs(r)
+	op := e.launch(n, desc, call)
+	if op == nil {
+		return
+	}
+	p := newProposal(r, before)
+	if p == nil {
+		e.t.Fatalf("%s: waiting but no proposal pending", desc)
+	}
+	n.pending(op, func() bool { return isClosed(p.done) || isClosed(s.stopper) })
+}
+
+// propose implements propose.
+func (e *ddEnv) propose(d *datadriven.TestData) {
+	n := e.nodeArg(d)
+	var cmds [][][]byte
+	var args [][]byte
+	for _, a := range d.CmdArgs[1:] {
+		if len(a.Vals) == 0 {
+			args = append(args, []byte(a.Key))
+		}
+	}
+	if len(args) > 0 {
+		cmds = append(cmds, args)
+	}
+	for _, line := range strings.Split(d.Input, "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			var args [][]byte
+			for _, a := range f {
+				args = append(args, []byte(a))
+			}
+			cmds = append(cmds, args)
+		}
+	}
+	repeat := 1
+	d.MaybeScanArgs(e.t, "repeat", &repeat)
+	for i := 0; i < repeat; i++ {
+		e.proposeOne(n, cmds)
+	}
+}
+
+func (e *ddEnv) proposeOne(n *ddNode, cmds [][][]byte) {
+	r := n.replica()
+	e.proposalOp(n, "propose "+ddCmds(cmds), func(ctx context.Context) string {
+		replies, err := r.Propose(ctx, cmds)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		var out []string
+		for _, rep := range replies {
+			out = append(out, ddReply(rep))
+		}
+		return strings.Join(out, ", ")
+	})
+}
+
+func ddReply(r reply.Reply) string {
+	switch r.Kind {
+	case reply.KindStatus:
+		return string(r.Str)
+	case reply.KindError:
+		return "(error) " + string(r.Str)
+	case reply.KindInt:
+		return fmt.Sprintf("(integer) %d", r.Int)
+	case reply.KindBulk:
+		return strconv.Quote(string(r.Str))
+	case reply.KindNil:
+		return "(nil)"
+	}
+	return fmt.Sprintf("%+v", r)
+}
+
+// read implements read: a linearizable read of key on n.
+func (e *ddEnv) read(n *ddNode, key string) {
+	s, r := n.up(), n.replica()
+	op := e.launch(n, "read "+key, func(ctx context.Context) string {
+		if err := r.ReadBarrier(ctx); err != nil {
+			return "error: " + err.Error()
+		}
+		if v, ok := readKey(s, key); ok {
+			return strconv.Quote(v)
+		}
+		return "(nil)"
+	})
+	if op == nil {
+		return
+	}
+	r.mu.Lock()
+	b := r.mu.readQueue[len(r.mu.readQueue)-1]
+	r.mu.Unlock()
+	n.pending(op, func() bool { return isClosed(b.done) || isClosed(s.stopper) })
+}
+
+// transferLeader implements transfer-leader. TransferLeader asks raft
+// again whenever n leads and no transfer is under way; decided waits for
+// that, so that it never happens during a later step.
+func (e *ddEnv) transferLeader(n *ddNode, to uint64) {
+	r := n.up().Replica(1)
+	op := e.launch(n, fmt.Sprintf("transfer-leader to %d", to), func(ctx context.Context) string {
+		if err := r.TransferLeader(ctx, to); err != nil {
+			return "error: " + err.Error()
+		}
+		return "ok"
+	})
+	if op == nil {
+		return
+	}
+	op.stopSafe = false
+	n.pending(op, func() bool {
+		e.waitFor(op.res, func() bool {
+			st := r.Status()
+			return st.Role != "leader" || st.LeadTransfer == to
+		})
+		st := r.Status()
+		return st.Leader == to || (st.Role != "leader" && st.Leader != 0 && st.Leader != n.id)
+	})
+}
+
+// waitFor polls cond until it holds or the call behind res returned (its
+// result is put back).
+func (e *ddEnv) waitFor(res chan string, cond func() bool) {
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		select {
+		case s := <-res:
+			res <- s
+			return
+		default:
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatal("a pending call did not act within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// addMember implements add-member. AddMember proposes the learner, polls
+// the leader's progress until the learner caught up, then proposes the
+// promotion; decided follows it through these phases and, when the
+// learner has caught up, waits until the promotion is proposed.
+func (e *ddEnv) addMember(n *ddNode, id uint64) {
+	r := n.up().Replica(1)
+	before := proposalIDs(r)
+	op := e.launch(n, fmt.Sprintf("add-member %d", id), func(ctx context.Context) string {
+		if err := r.AddMember(ctx, id, ddAddr(id)); err != nil {
+			return "error: " + err.Error()
+		}
+		return "ok"
+	})
+	if op == nil {
+		return
+	}
+	op.stopSafe = false
+	p := newProposal(r, before) // nil if it resumed a learner's catch-up
+	promoted := false
+	n.pending(op, func() bool {
+		if p != nil && !isClosed(p.done) {
+			return false // a proposal in flight
+		}
+		if promoted {
+			return true // the promotion is applied
+		}
+		if p != nil && p.err != nil {
+			return true
+		}
+		st := r.Status()
+		if st.Role != "leader" {
+			return true
+		}
+		if pr, ok := st.Progress[id]; !ok || pr.Match < st.Commit {
+			return false // catching up
+		}
+		// Caught up: AddMember proposes the promotion on its next look.
+		before := proposalIDs(r)
+		e.waitFor(op.res, func() bool { return newProposal(r, before) != nil })
+		if p = newProposal(r, before); p == nil {
+			return true // it returned
+		}
+		promoted = true
+		return false
+	})
+}
+
+// removeMember implements remove-member.
+func (e *ddEnv) removeMember(n *ddNode, id uint64) {
+	r := n.up().Replica(1)
+	e.proposalOp(n, fmt.Sprintf("remove-member %d", id), func(ctx context.Context) string {
+		if err := r.RemoveMember(ctx, id); err != nil {
+			return "error: " + err.Error()
+		}
+		return "ok"
+	})
+}
+
