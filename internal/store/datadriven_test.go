@@ -81,8 +81,8 @@ func TestDataDriven(t *testing.T) {
 
 // ddEnv is the cluster of one scenario file.
 type ddEnv struct {
-	t     *testing.T
-	out   strings.Builder
+	t      *testing.T
+	out    strings.Builder
 	quiet  bool   // trace off: print only results of client calls
 	indent string // prefix of state lines and results ("  " inside a trace)
 
@@ -899,4 +899,3 @@ func (e *ddEnv) removeMember(n *ddNode, id uint64) {
 		return "ok"
 	})
 }
-
