@@ -4,7 +4,9 @@
 //
 // # Goroutines
 //
-//   - The ticker goroutine calls Tick on every replica each TickInterval.
+//   - The ticker goroutine calls Tick each TickInterval, which ticks every
+//     replica. With TickInterval zero there is no ticker and the owner
+//     calls Tick.
 //   - The Ready loop goroutine (Store.run) is the only one that calls
 //     Ready/Advance. Each round it collects the Ready of every replica that
 //     has one and writes all of them (new log entries, hard states, and the
@@ -37,4 +39,14 @@
 // the leader's commit index, callers wait until this replica has applied up
 // to that index and then read Pebble directly. Followers serve reads this
 // way too, so every node answers linearizably.
+//
+// # Tests
+//
+// TestDataDriven runs the scenarios in testdata/ (elections, replication,
+// partitions, restarts, snapshots, leader transfer, membership): stores on
+// memory FSes whose clock and Ready handling are driven by the test, over a
+// fake network that delivers messages when told, so every run prints the
+// same trace. Regenerate the expected output after an intended change with
+// "go test ./internal/store -run TestDataDriven -rewrite" and review the
+// diff; datadriven_test.go lists the commands.
 package store

@@ -195,25 +195,6 @@ func propose(t *testing.T, tn *testNode, cmds ...[]string) ([]reply.Reply, error
 	return tn.store.Replica(1).Propose(ctx, args)
 }
 
-// proposeRetry proposes on whoever leads, retrying while the outcome is
-// certain not to have been applied.
-func (c *testCluster) proposeRetry(cmds ...[]string) []reply.Reply {
-	c.t.Helper()
-	for i := 0; i < 200; i++ {
-		rs, err := propose(c.t, c.leader(), cmds...)
-		if err == nil {
-			return rs
-		}
-		var nle *NotLeaderError
-		if !errors.Is(err, ErrProposalDropped) && !errors.As(err, &nle) {
-			c.t.Fatalf("propose: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	c.t.Fatal("propose kept failing")
-	return nil
-}
-
 func barrierRead(t *testing.T, tn *testNode, key string) (string, bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -230,6 +211,9 @@ func barrierRead(t *testing.T, tn *testNode, key string) (string, bool) {
 	}
 }
 
+// TestStoreReplicatesAndReadsLinearizably runs the store's own goroutines
+// (Start: ticker and Ready loop) over transport.Local, which the scenarios
+// of TestDataDriven replace by the harness.
 func TestStoreReplicatesAndReadsLinearizably(t *testing.T) {
 	c := newCluster(t, 3)
 	lead := c.leader()
@@ -258,122 +242,9 @@ func TestStoreReplicatesAndReadsLinearizably(t *testing.T) {
 	}
 }
 
-func TestStoreLeaderCrashRestartAndSnapshotCatchUp(t *testing.T) {
-	c := newCluster(t, 3)
-	for i := 0; i < 30; i++ {
-		c.proposeRetry([]string{"INCR", "n"})
-	}
-	// Crash a follower, write enough to truncate the log past it, restart it:
-	// it must catch up by snapshot.
-	lead := c.leader()
-	var f *testNode
-	for _, tn := range c.nodes {
-		if tn != lead {
-			f = tn
-			break
-		}
-	}
-	c.stopNode(f)
-	for i := 0; i < 100; i++ {
-		c.proposeRetry([]string{"INCR", "n"}, []string{"SET", fmt.Sprintf("k%d", i), "v"})
-	}
-	st := lead.store.Replica(1).Status()
-	if st.FirstIndex <= 40 {
-		t.Fatalf("log not truncated: first index %d", st.FirstIndex)
-	}
-	c.startNode(f, &storage.Descriptor{RangeID: 1})
-	if v, _ := barrierRead(t, f, "n"); v != "130" {
-		t.Fatalf("restarted follower n=%q", v)
-	}
-	if v, ok := barrierRead(t, f, "k99"); !ok || v != "v" {
-		t.Fatalf("restarted follower k99=%q", v)
-	}
-	// Crash the leader: the others elect a new one and keep everything.
-	c.stopNode(lead)
-	rs := c.proposeRetry([]string{"INCR", "n"})
-	if rs[0].Int != 131 {
-		t.Fatalf("after leader crash: n=%d", rs[0].Int)
-	}
-	c.startNode(lead, &storage.Descriptor{RangeID: 1})
-	if v, _ := barrierRead(t, lead, "n"); v != "131" {
-		t.Fatalf("old leader after restart: n=%q", v)
-	}
-}
-
-func TestStoreIsolatedLeaderCannotCommitOrRead(t *testing.T) {
-	c := newCluster(t, 3)
-	lead := c.leader()
-	c.proposeRetry([]string{"SET", "a", "1"})
-	c.part.Isolate(lead.id)
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cancel()
-	if _, err := lead.store.Replica(1).Propose(ctx, [][][]byte{{[]byte("SET"), []byte("a"), []byte("2")}}); err == nil {
-		t.Fatal("isolated leader committed a write")
-	}
-	ctx2, cancel2 := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cancel2()
-	if err := lead.store.Replica(1).ReadBarrier(ctx2); err == nil {
-		t.Fatal("isolated leader passed a read barrier")
-	}
-	c.part.Heal()
-	for _, tn := range c.nodes {
-		if v, _ := barrierRead(t, tn, "a"); v != "1" && v != "2" {
-			t.Fatalf("node %d: a=%q", tn.id, v)
-		}
-	}
-}
-
 func testLog() *slog.Logger {
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
-func TestStoreMembershipLearnerSnapshotPromoteTransferRemove(t *testing.T) {
-	c := newCluster(t, 3)
-	for i := 0; i < 60; i++ { // past SnapshotThreshold: the new node needs a snapshot
-		c.proposeRetry([]string{"INCR", "n"})
-	}
-	tn := &testNode{id: 4, fs: vfs.NewMem()}
-	c.nodes[4] = tn
-	c.startNode(tn, &storage.Descriptor{RangeID: 1})
-	for id := uint64(1); id <= 3; id++ {
-		tn.tr.SetPeer(id, transport.LocalAddr(id))
-	}
-	lead := c.leader()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := lead.store.Replica(1).AddMember(ctx, 4, transport.LocalAddr(4)); err != nil {
-		t.Fatalf("add member: %v", err)
-	}
-	d := lead.store.Replica(1).Descriptor()
-	if rep, ok := d.Replica(4); !ok || rep.Learner {
-		t.Fatalf("node 4 not a voter: %+v", d)
-	}
-	if err := lead.store.Replica(1).AddMember(ctx, 4, transport.LocalAddr(4)); !errors.Is(err, ErrMemberExists) {
-		t.Fatalf("second add: %v", err)
-	}
-	if v, _ := barrierRead(t, tn, "n"); v != "60" {
-		t.Fatalf("new member n=%q", v)
-	}
-	if err := lead.store.Replica(1).TransferLeader(ctx, 4); err != nil {
-		t.Fatalf("transfer: %v", err)
-	}
-	if l := c.leader(); l.id != 4 {
-		t.Fatalf("leader after transfer: %d", l.id)
-	}
-	c.proposeRetry([]string{"INCR", "n"})
-	if err := tn.store.Replica(1).RemoveMember(ctx, 1); err != nil {
-		t.Fatalf("remove 1: %v", err)
-	}
-	if _, ok := tn.store.Replica(1).Descriptor().Replica(1); ok {
-		t.Fatal("node 1 still a member")
-	}
-	c.stopNode(c.nodes[1])
-	delete(c.nodes, 1)
-	rs := c.proposeRetry([]string{"INCR", "n"})
-	if rs[0].Int != 62 {
-		t.Fatalf("n after remove = %d", rs[0].Int)
-	}
 }
