@@ -1,14 +1,12 @@
 package store
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/cockroachdb/datadriven"
 	"github.com/cockroachdb/pebble/v2"
@@ -17,14 +15,13 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/storage"
 )
 
 // TestDataDriven runs the scenarios in testdata/*.txt: a cluster of stores
-// in one process, each on a memory FS, that never runs a goroutine or a
-// clock of its own. The harness is every node's ticker (Store.Tick) and
-// Ready loop (processReady), and the network is a queue of messages it
+// in one process, each on a memory FS, whose goroutines (ticker, Ready
+// loop) are never started. The harness is every node's clock (Store.Tick)
+// and Ready loop (processReady), and the network is a queue of messages it
 // delivers itself, so the same file prints the same output on every run.
 // After an intended change, regenerate the expected output with
 //
@@ -54,8 +51,18 @@ import (
 //	remove-member 1 id=3       Replica.RemoveMember.
 //	isolate 1 | cut 1 2 | heal messages from/to 1 (between 1 and 2) are
 //	                           dropped at delivery, until heal.
-//	stop 3 | start 3           Store.Stop and close Pebble; reopen and start.
+//	stop 3 | start 3           Store.Stop and close Pebble (a clean stop:
+//	                           the memory FS keeps every write); reopen.
 //	status                     every node's state and its pending calls.
+//
+// A node's state line reads
+//
+//	1: leader term=6 lead=1 last=12 commit=12 applied=12 truncated=10
+//
+// with the role and term, the leader it knows, the last index of its
+// persisted log, raft's commit index, the index applied to Pebble, and the
+// last index removed from the log (by a truncation or a snapshot). The
+// trace prints it whenever it changes, and the members when they change.
 //
 // Client calls block, so each runs on a goroutine of its own. The harness
 // waits until the call has either returned or begun to wait inside the
@@ -109,23 +116,6 @@ type ddNode struct {
 	seen, seenMembers string
 }
 
-// ddOp is a client call running on its own goroutine.
-type ddOp struct {
-	desc string
-	res  chan string
-	// cancel ends the call's context: only when the file ends.
-	cancel context.CancelFunc
-	// stopSafe: the call returns when its store stops. TransferLeader and
-	// AddMember's catch-up loop do not watch the store; stop refuses to
-	// stop a node with such a call pending.
-	stopSafe bool
-	// decided reports whether the call will return without any further
-	// step of the harness. It may first wait for the call to act on what
-	// the last step changed (see add-member), so that the call never acts
-	// concurrently with a later step.
-	decided func() bool
-}
-
 func (e *ddEnv) run(d *datadriven.TestData) {
 	switch d.Cmd {
 	case "add-nodes":
@@ -150,6 +140,9 @@ func (e *ddEnv) run(d *datadriven.TestData) {
 	case "propose":
 		e.propose(d)
 	case "read":
+		if len(d.CmdArgs) != 2 {
+			d.Fatalf(e.t, "usage: read <node> <key>")
+		}
 		e.read(e.nodeArg(d), d.CmdArgs[1].Key)
 	case "transfer-leader":
 		var to uint64
@@ -346,6 +339,14 @@ func (e *ddEnv) close() {
 
 func (n *ddNode) replica() *Replica { return n.store.Replica(1) }
 
+// up returns n's store; n must be running.
+func (e *ddEnv) up(n *ddNode) *Store {
+	if n.store == nil {
+		e.t.Fatalf("node %d is down", n.id)
+	}
+	return n.store
+}
+
 // ddTransport is the store's Transport: messages wait in the env's queue
 // until the harness delivers them. Peers are routed by id.
 type ddTransport struct{ e *ddEnv }
@@ -374,7 +375,7 @@ func (e *ddEnv) tick(n *ddNode) {
 // no longer a follower: the number of ticks is random (raft randomizes the
 // timeout in [election, 2*election)), the outcome is not.
 func (e *ddEnv) tickElection(n *ddNode) {
-	if _, leads := n.up().Replica(1).Leader(); leads {
+	if _, leads := e.up(n).Replica(1).Leader(); leads {
 		e.t.Fatalf("tick-election: node %d leads", n.id)
 	}
 	for i := 0; i < 2*e.election; i++ {
@@ -595,307 +596,4 @@ func (e *ddEnv) printState(n *ddNode) {
 		e.tracef("%s%s\n", e.indent, members)
 		n.seenMembers = members
 	}
-}
-
-// settle prints the result of every pending call whose outcome is decided.
-func (e *ddEnv) settle() {
-	for _, n := range e.nodes {
-		keep := n.ops[:0]
-		for _, op := range n.ops {
-			if !op.decided() {
-				keep = append(keep, op)
-				continue
-			}
-			e.printf("%s%d: %s -> %s\n", e.indent, n.id, op.desc, e.result(op))
-		}
-		n.ops = keep
-	}
-}
-
-func (e *ddEnv) result(op *ddOp) string {
-	select {
-	case s := <-op.res:
-		return s
-	case <-time.After(10 * time.Second):
-		e.t.Fatalf("%s: no result 10s after its outcome was decided", op.desc)
-		return ""
-	}
-}
-
-// probeCtx tells when a call begins to wait: the store's blocking calls
-// select on ctx.Done() exactly where they wait for the Ready loop (or, in
-// TransferLeader and AddMember, between two looks at the replica).
-type probeCtx struct {
-	context.Context
-	once    sync.Once
-	waiting chan struct{}
-}
-
-func (c *probeCtx) Done() <-chan struct{} {
-	c.once.Do(func() { close(c.waiting) })
-	return c.Context.Done()
-}
-
-// launch runs call on a goroutine and returns once the call returned (and
-// its result is printed: op is nil) or waits inside the store.
-func (e *ddEnv) launch(n *ddNode, desc string, call func(ctx context.Context) string) *ddOp {
-	base, cancel := context.WithCancel(context.Background())
-	ctx := &probeCtx{Context: base, waiting: make(chan struct{})}
-	op := &ddOp{desc: desc, res: make(chan string, 1), cancel: cancel, stopSafe: true}
-	go func() { op.res <- call(ctx) }()
-	select {
-	case out := <-op.res:
-		cancel()
-		e.printf("%d: %s -> %s\n", n.id, desc, out)
-		return nil
-	case <-ctx.waiting:
-		return op
-	case <-time.After(10 * time.Second):
-		e.t.Fatalf("%s: neither returned nor waited within 10s", desc)
-		return nil
-	}
-}
-
-// pending registers op (if the call is waiting) with its decided func.
-func (n *ddNode) pending(op *ddOp, decided func() bool) {
-	if op != nil {
-		op.decided = decided
-		n.ops = append(n.ops, op)
-	}
-}
-
-func isClosed(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
-}
-
-func (n *ddNode) up() *Store {
-	if n.store == nil {
-		panic(fmt.Sprintf("node %d is down", n.id))
-	}
-	return n.store
-}
-
-// proposalIDs returns the ids of r's pending proposals.
-func proposalIDs(r *Replica) map[uint64]bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ids := map[uint64]bool{}
-	for id := range r.mu.proposals {
-		ids[id] = true
-	}
-	return ids
-}
-
-// newProposal returns r's one pending proposal whose id is not in before.
-func newProposal(r *Replica, before map[uint64]bool) *proposal {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for id, p := range r.mu.proposals {
-		if !before[id] {
-			return p
-		}
-	}
-	return nil
-}
-
-// proposalOp registers a call that waits for the proposal it made.
-func (e *ddEnv) proposalOp(n *ddNode, desc string, call func(ctx context.Context) string) {
-	s, r := n.up(), n.replica()
-	before := proposalIDs(r)
-	op := e.launch(n, desc, call)
-	if op == nil {
-		return
-	}
-	p := newProposal(r, before)
-	if p == nil {
-		e.t.Fatalf("%s: waiting but no proposal pending", desc)
-	}
-	n.pending(op, func() bool { return isClosed(p.done) || isClosed(s.stopper) })
-}
-
-// propose implements propose.
-func (e *ddEnv) propose(d *datadriven.TestData) {
-	n := e.nodeArg(d)
-	var cmds [][][]byte
-	var args [][]byte
-	for _, a := range d.CmdArgs[1:] {
-		if len(a.Vals) == 0 {
-			args = append(args, []byte(a.Key))
-		}
-	}
-	if len(args) > 0 {
-		cmds = append(cmds, args)
-	}
-	for _, line := range strings.Split(d.Input, "\n") {
-		if f := strings.Fields(line); len(f) > 0 {
-			var args [][]byte
-			for _, a := range f {
-				args = append(args, []byte(a))
-			}
-			cmds = append(cmds, args)
-		}
-	}
-	repeat := 1
-	d.MaybeScanArgs(e.t, "repeat", &repeat)
-	for i := 0; i < repeat; i++ {
-		e.proposeOne(n, cmds)
-	}
-}
-
-func (e *ddEnv) proposeOne(n *ddNode, cmds [][][]byte) {
-	r := n.replica()
-	e.proposalOp(n, "propose "+ddCmds(cmds), func(ctx context.Context) string {
-		replies, err := r.Propose(ctx, cmds)
-		if err != nil {
-			return "error: " + err.Error()
-		}
-		var out []string
-		for _, rep := range replies {
-			out = append(out, ddReply(rep))
-		}
-		return strings.Join(out, ", ")
-	})
-}
-
-func ddReply(r reply.Reply) string {
-	switch r.Kind {
-	case reply.KindStatus:
-		return string(r.Str)
-	case reply.KindError:
-		return "(error) " + string(r.Str)
-	case reply.KindInt:
-		return fmt.Sprintf("(integer) %d", r.Int)
-	case reply.KindBulk:
-		return strconv.Quote(string(r.Str))
-	case reply.KindNil:
-		return "(nil)"
-	}
-	return fmt.Sprintf("%+v", r)
-}
-
-// read implements read: a linearizable read of key on n.
-func (e *ddEnv) read(n *ddNode, key string) {
-	s, r := n.up(), n.replica()
-	op := e.launch(n, "read "+key, func(ctx context.Context) string {
-		if err := r.ReadBarrier(ctx); err != nil {
-			return "error: " + err.Error()
-		}
-		if v, ok := readKey(s, key); ok {
-			return strconv.Quote(v)
-		}
-		return "(nil)"
-	})
-	if op == nil {
-		return
-	}
-	r.mu.Lock()
-	b := r.mu.readQueue[len(r.mu.readQueue)-1]
-	r.mu.Unlock()
-	n.pending(op, func() bool { return isClosed(b.done) || isClosed(s.stopper) })
-}
-
-// transferLeader implements transfer-leader. TransferLeader asks raft
-// again whenever n leads and no transfer is under way; decided waits for
-// that, so that it never happens during a later step.
-func (e *ddEnv) transferLeader(n *ddNode, to uint64) {
-	r := n.up().Replica(1)
-	op := e.launch(n, fmt.Sprintf("transfer-leader to %d", to), func(ctx context.Context) string {
-		if err := r.TransferLeader(ctx, to); err != nil {
-			return "error: " + err.Error()
-		}
-		return "ok"
-	})
-	if op == nil {
-		return
-	}
-	op.stopSafe = false
-	n.pending(op, func() bool {
-		e.waitFor(op.res, func() bool {
-			st := r.Status()
-			return st.Role != "leader" || st.LeadTransfer == to
-		})
-		st := r.Status()
-		return st.Leader == to || (st.Role != "leader" && st.Leader != 0 && st.Leader != n.id)
-	})
-}
-
-// waitFor polls cond until it holds or the call behind res returned (its
-// result is put back).
-func (e *ddEnv) waitFor(res chan string, cond func() bool) {
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		select {
-		case s := <-res:
-			res <- s
-			return
-		default:
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatal("a pending call did not act within 10s")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// addMember implements add-member. AddMember proposes the learner, polls
-// the leader's progress until the learner caught up, then proposes the
-// promotion; decided follows it through these phases and, when the
-// learner has caught up, waits until the promotion is proposed.
-func (e *ddEnv) addMember(n *ddNode, id uint64) {
-	r := n.up().Replica(1)
-	before := proposalIDs(r)
-	op := e.launch(n, fmt.Sprintf("add-member %d", id), func(ctx context.Context) string {
-		if err := r.AddMember(ctx, id, ddAddr(id)); err != nil {
-			return "error: " + err.Error()
-		}
-		return "ok"
-	})
-	if op == nil {
-		return
-	}
-	op.stopSafe = false
-	p := newProposal(r, before) // nil if it resumed a learner's catch-up
-	promoted := false
-	n.pending(op, func() bool {
-		if p != nil && !isClosed(p.done) {
-			return false // a proposal in flight
-		}
-		if promoted {
-			return true // the promotion is applied
-		}
-		if p != nil && p.err != nil {
-			return true
-		}
-		st := r.Status()
-		if st.Role != "leader" {
-			return true
-		}
-		if pr, ok := st.Progress[id]; !ok || pr.Match < st.Commit {
-			return false // catching up
-		}
-		// Caught up: AddMember proposes the promotion on its next look.
-		before := proposalIDs(r)
-		e.waitFor(op.res, func() bool { return newProposal(r, before) != nil })
-		if p = newProposal(r, before); p == nil {
-			return true // it returned
-		}
-		promoted = true
-		return false
-	})
-}
-
-// removeMember implements remove-member.
-func (e *ddEnv) removeMember(n *ddNode, id uint64) {
-	r := n.up().Replica(1)
-	e.proposalOp(n, fmt.Sprintf("remove-member %d", id), func(ctx context.Context) string {
-		if err := r.RemoveMember(ctx, id); err != nil {
-			return "error: " + err.Error()
-		}
-		return "ok"
-	})
 }
