@@ -2,6 +2,7 @@ package kv
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -10,54 +11,111 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/datadriven"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/kvorum/kvorum/internal/kv/kvdiff"
 	"github.com/kvorum/kvorum/internal/redisnum"
 )
 
-// TestDifferentialKV runs the sequences of testdata/diff/*.txt (format in
-// testdata/diff/README.md) against a real redis-server and against the
-// state machine directly (Check, then Apply or Read at the real clock), and
-// requires identical replies.
+// TestDifferentialKV runs the command files of testdata/diff (datadriven
+// files, format in testdata/diff/README.md) on the state machine directly
+// (Check, then Apply or Read at the real clock) and compares each reply,
+// rendered in RESP2 and in RESP3, with the one recorded from redis-server
+// below the command. It needs no redis-server; a mismatch fails with the
+// file:line, the command, and the recorded and actual replies.
+//
+// With -rewrite, the recorded replies are regenerated from redis-server
+// (two private servers, one per protocol version), never from kvorum, so a
+// change in Redis's behaviour or in the commands shows as a diff to review;
+// kvorum's differences are then only logged. Without -rewrite but with
+// redis-server installed, the test also checks that redis-server still
+// gives the recorded replies.
 func TestDifferentialKV(t *testing.T) {
 	files, err := filepath.Glob("testdata/diff/*.txt")
 	if err != nil || len(files) == 0 {
 		t.Fatal("no differential test data in testdata/diff")
 	}
-	rc := kvdiff.StartRedis(t)
-	db := openMem(t)
-	ctx := context.Background()
+	var ref *kvdiff.Reference
+	switch {
+	case kvdiff.HaveRedis():
+		ref = kvdiff.StartReference(t)
+	case rewriting():
+		t.Fatal("-rewrite records redis-server's replies, and redis-server is not installed: apt-get install redis-server")
+	default:
+		t.Log("redis-server not installed: comparing with the recorded replies only")
+	}
 	total := 0
 	for _, file := range files {
-		seqs, err := kvdiff.Load(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, seq := range seqs {
-			if err := rc.FlushAll(ctx).Err(); err != nil {
-				t.Fatal(err)
-			}
-			if r := runKV(db, []string{"FLUSHALL"}); r.IsError() {
-				t.Fatal(string(r.Str))
-			}
-			for _, c := range seq {
-				iargs := make([]any, len(c.Args))
-				for i, a := range c.Args {
-					iargs[i] = a
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			db := openMem(t) // no keys, scripts or functions
+			if ref != nil {
+				if err := ref.Reset(); err != nil {
+					t.Fatal(err)
 				}
-				name := strings.ToUpper(c.Args[0])
-				wv, werr := rc.Do(ctx, iargs...).Result()
-				want := kvdiff.Normalize(name, wv, werr)
-				got := normalizeKV(name, runKV(db, c.Args))
+			}
+			datadriven.RunTest(t, file, func(t *testing.T, d *datadriven.TestData) string {
+				switch d.Cmd {
+				case kvdiff.DirectiveSequence:
+					if r := runKV(db, []string{"FLUSHALL"}); r.IsError() {
+						t.Fatal(string(r.Str))
+					}
+					if ref != nil {
+						if err := ref.FlushAll(); err != nil {
+							t.Fatal(err)
+						}
+					}
+					return ""
+				case kvdiff.DirectiveRun:
+				default:
+					d.Fatalf(t, "unknown directive %q (want %s or %s)", d.Cmd, kvdiff.DirectiveSequence, kvdiff.DirectiveRun)
+				}
+				if strings.Contains(d.Input, "\n") {
+					d.Fatalf(t, "one command per run block")
+				}
+				args, err := kvdiff.SplitArgs(d.Input)
+				if err != nil || len(args) == 0 {
+					d.Fatalf(t, "bad command %q: %v", d.Input, err)
+				}
 				total++
-				if !reflect.DeepEqual(want, got) {
-					t.Errorf("%s:%d: %s\n  redis: %#v\n  kv:    %#v", filepath.Base(file), c.Line, c.Text, want, got)
+				r := runKV(db, args)
+				resp2, resp3 := kvdiff.FromReply(r, 2), kvdiff.FromReply(r, 3)
+				for _, arg := range d.CmdArgs {
+					switch arg.String() {
+					case "bulk=status":
+						resp2, resp3 = kvdiff.BulkAsStatus(resp2), kvdiff.BulkAsStatus(resp3)
+					default:
+						d.Fatalf(t, "unknown argument %s", arg)
+					}
 				}
-			}
-		}
+				got := kvdiff.Expected(args[0], resp2, resp3)
+				if ref == nil {
+					return got
+				}
+				want, err := ref.Expected(args)
+				if err != nil {
+					d.Fatalf(t, "redis-server: %v", err)
+				}
+				switch {
+				case d.Rewrite:
+					if got != want {
+						t.Logf("%s: %s: kvorum differs from redis-server (the run without -rewrite fails)\nredis-server:\n%skvorum:\n%s", d.Pos, d.Input, want, got)
+					}
+					return want
+				case want != d.Expected:
+					d.Fatalf(t, "%s\nredis-server no longer gives the recorded reply: re-run with -rewrite and review the diff\nrecorded:\n%sredis-server now:\n%skvorum:\n%s", d.Input, d.Expected, want, got)
+				}
+				return got
+			})
+		})
 	}
 	t.Logf("%d commands compared", total)
+}
+
+// rewriting reports whether datadriven's -rewrite flag is set.
+func rewriting() bool {
+	f := flag.Lookup("rewrite")
+	return f != nil && f.Value.String() == "true"
 }
 
 // testIndex plays the log index for commands applied by tests.

@@ -1,67 +1,20 @@
 // Package kvdiff holds what the differential tests against a real
-// redis-server share: the testdata/diff file format, reply normalisation
-// and a private redis-server. It is used only by tests.
+// redis-server share: the testdata/diff file format (file.go), replies as
+// they are on the wire and their rendering in those files (value.go,
+// render.go), private redis-servers to record them from (reference.go),
+// go-redis reply normalisation, and a random command generator (gen.go).
+// It is used only by tests.
 package kvdiff
 
 import (
-	"bufio"
-	"context"
 	"errors"
 	"fmt"
-	"net"
-	"os"
-	"os/exec"
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
-
-// Cmd is one command of a sequence.
-type Cmd struct {
-	Line int
-	Text string
-	Args []string
-}
-
-// Load parses a testdata/diff file into sequences (see its README).
-func Load(file string) ([][]Cmd, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var seqs [][]Cmd
-	var cur []Cmd
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	lineNo := 0
-	for sc.Scan() {
-		lineNo++
-		line := strings.TrimSpace(sc.Text())
-		if line == "" {
-			if len(cur) > 0 {
-				seqs = append(seqs, cur)
-				cur = nil
-			}
-			continue
-		}
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		args, err := SplitArgs(line)
-		if err != nil || len(args) == 0 {
-			return nil, fmt.Errorf("%s:%d: bad line %q: %v", file, lineNo, line, err)
-		}
-		cur = append(cur, Cmd{Line: lineNo, Text: line, Args: args})
-	}
-	if len(cur) > 0 {
-		seqs = append(seqs, cur)
-	}
-	return seqs, sc.Err()
-}
 
 // SplitArgs splits a line into arguments: spaces separate, double quotes
 // group, and inside quotes \" \\ \n \r \t \0 are escapes.
@@ -177,32 +130,12 @@ func SortUnordered(cmd string, out []any) []any {
 }
 
 // StartRedis starts a private redis-server (no persistence) on a free
-// loopback port; it is killed when the test ends. A missing redis-server
-// fails the test with what to install.
+// loopback port and returns a go-redis client (RESP2) for it; the server is
+// killed when the test ends. A missing redis-server fails the test with
+// what to install.
 func StartRedis(t testing.TB) *redis.Client {
 	t.Helper()
-	path, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatal("redis-server not found: apt-get install redis-server (make test does this)")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cmd := exec.Command(path, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
-	cl := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), Protocol: 2})
+	cl := redis.NewClient(&redis.Options{Addr: startServer(t), Protocol: 2})
 	t.Cleanup(func() { cl.Close() })
-	for deadline := time.Now().Add(10 * time.Second); cl.Ping(context.Background()).Err() != nil; {
-		if time.Now().After(deadline) {
-			t.Fatal("redis-server did not start")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 	return cl
 }
