@@ -2,12 +2,10 @@ package kv
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
@@ -40,7 +38,7 @@ func TestDifferentialKV(t *testing.T) {
 	switch {
 	case kvdiff.HaveRedis():
 		ref = kvdiff.StartReference(t)
-	case rewriting():
+	case kvdiff.Rewriting():
 		t.Fatal("-rewrite records redis-server's replies, and redis-server is not installed: apt-get install redis-server")
 	default:
 		t.Log("redis-server not installed: comparing with the recorded replies only")
@@ -70,23 +68,15 @@ func TestDifferentialKV(t *testing.T) {
 				default:
 					d.Fatalf(t, "unknown directive %q (want %s or %s)", d.Cmd, kvdiff.DirectiveSequence, kvdiff.DirectiveRun)
 				}
-				if strings.Contains(d.Input, "\n") {
-					d.Fatalf(t, "one command per run block")
-				}
-				args, err := kvdiff.SplitArgs(d.Input)
-				if err != nil || len(args) == 0 {
-					d.Fatalf(t, "bad command %q: %v", d.Input, err)
+				args, err := kvdiff.RunArgs(d)
+				if err != nil {
+					d.Fatalf(t, "%v", err)
 				}
 				total++
 				r := runKV(db, args)
 				resp2, resp3 := kvdiff.FromReply(r, 2), kvdiff.FromReply(r, 3)
-				for _, arg := range d.CmdArgs {
-					switch arg.String() {
-					case "bulk=status":
-						resp2, resp3 = kvdiff.BulkAsStatus(resp2), kvdiff.BulkAsStatus(resp3)
-					default:
-						d.Fatalf(t, "unknown argument %s", arg)
-					}
+				if d.HasArg("bulk") {
+					resp2, resp3 = kvdiff.BulkAsStatus(resp2), kvdiff.BulkAsStatus(resp3)
 				}
 				got := kvdiff.Expected(args[0], resp2, resp3)
 				if ref == nil {
@@ -103,19 +93,13 @@ func TestDifferentialKV(t *testing.T) {
 					}
 					return want
 				case want != d.Expected:
-					d.Fatalf(t, "%s\nredis-server no longer gives the recorded reply: re-run with -rewrite and review the diff\nrecorded:\n%sredis-server now:\n%skvorum:\n%s", d.Input, d.Expected, want, got)
+					d.Fatalf(t, "%s\n%s\nrecorded:\n%sredis-server now:\n%skvorum:\n%s", d.Input, kvdiff.RedisChanged, d.Expected, want, got)
 				}
 				return got
 			})
 		})
 	}
 	t.Logf("%d commands compared", total)
-}
-
-// rewriting reports whether datadriven's -rewrite flag is set.
-func rewriting() bool {
-	f := flag.Lookup("rewrite")
-	return f != nil && f.Value.String() == "true"
 }
 
 // testIndex plays the log index for commands applied by tests.

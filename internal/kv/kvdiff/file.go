@@ -22,9 +22,15 @@ import (
 // "sequence" starts a new sequence of commands (both sides get FLUSHALL);
 // "run" holds one command in its input, quoted as SplitArgs reads it, and
 // redis-server's reply below the separator, as Expected renders it.
+//
+// A run block may carry OptionBulkAsStatus ("run bulk=status"): a known
+// difference, kvorum answers with bulk strings where Redis sends status
+// strings, and kvorum's reply is compared as if they were status strings
+// (BulkAsStatus).
 const (
-	DirectiveSequence = "sequence"
-	DirectiveRun      = "run"
+	DirectiveSequence  = "sequence"
+	DirectiveRun       = "run"
+	OptionBulkAsStatus = "bulk=status"
 )
 
 // Cmd is one command of a sequence.
@@ -32,11 +38,16 @@ type Cmd struct {
 	Line int    // the command's line in the file
 	Text string // the command as written
 	Args []string
+	// BulkAsStatus is set by "run bulk=status" (OptionBulkAsStatus).
+	BulkAsStatus bool
+	// Expected is the recorded reply, as Expected rendered it (ending in
+	// a newline); ExpectedFor picks one protocol version's form.
+	Expected string
 }
 
 // Load reads a differential test file's commands, grouped in sequences,
-// without their recorded replies (for tests that compare with a live
-// redis-server instead).
+// with their recorded replies, for tests that run the files outside
+// datadriven (through a cluster, say). It never rewrites the file.
 func Load(file string) ([][]Cmd, error) {
 	f, err := os.Open(file)
 	if err != nil {
@@ -67,7 +78,8 @@ func Load(file string) ([][]Cmd, error) {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		switch line {
+		fields := strings.Fields(line)
+		switch fields[0] {
 		case DirectiveSequence:
 			if len(cur) > 0 {
 				seqs = append(seqs, cur)
@@ -86,14 +98,24 @@ func Load(file string) ([][]Cmd, error) {
 			if err != nil || len(args) == 0 {
 				return nil, bad("bad command %q: %v", text, err)
 			}
-			cur = append(cur, Cmd{Line: lineNo, Text: text, Args: args})
+			for _, o := range fields[1:] {
+				if o != OptionBulkAsStatus {
+					return nil, bad("unknown argument %s (want %s)", o, OptionBulkAsStatus)
+				}
+			}
+			cmd := Cmd{Line: lineNo, Text: text, Args: args, BulkAsStatus: len(fields) > 1}
 			if sep, _ := next(); sep != "----" {
 				return nil, bad("one command per run block, then ----")
 			}
+			if cmd.Expected, err = readExpected(next); err != nil {
+				return nil, bad("%v", err)
+			}
+			cur = append(cur, cmd)
+			continue
 		default:
 			return nil, bad("unknown directive %q", line)
 		}
-		if err := skipExpected(next); err != nil {
+		if _, err := readExpected(next); err != nil {
 			return nil, bad("%v", err)
 		}
 	}
@@ -103,29 +125,52 @@ func Load(file string) ([][]Cmd, error) {
 	return seqs, sc.Err()
 }
 
-// skipExpected skips the expected output after a "----" separator: up to
+// readExpected reads the expected output after a "----" separator: up to
 // a blank line, or, if it begins with a second "----", up to a "----"
 // "----" pair (datadriven's form for outputs with blank lines).
-func skipExpected(next func() (string, bool)) error {
+func readExpected(next func() (string, bool)) (string, error) {
+	var b strings.Builder
 	line, ok := next()
 	if !ok || strings.TrimSpace(line) == "" {
-		return nil
+		return "", nil
 	}
 	if line != "----" {
-		for {
+		for ok && strings.TrimSpace(line) != "" {
+			b.WriteString(line + "\n")
 			line, ok = next()
-			if !ok || strings.TrimSpace(line) == "" {
-				return nil
-			}
 		}
+		return b.String(), nil
 	}
-	for prev := ""; ; prev = line {
+	var lines []string
+	for {
 		if line, ok = next(); !ok {
-			return fmt.Errorf("no closing ---- ----")
+			return "", fmt.Errorf("no closing ---- ----")
 		}
-		if prev == "----" && line == "----" {
+		if n := len(lines); n > 0 && lines[n-1] == "----" && line == "----" {
 			next() // the blank line after
-			return nil
+			for _, l := range lines[:n-1] {
+				b.WriteString(l + "\n")
+			}
+			return b.String(), nil
 		}
+		lines = append(lines, line)
 	}
+}
+
+// ExpectedFor is the part of a recorded reply (Expected's text) that
+// protocol version proto gives, ending in a newline.
+func ExpectedFor(recorded string, proto int) string {
+	if !strings.HasPrefix(recorded, "RESP2:") {
+		return recorded
+	}
+	i := strings.Index(recorded, "\nRESP3:")
+	if i < 0 {
+		return recorded
+	}
+	part := recorded[i+1:]
+	if proto < 3 {
+		part = recorded[:i+1]
+	}
+	part = part[len("RESP2:"):]
+	return strings.TrimPrefix(strings.TrimPrefix(part, " "), "\n")
 }

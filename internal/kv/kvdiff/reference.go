@@ -2,12 +2,16 @@ package kvdiff
 
 import (
 	"bufio"
+	"flag"
 	"fmt"
 	"net"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/datadriven"
 )
 
 // Conn is a plain RESP connection that returns replies as Values, exactly
@@ -63,6 +67,13 @@ func (c *Conn) Close() error { return c.c.Close() }
 func HaveRedis() bool {
 	_, err := exec.LookPath("redis-server")
 	return err == nil
+}
+
+// Rewriting reports whether datadriven's -rewrite flag is set: the test is
+// to record redis-server's replies, so it needs redis-server.
+func Rewriting() bool {
+	f := flag.Lookup("rewrite")
+	return f != nil && f.Value.String() == "true"
 }
 
 // startServer starts a private redis-server (no persistence) on a free
@@ -163,9 +174,16 @@ func (ref *Reference) Reset() error {
 	return nil
 }
 
-// FlushAll empties both servers' keyspaces (a new sequence).
+// FlushAll starts a new sequence on both servers: it ends a transaction
+// a previous sequence left open (DISCARD), forgets watched keys (UNWATCH)
+// and empties the keyspace (FLUSHALL).
 func (ref *Reference) FlushAll() error {
 	for _, c := range []*Conn{ref.resp2, ref.resp3} {
+		for _, cmd := range []string{"DISCARD", "UNWATCH"} {
+			if _, err := c.Do(cmd); err != nil { // DISCARD outside MULTI is an error reply: fine
+				return err
+			}
+		}
 		v, err := c.Do("FLUSHALL")
 		if err == nil && v.Type != '+' {
 			err = fmt.Errorf("kvdiff: FLUSHALL: %s", Render(v))
@@ -175,4 +193,64 @@ func (ref *Reference) FlushAll() error {
 		}
 	}
 	return nil
+}
+
+// CheckFile runs a differential test file's commands on the servers with
+// datadriven: with -rewrite it records their replies in the file, without
+// it fails if a reply is no longer the recorded one. It is for files that
+// kvorum is compared with elsewhere (through a cluster, from Load); the
+// servers are reset first.
+func (ref *Reference) CheckFile(t *testing.T, file string) {
+	t.Helper()
+	if err := ref.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	datadriven.RunTest(t, file, func(t *testing.T, d *datadriven.TestData) string {
+		switch d.Cmd {
+		case DirectiveSequence:
+			if err := ref.FlushAll(); err != nil {
+				t.Fatal(err)
+			}
+			return ""
+		case DirectiveRun:
+		default:
+			d.Fatalf(t, "unknown directive %q (want %s or %s)", d.Cmd, DirectiveSequence, DirectiveRun)
+		}
+		args, err := RunArgs(d)
+		if err != nil {
+			d.Fatalf(t, "%v", err)
+		}
+		want, err := ref.Expected(args)
+		if err != nil {
+			d.Fatalf(t, "redis-server: %v", err)
+		}
+		if !d.Rewrite && want != d.Expected {
+			d.Fatalf(t, "%s\n%s\nrecorded:\n%sredis-server now:\n%s", d.Input, RedisChanged, d.Expected, want)
+		}
+		return want
+	})
+}
+
+// RedisChanged explains a recorded reply that redis-server no longer gives.
+const RedisChanged = "redis-server no longer gives the recorded reply: re-run the test with -rewrite and review the diff"
+
+// RunArgs checks a run block (its arguments, a single command) and returns
+// the command's arguments.
+func RunArgs(d *datadriven.TestData) ([]string, error) {
+	for _, arg := range d.CmdArgs {
+		if s := arg.String(); s != OptionBulkAsStatus {
+			return nil, fmt.Errorf("unknown argument %s (want %s)", s, OptionBulkAsStatus)
+		}
+	}
+	if strings.Contains(d.Input, "\n") {
+		return nil, fmt.Errorf("one command per run block")
+	}
+	args, err := SplitArgs(d.Input)
+	if err == nil && len(args) == 0 {
+		err = fmt.Errorf("no command")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bad command %q: %v", d.Input, err)
+	}
+	return args, nil
 }
