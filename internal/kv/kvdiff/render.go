@@ -10,22 +10,22 @@ import (
 // RESP type has its own form and bytes outside printable ASCII are escaped,
 // so two replies render alike only if they are alike on the wire.
 //
-//	"abc"             bulk string (\" \\ \n \r \t, other bytes \xHH)
-//	OK                status ("(status) ..." unless it starts with a letter
-//	                  and is printable ASCII without a backslash)
-//	(error) ERR ...   error ("(blob error) ..." for RESP3's blob errors)
-//	(integer) 3       integer
-//	(nil)             RESP2 null bulk, RESP3 null
-//	(nil array)       RESP2 null array
-//	(double) 1.5      RESP3 double, as sent
-//	(true) (false)    RESP3 booleans
-//	(big number) 12   RESP3 big number
-//	(verbatim txt) "x" RESP3 verbatim string
-//	1) "a"            array elements, nested ones indented under their parent
-//	1~ "a"            RESP3 set elements
-//	1# "k" => "v"     RESP3 map entries
-//	1> "message"      RESP3 push elements
-//	(empty array)     and (empty set), (empty map), (empty push)
+//	"abc"               bulk string (\" \\ \n \r \t, other bytes \xHH)
+//	OK                  status; "(status) ..." unless it starts with a
+//	                    letter and is printable ASCII without a backslash
+//	(error) ERR ...     error; "(blob error) ..." for RESP3's blob errors
+//	(integer) 3         integer
+//	(nil)               RESP2 null bulk, RESP3 null
+//	(nil array)         RESP2 null array
+//	(double) 1.5        RESP3 double, as sent
+//	(true), (false)     RESP3 booleans
+//	(big number) 12     RESP3 big number
+//	(verbatim txt) "x"  RESP3 verbatim string
+//	1) "a"              array elements, nested ones indented under their parent
+//	1~ "a"              RESP3 set elements
+//	1# "k" => "v"       RESP3 map entries
+//	1> "message"        RESP3 push elements
+//	(empty array)       and (empty set), (empty map), (empty push)
 func Render(v Value) string { return strings.Join(renderLines(v), "\n") }
 
 func renderLines(v Value) []string {
