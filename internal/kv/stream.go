@@ -1289,15 +1289,15 @@ func cmdXInfo(x *ctx, args [][]byte) Reply {
 	switch strings.ToLower(string(args[1])) {
 	case "help":
 		return Array(
-			BulkString("XINFO <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
-			BulkString("CONSUMERS <key> <groupname>"),
-			BulkString("    Show consumers of <groupname>."),
-			BulkString("GROUPS <key>"),
-			BulkString("    Show the stream consumer groups."),
-			BulkString("STREAM <key> [FULL [COUNT <count>]"),
-			BulkString("    Show information about the stream."),
-			BulkString("HELP"),
-			BulkString("    Prints this help."),
+			Status("XINFO <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
+			Status("CONSUMERS <key> <groupname>"),
+			Status("    Show consumers of <groupname>."),
+			Status("GROUPS <key>"),
+			Status("    Show the stream consumer groups."),
+			Status("STREAM <key> [FULL [COUNT <count>]"),
+			Status("    Show information about the stream."),
+			Status("HELP"),
+			Status("    Prints this help."),
 		)
 	}
 	s, exists, e := x.loadStream(args[2])
