@@ -9,7 +9,8 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/kvorum/kvorum/internal/kv/kvdiff"
+
+	"github.com/kvorum/kvorum/internal/kvdiff"
 )
 
 // TestBitfieldReadOnlyRouting: a BITFIELD of GETs (and OVERFLOWs) is served

@@ -12,7 +12,8 @@ import (
 	"github.com/cockroachdb/datadriven"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/kvorum/kvorum/internal/kv/kvdiff"
+
+	"github.com/kvorum/kvorum/internal/kvdiff"
 	"github.com/kvorum/kvorum/internal/redisnum"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvorum/kvorum/internal/kv/kvdiff"
+	"github.com/kvorum/kvorum/internal/kvdiff"
 )
 
 // geoSameAsRedis compares a kv reply with redis-server's RESP2 reply (as

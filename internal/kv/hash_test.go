@@ -14,7 +14,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/kvorum/kvorum/internal/kv/kvdiff"
+
+	"github.com/kvorum/kvorum/internal/kvdiff"
 )
 
 // Tests of hashes and sets (hash.go, set.go) for what the differential

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/kvorum/kvorum/internal/hll"
-	"github.com/kvorum/kvorum/internal/kv/kvdiff"
+	"github.com/kvorum/kvorum/internal/kvdiff"
 )
 
 // hllPair runs the same commands on redis-server and on the state machine

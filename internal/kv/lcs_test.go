@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/kvorum/kvorum/internal/kv/kvdiff"
+	"github.com/kvorum/kvorum/internal/kvdiff"
 )
 
 // TestLCSRandomAgainstRedis compares LCS (the string, LEN, and the IDX

@@ -9,8 +9,9 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/kvorum/kvorum/internal/kv/kvdiff"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/kvorum/kvorum/internal/kvdiff"
 )
 
 var (

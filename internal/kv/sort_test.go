@@ -11,7 +11,8 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/kvorum/kvorum/internal/kv/kvdiff"
+
+	"github.com/kvorum/kvorum/internal/kvdiff"
 )
 
 // SORT without STORE is served as a read; STORE (as an option, not as a

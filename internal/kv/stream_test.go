@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/kvorum/kvorum/internal/kv/kvdiff"
+
+	"github.com/kvorum/kvorum/internal/kvdiff"
 )
 
 // Auto IDs come from the log's clock (Env.Now); when it is behind the last

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvorum/kvorum/internal/kv/kvdiff"
+	"github.com/kvorum/kvorum/internal/kvdiff"
 )
 
 // TestReplicasConverge: after a random workload over every data type

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/kvorum/kvorum/internal/kv/kvdiff"
+	"github.com/kvorum/kvorum/internal/kvdiff"
 )
 
 // TestDifferentialAgainstRedisThroughCluster is the end-to-end differential

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvorum/kvorum/internal/kv/kvdiff"
+	"github.com/kvorum/kvorum/internal/kvdiff"
 	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/resp"
 )
