@@ -9,7 +9,7 @@ import (
 // COPY and TOUCH.
 
 func init() {
-	def("copy", -3, "write denyoom", 1, 2, 1, "generic", "Copies the value of a key to a new key.", cmdCopy, checkCopy)
+	defParsed("copy", -3, "write denyoom", 1, 2, 1, "generic", "Copies the value of a key to a new key.", parseCopy, cmdCopy)
 	def("touch", -2, "readonly fast", 1, -1, 1, "generic", "Returns the number of existing keys out of those specified after updating the time they were last accessed.", cmdTouch, nil)
 }
 
@@ -50,11 +50,6 @@ func parseCopy(args [][]byte) (replace bool, r Reply, ok bool) {
 	return replace, Reply{}, true
 }
 
-func checkCopy(args [][]byte) (Reply, bool) {
-	_, r, ok := parseCopy(args)
-	return r, ok
-}
-
 // cmdCopy copies the source's record (value, type and TTL) to the
 // destination; a collection's elements are copied to a new incarnation
 // (O(N), as in Redis). The copy is a plain key: if the source is attached
@@ -62,11 +57,7 @@ func checkCopy(args [][]byte) (Reply, bool) {
 // the lease deletes the source and leaves the copy. (A destination that
 // was itself attached to a lease is rewritten here, which detaches it, as
 // any write does.)
-func cmdCopy(x *ctx, args [][]byte) Reply {
-	replace, r, ok := parseCopy(args)
-	if !ok {
-		return r
-	}
+func cmdCopy(x *ctx, args [][]byte, replace bool) Reply {
 	rec, ok, err := x.load(args[1])
 	if err != nil {
 		return errStorage(err)
