@@ -116,7 +116,7 @@ func cmdGetBit(x *ctx, args [][]byte) Reply {
 	}
 	rec, _, e := getString(x, args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	return Int(int64(bitAt(rec.value, off)))
 }
@@ -142,7 +142,7 @@ func cmdSetBit(x *ctx, args [][]byte) Reply {
 	}
 	rec, exists, e := getString(x, args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	old := bitAt(rec.value, off)
 	need := off>>3 + 1
@@ -217,7 +217,7 @@ func parseUnit(b []byte) (isBit, ok bool) {
 func cmdBitCount(x *ctx, args [][]byte) Reply {
 	rec, ok, e := getString(x, args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		return Int(0)
@@ -312,7 +312,7 @@ func cmdBitPos(x *ctx, args [][]byte) Reply {
 	bit := byte(r.Int)
 	rec, exists, e := getString(x, args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !exists {
 		if bit == 1 {
@@ -403,7 +403,7 @@ func cmdBitOp(x *ctx, args [][]byte) Reply {
 	for _, k := range args[3:] {
 		rec, _, e := getString(x, k)
 		if e != nil {
-			return *e
+			return errReply(e)
 		}
 		srcs = append(srcs, rec.value)
 		maxLen = max(maxLen, len(rec.value))
@@ -411,7 +411,7 @@ func cmdBitOp(x *ctx, args [][]byte) Reply {
 	dest := args[2]
 	if maxLen == 0 {
 		if err := x.remove(dest); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		return Int(0)
 	}
@@ -658,7 +658,7 @@ func cmdBitField(x *ctx, args [][]byte) Reply {
 	}
 	rec, exists, e := getString(x, args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	v := rec.value
 	dirty := false

@@ -63,34 +63,31 @@ func (c *coll) setListBounds(head, tail uint64) {
 }
 
 // loadColl loads k as a collection of type typ. ok=false: absent (or
-// expired). A non-nil reply is an error to return (WRONGTYPE, storage).
-func (x *ctx) loadColl(k []byte, typ byte) (*coll, bool, *Reply) {
+// expired). A non-nil error is errTypeMismatch or a storage error (see errReply).
+func (x *ctx) loadColl(k []byte, typ byte) (*coll, bool, error) {
 	rec, ok, err := x.load(k)
 	if err != nil {
-		r := errStorage(err)
-		return nil, false, &r
+		return nil, false, err
 	}
 	if !ok {
 		return nil, false, nil
 	}
 	if rec.typ != typ {
-		r := errWrongType
-		return nil, false, &r
+		return nil, false, errTypeMismatch
 	}
 	return &coll{key: k, rec: rec}, true, nil
 }
 
 // loadOrCreate loads k as a collection of type typ or, if absent, returns
 // a new empty one (with a fresh version) that saveColl will create.
-func (x *ctx) loadOrCreate(k []byte, typ byte) (*coll, *Reply) {
+func (x *ctx) loadOrCreate(k []byte, typ byte) (*coll, error) {
 	c, ok, e := x.loadColl(k, typ)
 	if e != nil || ok {
 		return c, e
 	}
 	v, err := x.newVersion()
 	if err != nil {
-		r := errStorage(err)
-		return nil, &r
+		return nil, err
 	}
 	c = &coll{key: k, rec: record{typ: typ, version: v}}
 	if typ == typeList {
@@ -232,7 +229,7 @@ func (x *ctx) copyElements(src, dst *coll) error {
 func removeElems(x *ctx, args [][]byte, typ byte) Reply {
 	c, ok, e := x.loadColl(args[1], typ)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		return Int(0)
@@ -241,13 +238,13 @@ func removeElems(x *ctx, args [][]byte, typ byte) Reply {
 	for _, el := range args[2:] {
 		had, err := x.hasElem(c, el)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if !had {
 			continue
 		}
 		if err := x.delElem(c, el); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		deleted++
 		if c.length()-deleted <= 0 {
@@ -257,7 +254,7 @@ func removeElems(x *ctx, args [][]byte, typ byte) Reply {
 	if deleted > 0 {
 		c.setLength(c.length() - deleted)
 		if err := x.saveColl(c); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 	}
 	return Int(deleted)
@@ -268,14 +265,14 @@ func removeElems(x *ctx, args [][]byte, typ byte) Reply {
 func elemExists(x *ctx, args [][]byte, typ byte) Reply {
 	c, ok, e := x.loadColl(args[1], typ)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		return Int(0)
 	}
 	had, err := x.hasElem(c, args[2])
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if had {
 		return Int(1)

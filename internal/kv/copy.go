@@ -60,14 +60,14 @@ func parseCopy(args [][]byte) (replace bool, r Reply, ok bool) {
 func cmdCopy(x *ctx, args [][]byte, replace bool) Reply {
 	rec, ok, err := x.load(args[1])
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if !ok {
 		return Int(0)
 	}
 	_, exists, err := x.loadHeader(args[2])
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if exists && !replace {
 		return Int(0)
@@ -76,19 +76,19 @@ func cmdCopy(x *ctx, args [][]byte, replace bool) Reply {
 		src := &coll{key: args[1], rec: rec}
 		v, err := x.newVersion()
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		dst := &coll{key: args[2], rec: rec}
 		dst.rec.version = v
 		if err := x.copyElements(src, dst); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		rec = dst.rec
 	}
 	// store drops the destination's old incarnation, if any (an expired
 	// one too), and stamps the key for WATCH.
 	if err := x.store(args[2], &rec); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return Int(1)
 }
@@ -98,7 +98,7 @@ func cmdTouch(x *ctx, args [][]byte) Reply {
 	for _, k := range args[1:] {
 		_, ok, err := x.loadHeader(k)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if ok {
 			n++

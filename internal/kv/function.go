@@ -386,13 +386,13 @@ func cmdFunction(x *ctx, args [][]byte) Reply {
 		name := string(args[2])
 		l, err := x.loadLibrary(name)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if l == nil {
 			return errLibraryNotFound
 		}
 		if err := x.unlinkLibrary(name, l); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		return OK
 	case "flush":
@@ -400,7 +400,7 @@ func cmdFunction(x *ctx, args [][]byte) Reply {
 			return r
 		}
 		if err := x.w.DeleteRange(fnPrefix, prefixEnd(fnPrefix), nil); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		return OK
 	}
@@ -427,7 +427,7 @@ func functionLoad(x *ctx, args [][]byte) Reply {
 	}
 	old, err := x.loadLibrary(lib.Name)
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if old != nil && !replace {
 		return Error("ERR Library '" + lib.Name + "' already exists")
@@ -439,7 +439,7 @@ func functionLoad(x *ctx, args [][]byte) Reply {
 	for _, f := range funcs {
 		owner, err := x.getHidden(fnNameKey(f.Name))
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if owner != nil && (old == nil || string(owner) != lib.Name) {
 			return Error(string(sanitizeError([]byte("ERR Function " + cStr(f.Name) + " already exists"))))
@@ -447,15 +447,15 @@ func functionLoad(x *ctx, args [][]byte) Reply {
 	}
 	if old != nil {
 		if err := x.unlinkLibrary(lib.Name, old); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 	}
 	if err := x.w.Set(fnLibKey(lib.Name), encodeLibrary(&library{code: code, funcs: funcs}), nil); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	for _, f := range funcs {
 		if err := x.w.Set(fnNameKey(f.Name), []byte(lib.Name), nil); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 	}
 	return BulkString(lib.Name)
@@ -493,7 +493,7 @@ func functionList(x *ctx, args [][]byte) Reply {
 		return nil
 	})
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return Array(out...)
 }
@@ -506,7 +506,7 @@ func functionStats(x *ctx) Reply {
 		return nil
 	})
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return Map(BulkString("running_script"), Nil,
 		BulkString("engines"), Map(BulkString("LUA"),
@@ -516,7 +516,7 @@ func functionStats(x *ctx) Reply {
 func cmdFcall(x *ctx, args [][]byte) Reply {
 	owner, err := x.getHidden(fnNameKey(string(args[1])))
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if owner == nil {
 		return errFunctionNotFound
@@ -533,10 +533,10 @@ func cmdFcall(x *ctx, args [][]byte) Reply {
 	}
 	l, err := x.loadLibrary(string(owner))
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if l == nil {
-		return errStorage(fmt.Errorf("library %q of function %q is missing", owner, args[1]))
+		return errReply(fmt.Errorf("library %q of function %q is missing", owner, args[1]))
 	}
 	var fi *script.Function
 	for i := range l.funcs {

@@ -221,7 +221,7 @@ func cmdGeoPos(x *ctx, args [][]byte) Reply {
 func geoEachMember(x *ctx, args [][]byte, missing Reply, fn func(lon, lat float64) Reply) Reply {
 	c, exists, e := x.loadColl(args[1], typeZSet)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	out := make([]Reply, len(args)-2)
 	var z *zview
@@ -235,7 +235,7 @@ func geoEachMember(x *ctx, args [][]byte, missing Reply, fn func(lon, lat float6
 		}
 		lon, lat, ok, err := geoMemberPos(z, m)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if ok {
 			out[i] = fn(lon, lat)
@@ -265,7 +265,7 @@ func cmdGeoDist(x *ctx, args [][]byte) Reply {
 	}
 	c, exists, e := x.loadColl(args[1], typeZSet)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !exists {
 		return Nil
@@ -273,14 +273,14 @@ func cmdGeoDist(x *ctx, args [][]byte) Reply {
 	z := x.zview(c)
 	lon1, lat1, ok1, err := geoMemberPos(z, args[2])
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if !ok1 {
 		return Nil
 	}
 	lon2, lat2, ok2, err := geoMemberPos(z, args[3])
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if !ok2 {
 		return Nil
@@ -404,7 +404,7 @@ func parseGeoQuery(args [][]byte, flags int, src geoSource) (q geoQuery, r Reply
 	memberPos := func(m []byte) (Reply, bool) {
 		lon, lat, found, err := src.pos(m)
 		if err != nil {
-			return errStorage(err), false
+			return errReply(err), false
 		}
 		if !found {
 			return errGeoMember, false
@@ -618,7 +618,7 @@ func cmdGeoSearch(x *ctx, args [][]byte) Reply {
 	flags, si := geoVariant(args[0])
 	c, exists, e := x.loadColl(args[si], typeZSet)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	var z *zview
 	if exists {
@@ -650,7 +650,7 @@ func cmdGeoSearch(x *ctx, args [][]byte) Reply {
 	}
 	pts, err := geoMembersOfAllNeighbors(z, &areas, &q.shape, limit)
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if len(pts) == 0 && q.store == nil {
 		return Array()

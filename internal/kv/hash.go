@@ -70,7 +70,7 @@ func checkHSet(args [][]byte) (Reply, bool) {
 // collForWrite loads k as a collection of type typ for a write command or,
 // if absent, returns a new empty one with no version allocated yet (see
 // materialize).
-func (x *ctx) collForWrite(k []byte, typ byte) (*coll, *Reply) {
+func (x *ctx) collForWrite(k []byte, typ byte) (*coll, error) {
 	c, ok, e := x.loadColl(k, typ)
 	if e != nil {
 		return nil, e
@@ -97,19 +97,19 @@ func (x *ctx) materialize(c *coll) error {
 func cmdHSet(x *ctx, args [][]byte) Reply {
 	c, e := x.collForWrite(args[1], typeHash)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if err := x.materialize(c); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	var created int64
 	for i := 2; i+1 < len(args); i += 2 {
 		had, err := x.hasElem(c, args[i])
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if err := x.setElem(c, args[i], args[i+1]); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if !had {
 			created++
@@ -117,7 +117,7 @@ func cmdHSet(x *ctx, args [][]byte) Reply {
 	}
 	c.setLength(c.length() + created)
 	if err := x.saveColl(c); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if len(args[0]) == len("hset") {
 		return Int(created)
@@ -128,26 +128,26 @@ func cmdHSet(x *ctx, args [][]byte) Reply {
 func cmdHSetNX(x *ctx, args [][]byte) Reply {
 	c, e := x.collForWrite(args[1], typeHash)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if c.rec.version != 0 {
 		had, err := x.hasElem(c, args[2])
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if had {
 			return Int(0)
 		}
 	}
 	if err := x.materialize(c); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if err := x.setElem(c, args[2], args[3]); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	c.setLength(c.length() + 1)
 	if err := x.saveColl(c); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return Int(1)
 }
@@ -155,14 +155,14 @@ func cmdHSetNX(x *ctx, args [][]byte) Reply {
 func cmdHGet(x *ctx, args [][]byte) Reply {
 	c, ok, e := x.loadColl(args[1], typeHash)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		return Nil
 	}
 	v, ok, err := x.getElem(c, args[2])
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if !ok {
 		return Nil
@@ -173,7 +173,7 @@ func cmdHGet(x *ctx, args [][]byte) Reply {
 func cmdHMGet(x *ctx, args [][]byte) Reply {
 	c, ok, e := x.loadColl(args[1], typeHash)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	out := make([]Reply, len(args)-2)
 	for i, f := range args[2:] {
@@ -183,7 +183,7 @@ func cmdHMGet(x *ctx, args [][]byte) Reply {
 		}
 		v, found, err := x.getElem(c, f)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if found {
 			out[i] = Bulk(v)
@@ -203,7 +203,7 @@ func cmdHGetAll(x *ctx, args [][]byte) Reply {
 	}
 	c, ok, e := x.loadColl(args[1], typeHash)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	var out []Reply
 	if ok {
@@ -222,7 +222,7 @@ func cmdHGetAll(x *ctx, args [][]byte) Reply {
 			return true
 		})
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 	}
 	if keys && vals {
@@ -238,7 +238,7 @@ func cmdHExists(x *ctx, args [][]byte) Reply { return elemExists(x, args, typeHa
 func cmdHLen(x *ctx, args [][]byte) Reply {
 	c, ok, e := x.loadColl(args[1], typeHash)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		return Int(0)
@@ -249,14 +249,14 @@ func cmdHLen(x *ctx, args [][]byte) Reply {
 func cmdHStrlen(x *ctx, args [][]byte) Reply {
 	c, ok, e := x.loadColl(args[1], typeHash)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		return Int(0)
 	}
 	v, _, err := x.getElem(c, args[2])
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return Int(int64(len(v)))
 }
@@ -265,13 +265,13 @@ func cmdHIncrBy(x *ctx, args [][]byte) Reply {
 	incr, _ := redisnum.ParseInt(args[3])
 	c, e := x.collForWrite(args[1], typeHash)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	var cur int64
 	if c.rec.version != 0 {
 		v, had, err := x.getElem(c, args[2])
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if had {
 			n, ok := redisnum.ParseInt(v)
@@ -297,20 +297,20 @@ func (x *ctx) hashPut(c *coll, f, v []byte) Reply {
 	if c.rec.version != 0 {
 		var err error
 		if had, err = x.hasElem(c, f); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 	}
 	if err := x.materialize(c); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if err := x.setElem(c, f, v); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if !had {
 		c.setLength(c.length() + 1)
 	}
 	if err := x.saveColl(c); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return OK
 }
@@ -340,13 +340,13 @@ func cmdHIncrByFloat(x *ctx, args [][]byte) Reply {
 	}
 	c, e := x.collForWrite(args[1], typeHash)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	cur := new(big.Float).SetPrec(64)
 	if c.rec.version != 0 {
 		v, had, err := x.getElem(c, args[2])
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if had {
 			f, good := redisnum.ParseLongDouble(v)
@@ -428,7 +428,7 @@ func cmdHRandField(x *ctx, args [][]byte) Reply {
 	}
 	c, ok, e := x.loadColl(args[1], typeHash)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		if has {
@@ -439,7 +439,7 @@ func cmdHRandField(x *ctx, args [][]byte) Reply {
 	if !has {
 		picks, err := x.randomElems(c, x.rand(), 1, true)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if len(picks) == 0 {
 			return Nil
@@ -599,7 +599,7 @@ func (x *ctx) collScan(args [][]byte, typ byte) Reply {
 	}
 	c, ok, e := x.loadColl(args[1], typ)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		return Array(BulkString("0"), Array())
@@ -636,7 +636,7 @@ func (x *ctx) collScan(args [][]byte, typ byte) Reply {
 		return true
 	})
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	next := uint64(0)
 	if more {
@@ -679,7 +679,7 @@ func (x *ctx) randomCount(c *coll, l int64, tooMany Reply) ([]elemPair, Reply, b
 			return true
 		})
 		if err != nil {
-			return nil, errStorage(err), false
+			return nil, errReply(err), false
 		}
 		return all, Reply{}, true
 	case l < 0 && -l > randMaxReply:
@@ -691,7 +691,7 @@ func (x *ctx) randomCount(c *coll, l int64, tooMany Reply) ([]elemPair, Reply, b
 	}
 	picks, err := x.randomElems(c, x.rand(), l, distinct)
 	if err != nil {
-		return nil, errStorage(err), false
+		return nil, errReply(err), false
 	}
 	return picks, Reply{}, true
 }

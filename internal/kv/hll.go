@@ -35,9 +35,9 @@ var (
 	errCorruptHLL = Error("INVALIDOBJ Corrupted HLL object detected")
 )
 
-// loadHLLKey loads k as an HLL: nil if absent, or an error reply (the key
+// loadHLLKey loads k as an HLL: nil if absent, or an error (see errReply; the key
 // holds another type, or a string that is not an HLL).
-func loadHLLKey(x *ctx, k []byte) (*hll.Sketch, record, *Reply) {
+func loadHLLKey(x *ctx, k []byte) (*hll.Sketch, record, error) {
 	rec, ok, e := getString(x, k)
 	if e != nil {
 		return nil, rec, e
@@ -46,8 +46,7 @@ func loadHLLKey(x *ctx, k []byte) (*hll.Sketch, record, *Reply) {
 		return nil, rec, nil
 	}
 	if !hll.Valid(rec.value) {
-		r := errNotHLL
-		return nil, rec, &r
+		return nil, rec, &replyError{errNotHLL}
 	}
 	return hll.Load(rec.value), rec, nil
 }
@@ -57,7 +56,7 @@ func loadHLLKey(x *ctx, k []byte) (*hll.Sketch, record, *Reply) {
 func cmdPFAdd(x *ctx, args [][]byte) Reply {
 	h, rec, e := loadHLLKey(x, args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	updated := 0
 	var expire int64
@@ -102,7 +101,7 @@ func cmdPFCount(x *ctx, args [][]byte) Reply {
 		for _, k := range args[1:] {
 			h, _, e := loadHLLKey(x, k)
 			if e != nil {
-				return *e
+				return errReply(e)
 			}
 			if h == nil {
 				continue
@@ -115,7 +114,7 @@ func cmdPFCount(x *ctx, args [][]byte) Reply {
 	}
 	h, _, e := loadHLLKey(x, args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if h == nil {
 		return Int(0)
@@ -142,7 +141,7 @@ func cmdPFMerge(x *ctx, args [][]byte) Reply {
 	for j, k := range args[1:] {
 		h, rec, e := loadHLLKey(x, k)
 		if e != nil {
-			return *e
+			return errReply(e)
 		}
 		if h == nil {
 			continue

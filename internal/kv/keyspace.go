@@ -47,7 +47,7 @@ func cmdDel(x *ctx, args [][]byte) Reply {
 	for _, k := range args[1:] {
 		_, ok, err := x.loadHeader(k)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if ok {
 			n++
@@ -55,7 +55,7 @@ func cmdDel(x *ctx, args [][]byte) Reply {
 		// Delete expired leftovers too. A collection's elements go with one
 		// range deletion, so DEL is O(1) whatever the size.
 		if err := x.remove(k); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 	}
 	return Int(n)
@@ -66,7 +66,7 @@ func cmdExists(x *ctx, args [][]byte) Reply {
 	for _, k := range args[1:] {
 		_, ok, err := x.loadHeader(k)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if ok {
 			n++
@@ -78,7 +78,7 @@ func cmdExists(x *ctx, args [][]byte) Reply {
 func cmdType(x *ctx, args [][]byte) Reply {
 	rec, ok, err := x.loadHeader(args[1])
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if !ok {
 		return Status("none")
@@ -89,7 +89,7 @@ func cmdType(x *ctx, args [][]byte) Reply {
 func cmdTTL(x *ctx, args [][]byte) Reply {
 	rec, ok, err := x.loadHeader(args[1])
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if !ok {
 		return Int(-2)
@@ -181,7 +181,7 @@ func cmdExpire(x *ctx, args [][]byte) Reply {
 	}
 	rec, exists, err := x.load(args[1])
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if !exists {
 		return Int(0)
@@ -197,13 +197,13 @@ func cmdExpire(x *ctx, args [][]byte) Reply {
 	}
 	if when <= x.now {
 		if err := x.remove(args[1]); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		return Int(1)
 	}
 	rec.expire = when
 	if err := x.store(args[1], &rec); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return Int(1)
 }
@@ -211,14 +211,14 @@ func cmdExpire(x *ctx, args [][]byte) Reply {
 func cmdPersist(x *ctx, args [][]byte) Reply {
 	rec, ok, err := x.load(args[1])
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if !ok || rec.expire == 0 {
 		return Int(0)
 	}
 	rec.expire = 0
 	if err := x.store(args[1], &rec); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return Int(1)
 }
@@ -231,7 +231,7 @@ func cmdRename(x *ctx, args [][]byte) Reply {
 	nx := strings.EqualFold(string(args[0]), "renamenx")
 	rec, ok, err := x.load(args[1])
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if !ok {
 		return errNoSuchKey
@@ -245,7 +245,7 @@ func cmdRename(x *ctx, args [][]byte) Reply {
 	if nx {
 		_, exists, err := x.loadHeader(args[2])
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if exists {
 			return Int(0)
@@ -255,20 +255,20 @@ func cmdRename(x *ctx, args [][]byte) Reply {
 		src := &coll{key: args[1], rec: rec}
 		v, err := x.newVersion()
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		dst := &coll{key: args[2], rec: rec}
 		dst.rec.version = v
 		if err := x.copyElements(src, dst); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		rec = dst.rec
 	}
 	if err := x.remove(args[1]); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if err := x.store(args[2], &rec); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if nx {
 		return Int(1)
@@ -287,7 +287,7 @@ func cmdKeys(x *ctx, args [][]byte) Reply {
 		return true
 	})
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return Array(out...)
 }
@@ -499,7 +499,7 @@ func cmdScan(x *ctx, args [][]byte) Reply {
 		err = iterKeysFrom(x.r, from, x.now, visit)
 	}
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	next := uint64(0)
 	if more {
@@ -532,7 +532,7 @@ func cmdRandomKey(x *ctx, _ [][]byte) Reply {
 		}
 	}
 	if err := iterKeysFrom(x.r, nil, x.now, sample(randomKeyExact+1)); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if n <= randomKeyExact {
 		if n == 0 {
@@ -543,7 +543,7 @@ func cmdRandomKey(x *ctx, _ [][]byte) Reply {
 	start, end := UserSpan()
 	it, err := x.r.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	var first, last []byte
 	if it.First() {
@@ -553,7 +553,7 @@ func cmdRandomKey(x *ctx, _ [][]byte) Reply {
 		}
 	}
 	if err := it.Close(); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	c := 0
 	for c < len(first) && c < len(last) && first[c] == last[c] {
@@ -566,12 +566,12 @@ func cmdRandomKey(x *ctx, _ [][]byte) Reply {
 	seek := binary.BigEndian.AppendUint64(append([]byte(nil), first[:c]...), lo+rand.Uint64N(hi-lo+1))
 	n = 0
 	if err := iterKeysFrom(x.r, seek, x.now, sample(randomKeyWindow)); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if n < randomKeyWindow {
 		// Near the end: the window continues at the beginning.
 		if err := iterKeysFrom(x.r, nil, x.now, sample(randomKeyWindow)); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 	}
 	if n == 0 {
@@ -595,7 +595,7 @@ func cmdDBSize(x *ctx, _ [][]byte) Reply {
 		return true
 	})
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return Int(n)
 }
@@ -615,10 +615,10 @@ func cmdFlush(x *ctx, _ [][]byte) Reply {
 	// cache) stay, as Redis keeps its script cache on FLUSHALL.
 	_, end := UserSpan()
 	if err := x.w.DeleteRange(firstUserKey, end, nil); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if err := x.setIndexKey(flushKey); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return OK
 }
@@ -632,7 +632,7 @@ func cmdDelExpired(x *ctx, args [][]byte) Reply {
 			continue
 		}
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		rec, derr := decodeHeader(v)
 		_ = c.Close()
@@ -640,7 +640,7 @@ func cmdDelExpired(x *ctx, args [][]byte) Reply {
 			continue
 		}
 		if err := x.remove(k); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		n++
 	}

@@ -30,11 +30,11 @@ var (
 func cmdLCS(x *ctx, args [][]byte) Reply {
 	ra, oka, err := x.load(args[1])
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	rb, okb, err := x.load(args[2])
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if (oka && ra.typ != typeString) || (okb && rb.typ != typeString) {
 		return errLCSType

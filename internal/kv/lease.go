@@ -100,10 +100,10 @@ func cmdLease(x *ctx, args [][]byte) Reply {
 		ttl, _ := redisnum.ParseInt(args[2])
 		id, err := x.nextToken()
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if err := x.putLease(id, lease{ttl: ttl, renewIdx: x.index, renewTs: x.now}); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		x.leaseEvent(id, ttl)
 		return Int(int64(id))
@@ -111,14 +111,14 @@ func cmdLease(x *ctx, args [][]byte) Reply {
 		id, _ := parseID(args[2])
 		l, ok, err := x.getLease(id)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if !ok {
 			return errNoLease(id)
 		}
 		l.renewIdx, l.renewTs = x.index, x.now
 		if err := x.putLease(id, l); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		x.leaseEvent(id, l.ttl)
 		return Int(l.ttl)
@@ -126,20 +126,20 @@ func cmdLease(x *ctx, args [][]byte) Reply {
 		id, _ := parseID(args[2])
 		_, ok, err := x.getLease(id)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if !ok {
 			return Int(0)
 		}
 		if err := x.dropLease(id); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		return Int(1)
 	case eq(sub, "TTL"):
 		id, _ := parseID(args[2])
 		l, ok, err := x.getLease(id)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if !ok {
 			return Int(-2)
@@ -156,7 +156,7 @@ func cmdLease(x *ctx, args [][]byte) Reply {
 			return nil
 		})
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		return Array(ids...)
 	}
@@ -179,13 +179,13 @@ func cmdLeaseExpire(x *ctx, args [][]byte) Reply {
 		renew, _ := parseID(args[i+1])
 		l, ok, err := x.getLease(id)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if !ok || l.renewIdx != renew {
 			continue // gone already, or renewed since the leader timed it
 		}
 		if err := x.dropLease(id); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		n++
 	}

@@ -380,7 +380,7 @@ func (l *listView) save() error {
 }
 
 // loadList loads k as a list; see loadColl.
-func (x *ctx) loadList(k []byte) (*listView, bool, *Reply) {
+func (x *ctx) loadList(k []byte) (*listView, bool, error) {
 	c, ok, e := x.loadColl(k, typeList)
 	if !ok || e != nil {
 		return nil, false, e
@@ -416,16 +416,16 @@ func cmdLPush(x *ctx, args [][]byte) Reply {
 	var c *coll
 	if xx {
 		var ok bool
-		var e *Reply
+		var e error
 		if c, ok, e = x.loadColl(args[1], typeList); e != nil {
-			return *e
+			return errReply(e)
 		} else if !ok {
 			return Int(0)
 		}
 	} else {
-		var e *Reply
+		var e error
 		if c, e = x.loadOrCreate(args[1], typeList); e != nil {
-			return *e
+			return errReply(e)
 		}
 	}
 	l := x.listView(c)
@@ -435,11 +435,11 @@ func cmdLPush(x *ctx, args [][]byte) Reply {
 	}
 	for _, v := range vals {
 		if err := l.push(left, v); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 	}
 	if err := l.save(); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return Int(l.n())
 }
@@ -467,7 +467,7 @@ func cmdLPop(x *ctx, args [][]byte) Reply {
 	}
 	l, ok, e := x.loadList(args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		if hasCount {
@@ -484,7 +484,7 @@ func cmdLPop(x *ctx, args [][]byte) Reply {
 			err = l.save()
 		}
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		return Bulk(v)
 	}
@@ -493,7 +493,7 @@ func cmdLPop(x *ctx, args [][]byte) Reply {
 		err = l.save()
 	}
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return bulks(vals)
 }
@@ -501,7 +501,7 @@ func cmdLPop(x *ctx, args [][]byte) Reply {
 func cmdLLen(x *ctx, args [][]byte) Reply {
 	l, ok, e := x.loadList(args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		return Int(0)
@@ -535,7 +535,7 @@ func cmdLRange(x *ctx, args [][]byte) Reply {
 	end, _ := redisnum.ParseInt(args[3])
 	l, ok, e := x.loadList(args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		return Array()
@@ -543,7 +543,7 @@ func cmdLRange(x *ctx, args [][]byte) Reply {
 	from, to := listRange(start, end, l.n())
 	vals, err := l.read(from, to, false)
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return bulks(vals)
 }
@@ -561,7 +561,7 @@ func listIndex(b []byte, n int64) (pos int64, ok bool) {
 func cmdLIndex(x *ctx, args [][]byte) Reply {
 	l, ok, e := x.loadList(args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		return Nil
@@ -575,7 +575,7 @@ func cmdLIndex(x *ctx, args [][]byte) Reply {
 	}
 	v, err := l.get(pos)
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return Bulk(v)
 }
@@ -583,7 +583,7 @@ func cmdLIndex(x *ctx, args [][]byte) Reply {
 func cmdLSet(x *ctx, args [][]byte) Reply {
 	l, ok, e := x.loadList(args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		return errNoSuchKey
@@ -596,10 +596,10 @@ func cmdLSet(x *ctx, args [][]byte) Reply {
 		return errListIndexRange
 	}
 	if err := l.set(pos, args[3]); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if err := l.save(); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return OK
 }
@@ -615,7 +615,7 @@ func cmdLInsert(x *ctx, args [][]byte) Reply {
 	after := eq(args[2], "after")
 	l, ok, e := x.loadList(args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		return Int(0)
@@ -629,7 +629,7 @@ func cmdLInsert(x *ctx, args [][]byte) Reply {
 		return true
 	})
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if pivot < 0 {
 		return Int(-1)
@@ -641,10 +641,10 @@ func cmdLInsert(x *ctx, args [][]byte) Reply {
 		return errListFull
 	}
 	if err := l.insert(pivot, args[4]); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if err := l.save(); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return Int(l.n())
 }
@@ -653,7 +653,7 @@ func cmdLRem(x *ctx, args [][]byte) Reply {
 	count, _ := redisnum.ParseInt(args[2])
 	l, ok, e := x.loadList(args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		return Int(0)
@@ -672,7 +672,7 @@ func cmdLRem(x *ctx, args [][]byte) Reply {
 		return true
 	})
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if len(ps) == 0 {
 		return Int(0)
@@ -683,10 +683,10 @@ func cmdLRem(x *ctx, args [][]byte) Reply {
 		}
 	}
 	if err := l.removeAt(ps); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if err := l.save(); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return Int(int64(len(ps)))
 }
@@ -696,7 +696,7 @@ func cmdLTrim(x *ctx, args [][]byte) Reply {
 	end, _ := redisnum.ParseInt(args[3])
 	l, ok, e := x.loadList(args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		return OK
@@ -707,15 +707,15 @@ func cmdLTrim(x *ctx, args [][]byte) Reply {
 		from, to = n, n // everything goes
 	}
 	if err := l.delRange(0, from); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if err := l.delRange(to, n); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	l.tail = l.head + uint64(to)
 	l.head += uint64(from)
 	if err := l.save(); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return OK
 }
@@ -776,7 +776,7 @@ func cmdLPos(x *ctx, args [][]byte) Reply {
 	}
 	l, ok, e := x.loadList(args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		if o.count != -1 {
@@ -810,7 +810,7 @@ func cmdLPos(x *ctx, args [][]byte) Reply {
 		return true
 	})
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if o.count != -1 {
 		return Array(out...)
@@ -853,7 +853,7 @@ func cmdLMove(x *ctx, args [][]byte) Reply {
 	}
 	src, ok, e := x.loadList(args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		return Nil
@@ -862,7 +862,7 @@ func cmdLMove(x *ctx, args [][]byte) Reply {
 	if !bytes.Equal(args[1], args[2]) {
 		c, e := x.loadOrCreate(args[2], typeList)
 		if e != nil {
-			return *e
+			return errReply(e)
 		}
 		dst = x.listView(c)
 	}
@@ -880,7 +880,7 @@ func cmdLMove(x *ctx, args [][]byte) Reply {
 		err = dst.save()
 	}
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return Bulk(v)
 }
@@ -934,7 +934,7 @@ func cmdBLPop(x *ctx, args [][]byte) Reply {
 	for _, k := range args[1 : len(args)-1] {
 		l, ok, e := x.loadList(k)
 		if e != nil {
-			return *e
+			return errReply(e)
 		}
 		if !ok {
 			continue
@@ -944,7 +944,7 @@ func cmdBLPop(x *ctx, args [][]byte) Reply {
 			err = l.save()
 		}
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		return Array(Bulk(append([]byte{}, k...)), Bulk(v))
 	}
@@ -1010,7 +1010,7 @@ func cmdLMPop(x *ctx, args [][]byte) Reply {
 	for _, k := range keys {
 		l, ok, e := x.loadList(k)
 		if e != nil {
-			return *e
+			return errReply(e)
 		}
 		if !ok {
 			continue
@@ -1020,7 +1020,7 @@ func cmdLMPop(x *ctx, args [][]byte) Reply {
 			err = l.save()
 		}
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		return Array(Bulk(append([]byte{}, k...)), bulks(vals))
 	}

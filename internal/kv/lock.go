@@ -221,7 +221,7 @@ func cmdLock(x *ctx, args [][]byte) Reply {
 		id, _ := parseID(args[3])
 		removed, err := x.cancelWait(name, id)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if removed {
 			return Int(1)
@@ -233,7 +233,7 @@ func cmdLock(x *ctx, args [][]byte) Reply {
 		tok, _ := parseID(args[3])
 		l, _, err := x.getLock(name)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if l.holderByToken(tok) < 0 {
 			return Error("FENCED token " + strconv.FormatUint(tok, 10) + " is not the current holder of lock '" + string(sanitizeError([]byte(name))) + "'; nothing was written")
@@ -252,33 +252,33 @@ func cmdLockTimeout(x *ctx, args [][]byte) Reply {
 	}
 	l, _, err := x.getLock(args[1])
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if i := l.holderByLease(id); i >= 0 {
 		return Int(int64(l.holders[i].token))
 	}
 	if _, err := x.cancelWait(args[1], id); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return Nil
 }
 
 func (x *ctx) acquire(name []byte, id uint64, shared, block bool) Reply {
 	if _, ok, err := x.getLease(id); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	} else if !ok {
 		return errNoLease(id)
 	}
 	l, _, err := x.getLock(name)
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if i := l.holderByLease(id); i >= 0 {
 		return Int(int64(l.holders[i].token)) // already ours: acquire is idempotent
 	}
 	seq, err := x.waitSeq(name, id)
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if seq > 0 { // already queued (a retried acquire keeps its place)
 		if block {
@@ -293,10 +293,10 @@ func (x *ctx) acquire(name []byte, id uint64, shared, block bool) Reply {
 	if l.mode == modeFree || (mode == modeShared && l.mode == modeShared && l.waiters == 0) {
 		tok, err := x.grant(&l, name, id, mode)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if err := x.putLock(name, &l); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		return Int(int64(tok))
 	}
@@ -312,13 +312,13 @@ func (x *ctx) acquire(name []byte, id uint64, shared, block bool) Reply {
 		w[8] = 1
 	}
 	if err := x.w.Set(queueKey(name, seq), w, nil); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if err := x.setOwned(id, name, seq); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if err := x.putLock(name, &l); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return x.waitingReply()
 }
@@ -337,7 +337,7 @@ func (x *ctx) grant(l *lockRec, name []byte, id uint64, mode byte) (uint64, erro
 func (x *ctx) release(name []byte, tok uint64) Reply {
 	l, _, err := x.getLock(name)
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	i := l.holderByToken(tok)
 	if i < 0 {
@@ -350,10 +350,10 @@ func (x *ctx) release(name []byte, tok uint64) Reply {
 	id := l.holders[i].lease
 	l.holders = append(l.holders[:i], l.holders[i+1:]...)
 	if err := x.setOwned(id, name, ownedNone); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if err := x.settle(name, &l); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return Int(1)
 }
@@ -456,7 +456,7 @@ func (x *ctx) queueHead(name []byte, from uint64) (seq, id uint64, shared bool, 
 func (x *ctx) lockInfo(name []byte) Reply {
 	l, _, err := x.getLock(name)
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	mode := [...]string{"free", "exclusive", "shared"}[l.mode%3]
 	hs := make([]Reply, len(l.holders))

@@ -111,7 +111,7 @@ func cmdExec(x *ctx, args [][]byte) Reply {
 		}
 		got, serr := x.watchStamp(args[i])
 		if serr != nil {
-			return errStorage(serr)
+			return errReply(serr)
 		}
 		if got != want {
 			return NilArray

@@ -46,7 +46,7 @@ func cmdObject(x *ctx, args [][]byte) Reply {
 	}
 	rec, ok, err := x.load(args[2])
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if !ok {
 		return Nil

@@ -144,7 +144,7 @@ func cmdEval(x *ctx, args [][]byte) Reply {
 		return r
 	}
 	if err := x.storeScript(sha, body); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return runEval(x, cs, args)
 }
@@ -155,7 +155,7 @@ func cmdEvalSha(x *ctx, args [][]byte) Reply {
 	sha := strings.ToLower(string(args[1]))
 	body, ok, err := x.loadScript(sha)
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if !ok {
 		return errNoScript
@@ -215,7 +215,7 @@ func cmdScript(x *ctx, args [][]byte) Reply {
 		}
 		end := append(append([]byte(nil), scriptPrefix[:len(scriptPrefix)-1]...), scriptPrefix[len(scriptPrefix)-1]+1)
 		if err := x.w.DeleteRange(scriptPrefix, end, nil); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		return OK
 	case "exists":
@@ -227,7 +227,7 @@ func cmdScript(x *ctx, args [][]byte) Reply {
 			}
 			_, ok, err := x.loadScript(strings.ToLower(string(a)))
 			if err != nil {
-				return errStorage(err)
+				return errReply(err)
 			}
 			if ok {
 				out[i] = Int(1)
@@ -242,7 +242,7 @@ func cmdScript(x *ctx, args [][]byte) Reply {
 			return r
 		}
 		if err := x.storeScript(sha, body); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		return BulkString(sha)
 	case "kill":

@@ -63,31 +63,31 @@ func setReply(elems []Reply) Reply { return Reply{Kind: KindSet, Elems: elems} }
 func cmdSAdd(x *ctx, args [][]byte) Reply {
 	c, e := x.collForWrite(args[1], typeSet)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	var added int64
 	for _, m := range args[2:] {
 		if c.rec.version != 0 {
 			had, err := x.hasElem(c, m)
 			if err != nil {
-				return errStorage(err)
+				return errReply(err)
 			}
 			if had {
 				continue
 			}
 		}
 		if err := x.materialize(c); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if err := x.setElem(c, m, nil); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		added++
 	}
 	if added > 0 {
 		c.setLength(c.length() + added)
 		if err := x.saveColl(c); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 	}
 	return Int(added)
@@ -108,14 +108,14 @@ func (x *ctx) setMembers(c *coll) ([]Reply, error) {
 func cmdSMembers(x *ctx, args [][]byte) Reply {
 	c, ok, e := x.loadColl(args[1], typeSet)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		return setReply(nil)
 	}
 	out, err := x.setMembers(c)
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return setReply(out)
 }
@@ -125,7 +125,7 @@ func cmdSIsMember(x *ctx, args [][]byte) Reply { return elemExists(x, args, type
 func cmdSMIsMember(x *ctx, args [][]byte) Reply {
 	c, ok, e := x.loadColl(args[1], typeSet)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	out := make([]Reply, len(args)-2)
 	for i, m := range args[2:] {
@@ -135,7 +135,7 @@ func cmdSMIsMember(x *ctx, args [][]byte) Reply {
 		}
 		had, err := x.hasElem(c, m)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if had {
 			out[i] = Int(1)
@@ -147,7 +147,7 @@ func cmdSMIsMember(x *ctx, args [][]byte) Reply {
 func cmdSCard(x *ctx, args [][]byte) Reply {
 	c, ok, e := x.loadColl(args[1], typeSet)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		return Int(0)
@@ -178,7 +178,7 @@ func cmdSPop(x *ctx, args [][]byte) Reply {
 	}
 	c, ok, e := x.loadColl(args[1], typeSet)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if len(args) == 2 {
 		if !ok {
@@ -186,7 +186,7 @@ func cmdSPop(x *ctx, args [][]byte) Reply {
 		}
 		picks, err := x.randomElems(c, x.rand(), 1, true)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if len(picks) == 0 {
 			return Nil
@@ -204,16 +204,16 @@ func cmdSPop(x *ctx, args [][]byte) Reply {
 		// The whole set: reply with it and delete the key.
 		out, err := x.setMembers(c)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if err := x.remove(c.key); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		return setReply(out)
 	}
 	picks, err := x.randomElems(c, x.rand(), count, true)
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if r := x.setRemove(c, picks); r.IsError() {
 		return r
@@ -229,12 +229,12 @@ func cmdSPop(x *ctx, args [][]byte) Reply {
 func (x *ctx) setRemove(c *coll, picks []elemPair) Reply {
 	for _, p := range picks {
 		if err := x.delElem(c, p.elem); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 	}
 	c.setLength(c.length() - int64(len(picks)))
 	if err := x.saveColl(c); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return OK
 }
@@ -259,7 +259,7 @@ func cmdSRandMember(x *ctx, args [][]byte) Reply {
 	}
 	c, ok, e := x.loadColl(args[1], typeSet)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if len(args) == 2 {
 		if !ok {
@@ -267,7 +267,7 @@ func cmdSRandMember(x *ctx, args [][]byte) Reply {
 		}
 		picks, err := x.randomElems(c, x.rand(), 1, true)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if len(picks) == 0 {
 			return Nil
@@ -294,19 +294,19 @@ func cmdSRandMember(x *ctx, args [][]byte) Reply {
 func cmdSMove(x *ctx, args [][]byte) Reply {
 	src, ok, e := x.loadColl(args[1], typeSet)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		return Int(0)
 	}
 	dst, e := x.collForWrite(args[2], typeSet)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	m := args[3]
 	had, err := x.hasElem(src, m)
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if !had {
 		return Int(0)
@@ -320,19 +320,19 @@ func cmdSMove(x *ctx, args [][]byte) Reply {
 	inDst := false
 	if dst.rec.version != 0 {
 		if inDst, err = x.hasElem(dst, m); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 	}
 	if !inDst {
 		if err := x.materialize(dst); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if err := x.setElem(dst, m, nil); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		dst.setLength(dst.length() + 1)
 		if err := x.saveColl(dst); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 	}
 	return Int(1)
@@ -378,15 +378,14 @@ func (p *sProbe) has(x *ctx, c *coll, m []byte) (bool, error) {
 // sAlgebra computes op over the sets at keys (a missing key is an empty
 // set) and calls emit with each member of the result, in byte order, until
 // emit returns false. emit's member is valid only during the call. Every
-// key is type-checked before anything is emitted: a non-nil reply is
-// WRONGTYPE.
-func (x *ctx) sAlgebra(op sOp, keys [][]byte, emit func(m []byte) (bool, error)) (*Reply, error) {
+// key is type-checked before anything is emitted (errTypeMismatch).
+func (x *ctx) sAlgebra(op sOp, keys [][]byte, emit func(m []byte) (bool, error)) error {
 	sets := make([]*coll, len(keys))
 	missing := false
 	for i, k := range keys {
 		c, ok, e := x.loadColl(k, typeSet)
 		if e != nil {
-			return e, nil
+			return e
 		}
 		if ok {
 			sets[i] = c
@@ -399,7 +398,7 @@ func (x *ctx) sAlgebra(op sOp, keys [][]byte, emit func(m []byte) (bool, error))
 	switch op {
 	case sInter:
 		if missing {
-			return nil, nil
+			return nil
 		}
 		// Iterate the smallest set, probe the others (largest last).
 		slices.SortStableFunc(sets, func(a, b *coll) int { return cmp.Compare(a.length(), b.length()) })
@@ -425,11 +424,11 @@ func (x *ctx) sAlgebra(op sOp, keys [][]byte, emit func(m []byte) (bool, error))
 			werr = err
 			return more && err == nil
 		})
-		return nil, cmp.Or(werr, err)
+		return cmp.Or(werr, err)
 	case sDiff:
 		first := sets[0]
 		if first == nil {
-			return nil, nil
+			return nil
 		}
 		var others []*coll
 		for i, c := range sets[1:] {
@@ -437,7 +436,7 @@ func (x *ctx) sAlgebra(op sOp, keys [][]byte, emit func(m []byte) (bool, error))
 				continue
 			}
 			if bytes.Equal(keys[i+1], keys[0]) {
-				return nil, nil // the first set minus itself
+				return nil // the first set minus itself
 			}
 			others = append(others, c)
 		}
@@ -458,9 +457,9 @@ func (x *ctx) sAlgebra(op sOp, keys [][]byte, emit func(m []byte) (bool, error))
 			werr = err
 			return more && err == nil
 		})
-		return nil, cmp.Or(werr, err)
+		return cmp.Or(werr, err)
 	default:
-		return nil, x.sMerge(sets, emit)
+		return x.sMerge(sets, emit)
 	}
 }
 
@@ -541,15 +540,12 @@ func (x *ctx) sMerge(sets []*coll, emit func(m []byte) (bool, error)) (err error
 
 func cmdSOp(x *ctx, args [][]byte) Reply {
 	var out []Reply
-	e, err := x.sAlgebra(sOpOf(args[0]), args[1:], func(m []byte) (bool, error) {
+	err := x.sAlgebra(sOpOf(args[0]), args[1:], func(m []byte) (bool, error) {
 		out = append(out, Bulk(bytes.Clone(m)))
 		return true, nil
 	})
-	if e != nil {
-		return *e
-	}
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return setReply(out)
 }
@@ -562,7 +558,7 @@ func cmdSOpStore(x *ctx, args [][]byte) Reply {
 	dst.setLength(0)
 	var n int64
 	var buf []byte
-	e, err := x.sAlgebra(sOpOf(args[0]), args[2:], func(m []byte) (bool, error) {
+	err := x.sAlgebra(sOpOf(args[0]), args[2:], func(m []byte) (bool, error) {
 		if err := x.materialize(dst); err != nil {
 			return false, err
 		}
@@ -570,21 +566,18 @@ func cmdSOpStore(x *ctx, args [][]byte) Reply {
 		n++
 		return true, x.w.Set(buf, nil, nil)
 	})
-	if e != nil {
-		return *e
-	}
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if n == 0 {
 		if err := x.remove(dst.key); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		return Int(0)
 	}
 	dst.setLength(n)
 	if err := x.saveColl(dst); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return Int(n)
 }
@@ -624,15 +617,12 @@ func cmdSInterCard(x *ctx, args [][]byte) Reply {
 		return r
 	}
 	var card int64
-	e, err := x.sAlgebra(sInter, args[2:2+n], func([]byte) (bool, error) {
+	err := x.sAlgebra(sInter, args[2:2+n], func([]byte) (bool, error) {
 		card++
 		return limit == 0 || card < limit, nil
 	})
-	if e != nil {
-		return *e
-	}
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return Int(card)
 }

@@ -136,7 +136,7 @@ func cmdSort(x *ctx, args [][]byte) Reply {
 	}
 	rec, exists, err := x.load(args[1])
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	typ := typeList // a missing key sorts as an empty list
 	if exists {
@@ -235,7 +235,7 @@ func cmdSort(x *ctx, args [][]byte) Reply {
 		}
 	}
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 
 	// The output: the elements, or for each one the value of each GET
@@ -251,7 +251,7 @@ func cmdSort(x *ctx, args [][]byte) Reply {
 		for _, p := range o.gets {
 			v, found, err := x.sortLookup(p, e)
 			if err != nil {
-				return errStorage(err)
+				return errReply(err)
 			}
 			switch {
 			case found:
@@ -340,7 +340,7 @@ func (x *ctx) sortKeys(items []sortItem, by []byte, alpha bool) (Reply, bool) {
 			var err error
 			v, found, err = x.sortLookup(by, it.elem)
 			if err != nil {
-				return errStorage(err), false
+				return errReply(err), false
 			}
 			if !found {
 				continue // score 0, or for ALPHA "missing" (sorts first)
@@ -451,24 +451,24 @@ func (x *ctx) sortLookup(pat, elem []byte) (v []byte, found bool, err error) {
 func (x *ctx) sortStore(dst []byte, vals [][]byte) Reply {
 	if len(vals) == 0 {
 		if err := x.remove(dst); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		return Int(0)
 	}
 	v, err := x.newVersion()
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	c := &coll{key: dst, rec: record{typ: typeList, version: v}}
 	c.setListBounds(listOrigin, listOrigin)
 	l := x.listView(c)
 	for _, val := range vals {
 		if err := l.push(false, val); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 	}
 	if err := l.save(); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return Int(int64(len(vals)))
 }

@@ -332,9 +332,9 @@ type stream struct {
 	st streamState
 }
 
-// loadStream loads k as a stream: ok=false if absent; a non-nil reply is
-// an error to return (WRONGTYPE, storage).
-func (x *ctx) loadStream(k []byte) (*stream, bool, *Reply) {
+// loadStream loads k as a stream: ok=false if absent; a non-nil error is
+// errTypeMismatch or a storage error (see errReply).
+func (x *ctx) loadStream(k []byte) (*stream, bool, error) {
 	c, ok, e := x.loadColl(k, typeStream)
 	if e != nil || !ok {
 		return nil, false, e
@@ -343,11 +343,10 @@ func (x *ctx) loadStream(k []byte) (*stream, bool, *Reply) {
 }
 
 // createStream returns a new empty stream for k (saved by saveStream).
-func (x *ctx) createStream(k []byte) (*stream, *Reply) {
+func (x *ctx) createStream(k []byte) (*stream, error) {
 	v, err := x.newVersion()
 	if err != nil {
-		r := errStorage(err)
-		return nil, &r
+		return nil, err
 	}
 	return &stream{c: &coll{key: k, rec: record{typ: typeStream, version: v}}}, nil
 }
@@ -604,14 +603,14 @@ func cmdXAdd(x *ctx, args [][]byte) Reply {
 	}
 	s, exists, e := x.loadStream(args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !exists {
 		if a.noMk {
 			return Nil
 		}
 		if s, e = x.createStream(args[1]); e != nil {
-			return *e
+			return errReply(e)
 		}
 	}
 	st := &s.st
@@ -650,7 +649,7 @@ func cmdXAdd(x *ctx, args [][]byte) Reply {
 	} else {
 		var err error
 		if node, _, err = x.getNode(s, st.tailNode); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 	}
 	st.tailCount++
@@ -658,10 +657,10 @@ func cmdXAdd(x *ctx, args [][]byte) Reply {
 	node.live++
 	node.last = id
 	if err := x.putNode(s, node); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if err := x.setElem(s.c, entryElem(id), encodeEntry(node.id, args[a.fieldsPos:])); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	st.length++
 	st.added++
@@ -671,11 +670,11 @@ func cmdXAdd(x *ctx, args [][]byte) Reply {
 	}
 	if a.strategy != trimNone {
 		if _, err := x.streamTrim(s, &a); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 	}
 	if err := x.saveStream(s); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return id.reply()
 }
@@ -788,18 +787,18 @@ func cmdXTrim(x *ctx, args [][]byte) Reply {
 	}
 	s, exists, e := x.loadStream(args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !exists {
 		return Int(0)
 	}
 	n, err := x.streamTrim(s, &a)
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if n > 0 {
 		if err := x.saveStream(s); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 	}
 	return Int(n)
@@ -808,7 +807,7 @@ func cmdXTrim(x *ctx, args [][]byte) Reply {
 func cmdXLen(x *ctx, args [][]byte) Reply {
 	s, ok, e := x.loadStream(args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		return Int(0)
@@ -886,7 +885,7 @@ func cmdXRange(x *ctx, args [][]byte) Reply {
 	}
 	s, exists, e := x.loadStream(args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !exists {
 		return Array()
@@ -896,7 +895,7 @@ func cmdXRange(x *ctx, args [][]byte) Reply {
 	}
 	out, err := x.rangeEntries(s, a.start, a.end, max(a.count, 0), eq(args[0], "xrevrange"))
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return Array(out...)
 }
@@ -906,7 +905,7 @@ func cmdXRange(x *ctx, args [][]byte) Reply {
 func cmdXDel(x *ctx, args [][]byte) Reply {
 	s, exists, e := x.loadStream(args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !exists {
 		return Int(0)
@@ -926,17 +925,17 @@ func cmdXDel(x *ctx, args [][]byte) Reply {
 	for _, id := range ids {
 		v, had, err := x.getElem(s.c, entryElem(id))
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if !had {
 			continue
 		}
 		if err := x.delElem(s.c, entryElem(id)); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		node, ok, err := x.getNode(s, entryNode(v))
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if ok && node.live > 1 {
 			node.live--
@@ -945,7 +944,7 @@ func cmdXDel(x *ctx, args [][]byte) Reply {
 			err = x.dropNode(s, node.id)
 		}
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		st.length--
 		if id == st.first {
@@ -964,12 +963,12 @@ func cmdXDel(x *ctx, args [][]byte) Reply {
 	} else if firstGone {
 		first, _, err := x.edgeEntry(s, false)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		st.first = first
 	}
 	if err := x.saveStream(s); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return Int(deleted)
 }
@@ -1030,7 +1029,7 @@ func cmdXSetID(x *ctx, args [][]byte) Reply {
 	}
 	s, exists, e := x.loadStream(args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !exists {
 		return errNoSuchKey
@@ -1039,7 +1038,7 @@ func cmdXSetID(x *ctx, args [][]byte) Reply {
 	if st.length > 0 {
 		top, _, err := x.edgeEntry(s, true)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if a.id.cmp(top) < 0 {
 			return errXSetIDSmaller
@@ -1056,7 +1055,7 @@ func cmdXSetID(x *ctx, args [][]byte) Reply {
 		st.maxDel = a.maxDel
 	}
 	if err := x.saveStream(s); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return OK
 }
@@ -1149,7 +1148,7 @@ func cmdXRead(x *ctx, args [][]byte) Reply {
 	for i := 0; i < a.nkeys; i++ {
 		s, exists, e := x.loadStream(args[a.streams+i])
 		if e != nil {
-			return *e
+			return errReply(e)
 		}
 		if exists {
 			streams[i] = s
@@ -1177,7 +1176,7 @@ func cmdXRead(x *ctx, args [][]byte) Reply {
 		}
 		top, found, err := x.edgeEntry(s, true)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if !found || top.cmp(ids[i]) <= 0 {
 			continue
@@ -1185,7 +1184,7 @@ func cmdXRead(x *ctx, args [][]byte) Reply {
 		start, _ := ids[i].incr()
 		entries, err := x.rangeEntries(s, start, maxStreamID, a.count, false)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		out = append(out, Bulk(args[a.streams+i]), Array(entries...))
 	}
@@ -1302,7 +1301,7 @@ func cmdXInfo(x *ctx, args [][]byte) Reply {
 	}
 	s, exists, e := x.loadStream(args[2])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !exists {
 		return errNoSuchKey
@@ -1350,18 +1349,18 @@ func cmdXInfo(x *ctx, args [][]byte) Reply {
 	if full {
 		entries, err := x.rangeEntries(s, streamID{}, maxStreamID, count, false)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		groups, err := x.xinfoFullGroups(s, count)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		out = append(out, BulkString("entries"), Array(entries...), BulkString("groups"), groups)
 		return Map(out...)
 	}
 	groups, err := x.countGroups(s)
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	out = append(out, BulkString("groups"), Int(groups))
 	for _, rev := range []bool{false, true} {
@@ -1371,7 +1370,7 @@ func cmdXInfo(x *ctx, args [][]byte) Reply {
 		}
 		entries, err := x.rangeEntries(s, streamID{}, maxStreamID, 1, rev)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if len(entries) == 0 {
 			out = append(out, BulkString(name), Nil)

@@ -157,9 +157,9 @@ func decodeGroup(name, v []byte) *streamGroup {
 }
 
 // loadGroup loads stream key and its group name for XPENDING, XCLAIM and
-// XAUTOCLAIM: a non-nil reply is the error to return (wrong type, storage,
-// or NOGROUP when the key or the group does not exist).
-func (x *ctx) loadGroup(key, name []byte) (*stream, *streamGroup, *Reply) {
+// XAUTOCLAIM: a non-nil error becomes the reply through errReply (wrong
+// type, storage, or NOGROUP when the key or the group does not exist).
+func (x *ctx) loadGroup(key, name []byte) (*stream, *streamGroup, error) {
 	s, exists, e := x.loadStream(key)
 	if e != nil {
 		return nil, nil, e
@@ -168,13 +168,11 @@ func (x *ctx) loadGroup(key, name []byte) (*stream, *streamGroup, *Reply) {
 	if exists {
 		var err error
 		if g, err = x.getGroup(s, name); err != nil {
-			r := errStorage(err)
-			return nil, nil, &r
+			return nil, nil, err
 		}
 	}
 	if g == nil {
-		r := errNoGroupKey(key, name)
-		return nil, nil, &r
+		return nil, nil, &replyError{errNoGroupKey(key, name)}
 	}
 	return s, g, nil
 }
@@ -477,7 +475,7 @@ func cmdXGroup(x *ctx, args [][]byte) Reply {
 	key, name := args[2], args[3]
 	s, exists, e := x.loadStream(key)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	var g *streamGroup
 	if !a.mkstream {
@@ -486,7 +484,7 @@ func cmdXGroup(x *ctx, args [][]byte) Reply {
 		}
 		var err error
 		if g, err = x.getGroup(s, name); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if g == nil && (sub == "setid" || sub == "createconsumer" || sub == "delconsumer") {
 			return errNoGroupForKey(key, name)
@@ -494,7 +492,7 @@ func cmdXGroup(x *ctx, args [][]byte) Reply {
 	} else if exists {
 		var err error
 		if g, err = x.getGroup(s, name); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 	}
 	switch {
@@ -512,7 +510,7 @@ func cmdXGroup(x *ctx, args [][]byte) Reply {
 		}
 		if !exists {
 			if s, e = x.createStream(key); e != nil {
-				return *e
+				return errReply(e)
 			}
 		}
 		if g != nil {
@@ -520,11 +518,11 @@ func cmdXGroup(x *ctx, args [][]byte) Reply {
 		}
 		g = &streamGroup{name: name, last: id, read: a.read}
 		if err := x.putGroup(s, g); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if !exists {
 			if err := x.saveStream(s); err != nil {
-				return errStorage(err)
+				return errReply(err)
 			}
 		} else {
 			x.groupsChanged(s)
@@ -542,7 +540,7 @@ func cmdXGroup(x *ctx, args [][]byte) Reply {
 		}
 		g.last, g.read = id, a.read
 		if err := x.putGroup(s, g); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		x.groupsChanged(s)
 		return OK
@@ -551,14 +549,14 @@ func cmdXGroup(x *ctx, args [][]byte) Reply {
 			return Int(0)
 		}
 		if err := x.deleteGroup(s, g); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		x.groupsChanged(s)
 		return Int(1)
 	case sub == "createconsumer":
 		c, err := x.getConsumer(s, g, args[4])
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if c != nil {
 			return Int(0)
@@ -566,17 +564,17 @@ func cmdXGroup(x *ctx, args [][]byte) Reply {
 		c = &streamConsumer{name: args[4], seen: x.now}
 		g.consumers++
 		if err := x.putConsumer(s, g, c); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if err := x.putGroup(s, g); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		x.groupsChanged(s)
 		return Int(1)
 	case sub == "delconsumer":
 		c, err := x.getConsumer(s, g, args[4])
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if c == nil {
 			return Int(0)
@@ -589,23 +587,23 @@ func cmdXGroup(x *ctx, args [][]byte) Reply {
 			return true
 		})
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		for _, id := range ids {
 			if err := x.delElem(s.c, pelElem(g.name, id)); err != nil {
-				return errStorage(err)
+				return errReply(err)
 			}
 			if err := x.delElem(s.c, consPELElem(g.name, c.name, id)); err != nil {
-				return errStorage(err)
+				return errReply(err)
 			}
 			g.pel--
 		}
 		if err := x.delElem(s.c, consumerElem(g.name, c.name)); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		g.consumers--
 		if err := x.putGroup(s, g); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		x.groupsChanged(s)
 		return Int(int64(len(ids)))
@@ -668,13 +666,13 @@ func cmdXReadGroup(x *ctx, args [][]byte) Reply {
 		key := args[a.streams+i]
 		s, exists, e := x.loadStream(key)
 		if e != nil {
-			return *e
+			return errReply(e)
 		}
 		var g *streamGroup
 		if exists {
 			var err error
 			if g, err = x.getGroup(s, a.group); err != nil {
-				return errStorage(err)
+				return errReply(err)
 			}
 		}
 		if g == nil {
@@ -699,11 +697,11 @@ func cmdXReadGroup(x *ctx, args [][]byte) Reply {
 		// The same key may be named twice: reload to see earlier changes.
 		s, _, e := x.loadStream(args[a.streams+i])
 		if e != nil {
-			return *e
+			return errReply(e)
 		}
 		g, err := x.getGroup(s, a.group)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if g == nil {
 			continue
@@ -716,7 +714,7 @@ func cmdXReadGroup(x *ctx, args [][]byte) Reply {
 			}
 			maxID, err := x.lastValidID(s)
 			if err != nil {
-				return errStorage(err)
+				return errReply(err)
 			}
 			if maxID.cmp(g.last) <= 0 {
 				continue
@@ -726,7 +724,7 @@ func cmdXReadGroup(x *ctx, args [][]byte) Reply {
 		start, _ := gt.incr()
 		c, err := x.lookupConsumer(s, g, a.consumer, true)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		var entries []Reply
 		if history {
@@ -735,13 +733,13 @@ func cmdXReadGroup(x *ctx, args [][]byte) Reply {
 			entries, err = x.deliverNew(s, g, c, start, a.count, a.noack)
 		}
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if err := x.putConsumer(s, g, c); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if err := x.putGroup(s, g); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		x.groupsChanged(s)
 		out = append(out, Bulk(args[a.streams+i]), Array(entries...))
@@ -839,14 +837,14 @@ func (x *ctx) readConsumerPEL(s *stream, g *streamGroup, c *streamConsumer, star
 func cmdXAck(x *ctx, args [][]byte) Reply {
 	s, exists, e := x.loadStream(args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !exists {
 		return Int(0)
 	}
 	g, err := x.getGroup(s, args[2])
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if g == nil {
 		return Int(0)
@@ -863,19 +861,19 @@ func cmdXAck(x *ctx, args [][]byte) Reply {
 	for _, id := range ids {
 		nack, err := x.getNACK(s, g, id)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if nack == nil {
 			continue
 		}
 		if err := x.delNACK(s, g, id, nack, nil); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		n++
 	}
 	if n > 0 {
 		if err := x.putGroup(s, g); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		x.groupsChanged(s)
 	}
@@ -954,7 +952,7 @@ func cmdXPending(x *ctx, args [][]byte) Reply {
 	}
 	s, g, e := x.loadGroup(args[1], args[2])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if a.summary {
 		if g.pel == 0 {
@@ -971,7 +969,7 @@ func cmdXPending(x *ctx, args [][]byte) Reply {
 				return false
 			})
 			if err != nil {
-				return errStorage(err)
+				return errReply(err)
 			}
 		}
 		var cons []Reply
@@ -985,7 +983,7 @@ func cmdXPending(x *ctx, args [][]byte) Reply {
 			return true
 		})
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		return Array(Int(int64(g.pel)), first.reply(), last.reply(), Array(cons...))
 	}
@@ -993,7 +991,7 @@ func cmdXPending(x *ctx, args [][]byte) Reply {
 	if a.consumer != nil {
 		c, err := x.getConsumer(s, g, a.consumer)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if c == nil {
 			return Array()
@@ -1029,10 +1027,10 @@ func cmdXPending(x *ctx, args [][]byte) Reply {
 		return true
 	})
 	if ierr != nil {
-		return errStorage(ierr)
+		return errReply(ierr)
 	}
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return Array(out...)
 }
@@ -1042,7 +1040,7 @@ func cmdXPending(x *ctx, args [][]byte) Reply {
 func cmdXClaim(x *ctx, args [][]byte) Reply {
 	s, g, e := x.loadGroup(args[1], args[2])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	minIdle, good := redisnum.ParseInt(args[4])
 	if !good {
@@ -1119,16 +1117,16 @@ func cmdXClaim(x *ctx, args [][]byte) Reply {
 	for _, id := range ids {
 		n, err := x.getNACK(s, g, id)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		there, err := x.entryExists(s, id)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if !there {
 			if n != nil {
 				if err := x.delNACK(s, g, id, n, c); err != nil {
-					return errStorage(err)
+					return errReply(err)
 				}
 				changed = true
 			}
@@ -1146,13 +1144,13 @@ func cmdXClaim(x *ctx, args [][]byte) Reply {
 		}
 		if c == nil {
 			if c, err = x.lookupConsumer(s, g, args[3], true); err != nil {
-				return errStorage(err)
+				return errReply(err)
 			}
 		}
 		moved := n.consumer == nil || string(n.consumer) != string(c.name)
 		if moved && n.consumer != nil {
 			if err := x.unlinkNACK(s, g, id, n.consumer, c); err != nil {
-				return errStorage(err)
+				return errReply(err)
 			}
 		}
 		n.time = delivery
@@ -1163,19 +1161,19 @@ func cmdXClaim(x *ctx, args [][]byte) Reply {
 		}
 		if moved {
 			if err := x.linkNACK(s, g, id, c); err != nil {
-				return errStorage(err)
+				return errReply(err)
 			}
 			n.consumer = c.name
 		}
 		if err := x.putNACK(s, g, id, n); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if justID {
 			out = append(out, id.reply())
 		} else {
 			ent, _, err := x.entryByID(s, id)
 			if err != nil {
-				return errStorage(err)
+				return errReply(err)
 			}
 			out = append(out, ent)
 		}
@@ -1184,11 +1182,11 @@ func cmdXClaim(x *ctx, args [][]byte) Reply {
 	if changed {
 		if c != nil {
 			if err := x.putConsumer(s, g, c); err != nil {
-				return errStorage(err)
+				return errReply(err)
 			}
 		}
 		if err := x.putGroup(s, g); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		x.groupsChanged(s)
 	}
@@ -1251,7 +1249,7 @@ func cmdXAutoClaim(x *ctx, args [][]byte) Reply {
 	}
 	s, g, e := x.loadGroup(args[1], args[2])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	// Collect the candidates first (at most attempts of them plus the next
 	// one, which is the reply's cursor).
@@ -1269,7 +1267,7 @@ func cmdXAutoClaim(x *ctx, args [][]byte) Reply {
 		return int64(len(cand)) <= attempts
 	})
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	now := x.now
 	count := a.count
@@ -1282,11 +1280,11 @@ func cmdXAutoClaim(x *ctx, args [][]byte) Reply {
 		p := cand[i]
 		there, err := x.entryExists(s, p.id)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if !there {
 			if err := x.delNACK(s, g, p.id, p.n, c); err != nil {
-				return errStorage(err)
+				return errReply(err)
 			}
 			deleted = append(deleted, p.id.reply())
 			count--
@@ -1298,14 +1296,14 @@ func cmdXAutoClaim(x *ctx, args [][]byte) Reply {
 		}
 		if c == nil {
 			if c, err = x.lookupConsumer(s, g, args[3], true); err != nil {
-				return errStorage(err)
+				return errReply(err)
 			}
 		}
 		n := p.n
 		moved := string(n.consumer) != string(c.name)
 		if moved {
 			if err := x.unlinkNACK(s, g, p.id, n.consumer, c); err != nil {
-				return errStorage(err)
+				return errReply(err)
 			}
 		}
 		n.time = now
@@ -1314,19 +1312,19 @@ func cmdXAutoClaim(x *ctx, args [][]byte) Reply {
 		}
 		if moved {
 			if err := x.linkNACK(s, g, p.id, c); err != nil {
-				return errStorage(err)
+				return errReply(err)
 			}
 			n.consumer = c.name
 		}
 		if err := x.putNACK(s, g, p.id, n); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if a.justID {
 			claimed = append(claimed, p.id.reply())
 		} else {
 			ent, _, err := x.entryByID(s, p.id)
 			if err != nil {
-				return errStorage(err)
+				return errReply(err)
 			}
 			claimed = append(claimed, ent)
 		}
@@ -1340,11 +1338,11 @@ func cmdXAutoClaim(x *ctx, args [][]byte) Reply {
 	if changed {
 		if c != nil {
 			if err := x.putConsumer(s, g, c); err != nil {
-				return errStorage(err)
+				return errReply(err)
 			}
 		}
 		if err := x.putGroup(s, g); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		x.groupsChanged(s)
 	}
@@ -1365,7 +1363,7 @@ func (x *ctx) listGroups(s *stream) ([]*streamGroup, error) {
 func (x *ctx) xinfoGroups(s *stream) Reply {
 	gs, err := x.listGroups(s)
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	out := make([]Reply, 0, len(gs))
 	for _, g := range gs {
@@ -1403,14 +1401,14 @@ func (x *ctx) listConsumers(s *stream, g *streamGroup) ([]*streamConsumer, error
 func (x *ctx) xinfoConsumers(s *stream, key, group []byte) Reply {
 	g, err := x.getGroup(s, group)
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if g == nil {
 		return errNoGroupForKey(key, group)
 	}
 	cs, err := x.listConsumers(s, g)
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	out := make([]Reply, 0, len(cs))
 	for _, c := range cs {

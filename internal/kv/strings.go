@@ -26,8 +26,6 @@ var (
 	errInvalidCurs = Error("ERR invalid cursor")
 )
 
-func errStorage(err error) Reply { return Error("ERR storage: " + err.Error()) }
-
 func invalidExpire(cmd string) Reply {
 	return Error("ERR invalid expire time in '" + cmd + "' command")
 }
@@ -37,24 +35,22 @@ const maxStringSize = 512 << 20
 
 func eq(b []byte, s string) bool { return strings.EqualFold(string(b), s) }
 
-// getString loads k as a string: ok=false if absent; a non-nil reply is an
-// error to return (wrong type, storage).
-func getString(x *ctx, k []byte) (record, bool, *Reply) {
+// getString loads k as a string: ok=false if absent; a non-nil error is
+// errTypeMismatch or a storage error (see errReply).
+func getString(x *ctx, k []byte) (record, bool, error) {
 	rec, ok, err := x.load(k)
 	if err != nil {
-		r := errStorage(err)
-		return rec, false, &r
+		return rec, false, err
 	}
 	if ok && rec.typ != typeString {
-		r := errWrongType
-		return rec, false, &r
+		return rec, false, errTypeMismatch
 	}
 	return rec, ok, nil
 }
 
 func putString(x *ctx, k, v []byte, expire int64) Reply {
 	if err := x.store(k, &record{typ: typeString, expire: expire, value: v}); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return OK
 }
@@ -85,7 +81,7 @@ func init() {
 func cmdGet(x *ctx, args [][]byte) Reply {
 	rec, ok, e := getString(x, args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		return Nil
@@ -224,7 +220,7 @@ func cmdSet(x *ctx, args [][]byte) Reply {
 			return errLeaseID
 		}
 		if _, ok, err := x.getLease(leaseID); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		} else if !ok {
 			return errNoLease(leaseID)
 		}
@@ -239,7 +235,7 @@ func cmdSet(x *ctx, args [][]byte) Reply {
 		rec, exists, err = x.loadHeader(args[1]) // the old value is not needed
 	}
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if get && exists && rec.typ != typeString {
 		return errWrongType
@@ -258,14 +254,14 @@ func cmdSet(x *ctx, args [][]byte) Reply {
 		// An absolute deadline in the past: the key is set and expires at once.
 		if exists {
 			if err := x.remove(args[1]); err != nil {
-				return errStorage(err)
+				return errReply(err)
 			}
 		}
 	} else if r := putString(x, args[1], args[2], expire); r.IsError() {
 		return r
 	} else if leaseID != 0 {
 		if err := x.attachKey(leaseID, args[1]); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 	}
 	if get {
@@ -277,7 +273,7 @@ func cmdSet(x *ctx, args [][]byte) Reply {
 func cmdSetNX(x *ctx, args [][]byte) Reply {
 	_, exists, err := x.loadHeader(args[1])
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if exists {
 		return Int(0)
@@ -316,7 +312,7 @@ func cmdSetEX(x *ctx, args [][]byte) Reply {
 func cmdGetSet(x *ctx, args [][]byte) Reply {
 	rec, ok, e := getString(x, args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if r := putString(x, args[1], args[2], 0); r.IsError() {
 		return r
@@ -330,13 +326,13 @@ func cmdGetSet(x *ctx, args [][]byte) Reply {
 func cmdGetDel(x *ctx, args [][]byte) Reply {
 	rec, ok, e := getString(x, args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		return Nil
 	}
 	if err := x.remove(args[1]); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return Bulk(rec.value)
 }
@@ -355,7 +351,7 @@ func cmdGetEx(x *ctx, args [][]byte) Reply {
 	}
 	rec, exists, e := getString(x, args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !exists {
 		return Nil
@@ -368,18 +364,18 @@ func cmdGetEx(x *ctx, args [][]byte) Reply {
 		}
 		if d <= x.now {
 			if err := x.remove(args[1]); err != nil {
-				return errStorage(err)
+				return errReply(err)
 			}
 		} else {
 			rec.expire = d
 			if err := x.store(args[1], &rec); err != nil {
-				return errStorage(err)
+				return errReply(err)
 			}
 		}
 	case o.flags&optPersist != 0 && rec.expire != 0:
 		rec.expire = 0
 		if err := x.store(args[1], &rec); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 	}
 	return Bulk(rec.value)
@@ -390,7 +386,7 @@ func cmdMGet(x *ctx, args [][]byte) Reply {
 	for _, k := range args[1:] {
 		rec, ok, err := x.load(k)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if !ok || rec.typ != typeString {
 			out = append(out, Nil)
@@ -423,7 +419,7 @@ func cmdMSetNX(x *ctx, args [][]byte) Reply {
 	for i := 1; i+1 < len(args); i += 2 {
 		_, ok, err := x.loadHeader(args[i])
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if ok {
 			return Int(0)
@@ -471,7 +467,7 @@ func cmdIncrBy(x *ctx, args [][]byte) Reply {
 	}
 	rec, ok, e := getString(x, args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	var cur int64
 	if ok {
@@ -511,7 +507,7 @@ func cmdIncrByFloat(x *ctx, args [][]byte) Reply {
 	}
 	rec, exists, e := getString(x, args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	cur := new(big.Float).SetPrec(64)
 	if exists {
@@ -543,7 +539,7 @@ func cmdIncrByFloat(x *ctx, args [][]byte) Reply {
 func cmdAppend(x *ctx, args [][]byte) Reply {
 	rec, ok, e := getString(x, args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if len(rec.value)+len(args[2]) > maxStringSize {
 		return errTooBig
@@ -562,7 +558,7 @@ func cmdAppend(x *ctx, args [][]byte) Reply {
 func cmdStrlen(x *ctx, args [][]byte) Reply {
 	rec, _, e := getString(x, args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	return Int(int64(len(rec.value)))
 }
@@ -572,7 +568,7 @@ func cmdGetRange(x *ctx, args [][]byte) Reply {
 	end, _ := redisnum.ParseInt(args[3])
 	rec, _, e := getString(x, args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	n := int64(len(rec.value))
 	if start < 0 && end < 0 && start > end {
@@ -607,7 +603,7 @@ func cmdSetRange(x *ctx, args [][]byte) Reply {
 	val := args[3]
 	rec, ok, e := getString(x, args[1])
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if len(val) == 0 {
 		return Int(int64(len(rec.value)))

@@ -405,11 +405,10 @@ func (z *zview) remove(start []byte, rev bool, skip, max int64, keep func(u uint
 
 // newZSet returns an empty sorted set for k with a fresh version, which
 // saveColl will create.
-func (x *ctx) newZSet(k []byte) (*coll, *Reply) {
+func (x *ctx) newZSet(k []byte) (*coll, error) {
 	v, err := x.newVersion()
 	if err != nil {
-		r := errStorage(err)
-		return nil, &r
+		return nil, err
 	}
 	c := &coll{key: k, rec: record{typ: typeZSet, version: v}}
 	c.setLength(0)
@@ -421,23 +420,23 @@ func (x *ctx) newZSet(k []byte) (*coll, *Reply) {
 func (x *ctx) zStore(dst []byte, ents []zent) Reply {
 	if len(ents) == 0 {
 		if err := x.remove(dst); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		return Int(0)
 	}
 	c, e := x.newZSet(dst)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	z := x.zview(c)
 	for _, en := range ents {
 		if err := z.set(en.member, en.score, 0, false); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 	}
 	c.setLength(int64(len(ents)))
 	if err := x.saveColl(c); err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return Int(int64(len(ents)))
 }
@@ -550,14 +549,14 @@ func cmdZAdd(x *ctx, args [][]byte) Reply {
 	nx, xx, gt, lt, incr := f&zaddNX != 0, f&zaddXX != 0, f&zaddGT != 0, f&zaddLT != 0, f&zaddIncr != 0
 	c, exists, e := x.loadColl(args[1], typeZSet)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	var added, updated, processed int64
 	var score float64
 	if exists || !xx {
 		if !exists {
 			if c, e = x.newZSet(args[1]); e != nil {
-				return *e
+				return errReply(e)
 			}
 		}
 		z := x.zview(c)
@@ -566,7 +565,7 @@ func cmdZAdd(x *ctx, args [][]byte) Reply {
 			member := args[a.first+2*j+1]
 			cur, had, err := z.score(member)
 			if err != nil {
-				return errStorage(err)
+				return errReply(err)
 			}
 			switch {
 			case had && nx, !had && xx:
@@ -585,13 +584,13 @@ func cmdZAdd(x *ctx, args [][]byte) Reply {
 				score = s
 				if s != cur {
 					if err := z.set(member, s, cur, true); err != nil {
-						return errStorage(err)
+						return errReply(err)
 					}
 					updated++
 				}
 			default:
 				if err := z.set(member, s, 0, false); err != nil {
-					return errStorage(err)
+					return errReply(err)
 				}
 				processed++
 				added++
@@ -602,7 +601,7 @@ func cmdZAdd(x *ctx, args [][]byte) Reply {
 		if added+updated > 0 {
 			c.setLength(n)
 			if err := x.saveColl(c); err != nil {
-				return errStorage(err)
+				return errReply(err)
 			}
 		}
 	}
@@ -621,7 +620,7 @@ func cmdZAdd(x *ctx, args [][]byte) Reply {
 func cmdZRem(x *ctx, args [][]byte) Reply {
 	c, ok, e := x.loadColl(args[1], typeZSet)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		return Int(0)
@@ -632,11 +631,11 @@ func cmdZRem(x *ctx, args [][]byte) Reply {
 	for _, m := range args[2:] {
 		cur, had, err := z.score(m)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if had {
 			if err := z.del(redisnum.Sortable(cur), m); err != nil {
-				return errStorage(err)
+				return errReply(err)
 			}
 			deleted++
 			n--
@@ -648,7 +647,7 @@ func cmdZRem(x *ctx, args [][]byte) Reply {
 	if deleted > 0 {
 		c.setLength(n)
 		if err := x.saveColl(c); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 	}
 	return Int(deleted)
@@ -657,14 +656,14 @@ func cmdZRem(x *ctx, args [][]byte) Reply {
 func cmdZScore(x *ctx, args [][]byte) Reply {
 	c, ok, e := x.loadColl(args[1], typeZSet)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		return Nil
 	}
 	f, had, err := x.zview(c).score(args[2])
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if !had {
 		return Nil
@@ -675,7 +674,7 @@ func cmdZScore(x *ctx, args [][]byte) Reply {
 func cmdZMScore(x *ctx, args [][]byte) Reply {
 	c, ok, e := x.loadColl(args[1], typeZSet)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	out := make([]Reply, len(args)-2)
 	for i, m := range args[2:] {
@@ -685,7 +684,7 @@ func cmdZMScore(x *ctx, args [][]byte) Reply {
 		}
 		f, had, err := x.zview(c).score(m)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if had {
 			out[i] = zScoreReply(f)
@@ -697,7 +696,7 @@ func cmdZMScore(x *ctx, args [][]byte) Reply {
 func cmdZCard(x *ctx, args [][]byte) Reply {
 	c, ok, e := x.loadColl(args[1], typeZSet)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		return Int(0)
@@ -711,7 +710,7 @@ func cmdZCard(x *ctx, args [][]byte) Reply {
 func cmdZRank(x *ctx, args [][]byte) Reply {
 	c, ok, e := x.loadColl(args[1], typeZSet)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		return Nil
@@ -719,14 +718,14 @@ func cmdZRank(x *ctx, args [][]byte) Reply {
 	z := x.zview(c)
 	f, had, err := z.score(args[2])
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if !had {
 		return Nil
 	}
 	r, err := z.rank(redisnum.Sortable(f), args[2])
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if eq(args[0], "zrevrank") {
 		r = c.length() - 1 - r

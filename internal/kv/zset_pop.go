@@ -39,14 +39,14 @@ func cmdZPop(x *ctx, args [][]byte) Reply {
 	}
 	c, ok, e := x.loadColl(args[1], typeZSet)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok || count == 0 {
 		return Array()
 	}
 	ents, err := x.zpop(c, count, eq(args[0], "zpopmax"))
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if len(args) == 2 && len(ents) == 1 {
 		return Array(Bulk(ents[0].member), zScoreReply(ents[0].score))
@@ -138,14 +138,14 @@ func cmdBZPop(x *ctx, args [][]byte) Reply {
 	for _, k := range args[1 : len(args)-1] {
 		c, ok, e := x.loadColl(k, typeZSet)
 		if e != nil {
-			return *e
+			return errReply(e)
 		}
 		if !ok {
 			continue
 		}
 		ents, err := x.zpop(c, 1, max)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if len(ents) == 0 {
 			continue
@@ -166,14 +166,14 @@ func cmdZMPop(x *ctx, args [][]byte) Reply {
 	for _, k := range keys {
 		c, ok, e := x.loadColl(k, typeZSet)
 		if e != nil {
-			return *e
+			return errReply(e)
 		}
 		if !ok {
 			continue
 		}
 		ents, err := x.zpop(c, count, max)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		pairs := make([]Reply, len(ents))
 		for i, en := range ents {

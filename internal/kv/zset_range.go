@@ -244,7 +244,7 @@ func cmdZCount(x *ctx, args [][]byte) Reply {
 	}
 	c, ok, e := x.loadColl(args[1], typeZSet)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok || s.empty() {
 		return Int(0)
@@ -258,7 +258,7 @@ func cmdZCount(x *ctx, args [][]byte) Reply {
 		return true
 	})
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return Int(n)
 }
@@ -270,7 +270,7 @@ func cmdZLexCount(x *ctx, args [][]byte) Reply {
 	}
 	c, ok, e := x.loadColl(args[1], typeZSet)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		return Int(0)
@@ -278,7 +278,7 @@ func cmdZLexCount(x *ctx, args [][]byte) Reply {
 	z := x.zview(c)
 	start, ok, err := z.lexStart(&s, false)
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if !ok {
 		return Int(0)
@@ -292,7 +292,7 @@ func cmdZLexCount(x *ctx, args [][]byte) Reply {
 		return true
 	})
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return Int(n)
 }
@@ -416,13 +416,13 @@ func cmdZRange(x *ctx, args [][]byte) Reply {
 	}
 	c, ok, e := x.loadColl(args[q.src], typeZSet)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	var ents []zent
 	if ok {
 		var err error
 		if ents, err = x.zview(c).rangeEnts(&q); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 	}
 	if q.store {
@@ -516,7 +516,7 @@ func (x *ctx) zRemoved(c *coll, n int64) Reply {
 	if n > 0 {
 		c.setLength(c.length() - n)
 		if err := x.saveColl(c); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 	}
 	return Int(n)
@@ -527,7 +527,7 @@ func cmdZRemRangeByRank(x *ctx, args [][]byte) Reply {
 	end, _ := redisnum.ParseInt(args[3])
 	c, ok, e := x.loadColl(args[1], typeZSet)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		return Int(0)
@@ -551,7 +551,7 @@ func cmdZRemRangeByRank(x *ctx, args [][]byte) Reply {
 	if start == 0 && end == n-1 {
 		// Everything: one range deletion.
 		if err := x.remove(args[1]); err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		return Int(n)
 	}
@@ -564,7 +564,7 @@ func cmdZRemRangeByRank(x *ctx, args [][]byte) Reply {
 		deleted, err = z.remove(nil, true, n-1-end, end-start+1, nil)
 	}
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return x.zRemoved(c, deleted)
 }
@@ -576,7 +576,7 @@ func cmdZRemRangeByScore(x *ctx, args [][]byte) Reply {
 	}
 	c, ok, e := x.loadColl(args[1], typeZSet)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok || s.empty() {
 		return Int(0)
@@ -585,7 +585,7 @@ func cmdZRemRangeByScore(x *ctx, args [][]byte) Reply {
 		return s.lteMax(redisnum.Unsortable(u))
 	})
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return x.zRemoved(c, deleted)
 }
@@ -597,7 +597,7 @@ func cmdZRemRangeByLex(x *ctx, args [][]byte) Reply {
 	}
 	c, ok, e := x.loadColl(args[1], typeZSet)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		return Int(0)
@@ -605,14 +605,14 @@ func cmdZRemRangeByLex(x *ctx, args [][]byte) Reply {
 	z := x.zview(c)
 	start, ok, err := z.lexStart(&s, false)
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	if !ok {
 		return Int(0)
 	}
 	deleted, err := z.remove(start, false, 0, math.MaxInt64, func(_ uint64, m []byte) bool { return s.lteMax(m) })
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	return x.zRemoved(c, deleted)
 }

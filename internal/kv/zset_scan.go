@@ -97,7 +97,7 @@ func cmdZScan(x *ctx, args [][]byte) Reply {
 	}
 	c, ok, e := x.loadColl(args[1], typeZSet)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		return Array(BulkString("0"), Array())
@@ -152,7 +152,7 @@ func cmdZScan(x *ctx, args [][]byte) Reply {
 		return true
 	})
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	next := uint64(0)
 	if more {
@@ -184,7 +184,7 @@ func cmdZRandMember(x *ctx, args [][]byte) Reply {
 	}
 	c, ok, e := x.loadColl(args[1], typeZSet)
 	if e != nil {
-		return *e
+		return errReply(e)
 	}
 	if !ok {
 		if has {
@@ -199,7 +199,7 @@ func cmdZRandMember(x *ctx, args [][]byte) Reply {
 		p := rng.Int64N(n)
 		ents, err := z.byRank(p, p, false)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if len(ents) == 0 {
 			return Nil
@@ -214,7 +214,7 @@ func cmdZRandMember(x *ctx, args [][]byte) Reply {
 		// (zuiInitIterator) walks a sorted set.
 		ents, err := z.byRank(0, n-1, true)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		return zReply(ents, withScores)
 	}
@@ -255,7 +255,7 @@ func cmdZRandMember(x *ctx, args [][]byte) Reply {
 		return next < len(sorted)
 	})
 	if err != nil {
-		return errStorage(err)
+		return errReply(err)
 	}
 	ents := make([]zent, 0, len(picks))
 	for _, p := range picks {

@@ -159,7 +159,7 @@ func cmdZSetOp(x *ctx, args [][]byte) Reply {
 		srcs[i] = zsrc{key: k, weight: 1}
 		rec, ok, err := x.load(k)
 		if err != nil {
-			return errStorage(err)
+			return errReply(err)
 		}
 		if !ok {
 			continue
@@ -305,7 +305,7 @@ func cmdZSetOp(x *ctx, args [][]byte) Reply {
 		}
 	}
 	if werr != nil {
-		return errStorage(werr)
+		return errReply(werr)
 	}
 	if o.cardOnly {
 		return Int(card)

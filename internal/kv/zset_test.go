@@ -62,7 +62,7 @@ func zSAdd(t testing.TB, db *pebble.DB, key string, members ...string) {
 	x.index = testIndex
 	c, e := x.loadOrCreate([]byte(key), typeSet)
 	if e != nil {
-		t.Fatal(string(e.Str))
+		t.Fatal(e)
 	}
 	n := c.length()
 	for _, m := range members {
