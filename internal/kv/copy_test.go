@@ -24,7 +24,7 @@ func TestCopyIsNotAttachedToTheLease(t *testing.T) {
 	l.want("v", "GET", "k3")
 }
 
-// COPY stamps the destination for WATCH (OnWrite) and not the source; a
+// COPY stamps the destination for WATCH (Effects.Written) and not the source; a
 // COPY that copies nothing writes nothing.
 func TestCopyWakesOnlyTheDestination(t *testing.T) {
 	l := newLockLog(t)

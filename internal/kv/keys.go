@@ -316,11 +316,7 @@ func (x *ctx) indexKey(hk []byte) (uint64, error) {
 	return binary.BigEndian.Uint64(v), nil
 }
 
-func (x *ctx) touched(k []byte) {
-	if x.onWrite != nil {
-		x.onWrite(k)
-	}
-}
+func (x *ctx) touched(k []byte) { x.fx.wrote(k) }
 
 func isCollection(t byte) bool { return t >= typeHash && t <= typeStream }
 

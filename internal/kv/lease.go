@@ -310,13 +310,9 @@ func (x *ctx) dropLease(id uint64) error {
 	return x.w.Delete(leaseKey(id), nil)
 }
 
-// leaseEvent tells the node that lease id was renewed by this entry (ttl
-// > 0) or is gone (ttl 0).
-func (x *ctx) leaseEvent(id uint64, ttl int64) {
-	if x.onLease != nil {
-		x.onLease(id, x.index, ttl)
-	}
-}
+// leaseEvent records for the node (Effects.Leases) that lease id was
+// renewed by this entry (ttl > 0) or is gone (ttl 0).
+func (x *ctx) leaseEvent(id uint64, ttl int64) { x.fx.lease(id, x.index, ttl) }
 
 // iterPrefix calls fn with every key and value under prefix, in order.
 // The slices are valid only during the call.

@@ -23,7 +23,7 @@ import (
 // expiry or revoke) grants it to the head of the queue, and with a SHARED
 // head every SHARED waiter behind it, in the same apply: hand-off costs
 // one Raft round. Each grant gets a fresh token (nextToken). The lock's
-// key is "touched" (Env.OnWrite with LockWaitKey) on every change, which
+// key is "touched" (Effects.Written gets LockWaitKey) on every change, which
 // wakes the clients the node parks on it; they read their grant from the
 // applied state.
 
@@ -194,7 +194,7 @@ func Blocks(args [][]byte) bool {
 	return ok
 }
 
-// LockWaitKey is the key a lock's changes are reported under (Env.OnWrite).
+// LockWaitKey is the key a lock's changes are reported under (Effects.Written).
 func LockWaitKey(name []byte) []byte { return lockKey(name) }
 
 // LockTimeoutCommand builds the internal command a parked acquire proposes

@@ -33,13 +33,16 @@ func (l *lockLog) do(s ...string) Reply {
 	l.index++
 	b := l.db.NewIndexedBatch()
 	defer b.Close()
-	r := Apply(b, args, Env{Now: 1_000_000 + int64(l.index), Index: l.index,
-		OnWrite: func(k []byte) { l.woken[string(k)]++ },
-		OnLease: func(id, renew uint64, ttl int64) {
-			l.events = append(l.events, strconv.FormatUint(id, 10)+"@"+strconv.FormatUint(renew, 10)+"/"+strconv.FormatInt(ttl, 10))
-		}})
+	var fx Effects
+	r := Apply(b, args, Env{Now: 1_000_000 + int64(l.index), Index: l.index, Effects: &fx})
 	if err := b.Commit(pebble.NoSync); err != nil {
 		l.t.Fatal(err)
+	}
+	for _, k := range fx.Written {
+		l.woken[string(k)]++
+	}
+	for _, e := range fx.Leases {
+		l.events = append(l.events, strconv.FormatUint(e.ID, 10)+"@"+strconv.FormatUint(e.RenewIdx, 10)+"/"+strconv.FormatInt(e.TTLMs, 10))
 	}
 	return r
 }

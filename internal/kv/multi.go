@@ -134,11 +134,9 @@ func cmdExec(x *ctx, args [][]byte) Reply {
 }
 
 func cmdPublish(x *ctx, args [][]byte) Reply {
-	if x.onPublish != nil {
-		x.onPublish(eq(args[0], "spublish"), args[1], args[2])
-	}
-	// The connection layer replaces this with the number of subscribers
-	// on the node that answers the client.
+	x.fx.published(eq(args[0], "spublish"), args[1], args[2])
+	// The node that answers the client replaces this with the number of
+	// its subscribers the message reaches (see ForEachPublish).
 	return Int(0)
 }
 

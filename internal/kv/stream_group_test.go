@@ -230,8 +230,8 @@ func TestStreamGroupBlockingHelpers(t *testing.T) {
 
 // TestStreamGroupWatchAndWake: group changes do not change the key's WATCH
 // stamp (as in Redis, where they never touch the key), except XGROUP
-// CREATE MKSTREAM creating the stream; they still report the key to
-// OnWrite so that blocked XREADGROUP clients are woken.
+// CREATE MKSTREAM creating the stream; they still report the key in
+// Effects.Written so that blocked XREADGROUP clients are woken.
 func TestStreamGroupWatchAndWake(t *testing.T) {
 	db := openMem(t)
 	index := uint64(10)
@@ -239,10 +239,14 @@ func TestStreamGroupWatchAndWake(t *testing.T) {
 		index++
 		b := db.NewIndexedBatch()
 		defer b.Close()
-		var written []string
-		r := Apply(b, toArgs(s...), Env{Now: 1000, Index: index, OnWrite: func(k []byte) { written = append(written, string(k)) }})
+		var fx Effects
+		r := Apply(b, toArgs(s...), Env{Now: 1000, Index: index, Effects: &fx})
 		if err := b.Commit(pebble.NoSync); err != nil {
 			t.Fatal(err)
+		}
+		var written []string
+		for _, k := range fx.Written {
+			written = append(written, string(k))
 		}
 		return r, written
 	}
@@ -272,7 +276,7 @@ func TestStreamGroupWatchAndWake(t *testing.T) {
 			t.Fatalf("%v: %s", c, show(r))
 		}
 		if fmt.Sprint(written) != "[s]" {
-			t.Fatalf("%v: OnWrite got %v", c, written)
+			t.Fatalf("%v: Effects.Written got %v", c, written)
 		}
 		if stamp() != st {
 			t.Fatalf("%v changed the WATCH stamp", c)

@@ -24,13 +24,11 @@ type ctx struct {
 	r          readerI
 	w          writer // nil for reads
 	now        int64
-	index      uint64       // log index of the entry being applied (0 for reads)
-	seed       uint64       // deterministic randomness for writes (see rand)
-	onWrite    func([]byte) // called with every key whose record a write changed
-	onPublish  func(shard bool, channel, message []byte)
-	onLease    func(id, renewIdx uint64, ttlMs int64)
-	nested     bool   // run by call: inside a transaction or FENCED (nobody can park)
-	kbuf, vbuf []byte // scratch: storage key, encoded record
+	index      uint64   // log index of the entry being applied (0 for reads)
+	seed       uint64   // deterministic randomness for writes (see rand)
+	fx         *Effects // what the entry did besides replies and writes; nil: not recorded
+	nested     bool     // run by call: inside a transaction or FENCED (nobody can park)
+	kbuf, vbuf []byte   // scratch: storage key, encoded record
 	rng        *rand.PCG
 	calls      uint64 // nested commands run by call, for their seeds
 }
@@ -40,16 +38,10 @@ type Env struct {
 	Now   int64  // the leader's clock when it proposed the entry, Unix ms
 	Index uint64 // the entry's log index
 	Seq   int    // the command's position within the entry
-	// OnWrite, if set, is called with each key whose record the command
-	// changed (created, modified, deleted), after the change is in the batch.
-	OnWrite func(key []byte)
-	// OnPublish, if set, is called for each PUBLISH and SPUBLISH (shard)
-	// the entry carries (also from transactions and scripts), in log order.
-	OnPublish func(shard bool, channel, message []byte)
-	// OnLease, if set, is called when a lease is granted or renewed
-	// (renewIdx = this entry's index, ttlMs > 0) or goes away (ttlMs = 0),
-	// so the leader can time expiries on its monotonic clock.
-	OnLease func(id, renewIdx uint64, ttlMs int64)
+	// Effects, if set, gets what the command did besides its reply and
+	// its writes to the batch (keys written, messages published, leases
+	// renewed), appended in order, nested commands included; see Effects.
+	Effects *Effects
 }
 
 // rand returns the command's random source: seeded from the log position
@@ -75,7 +67,7 @@ func getCtx(r readerI, w writer, now int64) *ctx {
 }
 
 func putCtx(x *ctx) {
-	x.r, x.w, x.onWrite, x.onPublish, x.onLease, x.index, x.seed, x.calls, x.nested = nil, nil, nil, nil, nil, 0, 0, 0, false
+	x.r, x.w, x.fx, x.index, x.seed, x.calls, x.nested = nil, nil, nil, 0, 0, 0, false
 	if cap(x.vbuf) > 64<<10 {
 		x.vbuf = nil
 	}
@@ -319,7 +311,7 @@ func Apply(b *pebble.Batch, args [][]byte, env Env) (r Reply) {
 		return r
 	}
 	x := getCtx(b, b, env.Now)
-	x.index, x.seed, x.onWrite, x.onPublish, x.onLease = env.Index, uint64(env.Seq), env.OnWrite, env.OnPublish, env.OnLease
+	x.index, x.seed, x.fx = env.Index, uint64(env.Seq), env.Effects
 	defer putCtx(x)
 	return d.run(x, args)
 }
@@ -369,7 +361,7 @@ func (x *ctx) call(args [][]byte) Reply {
 	}
 	x.calls++
 	y := getCtx(x.r, x.w, x.now)
-	y.index, y.seed, y.onWrite, y.onPublish, y.onLease = x.index, x.seed<<20|x.calls, x.onWrite, x.onPublish, x.onLease
+	y.index, y.seed, y.fx = x.index, x.seed<<20|x.calls, x.fx // effects: the same list, in order
 	y.nested = true
 	defer putCtx(y)
 	return d.run(y, args)

@@ -166,9 +166,6 @@ func execCmd(c *conn, args [][]byte) reply.Reply {
 		}
 		out[i] = dataReplies[j]
 		j++
-		if c.s.isPublish(cmd) {
-			c.s.fixPublish(q, &out[i])
-		}
 	}
 	return reply.Array(out...)
 }

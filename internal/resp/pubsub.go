@@ -11,13 +11,15 @@ import (
 )
 
 // Pub/sub. PUBLISH is a replicated command (see kv.cmdPublish): every node
-// applies it in log order and calls Server.Deliver, which hands the
-// message to the node's local subscribers. So a message published on any
-// node reaches subscribers on every node, in one order for all of them.
+// applies it in log order and, once the entry is committed, calls
+// Server.Deliver, which hands the message to the node's local subscribers.
+// So a message published on any node reaches subscribers on every node, in
+// one order for all of them. The node that answers the PUBLISH replies
+// with Receivers, its own subscriber count (the backend's reply carries it).
 //
 // A subscribed connection gets a writer goroutine: replies and messages
 // are appended to one pending buffer, in order, and written by it, so a
-// subscriber that reads slowly never blocks the apply loop. A subscriber
+// subscriber that reads slowly never blocks the node's delivery. A subscriber
 // whose pending output exceeds pubsubMaxPending is disconnected (Redis's
 // client-output-buffer-limit for pubsub clients does the same).
 
@@ -159,8 +161,8 @@ func pushFrame(proto int, elems ...reply.Reply) []byte {
 }
 
 // Deliver hands a published message to this server's subscribers. The
-// node calls it when it applies a PUBLISH (or, shard, an SPUBLISH). It
-// never blocks on a client.
+// node calls it for each PUBLISH (or, shard, SPUBLISH) of a committed
+// round, in log order. It never blocks on a client.
 func (s *Server) Deliver(shard bool, channel, message []byte) {
 	h := s.hub
 	h.mu.RLock()
@@ -186,9 +188,9 @@ func (s *Server) Deliver(shard bool, channel, message []byte) {
 	s.m.published.Inc()
 }
 
-// receivers counts this server's subscribers that a message on channel
-// reaches (shard: an SPUBLISH's).
-func (s *Server) receivers(shard bool, channel []byte) int64 {
+// Receivers counts this server's subscribers that a message on channel
+// reaches (shard: an SPUBLISH's). The node replies to a PUBLISH with it.
+func (s *Server) Receivers(shard bool, channel []byte) int64 {
 	h := s.hub
 	h.mu.RLock()
 	defer h.mu.RUnlock()
@@ -202,19 +204,6 @@ func (s *Server) receivers(shard bool, channel []byte) int64 {
 		}
 	}
 	return int64(n)
-}
-
-// fixPublish replaces a successful PUBLISH or SPUBLISH reply with the
-// number of this node's subscribers that receive the message.
-func (s *Server) fixPublish(args [][]byte, r *reply.Reply) {
-	if r.Kind == reply.KindInt && len(args) == 3 {
-		*r = reply.Int(s.receivers(strings.EqualFold(string(args[0]), "spublish"), args[1]))
-	}
-}
-
-// isPublish reports whether cmd's reply is fixed by fixPublish.
-func (s *Server) isPublish(cmd *command) bool {
-	return cmd != nil && (cmd == s.publishCmd || cmd == s.spublishCmd)
 }
 
 // subscribe handles SUBSCRIBE, PSUBSCRIBE and SSUBSCRIBE: one

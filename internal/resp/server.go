@@ -116,19 +116,17 @@ var ErrServerClosed = errors.New("resp: server closed")
 // already pipelined executed as one batch, connection-level commands
 // answered here, data commands passed to the Backend.
 type Server struct {
-	cfg   Config
-	table Commands
-	b     Backend
-	log   *slog.Logger
-	m     *metrics
-	cmds  map[string]*command // by lower-case name: connection and data commands
-	hub   *hub
-	// publishCmd is the PUBLISH entry, whose reply is this node's receiver count.
-	publishCmd, spublishCmd *command
-	conn                    []*command // connection commands, sorted by name
-	started                 time.Time
-	runID                   string
-	port                    atomic.Int64
+	cfg     Config
+	table   Commands
+	b       Backend
+	log     *slog.Logger
+	m       *metrics
+	cmds    map[string]*command // by lower-case name: connection and data commands
+	hub     *hub
+	conn    []*command // connection commands, sorted by name
+	started time.Time
+	runID   string
+	port    atomic.Int64
 
 	nextID     atomic.Uint64
 	clients    atomic.Int64
@@ -182,7 +180,6 @@ func NewServer(cfg Config, b Backend) *Server {
 		hub:       newHub(),
 	}
 	s.buildTable()
-	s.publishCmd, s.spublishCmd = s.cmds["publish"], s.cmds["spublish"]
 	return s
 }
 
@@ -557,9 +554,6 @@ func (c *conn) doRun(replies []reply.Reply) {
 		}
 		if cmd := c.runCmd[j]; cmd != nil {
 			cmd.latency.Observe(d)
-			if c.s.isPublish(cmd) {
-				c.s.fixPublish(c.run[j], &replies[i])
-			}
 		}
 	}
 	clear(c.run)

@@ -27,8 +27,6 @@ type waiters struct {
 	n  atomic.Int64 // registered waiters; notify is free when 0
 	mu sync.Mutex
 	m  map[string]map[*waiter]struct{}
-	// pending: keys written by the current Ready round (see written)
-	pending []string
 }
 
 type waiter struct {
@@ -70,36 +68,23 @@ func (w *waiters) remove(wt *waiter) {
 	w.n.Add(-1)
 }
 
-// written is called by the apply loop (one goroutine) for every key a
-// write changed; the waiters are woken by flush once the round is
-// committed.
-func (w *waiters) written(key []byte) {
-	if w.n.Load() == 0 {
+// wake wakes the clients blocked on any of keys. The node calls it with
+// the keys a committed round wrote (actOn), so a woken client reads what
+// woke it.
+func (w *waiters) wake(keys [][]byte) {
+	if w.n.Load() == 0 || len(keys) == 0 {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if _, ok := w.m[string(key)]; ok {
-		w.pending = append(w.pending, string(key))
-	}
-}
-
-// flush wakes the waiters of the keys written since the last flush.
-func (w *waiters) flush() {
-	if w.n.Load() == 0 {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, k := range w.pending {
-		for wt := range w.m[k] {
+	for _, k := range keys {
+		for wt := range w.m[string(k)] {
 			select {
 			case wt.ch <- struct{}{}:
 			default:
 			}
 		}
 	}
-	w.pending = w.pending[:0]
 }
 
 // blockingCommand reports whether args is a blocking command and returns

@@ -13,7 +13,7 @@ import (
 //
 // Lease expiry is timed here, on the leader, with the monotonic clock:
 // every node notes when it applied each lease's grant or last keep-alive
-// (kv's Env.OnLease), and the leader expires a lease whose TTL has passed
+// (kv's Effects.Leases, once committed), and the leader expires a lease whose TTL has passed
 // since then by proposing KVORUM.LEASEEXPIRE, which the apply honours only
 // if no keep-alive was applied in between. Wall-clock jumps move neither
 // side. When a node becomes leader it first extends every lease by one
@@ -41,13 +41,13 @@ type leaseObs struct {
 	proposed time.Time // an expiry proposal is in flight since
 }
 
-// leaseTracker is the node's view of lease renewals, fed by the apply loop.
+// leaseTracker is the node's view of lease renewals, fed by the effects loop.
 type leaseTracker struct {
 	mu sync.Mutex
 	m  map[uint64]*leaseObs
 }
 
-// observe is kv's Env.OnLease: called in the apply loop.
+// observe notes a lease event of a committed round (Node.actOn), in log order.
 func (t *leaseTracker) observe(id, renewIdx uint64, ttlMs int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -14,7 +14,6 @@ import (
 
 	"github.com/kvorum/kvorum/internal/admin"
 	"github.com/kvorum/kvorum/internal/kv"
-	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/resp"
 	"github.com/kvorum/kvorum/internal/resp/codec"
 	"github.com/kvorum/kvorum/internal/storage"
@@ -27,34 +26,6 @@ var Version = "0.1.0-dev"
 
 // rangeID of the single range that covers the whole keyspace for now.
 const firstRange storage.RangeID = 1
-
-// kvMachine is package kv as the store's state machine. It tells the node
-// what each applied command did: keys written (to wake blocked clients) and
-// messages published (to deliver to local subscribers).
-type kvMachine struct{ n *Node }
-
-func (m kvMachine) Apply(b *pebble.Batch, args [][]byte, env kv.Env) reply.Reply {
-	env.OnWrite = m.n.waiters.written
-	env.OnPublish = m.n.deliver
-	env.OnLease = m.n.leases.observe
-	return kv.Apply(b, args, env)
-}
-
-// Committed wakes the clients blocked on keys the round wrote, now that
-// they can read the result (a parked LOCK ACQUIRE reads its grant from
-// the DB; woken before the commit it would see nothing yet and sleep on).
-func (m kvMachine) Committed() { m.n.waiters.flush() }
-
-// deliver hands an applied PUBLISH or SPUBLISH (shard) to this node's subscribers.
-func (n *Node) deliver(shard bool, channel, message []byte) {
-	n.resp.Deliver(shard, channel, message)
-}
-
-func (kvMachine) Span(*storage.Descriptor) (start, end []byte) {
-	// One range covers the whole keyspace for now; with many ranges this
-	// becomes the storage encoding of [StartKey, EndKey).
-	return kv.UserSpan()
-}
 
 // Node is one running kvorum node: storage, Raft replicas, peer transport,
 // RESP server and admin HTTP server.
@@ -72,6 +43,7 @@ type Node struct {
 
 	clientLis, peerLis, adminLis net.Listener
 
+	machine        *kvMachine   // package kv as the store's state machine (effects.go)
 	waiters        waiters      // clients blocked on keys (BLPOP, LOCK ACQUIRE, ...)
 	leases         leaseTracker // lease renewals as applied here (lock.go)
 	blockedClients atomic.Int64 // for INFO
@@ -97,7 +69,7 @@ func Start(cfg Config) (n *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	n = &Node{cfg: cfg, reg: prometheus.NewRegistry(), stopper: make(chan struct{}), done: make(chan error, 1), started: time.Now()}
+	n = &Node{cfg: cfg, reg: prometheus.NewRegistry(), machine: newKVMachine(), stopper: make(chan struct{}), done: make(chan error, 1), started: time.Now()}
 	node := n // the error returns below set n to nil
 	defer func() {
 		if err != nil {
@@ -132,8 +104,10 @@ func Start(cfg Config) (n *Node, err error) {
 		NodeID: n.id, DB: n.db, FS: cfg.FS, Dir: cfg.DataDir, Transport: n.trans,
 		TickInterval: cfg.TickInterval, ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
 		SnapshotThreshold: cfg.SnapshotThreshold, Logger: log, Metrics: store.NewMetrics(n.reg),
-		StateMachine: kvMachine{n}, Now: cfg.Now, UnsafeNoSync: cfg.Unsafe.NoSync,
+		StateMachine: n.machine, Now: cfg.Now, UnsafeNoSync: cfg.Unsafe.NoSync,
 	})
+	n.wg.Add(1)
+	go n.effectsLoop(n.store.Effects())
 	n.store.CleanStaged()
 	if _, err = n.store.AddReplica(desc); err != nil {
 		return nil, err

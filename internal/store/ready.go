@@ -10,7 +10,6 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/kvorum/kvorum/internal/kv"
 	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/storage"
 )
@@ -113,6 +112,7 @@ func (s *Store) processReady() (more bool, err error) {
 		}
 		mustSync = mustSync || it.rd.MustSync || it.snapApplied
 	}
+	effects := s.cfg.StateMachine.TakeEffects()
 	if !batch.Empty() {
 		opts := pebble.NoSync
 		if mustSync && !s.cfg.UnsafeNoSync {
@@ -130,13 +130,21 @@ func (s *Store) processReady() (more bool, err error) {
 			s.cfg.Metrics.FsyncDuration.Observe(time.Since(t).Seconds())
 		}
 	}
+	// Committed: the node may act on what the round did (wake clients
+	// blocked on the keys it wrote, deliver its messages). First, so that
+	// this happens as early as the replies to the round's waiters.
+	if effects != nil {
+		select {
+		case s.effects <- effects:
+		case <-s.stopper:
+		}
+	}
 
 	var msgs []*raftpb.Message
 	for _, it := range items {
 		it.r.afterCommit(it)
 		msgs = append(msgs, it.rd.Messages...)
 	}
-	s.cfg.StateMachine.Committed()
 	s.send(msgs)
 	for _, it := range items {
 		func() {
@@ -241,7 +249,7 @@ func (r *Replica) stageApply(b *pebble.Batch, it *readyItem) error {
 			}
 			replies := make([]reply.Reply, len(p.cmds))
 			for i, args := range p.cmds {
-				replies[i] = r.store.cfg.StateMachine.Apply(b, args, kv.Env{Now: p.ts, Index: e.GetIndex(), Seq: i})
+				replies[i] = r.store.cfg.StateMachine.Apply(b, args, ApplyEnv{Now: p.ts, Index: e.GetIndex(), Seq: i})
 			}
 			r.mu.Lock()
 			if p.ts > r.mu.lastTS {

@@ -13,7 +13,6 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
-	"github.com/kvorum/kvorum/internal/kv"
 	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/storage"
 )
@@ -61,20 +60,44 @@ type Config struct {
 }
 
 // StateMachine is the replicated state machine the store drives (package
-// kv in production). Apply runs at apply time on every replica with the
+// kv, through the node's adapter, in production). The Ready loop is its
+// only caller. Apply runs at apply time on every replica with the
 // leader's timestamp and must be deterministic; it writes through b, an
 // indexed batch that also carries the round's Raft state.
 type StateMachine interface {
 	// Apply executes one command of a committed entry; env says which.
-	Apply(b *pebble.Batch, args [][]byte, env kv.Env) reply.Reply
+	// What the command did besides its reply and its writes (keys written,
+	// messages published, ...) the state machine records on its side,
+	// for TakeEffects.
+	Apply(b *pebble.Batch, args [][]byte, env ApplyEnv) reply.Reply
+	// TakeEffects returns what the commands applied since the previous
+	// call recorded, nil if nothing, and starts a new record. The Ready
+	// loop calls it once per round after applying the round's entries
+	// and hands the value out on Store.Effects once the round's batch is
+	// committed (dropped if the commit fails). The store never looks
+	// inside.
+	TakeEffects() Effects
 	// Span is the storage span holding a range's user data: what a
 	// snapshot carries and replaces.
 	Span(d *storage.Descriptor) (start, end []byte)
-	// Committed is called after each Ready round whose applied effects
-	// are committed to the DB, from the Ready loop: what Apply reported
-	// may now be read back from the DB.
-	Committed()
 }
+
+// ApplyEnv is what the state machine learns about the command it applies.
+type ApplyEnv struct {
+	Now   int64  // the leader's clock when it proposed the entry, Unix ms
+	Index uint64 // the entry's log index
+	Seq   int    // the command's position within the entry
+}
+
+// Effects is what one round's applies produced besides replies and
+// writes, as the state machine recorded it (a *kv.Effects in production).
+// Opaque to the store: it only carries the value from the round that
+// produced it to the reader of Store.Effects, after the commit.
+type Effects any
+
+// effectsBacklog is how many committed rounds' effects may wait for the
+// reader of Store.Effects before the Ready loop waits for it.
+const effectsBacklog = 64
 
 // Store hosts the replicas of one node.
 type Store struct {
@@ -86,6 +109,9 @@ type Store struct {
 	work    chan struct{}
 	stopper chan struct{}
 	wg      sync.WaitGroup
+	// effects carries each committed round's effects, in round order,
+	// from the Ready loop to the node. Closed by Stop once the loop ended.
+	effects chan Effects
 
 	mu struct {
 		sync.RWMutex
@@ -126,6 +152,7 @@ func New(cfg Config) *Store {
 		log:     cfg.Logger,
 		work:    make(chan struct{}, 1),
 		stopper: make(chan struct{}),
+		effects: make(chan Effects, effectsBacklog),
 		fatal:   make(chan error, 1),
 	}
 	s.mu.replicas = map[storage.RangeID]*Replica{}
@@ -137,6 +164,14 @@ func (s *Store) DB() *pebble.DB { return s.db }
 
 // NodeID returns the node id.
 func (s *Store) NodeID() storage.NodeID { return s.cfg.NodeID }
+
+// Effects delivers, in round order, what StateMachine.TakeEffects returned
+// for each Ready round, once that round's batch is committed to the DB:
+// everything the effects describe can be read back from the DB. Rounds
+// that recorded nothing are skipped. The owner of the state machine must
+// receive from it: when effectsBacklog rounds wait, so does the Ready
+// loop. Closed by Stop.
+func (s *Store) Effects() <-chan Effects { return s.effects }
 
 // Fatal is closed-with-value when the store hit an unrecoverable storage error.
 func (s *Store) Fatal() <-chan error { return s.fatal }
@@ -162,6 +197,7 @@ func (s *Store) Stop() {
 	s.mu.Unlock()
 	close(s.stopper)
 	s.wg.Wait()
+	close(s.effects) // the Ready loop, its only sender, has ended
 	for _, r := range s.Replicas() {
 		r.failAll(ErrStopped)
 	}

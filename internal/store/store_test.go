@@ -14,26 +14,37 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.etcd.io/raft/v3/raftpb"
 
-	"github.com/kvorum/kvorum/internal/kv"
 	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/storage"
 	"github.com/kvorum/kvorum/internal/transport"
 )
 
 // regMachine is a minimal state machine for store tests: SET k v and
-// INCR k on raw keys under 0x10.
-type regMachine struct{}
+// INCR k on raw keys under 0x10. With record set, its effects are the
+// writes it applied, as "key=value" strings in log order ([]string).
+type regMachine struct {
+	record  bool
+	effects []string // since the last TakeEffects
+}
 
-func (regMachine) Span(*storage.Descriptor) ([]byte, []byte) { return []byte{0x10}, []byte{0x11} }
+func (*regMachine) Span(*storage.Descriptor) ([]byte, []byte) { return []byte{0x10}, []byte{0x11} }
 
-func (regMachine) Committed() {}
+func (m *regMachine) TakeEffects() Effects {
+	if len(m.effects) == 0 {
+		return nil
+	}
+	fx := m.effects
+	m.effects = nil
+	return fx
+}
 
-func (regMachine) Apply(b *pebble.Batch, args [][]byte, env kv.Env) reply.Reply {
+func (m *regMachine) Apply(b *pebble.Batch, args [][]byte, env ApplyEnv) reply.Reply {
 	key := append([]byte{0x10}, args[1]...)
+	var val []byte
+	var r reply.Reply
 	switch string(args[0]) {
 	case "SET":
-		_ = b.Set(key, args[2], nil)
-		return reply.OK
+		val, r = args[2], reply.OK
 	case "INCR":
 		n := 0
 		if v, c, err := b.Get(key); err == nil {
@@ -41,10 +52,15 @@ func (regMachine) Apply(b *pebble.Batch, args [][]byte, env kv.Env) reply.Reply 
 			c.Close()
 		}
 		n++
-		_ = b.Set(key, []byte(fmt.Sprint(n)), nil)
-		return reply.Int(int64(n))
+		val, r = []byte(fmt.Sprint(n)), reply.Int(int64(n))
+	default:
+		return reply.Error("ERR unknown")
 	}
-	return reply.Error("ERR unknown")
+	_ = b.Set(key, val, nil)
+	if m.record {
+		m.effects = append(m.effects, string(args[1])+"="+string(val))
+	}
+	return r
 }
 
 func readKey(s *Store, key string) (string, bool) {
@@ -140,7 +156,7 @@ func (c *testCluster) startNode(tn *testNode, desc *storage.Descriptor) {
 	s := New(Config{
 		NodeID: storage.NodeID(tn.id), DB: tn.db, FS: tn.fs, Dir: "/db", Transport: lt,
 		TickInterval: 10 * time.Millisecond, ElectionTicks: 10, HeartbeatTicks: 1,
-		SnapshotThreshold: 20, StateMachine: regMachine{},
+		SnapshotThreshold: 20, StateMachine: &regMachine{},
 		Logger: testLog(),
 	})
 	lt.t = c.net.Register(tn.id, handler{s}, func(m *raftpb.Message) (io.ReadCloser, error) {
