@@ -23,7 +23,14 @@
 //     replies stay identical to Redis's.
 //   - Apply executes a write command at Raft apply time, on every replica,
 //     against the round's indexed batch. When it returns an error reply it
-//     has written nothing for that command.
+//     has written nothing for that command. What the command did besides
+//     writing the batch and replying (keys whose record changed, including
+//     a lock's LockWaitKey; PUBLISH and SPUBLISH messages; leases granted,
+//     renewed or gone) it appends to Env.Effects, in order, the commands
+//     of a transaction, a script or FENCED included: effects are data,
+//     which the node acts on once the entry is committed (see Effects).
+//     PUBLISH replies a placeholder 0: the node that answers the client
+//     puts its own receiver count there (ForEachPublish finds the reply).
 //   - Read executes a read-only command against Pebble after the caller has
 //     passed a linearizable read barrier; nowMs is the local clock.
 //
@@ -106,7 +113,8 @@
 // # Costs
 //
 // Point commands cost one or two Pebble point reads. Check and Lookup do
-// not allocate; Apply(SET) allocates only inside Pebble's batch and
+// not allocate; Apply(SET) allocates only inside Pebble's batch (recording
+// its key in an Effects reused across rounds allocates nothing) and
 // Read(GET) only the returned value. KEYS, DBSIZE and a SCAN page iterate
 // metadata records (one seek skips a collection's elements); DBSIZE counts
 // every metadata record, so, as in Redis, an expired key counts until it

@@ -12,8 +12,11 @@
 //     has one and writes all of them (new log entries, hard states, and the
 //     effects of committed entries, plus applied indexes) in ONE synced
 //     Pebble batch: group commit across ranges and across clients. Only
-//     then does it send messages, complete proposals, release reads and
-//     call Advance.
+//     then does it hand the round's effects out (Store.Effects), send
+//     messages, complete proposals, release reads and call Advance.
+//   - The owner of the state machine (the node) receives each committed
+//     round's effects from Store.Effects in a goroutine of its own; see
+//     Effects below.
 //   - Client goroutines call Replica.Propose and Replica.ReadBarrier; the
 //     transport's goroutines call Step. Both take the replica's mutex for the
 //     RawNode call only and then signal the Ready loop.
@@ -21,16 +24,36 @@
 // # Lock order
 //
 // Store.mu before Replica.mu. RaftLog has its own leaf mutex, taken inside
-// RawNode calls (raft.Storage methods) while Replica.mu is held.
+// RawNode calls (raft.Storage methods) while Replica.mu is held. The Ready
+// loop holds no lock while it hands effects out.
 //
 // # Life of a write
 //
 // Propose encodes the command batch with a proposal id and the leader's
 // timestamp, registers a waiter and calls RawNode.Propose. The Ready loop
 // persists the entry, sends it to followers, and once it is committed
-// applies it through kv.Apply inside the next group-commit batch; after that
-// batch is synced the waiter gets the replies. Nothing is acknowledged before
-// the entry is committed on a majority (fsynced there) and applied here.
+// applies it through StateMachine.Apply (package kv, through the node's
+// adapter) inside the next group-commit batch; after that batch is synced
+// the round's effects go to the node and the waiter gets the replies.
+// Nothing is acknowledged before the entry is committed on a majority
+// (fsynced there) and applied here.
+//
+// # Effects
+//
+// What a command does besides writing the batch and returning its reply
+// (keys written, which wake blocked clients; messages published; lease
+// renewals) is data the store carries without looking inside. The state
+// machine records it during Apply (package kv appends to a kv.Effects)
+// and hands it over with TakeEffects once per round, after the round's
+// entries are applied. The Ready loop sends that value on Store.Effects
+// once the round's batch is committed, before it completes the round's
+// waiters, and drops it if the commit fails. The node receives the rounds
+// in order in its own goroutine and acts on them, so a client is woken,
+// and a message delivered, only after the round that produced it is
+// committed here, in log order, with no timer or polling in between. The
+// Ready loop waits for the receiver only when effectsBacklog committed
+// rounds are pending; the receiver must never wait for the store. This
+// replaces callbacks from Apply into the node (and a Committed hook).
 //
 // # Life of a read
 //
