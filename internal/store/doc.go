@@ -10,7 +10,7 @@
 //   - The Ready loop goroutine (Store.run) is the only one that calls
 //     Ready/Advance. Each round it collects the Ready of every replica that
 //     has one and writes all of them (new log entries, hard states, and the
-//     effects of committed entries, plus applied indexes) in ONE synced
+//     writes of committed entries, plus applied indexes) in ONE synced
 //     Pebble batch: group commit across ranges and across clients. Only
 //     then does it hand the round's effects out (Store.Effects), send
 //     messages, complete proposals, release reads and call Advance.

@@ -175,7 +175,7 @@ func (s *Store) send(msgs []*raftpb.Message) {
 	s.cfg.Transport.Send(msgs)
 }
 
-// stage adds the replica's snapshot, entries, hard state and the effects of
+// stage adds the replica's snapshot, entries, hard state and the writes of
 // its committed entries to b.
 func (r *Replica) stage(b *pebble.Batch, it *readyItem) error {
 	rd := &it.rd
