@@ -59,7 +59,7 @@ func (b *backend) Do(ctx context.Context, cmds [][][]byte) []reply.Reply {
 		}
 		if write {
 			n.execWrite(ctx, cmds[i:j], replies[i:j])
-			n.publishReplies(cmds[i:j], replies[i:j])
+			n.publishReplies(ctx, cmds[i:j], replies[i:j])
 		} else {
 			n.execRead(ctx, cmds[i:j], replies[i:j])
 		}

@@ -1,6 +1,10 @@
 package server
 
 import (
+	"context"
+	"sync"
+	"sync/atomic"
+
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/kvorum/kvorum/internal/kv"
@@ -26,12 +30,22 @@ import (
 // kvMachine is package kv as the store's state machine. The Ready loop is
 // its only caller.
 type kvMachine struct {
-	fx   *kv.Effects      // the round being applied; nil: take one from free
-	free chan *kv.Effects // records effectsLoop is done with
+	fx   *roundEffects      // the round being applied; nil: take one from free
+	free chan *roundEffects // records effectsLoop is done with
+	// taken is the log index of the newest round whose effects were
+	// handed to the store; delivered (effectsLoop) catches up with it.
+	taken atomic.Uint64
+}
+
+// roundEffects is one Ready round's effects and the index of its last
+// entry that had any.
+type roundEffects struct {
+	kv.Effects
+	index uint64
 }
 
 func newKVMachine() *kvMachine {
-	return &kvMachine{free: make(chan *kv.Effects, 4)}
+	return &kvMachine{free: make(chan *roundEffects, 4)}
 }
 
 func (m *kvMachine) Apply(b *pebble.Batch, args [][]byte, env store.ApplyEnv) reply.Reply {
@@ -39,26 +53,29 @@ func (m *kvMachine) Apply(b *pebble.Batch, args [][]byte, env store.ApplyEnv) re
 		select {
 		case m.fx = <-m.free:
 		default:
-			m.fx = new(kv.Effects)
+			m.fx = new(roundEffects)
 		}
 	}
-	return kv.Apply(b, args, kv.Env{Now: env.Now, Index: env.Index, Seq: env.Seq, Effects: m.fx})
+	m.fx.index = env.Index
+	return kv.Apply(b, args, kv.Env{Now: env.Now, Index: env.Index, Seq: env.Seq, Effects: &m.fx.Effects})
 }
 
 // TakeEffects hands the round's record to the store (nil if it is empty:
 // it is then kept for the next round).
 func (m *kvMachine) TakeEffects() store.Effects {
-	if m.fx.Empty() {
+	if m.fx == nil || m.fx.Empty() {
 		return nil
 	}
 	fx := m.fx
 	m.fx = nil
+	m.taken.Store(fx.index)
 	return fx
 }
 
 // recycle returns a record the node has acted on, for a later round.
-func (m *kvMachine) recycle(fx *kv.Effects) {
+func (m *kvMachine) recycle(fx *roundEffects) {
 	fx.Reset()
+	fx.index = 0
 	select {
 	case m.free <- fx:
 	default: // enough spares
@@ -76,9 +93,48 @@ func (*kvMachine) Span(*storage.Descriptor) (start, end []byte) {
 func (n *Node) effectsLoop(committed <-chan store.Effects) {
 	defer n.wg.Done()
 	for e := range committed {
-		fx := e.(*kv.Effects)
-		n.actOn(fx)
+		fx := e.(*roundEffects)
+		n.actOn(&fx.Effects)
+		n.delivered.advance(fx.index)
 		n.machine.recycle(fx)
+	}
+}
+
+// progress is a log index that only grows, with a way to wait for it.
+type progress struct {
+	mu   sync.Mutex
+	idx  uint64
+	wake chan struct{} // closed and replaced when idx grows
+}
+
+func newProgress() *progress { return &progress{wake: make(chan struct{})} }
+
+func (p *progress) advance(idx uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if idx > p.idx {
+		p.idx = idx
+		close(p.wake)
+		p.wake = make(chan struct{})
+	}
+}
+
+// wait returns once idx is reached, or false when ctx or stop ends first.
+func (p *progress) wait(ctx context.Context, stop <-chan struct{}, idx uint64) bool {
+	for {
+		p.mu.Lock()
+		reached, wake := p.idx >= idx, p.wake
+		p.mu.Unlock()
+		if reached {
+			return true
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return false
+		case <-stop:
+			return false
+		}
 	}
 }
 
@@ -106,8 +162,17 @@ func (n *Node) actOn(fx *kv.Effects) {
 // ready. This is the only place the count is decided: the apply, which
 // runs on every replica, replies 0, and a node's subscribers are its own.
 // A script's redis.call('publish', ...) keeps the apply's 0.
-func (n *Node) publishReplies(cmds [][][]byte, replies []reply.Reply) {
+//
+// It first lets this node deliver what the log has committed so far, its
+// own messages included, so that a client subscribed to the channel it
+// publishes to (RESP3) gets the message before the reply, as from Redis.
+func (n *Node) publishReplies(ctx context.Context, cmds [][][]byte, replies []reply.Reply) {
+	waited := false
 	kv.ForEachPublish(cmds, replies, func(shard bool, channel []byte, r *reply.Reply) {
+		if !waited {
+			waited = true
+			n.delivered.wait(ctx, n.stopper, n.machine.taken.Load())
+		}
 		*r = reply.Int(n.resp.Receivers(shard, channel))
 	})
 }

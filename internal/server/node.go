@@ -44,6 +44,7 @@ type Node struct {
 	clientLis, peerLis, adminLis net.Listener
 
 	machine        *kvMachine   // package kv as the store's state machine (effects.go)
+	delivered      *progress    // the newest log index whose effects effectsLoop acted on
 	waiters        waiters      // clients blocked on keys (BLPOP, LOCK ACQUIRE, ...)
 	leases         leaseTracker // lease renewals as applied here (lock.go)
 	blockedClients atomic.Int64 // for INFO
@@ -69,7 +70,7 @@ func Start(cfg Config) (n *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	n = &Node{cfg: cfg, reg: prometheus.NewRegistry(), machine: newKVMachine(), stopper: make(chan struct{}), done: make(chan error, 1), started: time.Now()}
+	n = &Node{cfg: cfg, reg: prometheus.NewRegistry(), machine: newKVMachine(), delivered: newProgress(), stopper: make(chan struct{}), done: make(chan error, 1), started: time.Now()}
 	node := n // the error returns below set n to nil
 	defer func() {
 		if err != nil {
