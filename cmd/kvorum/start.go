@@ -16,7 +16,6 @@ import (
 
 	"github.com/kvorum/kvorum/internal/admin"
 	"github.com/kvorum/kvorum/internal/server"
-	"github.com/kvorum/kvorum/internal/storage"
 	"github.com/kvorum/kvorum/internal/store"
 )
 
@@ -307,8 +306,8 @@ func runStart(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	log.Info("starting kvorum", startAttrs...)
 	// A fatal storage error on one of Pebble's own goroutines cannot be
 	// unwound: it has been logged; exit with one clear line instead of a
-	// goroutine dump (see storage.BackgroundFatal).
-	storage.BackgroundFatal = func(msg string) {
+	// goroutine dump (see server.Config.StorageFatal).
+	cfg.StorageFatal = func(msg string) {
 		fmt.Fprintf(stderr, "kvorum start: storage failure: %s; the node cannot continue; restart it after the disk is fixed\n", msg)
 		os.Exit(exitError)
 	}

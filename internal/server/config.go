@@ -77,6 +77,15 @@ type Config struct {
 	// Logger receives structured logs. Default: warnings and errors to stderr.
 	Logger *slog.Logger
 
+	// StorageFatal is called when the node's storage fails on one of
+	// Pebble's own goroutines (a flush or compaction that cannot write or
+	// sync), after the failure was logged; msg is Pebble's message. Such a
+	// failure cannot be unwound, so StorageFatal must not return. Default:
+	// a panic. `kvorum start` exits the process with one clear line. (A
+	// failure while committing a Raft round instead stops the node: see
+	// Node.Done.) Passed to storage.Open as Options.BackgroundFatal.
+	StorageFatal func(msg string)
+
 	// Now is the node's wall clock in Unix milliseconds: what the leader
 	// stamps into log entries (TTL deadlines) and what reads compare
 	// deadlines with. Default time.Now. The torture harness makes clocks

@@ -33,11 +33,12 @@ import (
 //     panics with it while holding the commit pipeline's mutex: every later
 //     commit, and DB.Close (which takes that mutex), then blocks forever.
 //
-// So pebbleLogger.Fatalf panics, Commit turns a panic raised inside Pebble's
-// commit into a *CommitError, and the store stops the node on any commit
-// error: it never keeps running on a state it could not persist, and no
-// waiter of the failed batch is told it succeeded. A node is restarted on
-// what actually reached the disk.
+// So pebbleLogger.Fatalf never returns: inside Commit it panics and Commit
+// turns the panic (or one raised inside Pebble's commit) into a
+// *CommitError; on Pebble's own goroutines it calls Options.BackgroundFatal.
+// The store stops the node on any commit error: it never keeps running on a
+// state it could not persist, and no waiter of the failed batch is told it
+// succeeded. A node is restarted on what actually reached the disk.
 
 // CommitError is a batch commit that Pebble could not make durable.
 type CommitError struct {
@@ -111,14 +112,6 @@ func insideCommit() bool {
 		}
 	}
 }
-
-// BackgroundFatal is called when Pebble reports a fatal error outside
-// Commit: on one of its own goroutines (flush, compaction, e.g. "MANIFEST
-// sync failed" in version_set.go), which cannot be unwound or resumed. It
-// must not return. The default panics; `kvorum start` replaces it with an
-// exit of the process (status 1) after the error was logged, so that the
-// operator sees one clear message instead of a goroutine dump.
-var BackgroundFatal = func(msg string) { panic("storage failure: " + msg) }
 
 // DescribeFailure names what failed in err for an operator: "disk full",
 // "fsync failed", "write failed", or a generic phrase.

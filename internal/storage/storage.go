@@ -10,8 +10,42 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/atomicfs"
 )
 
-// Open opens (creating if needed) the node's Pebble store in dir on fs.
-func Open(dir string, fs vfs.FS, logger *slog.Logger) (*pebble.DB, error) {
+// Options configures Open. The zero value is usable: the OS filesystem, no
+// logging, and a panic on a background fatal error.
+type Options struct {
+	// FS is the filesystem the store lives on. Default: the OS filesystem
+	// (vfs.Default); tests pass vfs.NewMem() or a crashable or
+	// error-injecting FS.
+	FS vfs.FS
+	// Logger receives Pebble's logs (Info at Debug level, errors at Error).
+	// nil discards them.
+	Logger *slog.Logger
+	// BackgroundFatal is called when Pebble reports a fatal error outside
+	// Commit: on one of its own goroutines (flush, compaction, e.g.
+	// "MANIFEST sync failed" in version_set.go), which cannot be unwound or
+	// resumed. The failure has been logged already; msg is Pebble's
+	// message. It must not return (if it does, the goroutine panics with
+	// msg). Default: panic("storage failure: " + msg). `kvorum start`
+	// passes an exit of the process (status 1) with one clear line instead
+	// of a goroutine dump. See fault.go.
+	BackgroundFatal func(msg string)
+}
+
+// ensureDefaults fills the zero fields of o.
+func (o *Options) ensureDefaults() {
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.BackgroundFatal == nil {
+		o.BackgroundFatal = func(msg string) { panic("storage failure: " + msg) }
+	}
+}
+
+// Open opens (creating if needed) the node's Pebble store in dir on
+// o.FS.
+func Open(dir string, o Options) (*pebble.DB, error) {
+	o.ensureDefaults()
+	fs, logger := o.FS, o.Logger
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("storage: create %s: %w", dir, err)
 	}
@@ -23,7 +57,7 @@ func Open(dir string, fs vfs.FS, logger *slog.Logger) (*pebble.DB, error) {
 	}
 	opts := &pebble.Options{
 		FS:     fs,
-		Logger: pebbleLogger{logger},
+		Logger: pebbleLogger{l: logger, fatal: o.BackgroundFatal},
 		// FormatWALSyncChunks makes every WAL chunk carry the offset up to
 		// which the log was synced when it was written. Without it Pebble
 		// cannot tell a corrupted record in the newest WAL from a torn tail
@@ -72,7 +106,12 @@ func formatOnDisk(fs vfs.FS, dir string) pebble.FormatMajorVersion {
 	return pebble.FormatMajorVersion(n)
 }
 
-type pebbleLogger struct{ l *slog.Logger }
+// pebbleLogger is Pebble's Logger: l may be nil (nothing is logged); fatal
+// is Options.BackgroundFatal.
+type pebbleLogger struct {
+	l     *slog.Logger
+	fatal func(msg string)
+}
 
 func (p pebbleLogger) Infof(format string, args ...interface{}) {
 	if p.l != nil {
@@ -89,7 +128,7 @@ func (p pebbleLogger) Errorf(format string, args ...interface{}) {
 // Fatalf must not return (see fault.go). Inside Commit it panics with a
 // value Commit recovers into a *CommitError; the store then stops the node
 // and the node logs the failure once. Elsewhere (Pebble's own goroutines)
-// it logs the failure and calls BackgroundFatal.
+// it logs the failure and calls Options.BackgroundFatal.
 func (p pebbleLogger) Fatalf(format string, args ...interface{}) {
 	msg := fmt.Sprintf(format, args...)
 	if insideCommit() {
@@ -108,6 +147,8 @@ func (p pebbleLogger) Fatalf(format string, args ...interface{}) {
 	if p.l != nil {
 		p.l.Error("storage failure: "+msg+"; the node cannot continue and the process stops; restart it after the disk is fixed", "component", "pebble")
 	}
-	BackgroundFatal(msg)
+	if p.fatal != nil {
+		p.fatal(msg)
+	}
 	panic(msg) // BackgroundFatal must not return
 }

@@ -15,7 +15,7 @@ import (
 
 func openMem(t *testing.T, fs vfs.FS) *pebble.DB {
 	t.Helper()
-	db, err := Open("/db", fs, nil)
+	db, err := Open("/db", Options{FS: fs})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -144,7 +144,7 @@ func walImage(t *testing.T, n, vsize int, opts *pebble.Options) (*vfs.MemFS, str
 	var db *pebble.DB
 	var err error
 	if opts == nil {
-		db, err = Open("/db", mem, nil)
+		db, err = Open("/db", Options{FS: mem})
 	} else {
 		opts.FS = mem
 		if db, err = pebble.Open("/db", opts); err == nil {
@@ -273,7 +273,7 @@ func TestOpenToleratesTornWALTail(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fs, path, starts := walImage(t, n, 100, nil)
 			writeFile(t, fs, path, tc.mutate(readFile(t, fs, path), starts))
-			db, err := Open("/db", fs, nil)
+			db, err := Open("/db", Options{FS: fs})
 			if err != nil {
 				t.Fatalf("open after a torn tail: %v", err)
 			}
@@ -311,7 +311,7 @@ func TestOpenRefusesCorruptWAL(t *testing.T) {
 			}
 			data[off] ^= 0x10
 			writeFile(t, fs, path, data)
-			db, err := Open("/db", fs, nil)
+			db, err := Open("/db", Options{FS: fs})
 			if err == nil {
 				present := keysPresent(t, db, tc.n)
 				db.Close()
@@ -383,23 +383,34 @@ func TestPebbleWALCorruptionDetection(t *testing.T) {
 func timeAfter(sec int) <-chan time.Time { return time.After(time.Duration(sec) * time.Second) }
 
 // TestFatalfOutsideCommit: a Fatalf from one of Pebble's own goroutines
-// (not under Commit) goes to BackgroundFatal, which must not return.
+// (not under Commit) goes to Options.BackgroundFatal, which must not return.
 func TestFatalfOutsideCommit(t *testing.T) {
-	old := BackgroundFatal
-	defer func() { BackgroundFatal = old }()
 	var got string
-	BackgroundFatal = func(msg string) { got = msg; panic("exit") }
+	l := pebbleLogger{fatal: func(msg string) { got = msg; panic("exit") }}
 	func() {
 		defer func() {
 			if r := recover(); r != "exit" {
 				t.Fatalf("recovered %v", r)
 			}
 		}()
-		pebbleLogger{}.Fatalf("MANIFEST sync failed: %v", syscall.EIO)
+		l.Fatalf("MANIFEST sync failed: %v", syscall.EIO)
 	}()
 	if got != "MANIFEST sync failed: input/output error" {
 		t.Fatalf("BackgroundFatal got %q", got)
 	}
+}
+
+// TestDefaultBackgroundFatal: without Options.BackgroundFatal, a Fatalf
+// outside Commit panics with the failure.
+func TestDefaultBackgroundFatal(t *testing.T) {
+	var o Options
+	o.ensureDefaults()
+	defer func() {
+		if r := recover(); r != "storage failure: compaction failed" {
+			t.Fatalf("recovered %v", r)
+		}
+	}()
+	pebbleLogger{fatal: o.BackgroundFatal}.Fatalf("compaction failed")
 }
 
 // TestCommitAfterStickyWALErrorIsWedged: once the WAL's write error has

@@ -140,7 +140,7 @@ func newCluster(t *testing.T, n int) *testCluster {
 }
 
 func (c *testCluster) openDB(tn *testNode) *pebble.DB {
-	db, err := storage.Open("/db", tn.fs, nil)
+	db, err := storage.Open("/db", storage.Options{FS: tn.fs})
 	if err != nil {
 		c.t.Fatal(err)
 	}
