@@ -17,7 +17,10 @@
 //   - Call, unary: (method, payload) → payload, for forwarding commands to
 //     the leader and for joins. Payloads are not interpreted; a handler's
 //     error comes back as a gRPC status (codes.Unknown with its text unless
-//     it is a status or a context error already).
+//     it is a status or a context error already). A handler error that is a
+//     WireError also carries its own encoding (a status detail), which the
+//     caller gets back with WireDetail: that is how a typed error crosses
+//     from one node to another (package server defines the encoding).
 //
 // Local implements the same methods in process (LocalNetwork routes by node
 // id), with the same asynchrony, copying, bounded queues and Interceptor,

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // Handler is the node as the transport sees it.
@@ -30,7 +31,9 @@ type Handler interface {
 	// must consume data fully before returning; returning nil means
 	// success.
 	HandleSnapshot(msg *raftpb.Message, data io.Reader) error
-	// HandleCall serves a unary call.
+	// HandleCall serves a unary call. Its error reaches the caller as a
+	// gRPC status (see Transport.Call); an error that is (or wraps) a
+	// WireError also carries its WireDetail to the caller.
 	HandleCall(ctx context.Context, method string, payload []byte) ([]byte, error)
 	// ReportUnreachable / ReportSnapshot feed back send failures to Raft.
 	// They are never called on the goroutine that called Send.
@@ -504,17 +507,58 @@ func (t *Transport) serveCall(ctx context.Context, req []byte) ([]byte, error) {
 	return resp, nil
 }
 
+// WireError is a Handler error that carries an encoding of itself to the
+// caller: HandleCall returns it (or an error wrapping it), the bytes of
+// WireDetail travel with the call's gRPC status (as a status detail, a
+// google.protobuf.BytesValue), and the caller reads them back with
+// WireDetail. The transport does not interpret them: the handler's package
+// defines the encoding, and both ends run that package. A peer that does
+// not know about details ignores them and still sees the error's text.
+type WireError interface {
+	error
+	WireDetail() []byte
+}
+
+// WireDetail returns the WireDetail of the remote handler error that a Call
+// or CallAddr failed with, and false when err carries none (a transport
+// failure, a context error of the caller, a handler error that is not a
+// WireError, or a peer that sends no details).
+func WireDetail(err error) ([]byte, bool) {
+	st, ok := status.FromError(err)
+	if !ok || st == nil {
+		return nil, false
+	}
+	for _, d := range st.Details() {
+		if b, ok := d.(*wrapperspb.BytesValue); ok {
+			return b.GetValue(), true
+		}
+	}
+	return nil, false
+}
+
 // toStatus turns a handler's error into the status the caller receives:
 // status errors travel as they are, context errors with their codes,
-// anything else as codes.Unknown with the error's text.
+// anything else as codes.Unknown with the error's text. A WireError's
+// detail rides along in every case.
 func toStatus(err error) error {
-	if _, ok := status.FromError(err); ok {
+	st, isStatus := status.FromError(err)
+	if !isStatus {
+		code := codes.Unknown
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			code = status.FromContextError(err).Code()
+		}
+		st = status.New(code, err.Error())
+	}
+	var we WireError
+	if errors.As(err, &we) {
+		if withDetail, derr := st.WithDetails(wrapperspb.Bytes(we.WireDetail())); derr == nil {
+			return withDetail.Err()
+		}
+	}
+	if isStatus {
 		return err
 	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return status.Error(status.FromContextError(err).Code(), err.Error())
-	}
-	return status.Error(codes.Unknown, err.Error())
+	return st.Err()
 }
 
 // route is the body of Send shared by Transport and Local: unknown peers and

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -500,4 +501,67 @@ func TestMetricsRegisterTwice(t *testing.T) {
 	if !found {
 		t.Fatalf("dropped counter not shared/registered")
 	}
+}
+
+// detailErr is a handler error with a wire encoding.
+type detailErr struct{ msg, detail string }
+
+func (e *detailErr) Error() string      { return e.msg }
+func (e *detailErr) WireDetail() []byte { return []byte(e.detail) }
+
+// wireDetailHandler answers "detail" with a WireError (wrapped), "plain"
+// with an error without one, "deadline" with a WireError that also wraps
+// context.DeadlineExceeded (the handler's own deadline, not the caller's).
+func wireDetailHandler(_ context.Context, method string, _ []byte) ([]byte, error) {
+	switch method {
+	case "detail":
+		return nil, fmt.Errorf("wrapped: %w", &detailErr{msg: "boom", detail: "\x07code"})
+	case "deadline":
+		return nil, fmt.Errorf("%w: %w", &detailErr{msg: "late", detail: "\x08"}, context.DeadlineExceeded)
+	}
+	return nil, errors.New("plain")
+}
+
+// checkWireDetail runs the calls of wireDetailHandler through call.
+func checkWireDetail(t *testing.T, call func(ctx context.Context, method string) error) {
+	t.Helper()
+	ctx := context.Background()
+	err := call(ctx, "detail")
+	if d, ok := WireDetail(err); !ok || string(d) != "\x07code" {
+		t.Fatalf("detail: %q %v (%v)", d, ok, err)
+	}
+	if s, _ := status.FromError(err); s.Code() != codes.Unknown || s.Message() != "wrapped: boom" {
+		t.Fatalf("detail: the status is %v", err)
+	}
+	err = call(ctx, "plain")
+	if d, ok := WireDetail(err); ok || err == nil {
+		t.Fatalf("plain: %q %v (%v)", d, ok, err)
+	}
+	err = call(ctx, "deadline")
+	if d, ok := WireDetail(err); !ok || string(d) != "\x08" || status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("deadline: %q %v (%v)", d, ok, err)
+	}
+	if d, ok := WireDetail(nil); ok || d != nil {
+		t.Fatal("WireDetail(nil) reports a detail")
+	}
+}
+
+func TestCallWireDetail(t *testing.T) {
+	checkLeaks(t)
+	a, b := pair(t, Config{}, nil)
+	b.rec.call = wireDetailHandler
+	checkWireDetail(t, func(ctx context.Context, method string) error {
+		_, err := a.t.Call(ctx, 2, method, nil)
+		return err
+	})
+}
+
+func TestLocalCallWireDetail(t *testing.T) {
+	checkLeaks(t)
+	_, ls, recs := localCluster(t, nil, 2, nil)
+	recs[2].call = wireDetailHandler
+	checkWireDetail(t, func(ctx context.Context, method string) error {
+		_, err := ls[1].Call(ctx, 2, method, nil)
+		return err
+	})
 }

@@ -17,6 +17,8 @@ import (
 //	                 the following frames are raw snapshot data chunks)
 //	call request:    v=1 | from | len(method) | method | payload
 //	call response:   payload
+//	call error:      a gRPC status; a WireError's detail rides in it as a
+//	                 google.protobuf.BytesValue status detail
 //
 // Snapshot and Raft streams are answered with one empty frame on success;
 // failures travel as gRPC statuses.
