@@ -396,25 +396,9 @@ func StatusCode(err error) int {
 	case errors.Is(err, ErrInvalid):
 		return http.StatusBadRequest
 	}
-	// Errors that crossed a process boundary (forwarded to the leader) keep
-	// their text but not their identity.
-	msg := err.Error()
-	for _, m := range []struct {
-		err  error
-		code int
-	}{
-		{ErrNotLeader, http.StatusMisdirectedRequest},
-		{ErrNoLeader, http.StatusServiceUnavailable},
-		{ErrStopped, http.StatusServiceUnavailable},
-		{ErrUnknownMember, http.StatusNotFound},
-		{ErrMemberExists, http.StatusConflict},
-		{ErrBusy, http.StatusConflict},
-		{ErrInvalid, http.StatusBadRequest},
-	} {
-		if strings.Contains(msg, m.err.Error()) {
-			return m.code
-		}
-	}
+	// An error that crossed from another node (a change forwarded to the
+	// leader) was rebuilt there with its identity (package server,
+	// peererr.go), so the cases above see it too.
 	return http.StatusInternalServerError
 }
 

@@ -338,7 +338,9 @@ func TestNodeErrors(t *testing.T) {
 		{ErrStopped, 503, 0},
 		{errors.New("disk on fire"), 500, 0},
 		{statusErr(418), 418, 0},
-		{errors.New("rpc: node 4: member already exists"), 409, 0},
+		{fmt.Errorf("rpc: node 4: %w", ErrMemberExists), 409, 0},
+		// Only identity counts, not the text.
+		{errors.New("rpc: node 4: member already exists"), 500, 0},
 	}
 	for _, c := range cases {
 		f := newFake()

@@ -112,9 +112,11 @@ func (n *Node) execWrite(ctx context.Context, cmds [][][]byte, out []reply.Reply
 				fill(out, errAmbiguousReply)
 			}
 			return
-		case errors.Is(err, store.ErrStopped):
-			// The entry may already be in the log and commit on the other
-			// nodes: not a certain failure.
+		case errors.Is(err, store.ErrStopped) && local:
+			// This node stops. The entry may already be in the log and
+			// commit on the other nodes: not a certain failure. (A leader
+			// that stops answers a forwarded write with ErrStopped too: the
+			// default case reports that.)
 			fill(out, reply.Error("UNCERTAIN node is shutting down; the write may or may not have been applied"))
 			return
 		default:

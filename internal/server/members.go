@@ -25,6 +25,7 @@ func (n *Node) onLeader(ctx context.Context, method string, req memberRequest, l
 			err = local(r)
 		case lead != 0:
 			_, err = n.trans.Call(ctx, lead, method, payload)
+			err = callError(err) // the leader's own error, typed again
 		default:
 			err = store.ErrNoLeader
 		}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strings"
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
@@ -106,15 +105,8 @@ func (n *Node) openSnapshot(m *raftpb.Message) (io.ReadCloser, error) {
 }
 
 // Forwarded exec: request = uvarint range, uvarint count, commands (each
-// uvarint argc + uvarint-prefixed args). Response = status byte, then either
-// replies (statusOK) or uvarint leader (statusNotLeader) or an error text.
-const (
-	statusOK byte = iota
-	statusNotLeader
-	statusDropped
-	statusAmbiguous
-	statusError
-)
+// uvarint argc + uvarint-prefixed args). Response = codeOK then the replies,
+// or an encoded error (peererr.go).
 
 func encodeCmds(cmds [][][]byte) []byte {
 	b := binary.AppendUvarint(nil, uint64(firstRange))
@@ -182,28 +174,23 @@ func (n *Node) forwardExec(ctx context.Context, lead uint64, cmds [][][]byte) ([
 	if len(resp) == 0 {
 		return nil, errBadPayload
 	}
-	switch resp[0] {
-	case statusOK:
-		b := resp[1:]
-		out := make([]reply.Reply, 0, len(cmds))
-		for range cmds {
-			var r reply.Reply
-			if r, b, err = reply.Decode(b); err != nil {
-				return nil, err
-			}
-			out = append(out, r)
+	if resp[0] != codeOK {
+		remote, ok := decodeError(resp)
+		if !ok {
+			return nil, errBadPayload
 		}
-		return out, nil
-	case statusNotLeader:
-		l, _ := binary.Uvarint(resp[1:])
-		return nil, &store.NotLeaderError{Range: firstRange, Leader: l}
-	case statusDropped:
-		return nil, store.ErrProposalDropped
-	case statusAmbiguous:
-		return nil, store.ErrAmbiguous
-	default:
-		return nil, errors.New(string(resp[1:]))
+		return nil, remote
 	}
+	b := resp[1:]
+	out := make([]reply.Reply, 0, len(cmds))
+	for range cmds {
+		var r reply.Reply
+		if r, b, err = reply.Decode(b); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 func (h *peerHandler) HandleCall(ctx context.Context, method string, payload []byte) ([]byte, error) {
@@ -217,29 +204,20 @@ func (h *peerHandler) HandleCall(ctx context.Context, method string, payload []b
 		ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
 		defer cancel()
 		replies, err := n.store.Replica(firstRange).Propose(ctx, cmds)
-		var nle *store.NotLeaderError
-		switch {
-		case err == nil:
-			out := []byte{statusOK}
-			for _, r := range replies {
-				out = r.AppendBinary(out)
-			}
-			return out, nil
-		case errors.As(err, &nle):
-			return binary.AppendUvarint([]byte{statusNotLeader}, nle.Leader), nil
-		case errors.Is(err, store.ErrProposalDropped):
-			return []byte{statusDropped}, nil
-		case errors.Is(err, store.ErrAmbiguous):
-			return []byte{statusAmbiguous}, nil
-		default:
-			return append([]byte{statusError}, err.Error()...), nil
+		if err != nil {
+			return appendError(nil, err), nil
 		}
+		out := []byte{codeOK}
+		for _, r := range replies {
+			out = r.AppendBinary(out)
+		}
+		return out, nil
 	case methodJoin:
 		var req memberRequest
 		if err := json.Unmarshal(payload, &req); err != nil {
 			return nil, err
 		}
-		return nil, n.AddMember(ctx, req.ID, req.PeerAddr)
+		return nil, wireErr(n.AddMember(ctx, req.ID, req.PeerAddr))
 	case methodMembers:
 		return json.Marshal(n.store.Replica(firstRange).Descriptor().Replicas)
 	case methodRemoveMember:
@@ -247,13 +225,13 @@ func (h *peerHandler) HandleCall(ctx context.Context, method string, payload []b
 		if err := json.Unmarshal(payload, &req); err != nil {
 			return nil, err
 		}
-		return nil, n.RemoveMember(ctx, req.ID)
+		return nil, wireErr(n.RemoveMember(ctx, req.ID))
 	case methodTransferLeader:
 		var req memberRequest
 		if err := json.Unmarshal(payload, &req); err != nil {
 			return nil, err
 		}
-		return nil, n.TransferLeader(ctx, req.ID)
+		return nil, wireErr(n.TransferLeader(ctx, req.ID))
 	}
 	return nil, fmt.Errorf("unknown peer method %q", method)
 }
@@ -282,10 +260,11 @@ func (n *Node) join() error {
 					}
 				}
 				_, err = n.trans.CallAddr(ctx, n.cfg.Join, methodJoin, payload)
+				err = callError(err)
 			}
 		}
 		cancel()
-		if err != nil && strings.Contains(err.Error(), admin.ErrMemberExists.Error()) {
+		if errors.Is(err, admin.ErrMemberExists) {
 			err = nil // admitted before (this node restarted during its join)
 		}
 		if err == nil {

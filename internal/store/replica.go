@@ -86,14 +86,35 @@ var (
 // ErrAmbiguous: the caller stopped waiting; the command may or may not apply.
 var ErrAmbiguous = errors.New("store: timed out waiting for commit; the write may or may not have been applied")
 
-// NotLeaderError is returned by Propose on a replica that does not lead.
+// NotLeaderError is returned by Propose, and by membership changes, on a
+// replica that does not lead. Nothing was proposed: the caller may retry on
+// the leader.
 type NotLeaderError struct {
 	Range  storage.RangeID
 	Leader uint64 // 0 if unknown
+	// LeaderAddr is the leader's peer address as this replica's descriptor
+	// has it; "" if the leader or its address is unknown.
+	LeaderAddr string
 }
 
 func (e *NotLeaderError) Error() string {
+	if e.LeaderAddr != "" {
+		return fmt.Sprintf("store: range %d: not leader (leader %d at %s)", e.Range, e.Leader, e.LeaderAddr)
+	}
 	return fmt.Sprintf("store: range %d: not leader (leader %d)", e.Range, e.Leader)
+}
+
+// notLeader is the NotLeaderError of this replica when raft says lead leads
+// (0: unknown); desc supplies the leader's address.
+func (r *Replica) notLeader(lead uint64, desc *storage.Descriptor) *NotLeaderError {
+	e := &NotLeaderError{Range: r.id, Leader: lead}
+	if desc == nil || lead == 0 {
+		return e
+	}
+	if rep, ok := desc.Replica(storage.NodeID(lead)); ok {
+		e.LeaderAddr = rep.PeerAddr
+	}
+	return e
 }
 
 // BootstrapRange writes the initial state of a brand-new range whose members
@@ -252,7 +273,7 @@ func (r *Replica) Propose(ctx context.Context, cmds [][][]byte) ([]reply.Reply, 
 	st := r.mu.rn.BasicStatus()
 	if st.RaftState != raft.StateLeader {
 		r.mu.Unlock()
-		return nil, &NotLeaderError{Range: r.id, Leader: st.Lead}
+		return nil, r.notLeader(st.Lead, r.mu.desc)
 	}
 	ts := r.store.cfg.Now()
 	if ts < r.mu.lastTS {

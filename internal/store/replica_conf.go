@@ -25,7 +25,7 @@ func (r *Replica) proposeConfChange(ctx context.Context, cc *raftpb.ConfChangeV2
 	st := r.mu.rn.BasicStatus()
 	if st.RaftState != raft.StateLeader {
 		r.mu.Unlock()
-		return &NotLeaderError{Range: r.id, Leader: st.Lead}
+		return r.notLeader(st.Lead, r.mu.desc)
 	}
 	p := &proposal{id: r.nextProposalIDLocked(), done: make(chan struct{})}
 	cctx := &confContext{ProposalID: p.id, Proposer: uint64(r.store.cfg.NodeID), NodeID: target, PeerAddr: addr}
@@ -64,7 +64,7 @@ func (r *Replica) AddMember(ctx context.Context, id uint64, addr string) error {
 	for {
 		st := r.Status()
 		if st.Role != "leader" {
-			return &NotLeaderError{Range: r.id, Leader: st.Leader}
+			return r.notLeader(st.Leader, st.Descriptor)
 		}
 		if pr, ok := st.Progress[id]; ok && pr.Match >= st.Commit {
 			break
