@@ -44,28 +44,77 @@ type replyError struct {
 func (e *replyError) Error() string   { return e.reply.Error() }
 func (e *replyError) Unwrap() []error { return []error{e.kind, e.reply} }
 
-// errorCode is the first word of a server error reply ("NOLEASE",
-// "CLUSTERDOWN", ...), or "" when err is not a server reply (a connection
-// error, a timeout, redis.Nil is a reply but not an error reply).
-func errorCode(err error) string {
+// replyKind is what a failed command's error says, parsed once (kindOf)
+// from the server's error reply: the reply's code, its first word, decides.
+type replyKind int
+
+const (
+	// notReply: no error reply at all: nil, redis.Nil (a null answer), a
+	// connection error, a timeout, a context error.
+	notReply replyKind = iota
+	// noLease: NOLEASE, the lease does not exist (any more).
+	noLease
+	// staleToken: STALE, LOCK RELEASE with a token that no longer holds.
+	staleToken
+	// fenced: FENCED, LOCK FENCED with a token that does not hold.
+	fenced
+	// clusterDown: CLUSTERDOWN, no leader reachable: not applied.
+	clusterDown
+	// uncertain: UNCERTAIN, the write may or may not have been applied.
+	uncertain
+	// tryAgain: TRYAGAIN or LOADING, the server asks for a resend: not
+	// applied.
+	tryAgain
+	// nodeStopping: the node answering is shutting down (see
+	// stoppingReply); a LOCK ACQUIRE waiting on it stays queued.
+	nodeStopping
+	// otherReply: any other error reply (ERR syntax error, WRONGTYPE, ...).
+	otherReply
+)
+
+// stoppingReply is how a kvorum node that shuts down answers the commands
+// waiting on it: an ERR reply, since Redis has no code for it, whose text
+// starts with this (what follows varies).
+const stoppingReply = "node is shutting down"
+
+// kindOf parses err's server error reply, if it is one.
+func kindOf(err error) replyKind {
 	var re redis.Error
 	if err == nil || errors.Is(err, redis.Nil) || !errors.As(err, &re) {
-		return ""
+		return notReply
 	}
-	code, _, _ := strings.Cut(re.Error(), " ")
-	return code
+	code, text, _ := strings.Cut(re.Error(), " ")
+	switch code {
+	case "NOLEASE":
+		return noLease
+	case "STALE":
+		return staleToken
+	case "FENCED":
+		return fenced
+	case "CLUSTERDOWN":
+		return clusterDown
+	case "UNCERTAIN":
+		return uncertain
+	case "TRYAGAIN", "LOADING":
+		return tryAgain
+	case "ERR":
+		if strings.HasPrefix(text, stoppingReply) {
+			return nodeStopping
+		}
+	}
+	return otherReply
 }
 
 // mapReply wraps the server errors that have a sentinel; other errors are
 // returned unchanged.
 func mapReply(err error) error {
 	var kind error
-	switch errorCode(err) {
-	case "NOLEASE":
+	switch kindOf(err) {
+	case noLease:
 		kind = ErrLeaseLost
-	case "STALE":
+	case staleToken:
 		kind = ErrStaleToken
-	case "FENCED":
+	case fenced:
 		kind = ErrFenced
 	default:
 		return err
@@ -86,10 +135,10 @@ func retryable(err error) bool {
 		errors.Is(err, redis.ErrClosed):
 		return false
 	}
-	switch errorCode(err) {
-	case "":
-		return true // not a server reply: a connection error or a timeout
-	case "CLUSTERDOWN", "UNCERTAIN", "TRYAGAIN", "LOADING":
+	switch kindOf(err) {
+	case notReply:
+		return true // a connection error or a timeout
+	case clusterDown, uncertain, tryAgain:
 		return true
 	}
 	return false
@@ -102,6 +151,6 @@ func maybeApplied(err error) bool {
 	if !retryable(err) {
 		return false
 	}
-	code := errorCode(err)
-	return code == "" || code == "UNCERTAIN"
+	k := kindOf(err)
+	return k == notReply || k == uncertain
 }

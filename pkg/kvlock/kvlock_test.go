@@ -616,3 +616,32 @@ func TestErrorClasses(t *testing.T) {
 		}
 	}
 }
+
+func TestKindOf(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		kind replyKind
+	}{
+		{nil, notReply},
+		{redis.Nil, notReply},
+		{errors.New("dial tcp: connection refused"), notReply},
+		{context.DeadlineExceeded, notReply},
+		{respErr("NOLEASE lease 1 not found"), noLease},
+		{fmt.Errorf("wrapped: %w", respErr("NOLEASE lease 1 not found")), noLease},
+		{respErr("STALE token 3 does not hold lock x"), staleToken},
+		{respErr("FENCED token 3"), fenced},
+		{respErr("CLUSTERDOWN no leader"), clusterDown},
+		{respErr("UNCERTAIN maybe"), uncertain},
+		{respErr("TRYAGAIN"), tryAgain},
+		{respErr("LOADING dataset"), tryAgain},
+		{respErr("ERR node is shutting down"), nodeStopping},
+		{respErr("ERR node is shutting down; the lock wait stays queued, acquire again to resume it"), nodeStopping},
+		{respErr("ERR syntax error"), otherReply},
+		{respErr("ERR lock x: node is shutting down"), otherReply}, // only the reply's start counts
+		{respErr("STALEMATE"), otherReply},
+	} {
+		if k := kindOf(c.err); k != c.kind {
+			t.Errorf("%v: kind %d, want %d", c.err, k, c.kind)
+		}
+	}
+}

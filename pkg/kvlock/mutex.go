@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -137,13 +136,13 @@ func (m *Mutex) Lock(ctx context.Context) (int64, error) {
 				return fail(fmt.Errorf("not granted before the context deadline: %w", context.DeadlineExceeded))
 			}
 			continue // a WAIT round bounded by the client's read timeout: we kept our place
-		case errorCode(err) == "NOLEASE":
+		case kindOf(err) == noLease:
 			m.s.lost(err)
 			return 0, fmt.Errorf("kvlock: lock %q: %w", m.name, m.s.Err())
-		case retryable(err) || shuttingDown(err):
+		case retryable(err) || kindOf(err) == nodeStopping:
 			// A node shutting down keeps our place in the queue: acquiring
 			// again (through any node) resumes the wait.
-			uncertain = uncertain || maybeApplied(err) || shuttingDown(err)
+			uncertain = uncertain || maybeApplied(err) || kindOf(err) == nodeStopping
 			if serr := sleep(ctx, backoff(attempt, time.Second)); serr != nil {
 				return fail(fmt.Errorf("%w (last error: %v)", serr, err))
 			}
@@ -154,12 +153,6 @@ func (m *Mutex) Lock(ctx context.Context) (int64, error) {
 			return fail(err)
 		}
 	}
-}
-
-// shuttingDown reports the reply of a node that stops while a LOCK ACQUIRE
-// waits on it; the wait stays queued.
-func shuttingDown(err error) bool {
-	return errorCode(err) == "ERR" && strings.Contains(err.Error(), "shutting down")
 }
 
 // roundWait is the TIMEOUT of the next ACQUIRE round (0: none) and whether
@@ -214,7 +207,7 @@ func (m *Mutex) TryLock(ctx context.Context) (int64, bool, error) {
 			return tok, true, nil
 		case errors.Is(err, redis.Nil):
 			return 0, false, nil
-		case errorCode(err) == "NOLEASE":
+		case kindOf(err) == noLease:
 			m.s.lost(err)
 			return 0, false, fmt.Errorf("kvlock: trylock %q: %w", m.name, m.s.Err())
 		case retryable(err):
@@ -263,7 +256,7 @@ func (m *Mutex) release(ctx context.Context, tok int64) error {
 		switch {
 		case err == nil:
 			return nil
-		case errorCode(err) == "STALE":
+		case kindOf(err) == staleToken:
 			if uncertain {
 				return nil
 			}
@@ -293,7 +286,7 @@ func (m *Mutex) Fenced(ctx context.Context, args ...any) *redis.Cmd {
 		return cmd
 	}
 	cmd := m.s.c.Do(ctx, full...)
-	if err := cmd.Err(); errorCode(err) == "FENCED" {
+	if err := cmd.Err(); kindOf(err) == fenced {
 		cmd.SetErr(mapReply(err))
 	}
 	return cmd
@@ -323,7 +316,7 @@ func (m *Mutex) cleanup(pending <-chan *redis.Cmd, held int64) {
 					}
 					return
 				}
-			} else if errors.Is(err, redis.Nil) || (errorCode(err) != "" && !retryable(err)) {
+			} else if errors.Is(err, redis.Nil) || (kindOf(err) != notReply && !retryable(err)) {
 				return // a definite answer: not granted
 			}
 		case <-ctx.Done():

@@ -183,7 +183,7 @@ func (s *Session) Close(ctx context.Context) error {
 	s.end(ErrSessionClosed)
 	for attempt := 0; ; attempt++ {
 		err := s.c.Do(ctx, "LEASE", "REVOKE", s.id).Err()
-		if err == nil || errorCode(err) == "NOLEASE" {
+		if err == nil || kindOf(err) == noLease {
 			return nil
 		}
 		if !retryable(err) || sleep(ctx, backoff(attempt, time.Second)) != nil {
@@ -262,7 +262,7 @@ func (s *Session) keepAliveLoop() {
 		case err == nil:
 			s.renewed(sent, time.Duration(ms)*time.Millisecond)
 			failures, next = 0, s.keepAlive
-		case errorCode(err) == "NOLEASE":
+		case kindOf(err) == noLease:
 			s.lost(err)
 			return
 		default:
