@@ -264,20 +264,24 @@ func classify(err error) (cl class, errText string, moveOn bool) {
 	if errors.Is(err, redis.TxFailedErr) {
 		return clFail, "", false
 	}
-	var rerr redis.Error
-	if errors.As(err, &rerr) {
-		msg := rerr.Error()
-		switch {
-		case strings.HasPrefix(msg, "CLUSTERDOWN"):
+	if code, text, ok := ErrorReply(err); ok {
+		switch code {
+		case "CLUSTERDOWN":
 			return clFail, "", true
-		case strings.HasPrefix(msg, "EXECABORT"):
+		case "EXECABORT":
 			return clFail, "", false
-		case strings.HasPrefix(msg, "WRONGTYPE"),
-			strings.HasPrefix(msg, "ERR value is not an integer"),
-			strings.HasPrefix(msg, "ERR increment or decrement would overflow"):
-			return clOk, msg, false
-		case strings.Contains(msg, "shutting down"):
-			return clUnknown, "", true
+		case "WRONGTYPE":
+			return clOk, code + " " + text, false
+		case "ERR":
+			switch {
+			case strings.HasPrefix(text, "value is not an integer"),
+				strings.HasPrefix(text, "increment or decrement would overflow"):
+				return clOk, code + " " + text, false // an answer of the model's
+			case strings.HasPrefix(text, nodeStopping):
+				return clUnknown, "", true
+			}
+		case "UNCERTAIN":
+			return clUnknown, "", strings.HasPrefix(text, nodeStopping)
 		}
 		return clUnknown, "", false
 	}
@@ -563,17 +567,35 @@ func checkList(key string, l, acked []string) (lost []string) {
 // UNCERTAIN, a node shutting down, TRYAGAIN/LOADING, or any error that is
 // not an error reply (connection-level).
 func retryable(err error) bool {
-	var rerr redis.Error
-	if !errors.As(err, &rerr) {
+	code, text, ok := ErrorReply(err)
+	if !ok {
 		return true
 	}
-	msg := rerr.Error()
-	for _, p := range []string{"CLUSTERDOWN", "UNCERTAIN", "TRYAGAIN", "LOADING"} {
-		if strings.HasPrefix(msg, p) {
-			return true
-		}
+	switch code {
+	case "CLUSTERDOWN", "UNCERTAIN", "TRYAGAIN", "LOADING":
+		return true
+	case "ERR":
+		return strings.HasPrefix(text, nodeStopping)
 	}
-	return strings.Contains(msg, "shutting down")
+	return false
+}
+
+// nodeStopping starts the text of the replies of a kvorum node that shuts
+// down, after their code (ERR, or UNCERTAIN for a write that may have been
+// applied): Redis has no code for it.
+const nodeStopping = "node is shutting down"
+
+// ErrorReply splits the server error reply that err is (or wraps) into its
+// code, the first word ("CLUSTERDOWN", "ERR", "NOLEASE", ...), and the text
+// after it; ok is false when err is no error reply (nil, redis.Nil, a
+// connection error, a timeout).
+func ErrorReply(err error) (code, text string, ok bool) {
+	var rerr redis.Error
+	if err == nil || errors.Is(err, redis.Nil) || !errors.As(err, &rerr) {
+		return "", "", false
+	}
+	code, text, _ = strings.Cut(rerr.Error(), " ")
+	return code, text, true
 }
 
 // retryRead runs fn until it returns nil, retrying every 100ms until ctx

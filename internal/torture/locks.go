@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/kvorum/kvorum/internal/check"
 )
 
 // The lock workload runs beside the key-value clients in every torture
@@ -86,9 +87,13 @@ func (w *lockWorkload) client(ctx context.Context, i int, addrs []string) {
 		cctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		cmd := clients[node%len(clients)].Do(cctx, args...)
-		if err := cmd.Err(); err != nil && err != redis.Nil && !strings.HasPrefix(err.Error(), "STALE") &&
-			!strings.HasPrefix(err.Error(), "FENCED") && !strings.HasPrefix(err.Error(), "NOLEASE") {
-			node++ // this node is unreachable or without a leader: try another
+		if err := cmd.Err(); err != nil && err != redis.Nil {
+			switch code, _, _ := check.ErrorReply(err); code {
+			case "STALE", "FENCED", "NOLEASE":
+				// An answer about the lock or the lease, not about the node.
+			default:
+				node++ // this node is unreachable or without a leader: try another
+			}
 		}
 		return cmd
 	}
@@ -126,7 +131,7 @@ func (w *lockWorkload) client(ctx context.Context, i int, addrs []string) {
 					sess.until = sent.Add(lockLeaseTTL)
 				}
 				sess.mu.Unlock()
-			} else if strings.HasPrefix(err.Error(), "NOLEASE") {
+			} else if code, _, _ := check.ErrorReply(err); code == "NOLEASE" {
 				sess.mu.Lock()
 				if sess.lease == id {
 					sess.lease = 0
@@ -173,7 +178,7 @@ func (w *lockWorkload) client(ctx context.Context, i int, addrs []string) {
 		w.mu.Lock()
 		w.grants = append(w.grants, grant{client: i, lease: id, token: tok, start: got, end: end})
 		w.mu.Unlock()
-		if err := do(time.Second, "LOCK", "RELEASE", lockName, tok).Err(); err != nil && !strings.HasPrefix(err.Error(), "STALE") {
+		if err := do(time.Second, "LOCK", "RELEASE", lockName, tok).Err(); err != nil && !isStale(err) {
 			// Unknown outcome: the lock may still be ours until the lease
 			// expires. Start over with a new lease so the old one runs out.
 			sess.mu.Lock()
@@ -233,4 +238,11 @@ func (w *lockWorkload) verify(ctx context.Context, addr string) []string {
 		}
 	}
 	return bad
+}
+
+// isStale reports a STALE reply to LOCK RELEASE: the token no longer held
+// the lock, nothing changed.
+func isStale(err error) bool {
+	code, _, _ := check.ErrorReply(err)
+	return code == "STALE"
 }
