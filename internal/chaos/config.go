@@ -1,19 +1,3 @@
-// Package chaos runs a kvorum cluster of real processes (the kvorum binary,
-// `kvorum start`) under process-level faults — kill -9 and restart,
-// SIGSTOP/SIGCONT, clean restarts, network partitions between nodes —
-// while clients run a randomized workload over the Redis protocol, then
-// checks the recorded history for linearizability, reads back every
-// acknowledged write and compares the replicas. It is `kvorum chaos`.
-//
-// The fault schedule is drawn from a seed (NewSchedule): the same seed
-// gives the same sequence of faults (kinds, roles targeted, durations,
-// waits); which node is "the leader" is resolved when a fault is injected.
-// Faults are sequential: one is injected, held, healed, and the next waits
-// until a write has succeeded again.
-//
-// Two network modes place the nodes (see netnsNet and proxyNet): each node
-// in its own network namespace with real packet drops for partitions
-// (root), or all nodes on 127.0.0.1 behind per-node TCP proxies.
 package chaos
 
 import (
