@@ -28,7 +28,8 @@
 // visualisation are written next to the nodes' data and logs.
 //
 // The only caller is cmd/kvorum (`kvorum chaos`, chaos.go), which maps its
-// flags onto Config; `make test` runs a short one. The nodes are child
+// flags onto Config; its test there (TestChaosCommand) runs two short
+// runs of the built binary. The nodes are child
 // processes of the kvorum binary (Config.Binary), each with its own data
 // directory and log; the clients are the workload of package check,
 // recorded with check.Recorder. For faults inside one process, with crash

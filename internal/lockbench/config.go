@@ -1,27 +1,3 @@
-// Package lockbench is `kvorum bench locks`: the distributed-locking
-// benchmark of Grzesik & Mrozek (paper 000, sections 4-5, Tables 1 and 2),
-// run against kvorum's LOCK commands and, for comparison, against Redis
-// with the Redlock algorithm and (optionally) against ZooKeeper's fair lock
-// recipe, as the paper ran them.
-//
-// Each client is a real OS process (this binary re-executed as a worker,
-// see WorkerEnv) that loops for the run's duration: acquire the lock
-// (timed), hold it (sleep), release it. In "own" mode every process locks
-// its own name; in "shared" mode all contend for one. Workers connect and
-// set up first, then start together on a signal from the parent, and
-// report every acquire latency, from which the report gives the paper's
-// figures: average, median, min, max, 90th and 99th percentile, plus
-// acquisitions per process and their spread. Shared-mode runs are also
-// checked for mutual exclusion (no two processes' holds overlap) and, on
-// kvorum and ZooKeeper, for fencing tokens (ZooKeeper: the lock znode's
-// sequence number) that increase with every grant.
-//
-// Without given addresses, the benchmark starts what it measures: a local
-// 3-node kvorum cluster of child `kvorum start` processes, and 3
-// standalone redis-server processes (no persistence), like the paper's
-// three independent Redis nodes, and a 3-node ZooKeeper ensemble on
-// 127.0.0.1 (java with the zookeeper package's jar; forceSync=yes, its
-// default: every write is fsynced, as kvorum's are).
 package lockbench
 
 import (
