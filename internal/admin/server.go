@@ -1,16 +1,3 @@
-// Package admin is a node's admin HTTP server: health and readiness probes,
-// Prometheus metrics, and the small JSON API `kvorum ctl` talks to.
-//
-//	GET    /healthz              200 "ok" while the process runs
-//	GET    /readyz               200 when the node can serve linearizable reads, else 503
-//	GET    /metrics              Prometheus metrics (the node's registry + Go + process)
-//	GET    /v1/status            Status
-//	GET    /v1/members           MembersResponse
-//	POST   /v1/members           {"id":N,"peer_addr":"host:port"} -> MembersResponse
-//	DELETE /v1/members/{id}      MembersResponse
-//	POST   /v1/transfer-leader   {"id":N} -> TransferLeaderResponse
-//
-// Errors of the /v1 API are JSON: {"error":"..."} (see ErrorResponse).
 package admin
 
 import (

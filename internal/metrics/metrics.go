@@ -1,4 +1,3 @@
-// Package metrics holds what kvorum's packages share for Prometheus.
 package metrics
 
 import (

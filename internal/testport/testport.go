@@ -1,12 +1,3 @@
-// Package testport hands out loopback addresses for test servers.
-//
-// Ports come from a process-wide counter below the kernel's ephemeral
-// range (32768 and up on Linux), starting at an offset derived from the
-// process id so that concurrent test processes mostly use different
-// ports. Ports from ":0" are ephemeral: once released, any outgoing
-// connection of any process may take one, so a node stopped and restarted
-// on "its" port could find it taken; ports from here are not handed out
-// for outgoing connections.
 package testport
 
 import (
