@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"io/fs"
 	"strings"
 	"sync/atomic"
@@ -51,9 +53,7 @@ func TestStartExitsOnStorageFailure(t *testing.T) {
 		}
 		return nil
 	})
-	old := startNode
-	defer func() { startNode = old }()
-	startNode = func(cfg server.Config) (*server.Node, error) {
+	startNode := func(cfg server.Config) (*server.Node, error) {
 		cfg.FS = errorfs.Wrap(vfs.NewCrashableMem(), inj)
 		n, err := server.Start(cfg)
 		// From now on the WAL cannot be synced: the single node's first
@@ -66,8 +66,11 @@ func TestStartExitsOnStorageFailure(t *testing.T) {
 	var errOut string
 	go func() {
 		defer close(done)
-		code, _, errOut = runCmd("start", "--id", "1", "--data-dir", "/d", "--client-addr", "127.0.0.1:0",
-			"--peer-addr", "127.0.0.1:0", "--admin-addr", "-", "--tick-interval", "10ms")
+		var stdout, stderr bytes.Buffer
+		err := runStartWith(context.Background(), []string{"--id", "1", "--data-dir", "/d", "--client-addr", "127.0.0.1:0",
+			"--peer-addr", "127.0.0.1:0", "--admin-addr", "-", "--tick-interval", "10ms"}, &stdout, &stderr, startNode)
+		code = exitCode("start", err, &stderr)
+		errOut = stderr.String()
 	}()
 	select {
 	case <-done:

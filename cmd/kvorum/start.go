@@ -281,10 +281,14 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	}
 }
 
-// startNode starts the node; tests replace it.
-var startNode = server.Start
-
+// runStart is `kvorum start`.
 func runStart(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return runStartWith(ctx, args, stdout, stderr, server.Start)
+}
+
+// runStartWith is `kvorum start` with startNode starting the node (tests
+// pass one that wraps server.Start).
+func runStartWith(ctx context.Context, args []string, stdout, stderr io.Writer, startNode func(server.Config) (*server.Node, error)) error {
 	f, err := parseStart(args, stdout)
 	if err != nil {
 		return err
