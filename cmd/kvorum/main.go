@@ -1,7 +1,3 @@
-// Command kvorum is a Raft-replicated key-value store that speaks the Redis
-// protocol. One binary: run a node (start), a local cluster (demo), manage a
-// running cluster (ctl), test one under faults (chaos), benchmark locks
-// (bench), or print the version.
 package main
 
 import (
