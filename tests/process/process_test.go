@@ -1,5 +1,3 @@
-// Package process runs the built kvorum binary as real processes on
-// 127.0.0.x and checks durability under kill -9 and full restarts.
 package process
 
 import (
