@@ -1,9 +1,3 @@
-// Package kvdiff holds what the differential tests against a real
-// redis-server share: the testdata/diff file format (file.go), replies as
-// they are on the wire and their rendering in those files (value.go,
-// render.go), private redis-servers to record them from (reference.go),
-// go-redis reply normalisation, and a random command generator (gen.go).
-// It is used only by tests.
 package kvdiff
 
 import (
