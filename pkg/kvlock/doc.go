@@ -9,7 +9,8 @@
 // rdb is any go-redis client (redis.UniversalClient, or anything with
 // Do). The commands are kvorum's (LEASE GRANT|KEEPALIVE|REVOKE, LOCK
 // ACQUIRE|TRYACQUIRE|RELEASE|CANCEL|INFO|FENCED); they are not part of
-// Redis, so this package works against kvorum only.
+// Redis, so this package works against kvorum only. Within this module,
+// `kvorum bench locks` (internal/lockbench) takes its locks with it.
 //
 // # What a lock guarantees
 //
@@ -38,6 +39,14 @@
 // per lock and lease, so a retried acquire gets the same grant or keeps
 // its place in the queue. Fenced is never retried: its write is the
 // application's.
+//
+// A server error reply is classified once, by its code (the reply's first
+// word: NOLEASE, STALE, FENCED, CLUSTERDOWN, UNCERTAIN, TRYAGAIN,
+// LOADING), never by searching its text. The one exception is the ERR
+// reply of a node that shuts down while a LOCK ACQUIRE waits on it, which
+// Redis has no code for and which starts "ERR node is shutting down": the
+// wait stays queued on the cluster, so Lock acquires again (through any
+// node) and keeps its place.
 //
 // # Waiting
 //
