@@ -264,7 +264,7 @@ func (e *ddEnv) addNodes(d *datadriven.TestData) {
 func ddAddr(id uint64) string { return fmt.Sprintf("n%d", id) }
 
 func (e *ddEnv) openDB(n *ddNode) {
-	db, err := storage.Open("/db", n.fs, nil)
+	db, err := storage.Open("/db", storage.Options{FS: n.fs})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func TestStoreHandsOutEffectsAfterCommit(t *testing.T) {
 		}
 		return nil
 	}))
-	db, err := storage.Open("/db", fs, nil)
+	db, err := storage.Open("/db", storage.Options{FS: fs})
 	if err != nil {
 		t.Fatal(err)
 	}
