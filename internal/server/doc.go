@@ -14,12 +14,13 @@
 //
 // The node is the hub between packages that do not know each other: it is
 // the resp.Backend (backend.go), the transport.Handler (peer.go), the
-// store.StateMachine (node.go, through kv) and the admin.NodeAPI
+// store.StateMachine (effects.go, through kv) and the admin.NodeAPI
 // (members.go).
 //
 // # Files
 //
-//	node.go      Node, Start, Stop, Shutdown; the state machine adapter
+//	node.go      Node, Start, Stop, Shutdown
+//	effects.go   the state machine adapter, and acting on what the applied log did
 //	config.go    Config and its defaults
 //	backend.go   client commands: writes (propose or forward), reads (read barrier), INFO
 //	peer.go      the peer side: Raft messages, snapshots, forwarded commands, join
@@ -43,9 +44,9 @@
 //     entry, and once it is committed applies it through kv.Apply in the
 //     same synced batch that persists the round; only then does Propose
 //     return the replies, and the connection goroutine writes them. While
-//     applying, kv reports what the command did (keys written, messages
-//     published, lease renewals) and the node feeds waiters, subscribers
-//     and the lease tracker from it.
+//     applying, kv records what the command did besides its reply (keys
+//     written, messages published, lease renewals); the node acts on that
+//     once the round is committed (effects.go).
 //   - A run of reads waits for a linearizable read point
 //     (Replica.ReadBarrier, a batched ReadIndex) and then reads this
 //     node's Pebble directly, on any node.
@@ -59,9 +60,9 @@
 //     same errors.Is/As cases decide.
 //
 // A blocked command (BLPOP, LOCK ACQUIRE, ...) registers its client on its
-// keys before it tries; the apply of a write to one of those keys, on this
-// node, wakes it once the round is committed, and it tries again (or, for
-// a lock, reads its grant). Nothing polls.
+// keys before it tries; a write to one of those keys applied on this node
+// wakes it once the round is committed, and it tries again (or, for a
+// lock, reads its grant). Nothing polls.
 //
 // # Goroutines
 //
@@ -69,9 +70,12 @@
 //     Watch and Info, and wait in execWrite, execRead and the blocking
 //     paths. They own nothing of the node's; they share the waiters.
 //   - The store's ticker and Ready loop (package store): the Ready loop is
-//     the only goroutine that applies entries, so the node learns there
-//     what each applied command did, and wakes the blocked clients after
-//     each round's commit.
+//     the only goroutine that applies entries, through kvMachine, which
+//     owns the record of the round being applied.
+//   - effectsLoop receives each committed round's record from the store
+//     (Store.Effects), in log order, and acts on it: it wakes blocked
+//     clients, delivers published messages to this node's subscribers and
+//     notes lease renewals; then it hands the record back to kvMachine.
 //   - gRPC server goroutines of the transport: HandleRaft and
 //     HandleSnapshot feed the store; HandleCall serves forwarded writes
 //     (proposing them like a client would), membership calls and member
@@ -98,12 +102,14 @@
 //
 // Everything Start sets (cfg, id, db, store, trans, resp, admin, reg) is
 // read-only afterwards. The node's own mutable state is small: waiters
-// (waiters.mu: the key → blocked client map, the keys written in the
-// current round), the lease tracker (leaseTracker.mu), and atomics
-// (blocked client count, disk state, learnPeers rate limit). waiters.mu
+// (waiters.mu: the key → blocked client map), the lease tracker
+// (leaseTracker.mu), and atomics (blocked client count, disk state,
+// learnPeers rate limit). A round's effects record belongs to one
+// goroutine at a time: the Ready loop while it applies, effectsLoop once
+// the store hands it over, kvMachine's free list in between. waiters.mu
 // and leaseTracker.mu are leaves: nothing else is locked or called while
-// one is held. The store calls the apply hooks without holding any lock of
-// its own, so its order (Store.mu, then Replica.mu, then RaftLog's) and
+// one is held. The store holds none of its locks while it runs the state
+// machine, so its order (Store.mu, then Replica.mu, then RaftLog's) and
 // the node's never nest. The node never holds a lock while it calls into
 // the store, the transport or the RESP server.
 package server
