@@ -98,9 +98,6 @@ type NotLeaderError struct {
 }
 
 func (e *NotLeaderError) Error() string {
-	if e.LeaderAddr != "" {
-		return fmt.Sprintf("store: range %d: not leader (leader %d at %s)", e.Range, e.Leader, e.LeaderAddr)
-	}
 	return fmt.Sprintf("store: range %d: not leader (leader %d)", e.Range, e.Leader)
 }
 
