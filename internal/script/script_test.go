@@ -240,3 +240,33 @@ func TestCompileCacheBounded(t *testing.T) {
 	}
 	wantReply(t, "evicted still runs", eval0(t, "return 0"), int64(0))
 }
+
+// TestConcurrentRuns: scripts compile and run on many goroutines at once
+// (EVAL_RO is served on the read path, one connection goroutine each):
+// the compiled-script cache and the VM pool are shared, and every run
+// still sees only its own KEYS, ARGV and caller. Run under -race.
+func TestConcurrentRuns(t *testing.T) {
+	const workers, runs = 4, 50
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		go func() {
+			for i := 0; i < runs; i++ {
+				c := &fakeCaller{replies: map[string]reply.Reply{"get": reply.BulkString(fmt.Sprint(w))}}
+				// One body shared by all workers (the cache) and one per run.
+				shared := eval(t, c, "return {KEYS[1], ARGV[1], redis.call('get', KEYS[1])}", []string{"k"}, []string{fmt.Sprint(i)})
+				own := eval(t, c, fmt.Sprintf("return %d + %d", w, i), nil, nil)
+				want := reply.Array(reply.BulkString("k"), reply.BulkString(fmt.Sprint(i)), reply.BulkString(fmt.Sprint(w)))
+				if fmt.Sprint(shared) != fmt.Sprint(want) || own.Kind != reply.KindInt || own.Int != int64(w+i) {
+					errs <- fmt.Errorf("worker %d run %d: got %v and %v", w, i, shared, own)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for w := 0; w < workers; w++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
