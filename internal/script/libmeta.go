@@ -1,9 +1,11 @@
 package script
 
 import (
+	"bytes"
 	"strings"
 
 	"github.com/kvorum/kvorum/internal/reply"
+	"github.com/kvorum/kvorum/internal/resp/codec"
 )
 
 // Library is the code of a function library, FUNCTION LOAD's payload,
@@ -64,95 +66,21 @@ func parseLibMeta(code []byte) (string, int, string) {
 	return *name, nl, ""
 }
 
-// splitArgs is Redis's sdssplitargs: blank-separated words, with double
-// quotes (escapes \xHH \n \r \t \b \a \c) and single quotes (\'); ok=false
-// for unbalanced quotes or a closing quote followed by a non-blank.
+// splitArgs is Redis's sdssplitargs over the C string line (up to its
+// first NUL), as codec.SplitArgs; ok=false for unbalanced quotes.
 func splitArgs(line []byte) ([]string, bool) {
-	at := func(i int) byte {
-		if i < len(line) {
-			return line[i]
-		}
-		return 0
+	if i := bytes.IndexByte(line, 0); i >= 0 {
+		line = line[:i]
 	}
-	isSpace := func(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == '\v' || c == '\f' }
-	var out []string
-	p := 0
-	for {
-		for p < len(line) && isSpace(line[p]) {
-			p++
-		}
-		if at(p) == 0 {
-			return out, true
-		}
-		inq, insq, done := false, false, false
-		var cur []byte
-		for !done {
-			c := at(p)
-			switch {
-			case inq:
-				switch {
-				case c == '\\' && at(p+1) == 'x' && isHex(at(p+2)) && isHex(at(p+3)):
-					cur = append(cur, byte(digitVal(at(p+2))<<4|digitVal(at(p+3))))
-					p += 3
-				case c == '\\' && at(p+1) != 0:
-					p++
-					e := at(p)
-					switch e {
-					case 'n':
-						e = '\n'
-					case 'r':
-						e = '\r'
-					case 't':
-						e = '\t'
-					case 'b':
-						e = '\b'
-					case 'a':
-						e = '\a'
-					}
-					cur = append(cur, e)
-				case c == '"':
-					if n := at(p + 1); n != 0 && !isSpace(n) {
-						return nil, false
-					}
-					done = true
-				case c == 0:
-					return nil, false
-				default:
-					cur = append(cur, c)
-				}
-			case insq:
-				switch {
-				case c == '\\' && at(p+1) == '\'':
-					p++
-					cur = append(cur, '\'')
-				case c == '\'':
-					if n := at(p + 1); n != 0 && !isSpace(n) {
-						return nil, false
-					}
-					done = true
-				case c == 0:
-					return nil, false
-				default:
-					cur = append(cur, c)
-				}
-			default:
-				switch c {
-				case ' ', '\n', '\r', '\t', 0:
-					done = true
-				case '"':
-					inq = true
-				case '\'':
-					insq = true
-				default:
-					cur = append(cur, c)
-				}
-			}
-			if at(p) != 0 {
-				p++
-			}
-		}
-		out = append(out, string(cur))
+	words, err := codec.SplitArgs(line)
+	if err != nil {
+		return nil, false
 	}
+	out := make([]string, len(words))
+	for i, w := range words {
+		out[i] = string(w)
+	}
+	return out, true
 }
 
 // validFunctionName is Redis's functionsVerifyName.

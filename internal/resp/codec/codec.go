@@ -472,9 +472,8 @@ func parseLen(b []byte) (int64, bool) {
 	return int64(v), true
 }
 
-// inline parses one inline command line, splitting it like Redis's
-// sdssplitargs (redis-cli's quoting: "..." with \n \r \t \b \a \xHH and
-// \<c> escapes, '...' with \' only).
+// inline parses one inline command line, split into words as SplitArgs
+// splits it (Redis's sdssplitargs).
 func (r *Reader) inline(block bool) ([][]byte, error) {
 	l, err := r.line(block, ErrTooBigInline)
 	if err != nil {
@@ -488,95 +487,127 @@ func (r *Reader) inline(block bool) ([][]byte, error) {
 		l = l[:n-1]
 	}
 	start := len(r.argv)
-	p := 0
-	for {
-		for p < len(l) && isSpace(l[p]) {
-			p++
-		}
-		if p == len(l) {
-			break
-		}
+	for p := skipSpace(l, 0); p < len(l); p = skipSpace(l, p) {
 		if len(r.argv)-start >= r.lim.MaxArgs {
 			return nil, errTooManyArgs(int64(len(r.argv)-start+1), r.lim.MaxArgs)
 		}
 		a := len(r.arena)
-		inq, insq := false, false
-	token:
-		for {
-			switch {
-			case inq:
-				if p == len(l) {
-					return nil, ErrUnbalancedQuotes
-				}
-				c := l[p]
-				switch {
-				case c == '\\' && p+3 < len(l) && l[p+1] == 'x' && isHex(l[p+2]) && isHex(l[p+3]):
-					r.arena = append(r.arena, unhex(l[p+2])<<4|unhex(l[p+3]))
-					p += 3
-				case c == '\\' && p+1 < len(l):
-					p++
-					switch c = l[p]; c {
-					case 'n':
-						c = '\n'
-					case 'r':
-						c = '\r'
-					case 't':
-						c = '\t'
-					case 'b':
-						c = '\b'
-					case 'a':
-						c = '\a'
-					}
-					r.arena = append(r.arena, c)
-				case c == '"':
-					if p+1 < len(l) && !isSpace(l[p+1]) {
-						return nil, ErrUnbalancedQuotes
-					}
-					p++
-					break token
-				default:
-					r.arena = append(r.arena, c)
-				}
-			case insq:
-				if p == len(l) {
-					return nil, ErrUnbalancedQuotes
-				}
-				c := l[p]
-				switch {
-				case c == '\\' && p+1 < len(l) && l[p+1] == '\'':
-					p++
-					r.arena = append(r.arena, '\'')
-				case c == '\'':
-					if p+1 < len(l) && !isSpace(l[p+1]) {
-						return nil, ErrUnbalancedQuotes
-					}
-					p++
-					break token
-				default:
-					r.arena = append(r.arena, c)
-				}
-			default:
-				if p == len(l) {
-					break token
-				}
-				switch c := l[p]; c {
-				case ' ', '\n', '\r', '\t':
-					p++
-					break token
-				case '"':
-					inq = true
-				case '\'':
-					insq = true
-				default:
-					r.arena = append(r.arena, c)
-				}
-			}
-			p++
+		r.arena, p, err = appendWord(r.arena, l, p)
+		if err != nil {
+			return nil, err
 		}
 		r.argv = append(r.argv, r.arena[a:len(r.arena):len(r.arena)])
 	}
 	end := len(r.argv)
 	return r.argv[start:end:end], nil
+}
+
+// SplitArgs splits line into words as Redis's sdssplitargs does, the way
+// inline commands are split: words separated by space, tab, CR or LF; a
+// word may hold double-quoted parts, with the escapes \n \r \t \b \a \xHH
+// and \<c> for c, and single-quoted parts, with \' only. A quote left
+// open, or a closing quote followed by anything but a space, is
+// ErrUnbalancedQuotes. All of line is split, NUL bytes included (C's
+// sdssplitargs stops at the first NUL).
+func SplitArgs(line []byte) ([][]byte, error) {
+	var words [][]byte
+	for p := skipSpace(line, 0); p < len(line); p = skipSpace(line, p) {
+		var w []byte
+		var err error
+		if w, p, err = appendWord(nil, line, p); err != nil {
+			return nil, err
+		}
+		words = append(words, w)
+	}
+	return words, nil
+}
+
+// skipSpace returns the position of the first byte of l at or after p that
+// is not a space, or len(l).
+func skipSpace(l []byte, p int) int {
+	for p < len(l) && isSpace(l[p]) {
+		p++
+	}
+	return p
+}
+
+// appendWord appends to dst the word of l that starts at p (not a space),
+// its quotes and escapes resolved as SplitArgs says. It returns dst and
+// where the next word may start: after the blank that ended this one.
+func appendWord(dst, l []byte, p int) ([]byte, int, error) {
+	inq, insq := false, false
+	for ; ; p++ {
+		switch {
+		case inq:
+			if p == len(l) {
+				return dst, p, ErrUnbalancedQuotes
+			}
+			c := l[p]
+			switch {
+			case c == '\\' && p+3 < len(l) && l[p+1] == 'x' && isHex(l[p+2]) && isHex(l[p+3]):
+				dst = append(dst, unhex(l[p+2])<<4|unhex(l[p+3]))
+				p += 3
+			case c == '\\' && p+1 < len(l):
+				p++
+				switch c = l[p]; c {
+				case 'n':
+					c = '\n'
+				case 'r':
+					c = '\r'
+				case 't':
+					c = '\t'
+				case 'b':
+					c = '\b'
+				case 'a':
+					c = '\a'
+				}
+				dst = append(dst, c)
+			case c == '"':
+				p, err := closeQuote(l, p)
+				return dst, p, err
+			default:
+				dst = append(dst, c)
+			}
+		case insq:
+			if p == len(l) {
+				return dst, p, ErrUnbalancedQuotes
+			}
+			c := l[p]
+			switch {
+			case c == '\\' && p+1 < len(l) && l[p+1] == '\'':
+				p++
+				dst = append(dst, '\'')
+			case c == '\'':
+				p, err := closeQuote(l, p)
+				return dst, p, err
+			default:
+				dst = append(dst, c)
+			}
+		default:
+			if p == len(l) {
+				return dst, p, nil
+			}
+			switch c := l[p]; c {
+			case ' ', '\n', '\r', '\t':
+				return dst, p + 1, nil
+			case '"':
+				inq = true
+			case '\'':
+				insq = true
+			default:
+				dst = append(dst, c)
+			}
+		}
+	}
+}
+
+// closeQuote checks the quote that closes a word at l[p]: the word must end
+// there. It returns the position after the quote.
+func closeQuote(l []byte, p int) (int, error) {
+	if p+1 < len(l) && !isSpace(l[p+1]) {
+		return p, ErrUnbalancedQuotes
+	}
+	return p + 1, nil
 }
 
 func isSpace(c byte) bool {

@@ -26,8 +26,10 @@ func (c chunkReader) Read(p []byte) (int, error) {
 }
 
 // parseAll reads commands until an error; it returns them as strings and
-// the final error (nil for a clean EOF).
-func parseAll(rd io.Reader, lim Limits) ([][]string, error) {
+// the final error (nil for a clean EOF). With pipelined, it reads as the
+// server does: after each ReadCommand, what is already buffered with
+// TryReadCommand, then Release.
+func parseAll(rd io.Reader, lim Limits, pipelined bool) ([][]string, error) {
 	r := NewReader(rd, lim)
 	var out [][]string
 	for {
@@ -39,25 +41,7 @@ func parseAll(rd io.Reader, lim Limits) ([][]string, error) {
 			return out, err
 		}
 		out = append(out, strs(args))
-		r.Release()
-	}
-}
-
-// parseBuffered parses with TryReadCommand only, over a reader that was
-// filled once with the whole input.
-func parseBuffered(input []byte, lim Limits) ([][]string, error) {
-	r := NewReader(bytes.NewReader(input), lim)
-	var out [][]string
-	for {
-		args, err := r.ReadCommand()
-		if err == io.EOF {
-			return out, nil
-		}
-		if err != nil {
-			return out, err
-		}
-		out = append(out, strs(args))
-		for {
+		for pipelined {
 			args, ok, err := r.TryReadCommand()
 			if err != nil {
 				return out, err
@@ -67,6 +51,7 @@ func parseBuffered(input []byte, lim Limits) ([][]string, error) {
 			}
 			out = append(out, strs(args))
 		}
+		r.Release()
 	}
 }
 
@@ -155,12 +140,14 @@ func TestParse(t *testing.T) {
 				"chunk7":  func() io.Reader { return chunkReader{strings.NewReader(tc.in), 7} },
 			}
 			for rname, mk := range readers {
-				got, err := parseAll(mk(), tc.lim)
+				got, err := parseAll(mk(), tc.lim, false)
 				if fmt.Sprint(got) != fmt.Sprint(tc.want) || errText(err) != tc.error {
 					t.Errorf("%s: got %q, %q; want %q, %q", rname, got, errText(err), tc.want, tc.error)
 				}
 			}
-			got, err := parseBuffered([]byte(tc.in), tc.lim)
+			// Pipelined: the first ReadCommand buffers the whole input,
+			// TryReadCommand parses the rest.
+			got, err := parseAll(bytes.NewReader([]byte(tc.in)), tc.lim, true)
 			if fmt.Sprint(got) != fmt.Sprint(tc.want) || errText(err) != tc.error {
 				t.Errorf("buffered: got %q, %q; want %q, %q", got, errText(err), tc.want, tc.error)
 			}
@@ -277,7 +264,7 @@ func TestAppendDouble(t *testing.T) {
 func TestAppendCommandRoundTrip(t *testing.T) {
 	args := [][]byte{[]byte("SET"), []byte("k\r\n"), {}, bytes.Repeat([]byte{0xff}, 5000)}
 	in := AppendCommand(nil, args...)
-	got, err := parseAll(bytes.NewReader(in), Limits{})
+	got, err := parseAll(bytes.NewReader(in), Limits{}, false)
 	if err != nil || len(got) != 1 || fmt.Sprint(got[0]) != fmt.Sprint(strs(args)) {
 		t.Fatalf("got %q, %v", got, err)
 	}

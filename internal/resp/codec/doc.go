@@ -3,7 +3,9 @@
 // primitives that append RESP frames to a buffer (AppendHeader,
 // AppendBulk, AppendSimple, AppendDouble, AppendCommand). It depends on
 // nothing but the standard library; package resp maps replies onto these
-// frames and runs the connections.
+// frames and runs the connections. SplitArgs, the splitting of inline
+// commands (Redis's sdssplitargs), also splits the first line of a
+// function library (package script).
 //
 // # Why our own codec
 //
