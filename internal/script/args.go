@@ -60,6 +60,15 @@ func optInt(L *lua.LState, n int, fname string, def int) int {
 	return checkInt(L, n, fname)
 }
 
+// optBorder is luaL_opt(L, luaL_checkint, n, luaL_getn(L, 1)): argument n,
+// or t's border (its length) when the argument is absent.
+func optBorder(L *lua.LState, n int, fname string, t *lua.LTable) int {
+	if L.Get(n) == lua.LNil {
+		return border(t)
+	}
+	return checkInt(L, n, fname)
+}
+
 func checkString(L *lua.LState, n int, fname string) string {
 	switch v := L.Get(n).(type) {
 	case lua.LString:

@@ -68,12 +68,7 @@ func (vm *luaVM) tostring(L *lua.LState, v lua.LValue) lua.LValue {
 		return lua.LString("nil")
 	}
 	if mm := L.GetMetaField(v, "__tostring"); mm != lua.LNil {
-		L.Push(mm)
-		L.Push(v)
-		L.Call(1, 1)
-		r := L.Get(-1)
-		L.Pop(1)
-		return r
+		return call1(L, mm, v)
 	}
 	if v == lua.LValue(vm.null) {
 		return lua.LString("userdata: (nil)")
@@ -119,12 +114,7 @@ func luaTonumber(L *lua.LState) int {
 func (vm *luaVM) unpack(L *lua.LState) int {
 	t := checkTable(L, 1, "unpack")
 	i := optInt(L, 2, "unpack", 1)
-	var e int
-	if L.Get(3) == lua.LNil {
-		e = border(t)
-	} else {
-		e = checkInt(L, 3, "unpack")
-	}
+	e := optBorder(L, 3, "unpack", t)
 	if i > e {
 		return 0
 	}
@@ -215,10 +205,7 @@ func (vm *luaVM) load(L *lua.LState) int {
 	name := optString(L, 2, "load", "=(load)")
 	var b strings.Builder
 	for {
-		L.Push(f)
-		L.Call(0, 1)
-		piece := L.Get(-1)
-		L.Pop(1)
+		piece := call1(L, f)
 		if piece == lua.LNil {
 			break
 		}

@@ -330,8 +330,7 @@ func (d *jsonDecoder) value() lua.LValue {
 func (d *jsonDecoder) object() lua.LValue {
 	t := d.L.CreateTable(0, 0)
 	d.space()
-	if d.i < len(d.s) && d.s[d.i] == '}' {
-		d.i++
+	if d.skip('}') {
 		return t
 	}
 	for {
@@ -341,46 +340,55 @@ func (d *jsonDecoder) object() lua.LValue {
 		}
 		k := d.str("object key string")
 		d.space()
-		if d.i >= len(d.s) || d.s[d.i] != ':' {
+		if !d.skip(':') {
 			d.fail("colon")
 		}
-		d.i++
 		v := d.value()
 		d.vm.chargeBytes(d.L, 32)
 		t.RawSet(k, v)
-		d.space()
-		if d.i < len(d.s) && d.s[d.i] == '}' {
-			d.i++
+		if !d.more('}', "comma or object end") {
 			return t
 		}
-		if d.i >= len(d.s) || d.s[d.i] != ',' {
-			d.fail("comma or object end")
-		}
-		d.i++
 	}
 }
 
 func (d *jsonDecoder) array() lua.LValue {
 	t := d.L.CreateTable(0, 0)
 	d.space()
-	if d.i < len(d.s) && d.s[d.i] == ']' {
-		d.i++
+	if d.skip(']') {
 		return t
 	}
 	for n := 1; ; n++ {
 		v := d.value()
 		d.vm.chargeBytes(d.L, 16)
 		t.RawSetInt(n, v)
-		d.space()
-		if d.i < len(d.s) && d.s[d.i] == ']' {
-			d.i++
+		if !d.more(']', "comma or array end") {
 			return t
 		}
-		if d.i >= len(d.s) || d.s[d.i] != ',' {
-			d.fail("comma or array end")
-		}
-		d.i++
 	}
+}
+
+// skip consumes the next byte if it is c.
+func (d *jsonDecoder) skip(c byte) bool {
+	if d.i < len(d.s) && d.s[d.i] == c {
+		d.i++
+		return true
+	}
+	return false
+}
+
+// more reads what follows an element of an object or array: false for the
+// closing byte end, true for a comma (another element follows); anything
+// else fails, expecting want.
+func (d *jsonDecoder) more(end byte, want string) bool {
+	d.space()
+	if d.skip(end) {
+		return false
+	}
+	if !d.skip(',') {
+		d.fail(want)
+	}
+	return true
 }
 
 // str decodes a string token; want is what the parser expects there (for

@@ -430,12 +430,7 @@ func (vm *luaVM) concatFn(L *lua.LState) int {
 				}
 				L.RaiseError("attempt to concatenate %s", describe(desc, bad))
 			}
-			L.Push(mm)
-			L.Push(a)
-			L.Push(b)
-			L.Call(2, 1)
-			vals[top-2], descs[top-2] = L.Get(-1), ""
-			L.Pop(1)
+			vals[top-2], descs[top-2] = call1(L, mm, a, b), ""
 			top--
 			continue
 		}
@@ -495,16 +490,7 @@ func (vm *luaVM) lengthFn(L *lua.LState) int {
 func border(t *lua.LTable) int {
 	j := arrayLen(t)
 	if j > 0 && t.RawGetInt(j) == lua.LNil {
-		i := 0
-		for j-i > 1 {
-			m := (i + j) / 2
-			if t.RawGetInt(m) == lua.LNil {
-				j = m
-			} else {
-				i = m
-			}
-		}
-		return i
+		return bisectBorder(t, 0, j)
 	}
 	if t.RawGetInt(j+1) == lua.LNil {
 		return j
@@ -523,6 +509,12 @@ func border(t *lua.LTable) int {
 		}
 		j *= 2
 	}
+	return bisectBorder(t, i, j)
+}
+
+// bisectBorder finds a border of t between i and j by binary search, given
+// t[i] ~= nil (or i == 0) and t[j] == nil.
+func bisectBorder(t *lua.LTable, i, j int) int {
 	for j-i > 1 {
 		m := (i + j) / 2
 		if t.RawGetInt(m) == lua.LNil {

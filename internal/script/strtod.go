@@ -114,36 +114,11 @@ func strtod(s string) (float64, int) {
 		}
 		return nan, i + n
 	case len(rest) >= 2 && rest[0] == '0' && rest[1] == 'x':
-		j := i + 2
-		mant := j
-		for j < len(s) && isHex(s[j]) {
-			j++
-		}
-		digits := j - mant
-		if j < len(s) && s[j] == '.' {
-			j++
-			k := j
-			for j < len(s) && isHex(s[j]) {
-				j++
-			}
-			digits += j - k
-		}
+		j, digits := scanMantissa(s, i+2, isHex)
 		if digits == 0 {
 			return 0, i + 1 // just the "0"
 		}
-		end := j
-		if j < len(s) && (s[j] == 'p' || s[j] == 'P') {
-			k := j + 1
-			if k < len(s) && (s[k] == '+' || s[k] == '-') {
-				k++
-			}
-			if k < len(s) && cIsDigit(s[k]) {
-				for k < len(s) && cIsDigit(s[k]) {
-					k++
-				}
-				end = k
-			}
-		}
+		end := scanExponent(s, j, 'p')
 		lit := s[:end]
 		if end == j {
 			lit += "p0"
@@ -151,36 +126,53 @@ func strtod(s string) (float64, int) {
 		f, _ := strconv.ParseFloat(lit, 64)
 		return f, end
 	}
+	j, digits := scanMantissa(s, i, cIsDigit)
+	if digits == 0 {
+		return 0, 0
+	}
+	j = scanExponent(s, j, 'e')
+	f, _ := strconv.ParseFloat(s[:j], 64) // out of range: ±Inf or 0, as strtod
+	return f, j
+}
+
+// scanMantissa reads the digits of a number's mantissa in s from i on: an
+// integer part, then a point and a fraction, either possibly empty. It
+// returns where they end and how many digits it read.
+func scanMantissa(s string, i int, isDigit func(byte) bool) (end, digits int) {
 	j := i
-	for j < len(s) && cIsDigit(s[j]) {
+	for j < len(s) && isDigit(s[j]) {
 		j++
 	}
-	digits := j - i
+	digits = j - i
 	if j < len(s) && s[j] == '.' {
 		j++
 		k := j
-		for j < len(s) && cIsDigit(s[j]) {
+		for j < len(s) && isDigit(s[j]) {
 			j++
 		}
 		digits += j - k
 	}
-	if digits == 0 {
-		return 0, 0
+	return j, digits
+}
+
+// scanExponent reads the exponent at s[i:]: the letter mark (lower case,
+// either case accepted), an optional sign and decimal digits. It returns
+// where the exponent ends, or i if there is no complete one.
+func scanExponent(s string, i int, mark byte) int {
+	if i >= len(s) || s[i]|0x20 != mark {
+		return i
 	}
-	if j < len(s) && (s[j] == 'e' || s[j] == 'E') {
-		k := j + 1
-		if k < len(s) && (s[k] == '+' || s[k] == '-') {
-			k++
-		}
-		if k < len(s) && cIsDigit(s[k]) {
-			for k < len(s) && cIsDigit(s[k]) {
-				k++
-			}
-			j = k
-		}
+	k := i + 1
+	if k < len(s) && (s[k] == '+' || s[k] == '-') {
+		k++
 	}
-	f, _ := strconv.ParseFloat(s[:j], 64) // out of range: ±Inf or 0, as strtod
-	return f, j
+	if k >= len(s) || !cIsDigit(s[k]) {
+		return i
+	}
+	for k < len(s) && cIsDigit(s[k]) {
+		k++
+	}
+	return k
 }
 
 func isHex(c byte) bool { return cIsDigit(c) || (c|0x20 >= 'a' && c|0x20 <= 'f') }

@@ -58,14 +58,10 @@ func tForeach(L *lua.LState) int {
 		typeError(L, 2, "foreach", "function")
 	}
 	for k, v := t.Next(lua.LNil); k != lua.LNil; k, v = t.Next(k) {
-		L.Push(f)
-		L.Push(k)
-		L.Push(v)
-		L.Call(2, 1)
-		if r := L.Get(-1); r != lua.LNil {
+		if r := call1(L, f, k, v); r != lua.LNil {
+			L.Push(r)
 			return 1
 		}
-		L.Pop(1)
 	}
 	return 0
 }
@@ -78,14 +74,10 @@ func tForeachi(L *lua.LState) int {
 		typeError(L, 2, "foreachi", "function")
 	}
 	for i := 1; i <= n; i++ {
-		L.Push(f)
-		L.Push(lua.LNumber(i))
-		L.Push(t.RawGetInt(i))
-		L.Call(2, 1)
-		if r := L.Get(-1); r != lua.LNil {
+		if r := call1(L, f, lua.LNumber(i), t.RawGetInt(i)); r != lua.LNil {
+			L.Push(r)
 			return 1
 		}
-		L.Pop(1)
 	}
 	return 0
 }
@@ -140,12 +132,7 @@ func (vm *luaVM) tConcat(L *lua.LState) int {
 	sep := optString(L, 2, "concat", "")
 	t := checkTable(L, 1, "concat")
 	i := optInt(L, 3, "concat", 1)
-	var last int
-	if L.Get(4) == lua.LNil {
-		last = border(t)
-	} else {
-		last = checkInt(L, 4, "concat")
-	}
+	last := optBorder(L, 4, "concat", t)
 	size := int64(0)
 	for k := i; k <= last; k++ {
 		v := t.RawGetInt(k)
@@ -197,44 +184,34 @@ func (vm *luaVM) tSort(L *lua.LState) int {
 			vm.charge(L, 1)
 			return luaLess(L, a, b)
 		}
-		L.Push(f)
-		L.Push(a)
-		L.Push(b)
-		L.Call(2, 1)
-		r := lua.LVAsBool(L.Get(-1))
-		L.Pop(1)
-		return r
+		return lua.LVAsBool(call1(L, f, a, b))
 	}
 	get := func(i int) lua.LValue { return t.RawGetInt(i) }
-	set := func(i int, v lua.LValue) { t.RawSetInt(i, v) }
+	swap := func(i, j int) {
+		a, b := t.RawGetInt(i), t.RawGetInt(j)
+		t.RawSetInt(i, b)
+		t.RawSetInt(j, a)
+	}
 	var auxsort func(l, u int)
 	auxsort = func(l, u int) {
 		for l < u {
 			if less(get(u), get(l)) {
-				a, b := get(l), get(u)
-				set(l, b)
-				set(u, a)
+				swap(l, u)
 			}
 			if u-l == 1 {
 				break
 			}
 			i := (l + u) / 2
 			if less(get(i), get(l)) {
-				a, b := get(i), get(l)
-				set(i, b)
-				set(l, a)
+				swap(i, l)
 			} else if less(get(u), get(i)) {
-				a, b := get(i), get(u)
-				set(i, b)
-				set(u, a)
+				swap(i, u)
 			}
 			if u-l == 2 {
 				break
 			}
 			pivot := get(i)
-			a, b := get(i), get(u-1)
-			set(i, b)
-			set(u-1, a)
+			swap(i, u-1)
 			i, j := l, u-1
 			for {
 				for i++; less(get(i), pivot); i++ {
@@ -250,13 +227,9 @@ func (vm *luaVM) tSort(L *lua.LState) int {
 				if j < i {
 					break
 				}
-				a, b := get(i), get(j)
-				set(i, b)
-				set(j, a)
+				swap(i, j)
 			}
-			a, b = get(u-1), get(i)
-			set(u-1, b)
-			set(i, a)
+			swap(u-1, i)
 			if i-l < u-i {
 				j, i, l = l, i-1, i+1
 			} else {
@@ -284,13 +257,7 @@ func luaLess(L *lua.LState, a, b lua.LValue) bool {
 	}
 	if a.Type() == b.Type() {
 		if mm := L.GetMetaField(a, "__lt"); mm != lua.LNil && L.RawEqual(mm, L.GetMetaField(b, "__lt")) {
-			L.Push(mm)
-			L.Push(a)
-			L.Push(b)
-			L.Call(2, 1)
-			r := lua.LVAsBool(L.Get(-1))
-			L.Pop(1)
-			return r
+			return lua.LVAsBool(call1(L, mm, a, b))
 		}
 	}
 	t1, t2 := a.Type().String(), b.Type().String()
@@ -299,4 +266,17 @@ func luaLess(L *lua.LState, a, b lua.LValue) bool {
 	}
 	L.Error(lua.LString("attempt to compare "+t1+" with "+t2), 0)
 	return false
+}
+
+// call1 calls f(args...) for one result and returns it, leaving the stack
+// as it found it (a metamethod or a callback called from a C function).
+func call1(L *lua.LState, f lua.LValue, args ...lua.LValue) lua.LValue {
+	L.Push(f)
+	for _, a := range args {
+		L.Push(a)
+	}
+	L.Call(len(args), 1)
+	r := L.Get(-1)
+	L.Pop(1)
+	return r
 }
