@@ -195,38 +195,31 @@ func EncodeScore(lon, lat float64) uint64 {
 // 52-bit score, the first score of the cell's range.
 func (h Hash) Align52() uint64 { return h.Bits << (52 - uint(h.Step)*2) }
 
-func moveX(h *Hash, d int) {
-	if d == 0 {
-		return
-	}
-	x := h.Bits & 0xaaaaaaaaaaaaaaaa
-	y := h.Bits & 0x5555555555555555
-	zz := uint64(0x5555555555555555) >> (64 - uint(h.Step)*2)
-	if d > 0 {
-		x = x + (zz + 1)
-	} else {
-		x = x | zz
-		x = x - (zz + 1)
-	}
-	x &= 0xaaaaaaaaaaaaaaaa >> (64 - uint(h.Step)*2)
-	h.Bits = x | y
-}
+// Bits of the interleaved coordinates in Hash.Bits: longitude (x) in the
+// odd positions, latitude (y) in the even ones.
+const (
+	xBits = 0xaaaaaaaaaaaaaaaa
+	yBits = 0x5555555555555555
+)
 
-func moveY(h *Hash, d int) {
+// move is geohash_move_x (mask xBits) and geohash_move_y (mask yBits): it
+// moves h by d (-1, 0 or +1) cells along the coordinate whose bits are in
+// mask, wrapping around at the edges.
+func move(h *Hash, d int, mask uint64) {
 	if d == 0 {
 		return
 	}
-	x := h.Bits & 0xaaaaaaaaaaaaaaaa
-	y := h.Bits & 0x5555555555555555
-	zz := uint64(0xaaaaaaaaaaaaaaaa) >> (64 - uint(h.Step)*2)
+	c := h.Bits & mask // the coordinate that moves
+	other := h.Bits &^ mask
+	zz := ^mask >> (64 - uint(h.Step)*2)
 	if d > 0 {
-		y = y + (zz + 1)
+		c = c + (zz + 1)
 	} else {
-		y = y | zz
-		y = y - (zz + 1)
+		c = c | zz
+		c = c - (zz + 1)
 	}
-	y &= 0x5555555555555555 >> (64 - uint(h.Step)*2)
-	h.Bits = x | y
+	c &= mask >> (64 - uint(h.Step)*2)
+	h.Bits = c | other
 }
 
 // Indexes of the cells of a search (Areas.Cells), in the order Redis's
@@ -251,8 +244,8 @@ func neighbors(cells *[9]Hash) {
 	}
 	for i := 1; i < 9; i++ {
 		cells[i] = cells[0]
-		moveX(&cells[i], moves[i][0])
-		moveY(&cells[i], moves[i][1])
+		move(&cells[i], moves[i][0], xBits)
+		move(&cells[i], moves[i][1], yBits)
 	}
 }
 
