@@ -224,20 +224,9 @@ func (h *Sketch) merge(max *Registers) bool {
 		}
 		return true
 	}
-	covered, ok := h.eachRun(func(idx, n int, val uint8, isVal bool) bool {
-		if !isVal {
-			return true
+	return h.eachValue(func(idx int, val uint8) {
+		if val > max[idx] {
+			max[idx] = val
 		}
-		if idx+n > NumRegisters {
-			return false // overflow: corrupted (see the package comment)
-		}
-		for ; n > 0; n-- {
-			if val > max[idx] {
-				max[idx] = val
-			}
-			idx++
-		}
-		return true
 	})
-	return ok && covered == NumRegisters
 }

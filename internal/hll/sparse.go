@@ -41,20 +41,7 @@ func (h *Sketch) toDense() bool {
 	copy(d, h.b[:HeaderSize]) // magic, unused bytes and cached cardinality
 	d[4] = encDense
 	regs := d[HeaderSize:]
-	covered, ok := h.eachRun(func(idx, n int, val uint8, isVal bool) bool {
-		if !isVal {
-			return true
-		}
-		if idx+n > NumRegisters {
-			return false // overflow: corrupted (see the package comment)
-		}
-		for ; n > 0; n-- {
-			denseSetReg(regs, idx, val)
-			idx++
-		}
-		return true
-	})
-	if !ok || covered != NumRegisters {
+	if !h.eachValue(func(idx int, val uint8) { denseSetReg(regs, idx, val) }) {
 		return false
 	}
 	h.b, h.n = d, DenseSize
@@ -211,6 +198,27 @@ func (h *Sketch) sparseSet(index int, count uint8) int {
 	}
 	h.invalidateCache()
 	return 1
+}
+
+// eachValue calls fn for each register a sparse HLL's VAL runs set, in
+// order, as hllSparseToDense and hllMerge walk them. It returns false if h
+// is corrupted: a run goes past the last register (fn has seen the runs
+// before it), or the runs do not cover all the registers.
+func (h *Sketch) eachValue(fn func(idx int, val uint8)) bool {
+	covered, ok := h.eachRun(func(idx, n int, val uint8, isVal bool) bool {
+		if !isVal {
+			return true
+		}
+		if idx+n > NumRegisters {
+			return false // overflow: corrupted (see the package comment)
+		}
+		for ; n > 0; n-- {
+			fn(idx, val)
+			idx++
+		}
+		return true
+	})
+	return ok && covered == NumRegisters
 }
 
 // eachRun walks a sparse HLL's opcodes in order, calling fn with each
