@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"strconv"
 
+	"github.com/kvorum/kvorum/internal/redisnum"
 	"github.com/kvorum/kvorum/internal/reply"
 )
 
@@ -67,7 +67,7 @@ func readValue(r *bufio.Reader, depth int) (Value, error) {
 		default:
 			return Value{}, fmt.Errorf("kvdiff: bad boolean %q", line)
 		}
-	case '$', '=', '!':
+	case '$', '=', '!', '*', '~', '>', '%':
 		n, err := strconv.Atoi(string(text))
 		if err != nil || n < -1 {
 			return Value{}, fmt.Errorf("kvdiff: bad length %q", line)
@@ -76,36 +76,46 @@ func readValue(r *bufio.Reader, depth int) (Value, error) {
 			v.Null = true
 			return v, nil
 		}
-		v.Str = make([]byte, n+2)
-		if _, err := io.ReadFull(r, v.Str); err != nil {
+		if v.Type == '$' || v.Type == '=' || v.Type == '!' {
+			v.Str, err = readBulk(r, n)
+		} else {
+			v.Elems, err = readElems(r, v.Type, n, depth)
+		}
+		if err != nil {
 			return Value{}, err
-		}
-		if v.Str[n] != '\r' || v.Str[n+1] != '\n' {
-			return Value{}, errors.New("kvdiff: bulk string not ended by CRLF")
-		}
-		v.Str = v.Str[:n]
-	case '*', '~', '>', '%':
-		n, err := strconv.Atoi(string(text))
-		if err != nil || n < -1 {
-			return Value{}, fmt.Errorf("kvdiff: bad length %q", line)
-		}
-		if n == -1 {
-			v.Null = true
-			return v, nil
-		}
-		if v.Type == '%' {
-			n *= 2
-		}
-		v.Elems = make([]Value, n)
-		for i := range v.Elems {
-			if v.Elems[i], err = readValue(r, depth+1); err != nil {
-				return Value{}, err
-			}
 		}
 	default:
 		return Value{}, fmt.Errorf("kvdiff: unknown reply type %q", line)
 	}
 	return v, nil
+}
+
+// readBulk reads the n bytes of a bulk string and its CRLF.
+func readBulk(r *bufio.Reader, n int) ([]byte, error) {
+	b := make([]byte, n+2)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, err
+	}
+	if b[n] != '\r' || b[n+1] != '\n' {
+		return nil, errors.New("kvdiff: bulk string not ended by CRLF")
+	}
+	return b[:n], nil
+}
+
+// readElems reads the n elements of an aggregate of type typ (a map's n
+// pairs), one level below depth.
+func readElems(r *bufio.Reader, typ byte, n, depth int) ([]Value, error) {
+	if typ == '%' {
+		n *= 2
+	}
+	elems := make([]Value, n)
+	for i := range elems {
+		var err error
+		if elems[i], err = readValue(r, depth+1); err != nil {
+			return nil, err
+		}
+	}
+	return elems, nil
 }
 
 // FromReply is the Value that kvorum's client layer writes for r in
@@ -177,7 +187,7 @@ func FromReply(r reply.Reply, proto int) Value {
 	case reply.KindDouble:
 		text := r.Str
 		if len(text) == 0 {
-			text = FormatDouble(r.Float)
+			text = redisnum.AppendDouble(nil, r.Float)
 		}
 		if resp3 {
 			return Value{Type: ',', Str: text}
@@ -211,18 +221,4 @@ func simple(s []byte) []byte {
 		}
 	}
 	return out
-}
-
-// FormatDouble is a double as Redis 7.0 writes it in a reply: C's "%.17g",
-// with inf, -inf and nan spelled out.
-func FormatDouble(f float64) []byte {
-	switch {
-	case math.IsInf(f, 1):
-		return []byte("inf")
-	case math.IsInf(f, -1):
-		return []byte("-inf")
-	case math.IsNaN(f):
-		return []byte("nan")
-	}
-	return strconv.AppendFloat(nil, f, 'g', 17, 64)
 }
