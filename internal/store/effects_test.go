@@ -1,7 +1,6 @@
 package store
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -101,17 +100,7 @@ func TestStoreHandsOutEffectsAfterCommit(t *testing.T) {
 	var want []string
 	do := func(cmds ...[]string) {
 		t.Helper()
-		var args [][][]byte
-		for _, c := range cmds {
-			var a [][]byte
-			for _, s := range c {
-				a = append(a, []byte(s))
-			}
-			args = append(args, a)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if _, err := s.Replica(1).Propose(ctx, args); err != nil {
+		if _, err := proposeOn(s, cmds...); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -198,6 +198,12 @@ func (c *testCluster) leader() *testNode {
 }
 
 func propose(t *testing.T, tn *testNode, cmds ...[]string) ([]reply.Reply, error) {
+	return proposeOn(tn.store, cmds...)
+}
+
+// proposeOn proposes cmds, each a command's words, on range 1 of s, and
+// waits at most 5 s for their replies.
+func proposeOn(s *Store, cmds ...[]string) ([]reply.Reply, error) {
 	var args [][][]byte
 	for _, c := range cmds {
 		var a [][]byte
@@ -208,7 +214,7 @@ func propose(t *testing.T, tn *testNode, cmds ...[]string) ([]reply.Reply, error
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return tn.store.Replica(1).Propose(ctx, args)
+	return s.Replica(1).Propose(ctx, args)
 }
 
 func barrierRead(t *testing.T, tn *testNode, key string) (string, bool) {
