@@ -175,6 +175,16 @@ func (s *Server) buildTable() {
 	}
 }
 
+// groupACL is the ACL category of the commands of a group (cmdspec.Spec's
+// Group, lower case).
+var groupACL = map[string]string{
+	"generic": "@keyspace", "keyspace": "@keyspace", "server": "@keyspace",
+	"string": "@string", "hash": "@hash", "list": "@list", "set": "@set",
+	"sorted_set": "@sortedset", "sorted-set": "@sortedset", "zset": "@sortedset", "sortedset": "@sortedset",
+	"bitmap": "@bitmap", "hyperloglog": "@hyperloglog", "geo": "@geo",
+	"stream": "@stream", "scripting": "@scripting",
+}
+
 // aclCategories derives Redis ACL categories for a data command.
 func aclCategories(sp *cmdspec.Spec) []string {
 	var acl []string
@@ -183,29 +193,8 @@ func aclCategories(sp *cmdspec.Spec) []string {
 	} else {
 		acl = append(acl, "@read")
 	}
-	switch strings.ToLower(sp.Group) {
-	case "generic", "keyspace", "server":
-		acl = append(acl, "@keyspace")
-	case "string":
-		acl = append(acl, "@string")
-	case "hash":
-		acl = append(acl, "@hash")
-	case "list":
-		acl = append(acl, "@list")
-	case "set":
-		acl = append(acl, "@set")
-	case "sorted_set", "sorted-set", "zset", "sortedset":
-		acl = append(acl, "@sortedset")
-	case "bitmap":
-		acl = append(acl, "@bitmap")
-	case "hyperloglog":
-		acl = append(acl, "@hyperloglog")
-	case "geo":
-		acl = append(acl, "@geo")
-	case "stream":
-		acl = append(acl, "@stream")
-	case "scripting":
-		acl = append(acl, "@scripting")
+	if cat, ok := groupACL[strings.ToLower(sp.Group)]; ok {
+		acl = append(acl, cat)
 	}
 	if slices.Contains(sp.Flags, "fast") {
 		acl = append(acl, "@fast")

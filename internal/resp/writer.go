@@ -32,22 +32,11 @@ func AppendReply(b []byte, r reply.Reply, proto int) []byte {
 	case reply.KindBulk:
 		return codec.AppendBulk(b, r.Str)
 	case reply.KindArray:
-		b = codec.AppendHeader(b, '*', int64(len(r.Elems)))
-		return appendElems(b, r.Elems, proto)
+		return appendAggregate(b, '*', r.Elems, proto)
 	case reply.KindPush:
-		if resp3 {
-			b = codec.AppendHeader(b, '>', int64(len(r.Elems)))
-		} else {
-			b = codec.AppendHeader(b, '*', int64(len(r.Elems)))
-		}
-		return appendElems(b, r.Elems, proto)
+		return appendAggregate(b, '>', r.Elems, proto)
 	case reply.KindSet:
-		if resp3 {
-			b = codec.AppendHeader(b, '~', int64(len(r.Elems)))
-		} else {
-			b = codec.AppendHeader(b, '*', int64(len(r.Elems)))
-		}
-		return appendElems(b, r.Elems, proto)
+		return appendAggregate(b, '~', r.Elems, proto)
 	case reply.KindNestedMap:
 		if resp3 {
 			return appendMap(b, r.Elems, proto)
@@ -57,16 +46,12 @@ func AppendReply(b []byte, r reply.Reply, proto int) []byte {
 		if resp3 {
 			return appendPairArrays(b, r.Elems, proto)
 		}
-		n := len(r.Elems) / 2 // an odd trailing element is dropped
-		b = codec.AppendHeader(b, '*', int64(2*n))
-		return appendElems(b, r.Elems[:2*n], proto)
+		return appendAggregate(b, '*', pairs(r.Elems), proto)
 	case reply.KindMap:
 		if resp3 {
 			return appendMap(b, r.Elems, proto)
 		}
-		n := len(r.Elems) / 2 // an odd trailing element is dropped
-		b = codec.AppendHeader(b, '*', int64(2*n))
-		return appendElems(b, r.Elems[:2*n], proto)
+		return appendAggregate(b, '*', pairs(r.Elems), proto)
 	case reply.KindDouble:
 		text := r.Str
 		if len(text) == 0 {
@@ -108,20 +93,28 @@ func AppendReply(b []byte, r reply.Reply, proto int) []byte {
 // AppendPush appends an out-of-band push frame (pub/sub messages,
 // invalidations): RESP3 ">n", RESP2 a plain array.
 func AppendPush(b []byte, elems []reply.Reply, proto int) []byte {
-	if proto >= 3 {
-		b = codec.AppendHeader(b, '>', int64(len(elems)))
-	} else {
-		b = codec.AppendHeader(b, '*', int64(len(elems)))
+	return appendAggregate(b, '>', elems, proto)
+}
+
+// appendAggregate writes elems as an aggregate of RESP3 type c; in RESP2
+// every aggregate is an array.
+func appendAggregate(b []byte, c byte, elems []reply.Reply, proto int) []byte {
+	if proto < 3 {
+		c = '*'
 	}
+	b = codec.AppendHeader(b, c, int64(len(elems)))
 	return appendElems(b, elems, proto)
 }
+
+// pairs is elems without an odd trailing element.
+func pairs(elems []reply.Reply) []reply.Reply { return elems[:len(elems)/2*2] }
 
 // appendMap writes key, value, ... as a RESP3 map (an odd trailing
 // element is dropped).
 func appendMap(b []byte, elems []reply.Reply, proto int) []byte {
-	n := len(elems) / 2
-	b = codec.AppendHeader(b, '%', int64(n))
-	return appendElems(b, elems[:2*n], proto)
+	elems = pairs(elems)
+	b = codec.AppendHeader(b, '%', int64(len(elems)/2))
+	return appendElems(b, elems, proto)
 }
 
 // appendPairArrays writes a, b, a, b, ... as an array of two-element
