@@ -110,9 +110,8 @@ func redisSha1hex(L *lua.LState) int {
 }
 
 func redisErrorReply(L *lua.LState) int {
-	s, ok := L.Get(1).(lua.LString)
-	if L.GetTop() != 1 || !ok {
-		L.Push(errTable(L, "wrong number or type of arguments"))
+	s, ok := replyArg(L)
+	if !ok {
 		return 1
 	}
 	msg := string(s)
@@ -124,15 +123,26 @@ func redisErrorReply(L *lua.LState) int {
 }
 
 func redisStatusReply(L *lua.LState) int {
-	s, ok := L.Get(1).(lua.LString)
-	if L.GetTop() != 1 || !ok {
-		L.Push(errTable(L, "wrong number or type of arguments"))
+	s, ok := replyArg(L)
+	if !ok {
 		return 1
 	}
 	t := L.CreateTable(0, 1)
 	t.RawSetString("ok", s)
 	L.Push(t)
 	return 1
+}
+
+// replyArg is the one string argument of redis.error_reply and
+// redis.status_reply. Without it, it pushes their result for that case
+// (an error table) and returns false.
+func replyArg(L *lua.LState) (lua.LString, bool) {
+	s, ok := L.Get(1).(lua.LString)
+	if L.GetTop() != 1 || !ok {
+		L.Push(errTable(L, "wrong number or type of arguments"))
+		return "", false
+	}
+	return s, true
 }
 
 // redisLog checks its arguments as Redis does and logs nothing: it would
