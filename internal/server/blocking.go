@@ -104,9 +104,6 @@ func isNullReply(r reply.Reply) bool {
 // execBlocking runs a blocking command for a client: parent is the
 // connection's context (cancelled when the client disconnects).
 func (n *Node) execBlocking(parent context.Context, args [][]byte, timeout time.Duration, keys [][]byte) reply.Reply {
-	if !kv.IsWrite(args) {
-		return n.execBlockingRead(parent, args, timeout, keys)
-	}
 	var deadline <-chan time.Time
 	if timeout > 0 {
 		t := time.NewTimer(timeout)
@@ -115,6 +112,9 @@ func (n *Node) execBlocking(parent context.Context, args [][]byte, timeout time.
 	}
 	n.blockedClients.Add(1)
 	defer n.blockedClients.Add(-1)
+	if !kv.IsWrite(args) {
+		return n.execBlockingRead(parent, args, deadline, keys)
+	}
 	out := make([]reply.Reply, 1)
 	for {
 		// Register before trying, so a push applied between the try and
@@ -129,19 +129,27 @@ func (n *Node) execBlocking(parent context.Context, args [][]byte, timeout time.
 		}
 		// A blocked XREADGROUP without COUNT is served with COUNT 1000.
 		args = kv.XReadGroupRetry(args)
-		select {
-		case <-wt.ch:
-			n.waiters.remove(wt)
-		case <-deadline:
-			n.waiters.remove(wt)
-			return out[0]
-		case <-parent.Done():
-			n.waiters.remove(wt)
-			return reply.Error("ERR client disconnected or node stopping")
-		case <-n.stopper:
-			n.waiters.remove(wt)
-			return reply.Error("ERR node is shutting down")
+		r, done := n.awaitWrite(parent, wt, deadline, out[0])
+		n.waiters.remove(wt)
+		if done {
+			return r
 		}
+	}
+}
+
+// awaitWrite waits, for a blocked client, until wt is signalled (a write
+// to its keys: done is false, try again), the deadline passes (the reply
+// is timedOut), the client goes away or the node stops.
+func (n *Node) awaitWrite(parent context.Context, wt *waiter, deadline <-chan time.Time, timedOut reply.Reply) (r reply.Reply, done bool) {
+	select {
+	case <-wt.ch:
+		return reply.Reply{}, false
+	case <-deadline:
+		return timedOut, true
+	case <-parent.Done():
+		return reply.Error("ERR client disconnected or node stopping"), true
+	case <-n.stopper:
+		return reply.Error("ERR node is shutting down"), true
 	}
 }
 
@@ -149,18 +157,10 @@ func (n *Node) execBlocking(parent context.Context, args [][]byte, timeout time.
 // path: no Raft proposal, so it may run on any node. It resolves the
 // command's "$" IDs once (one read behind a read barrier), then repeats
 // the resolved, non-blocking read, behind a read barrier each time, until
-// it returns something, the timeout fires or the client goes. As for
+// it returns something, the deadline passes or the client goes. As for
 // blocking writes, the waiter is registered before each try so a write
 // applied between the try and the wait wakes it.
-func (n *Node) execBlockingRead(parent context.Context, args [][]byte, timeout time.Duration, keys [][]byte) reply.Reply {
-	var deadline <-chan time.Time
-	if timeout > 0 {
-		t := time.NewTimer(timeout)
-		defer t.Stop()
-		deadline = t.C
-	}
-	n.blockedClients.Add(1)
-	defer n.blockedClients.Add(-1)
+func (n *Node) execBlockingRead(parent context.Context, args [][]byte, deadline <-chan time.Time, keys [][]byte) reply.Reply {
 	wt := n.waiters.add(keys)
 	defer n.waiters.remove(wt)
 	ctx, cancel := context.WithTimeout(parent, n.cfg.RequestTimeout)
@@ -179,14 +179,9 @@ func (n *Node) execBlockingRead(parent context.Context, args [][]byte, timeout t
 			return out[0]
 		}
 		cmd = retry
-		select {
-		case <-wt.ch: // still registered: a later write signals again
-		case <-deadline:
-			return out[0]
-		case <-parent.Done():
-			return reply.Error("ERR client disconnected or node stopping")
-		case <-n.stopper:
-			return reply.Error("ERR node is shutting down")
+		// wt stays registered: a later write signals it again.
+		if r, done := n.awaitWrite(parent, wt, deadline, out[0]); done {
+			return r
 		}
 	}
 }

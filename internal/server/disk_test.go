@@ -37,6 +37,17 @@ func newDiskFault() *diskFault { return &diskFault{mem: vfs.NewCrashableMem()} }
 
 func (d *diskFault) fs() vfs.FS { return errorfs.Wrap(d.mem, d) }
 
+// newDiskFaultCluster starts a 3-node cluster, each node on a filesystem
+// with a diskFault (by node id).
+func newDiskFaultCluster(t *testing.T) (*testCluster, map[uint64]*diskFault) {
+	faults := map[uint64]*diskFault{}
+	c := newClusterWith(t, 3, func(id uint64, cfg *Config) {
+		faults[id] = newDiskFault()
+		cfg.FS = faults[id].fs()
+	})
+	return c, faults
+}
+
 func (d *diskFault) String() string { return "diskFault" }
 
 func (d *diskFault) MaybeError(op errorfs.Op) error {
@@ -163,11 +174,7 @@ func followersOf(lead uint64, n int) []uint64 {
 // elect a leader and keep serving, every acknowledged write is there, and
 // the failed node restarted on what its disk kept catches up.
 func TestDiskFsyncFailureStopsLeader(t *testing.T) {
-	faults := map[uint64]*diskFault{}
-	c := newClusterWith(t, 3, func(id uint64, cfg *Config) {
-		faults[id] = newDiskFault()
-		cfg.FS = faults[id].fs()
-	})
+	c, faults := newDiskFaultCluster(t)
 	ctx := testCtx(t, 30*time.Second)
 	lead := c.waitLeader()
 	others := followersOf(lead, 3)
@@ -388,11 +395,7 @@ func gauge(t *testing.T, n *Node, name string) float64 {
 // real (ENOSPC on every write) stops; the cluster carries on; once space is
 // freed it restarts on the same disk and catches up, with the same state.
 func TestDiskFullStopsFollower(t *testing.T) {
-	faults := map[uint64]*diskFault{}
-	c := newClusterWith(t, 3, func(id uint64, cfg *Config) {
-		faults[id] = newDiskFault()
-		cfg.FS = faults[id].fs()
-	})
+	c, faults := newDiskFaultCluster(t)
 	ctx := testCtx(t, 30*time.Second)
 	lead := c.waitLeader()
 	fs := followersOf(lead, 3)

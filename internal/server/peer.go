@@ -124,35 +124,24 @@ func encodeCmds(cmds [][][]byte) []byte {
 var errBadPayload = errors.New("server: malformed peer payload")
 
 func decodeCmds(b []byte) ([][][]byte, error) {
-	next := func() (uint64, bool) {
-		v, n := binary.Uvarint(b)
-		if n <= 0 {
-			return 0, false
-		}
-		b = b[n:]
-		return v, true
-	}
-	if _, ok := next(); !ok {
-		return nil, errBadPayload
-	}
-	nc, ok := next()
-	if !ok || nc > uint64(len(b)) {
+	r := wireReader{b: b}
+	r.uvarint() // the range
+	nc := r.uvarint()
+	if r.err != nil || nc > uint64(len(r.b)) {
 		return nil, errBadPayload
 	}
 	cmds := make([][][]byte, nc)
 	for i := range cmds {
-		argc, ok := next()
-		if !ok || argc == 0 || argc > uint64(len(b)) {
+		argc := r.uvarint()
+		if r.err != nil || argc == 0 || argc > uint64(len(r.b)) {
 			return nil, errBadPayload
 		}
 		cmds[i] = make([][]byte, argc)
 		for j := range cmds[i] {
-			l, ok := next()
-			if !ok || l > uint64(len(b)) {
-				return nil, errBadPayload
-			}
-			cmds[i][j] = b[:l:l]
-			b = b[l:]
+			cmds[i][j] = r.bytes()
+		}
+		if r.err != nil {
+			return nil, errBadPayload
 		}
 	}
 	return cmds, nil

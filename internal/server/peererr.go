@@ -231,8 +231,8 @@ func callError(err error) error {
 	return err
 }
 
-// wireReader reads the fields of an encoded error; the first failure
-// sticks in err.
+// wireReader reads the fields of a peer payload (an encoded error, a
+// forwarded exec request); the first failure sticks in err.
 type wireReader struct {
 	b   []byte
 	err error
@@ -253,16 +253,19 @@ func (r *wireReader) uvarint() uint64 {
 	return v
 }
 
-func (r *wireReader) string() string {
+// bytes reads a length-prefixed field; the result shares r's buffer.
+func (r *wireReader) bytes() []byte {
 	n := r.uvarint()
 	if r.err != nil {
-		return ""
+		return nil
 	}
 	if n > uint64(len(r.b)) {
 		r.err = errBadPayload
-		return ""
+		return nil
 	}
-	s := string(r.b[:n])
+	b := r.b[:n:n]
 	r.b = r.b[n:]
-	return s
+	return b
 }
+
+func (r *wireReader) string() string { return string(r.bytes()) }

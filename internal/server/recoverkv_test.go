@@ -272,19 +272,39 @@ func rkvModelWrite(t *testing.T, ctx context.Context, cl *redis.Client, via uint
 	rkvWrite(t, ctx, cl, via, model, kv...)
 }
 
+// rkvSetup starts a scenario: a cluster, a context for the scenario and the
+// cluster's leader; n keys (named after prefix) are written "v1" through the
+// leader and recorded in model.
+func rkvSetup(t *testing.T, prefix string, n int) (c *testCluster, ctx context.Context, lead uint64, keys []string, model map[string]string) {
+	t.Helper()
+	c = newRKVCluster(t)
+	ctx = testCtx(t, 30*time.Second)
+	lead = c.waitLeader()
+	keys = rkvKeys(prefix, n)
+	model = map[string]string{}
+	rkvModelWrite(t, ctx, c.client(lead), lead, model, keys, "v1")
+	return c, ctx, lead, keys, model
+}
+
+// rkvHealed heals the network and checks that node id serves the latest
+// values, within a bounded wait, and that none of the refused writes
+// appeared.
+func rkvHealed(t *testing.T, ctx context.Context, c *testCluster, id uint64, model map[string]string, refused []string) {
+	t.Helper()
+	c.net.Heal()
+	took := rkvServes(t, c, id, model, 5*time.Second)
+	t.Logf("healed: node %d served the latest values after %v", id, took.Round(time.Millisecond))
+	rkvAbsent(t, ctx, c, id, refused)
+}
+
 // rkvMinoritySide: a follower is isolated; the majority writes new values
 // and keeps serving reads and writes; the isolated node's clients get
 // CLUSTERDOWN for reads (not the old values) and writes; after healing
 // the node serves the new values and the refused writes never appear.
 func rkvMinoritySide(t *testing.T) {
-	c := newRKVCluster(t)
-	ctx := testCtx(t, 30*time.Second)
-	lead := c.waitLeader()
+	c, ctx, lead, keys, model := rkvSetup(t, "ms", 10)
 	fs := followersOf(lead, 3)
 	iso, maj := fs[0], fs[1]
-	keys := rkvKeys("ms", 10)
-	model := map[string]string{}
-	rkvModelWrite(t, ctx, c.client(lead), lead, model, keys, "v1")
 	rkvServes(t, c, iso, model, 5*time.Second) // the isolated node has v1
 
 	c.net.Isolate(iso)
@@ -301,10 +321,7 @@ func rkvMinoritySide(t *testing.T) {
 		t.Errorf("the majority's leader changed from %d to %d while a follower was isolated", lead, l)
 	}
 
-	c.net.Heal()
-	took := rkvServes(t, c, iso, model, 5*time.Second)
-	t.Logf("healed: node %d served the latest values after %v", iso, took.Round(time.Millisecond))
-	rkvAbsent(t, ctx, c, iso, refused)
+	rkvHealed(t, ctx, c, iso, model, refused)
 	c.waitSameState(5 * time.Second)
 }
 
@@ -314,14 +331,9 @@ func rkvMinoritySide(t *testing.T) {
 // writes more; after healing, within a bounded wait, reads through that
 // node return the latest values — never the old ones.
 func rkvHeal(t *testing.T) {
-	c := newRKVCluster(t)
-	ctx := testCtx(t, 30*time.Second)
-	lead := c.waitLeader()
+	c, ctx, lead, keys, model := rkvSetup(t, "heal", 20)
 	fs := followersOf(lead, 3)
 	iso, maj := fs[0], fs[1]
-	keys := rkvKeys("heal", 20)
-	model := map[string]string{}
-	rkvModelWrite(t, ctx, c.client(lead), lead, model, keys, "v1")
 	rkvServes(t, c, iso, model, 5*time.Second)
 
 	c.net.Isolate(iso)
@@ -332,10 +344,7 @@ func rkvHeal(t *testing.T) {
 	refused := expectRefused(t, fmt.Sprintf("restarted isolated node %d", iso), rkvOps(c.client(iso), "heal", keys...))
 	rkvModelWrite(t, ctx, c.client(lead), lead, model, keys[10:], "v3")
 
-	c.net.Heal()
-	took := rkvServes(t, c, iso, model, 5*time.Second)
-	t.Logf("healed: node %d served the latest values after %v", iso, took.Round(time.Millisecond))
-	rkvAbsent(t, ctx, c, iso, refused)
+	rkvHealed(t, ctx, c, iso, model, refused)
 	rkvWrite(t, ctx, c.client(iso), iso, model, "heal:after", "ok")
 	c.waitLeader()
 	for id := uint64(1); id <= 3; id++ {
@@ -416,12 +425,7 @@ func rkvLeaderIsolated(t *testing.T) {
 // restarted during the partition. After healing everything works, the
 // data intact and no refused write applied.
 func rkvCompletePartition(t *testing.T) {
-	c := newRKVCluster(t)
-	ctx := testCtx(t, 30*time.Second)
-	lead := c.waitLeader()
-	keys := rkvKeys("cp", 10)
-	model := map[string]string{}
-	rkvModelWrite(t, ctx, c.client(lead), lead, model, keys, "v1")
+	c, ctx, lead, keys, model := rkvSetup(t, "cp", 10)
 	for id := uint64(1); id <= 3; id++ {
 		rkvServes(t, c, id, model, 5*time.Second)
 	}
@@ -471,14 +475,9 @@ func rkvCompletePartition(t *testing.T) {
 // election attempts do not disrupt the leader (PreVote, CheckQuorum).
 // After healing it serves the latest values.
 func rkvOneWay(t *testing.T) {
-	c := newRKVCluster(t)
-	ctx := testCtx(t, 30*time.Second)
-	lead := c.waitLeader()
+	c, ctx, lead, keys, model := rkvSetup(t, "ow", 10)
 	fs := followersOf(lead, 3)
 	f, maj := fs[0], fs[1]
-	keys := rkvKeys("ow", 10)
-	model := map[string]string{}
-	rkvModelWrite(t, ctx, c.client(lead), lead, model, keys, "v1")
 	rkvServes(t, c, f, model, 5*time.Second)
 	term := c.node(lead).Status().Term
 
@@ -491,9 +490,6 @@ func rkvOneWay(t *testing.T) {
 		t.Errorf("the leader was disrupted by a node that cannot hear it: leader %d term %d, was %d term %d", st.Leader, st.Term, lead, term)
 	}
 
-	c.net.Heal()
-	took := rkvServes(t, c, f, model, 5*time.Second)
-	t.Logf("healed: node %d served the latest values after %v", f, took.Round(time.Millisecond))
-	rkvAbsent(t, ctx, c, f, refused)
+	rkvHealed(t, ctx, c, f, model, refused)
 	c.waitSameState(5 * time.Second)
 }
