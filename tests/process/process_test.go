@@ -62,7 +62,8 @@ func freePort(t *testing.T, host string) string {
 	return addr
 }
 
-func newCluster(t *testing.T, n int) *cluster {
+// newCluster starts n nodes, each with the extra flags too.
+func newCluster(t *testing.T, n int, extra ...string) *cluster {
 	c := &cluster{t: t}
 	base := t.TempDir()
 	var initial []string
@@ -74,7 +75,7 @@ func newCluster(t *testing.T, n int) *cluster {
 		initial = append(initial, fmt.Sprintf("%d=%s", i, p.peer))
 	}
 	for _, p := range c.procs {
-		c.start(p, "--initial-cluster", strings.Join(initial, ","))
+		c.start(p, append([]string{"--initial-cluster", strings.Join(initial, ",")}, extra...)...)
 	}
 	t.Cleanup(func() {
 		for _, p := range c.procs {

@@ -20,7 +20,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -95,29 +94,12 @@ type rkvCluster struct {
 	extra []string
 }
 
-// newRKV is newCluster with extra flags for every node (newCluster takes
-// none), waiting for a leader.
+// newRKV is newCluster with the same extra flags on every restart too,
+// waiting for a leader; it dumps the nodes' logs if the test fails.
 func newRKV(t *testing.T, n int, extra ...string) *rkvCluster {
 	t.Helper()
-	c := &cluster{t: t}
-	base := t.TempDir()
-	var initial []string
-	for i := 1; i <= n; i++ {
-		host := fmt.Sprintf("127.0.0.%d", i)
-		p := &proc{id: i, host: host, dataDir: filepath.Join(base, fmt.Sprintf("node-%d", i)),
-			client: freePort(t, host), peer: freePort(t, host), admin: freePort(t, host)}
-		c.procs = append(c.procs, p)
-		initial = append(initial, fmt.Sprintf("%d=%s", i, p.peer))
-	}
+	c := newCluster(t, n, extra...)
 	r := &rkvCluster{cluster: c, extra: extra}
-	for _, p := range c.procs {
-		c.start(p, append([]string{"--initial-cluster", strings.Join(initial, ",")}, extra...)...)
-	}
-	t.Cleanup(func() {
-		for _, p := range c.procs {
-			c.kill(p, syscall.SIGKILL)
-		}
-	})
 	t.Cleanup(func() {
 		if t.Failed() {
 			c.dumpLogs()
