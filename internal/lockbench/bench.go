@@ -108,16 +108,36 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
+// zkRecipe is how the zookeeper target locks.
+const zkRecipe = "fair lock recipe: ephemeral sequential znode, watch the predecessor"
+
+// givenServers returns the addresses of a target's servers given in cfg
+// (none: the benchmark starts its own) and how to wait until one answers.
+func givenServers(cfg *Config, target string) ([]string, func(context.Context, string) error) {
+	switch target {
+	case TargetKvorum:
+		return cfg.KvorumAddrs, redisPing
+	case TargetRedlock:
+		return cfg.RedisAddrs, redisPing
+	case TargetZookeeper:
+		return cfg.ZookeeperAddrs, zkWait
+	}
+	return nil, nil
+}
+
 // setupTarget finds or starts the servers of a target. A skipped target has
 // info.Skipped set and no error.
 func setupTarget(ctx context.Context, cfg *Config, target, dir string, progress io.Writer) (info TargetInfo, addrs []string, servers []*child, err error) {
 	info.Name = target
+	if target == TargetZookeeper {
+		info.Note = zkRecipe
+	}
+	if given, up := givenServers(cfg, target); len(given) > 0 {
+		info.Addrs = given
+		return info, given, nil, waitAll(ctx, given, up)
+	}
 	switch target {
 	case TargetKvorum:
-		if len(cfg.KvorumAddrs) > 0 {
-			info.Addrs = cfg.KvorumAddrs
-			return info, cfg.KvorumAddrs, nil, waitAll(ctx, cfg.KvorumAddrs, redisPing)
-		}
 		bin := cfg.NodeBinary
 		if bin == "" {
 			bin = cfg.Executable
@@ -130,10 +150,6 @@ func setupTarget(ctx context.Context, cfg *Config, target, dir string, progress 
 		}
 		fmt.Fprintf(progress, "kvorum: cluster ready in %v at %s\n", time.Since(start).Round(10*time.Millisecond), strings.Join(addrs, ","))
 	case TargetRedlock:
-		if len(cfg.RedisAddrs) > 0 {
-			info.Addrs = cfg.RedisAddrs
-			return info, cfg.RedisAddrs, nil, waitAll(ctx, cfg.RedisAddrs, redisPing)
-		}
 		bin := cfg.RedisServer
 		if bin == "" {
 			if bin, err = exec.LookPath("redis-server"); err != nil {
@@ -148,12 +164,6 @@ func setupTarget(ctx context.Context, cfg *Config, target, dir string, progress 
 			return info, nil, nil, err
 		}
 	case TargetZookeeper:
-		const recipe = "fair lock recipe: ephemeral sequential znode, watch the predecessor"
-		info.Note = recipe
-		if len(cfg.ZookeeperAddrs) > 0 {
-			info.Addrs = cfg.ZookeeperAddrs
-			return info, cfg.ZookeeperAddrs, nil, waitAll(ctx, cfg.ZookeeperAddrs, zkWait)
-		}
 		javaBin, classPath, version, why, err := zkServer(cfg.ZookeeperServer)
 		if err != nil {
 			return info, nil, nil, err
@@ -173,7 +183,7 @@ func setupTarget(ctx context.Context, cfg *Config, target, dir string, progress 
 			return info, nil, nil, err
 		}
 		fmt.Fprintf(progress, "zookeeper: serving in %v at %s\n", time.Since(start).Round(10*time.Millisecond), strings.Join(addrs, ","))
-		info.Note = fmt.Sprintf("%s, %s, forceSync=yes: every write fsynced; %s", strings.TrimPrefix(kind, "a "), version, recipe)
+		info.Note = fmt.Sprintf("%s, %s, forceSync=yes: every write fsynced; %s", strings.TrimPrefix(kind, "a "), version, zkRecipe)
 	}
 	info.Addrs, info.Started = addrs, true
 	return info, addrs, servers, nil
