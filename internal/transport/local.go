@@ -226,14 +226,7 @@ func (l *Local) Send(msgs []*raftpb.Message) {
 func (l *Local) sendSnapshot(p *localPeer, m *raftpb.Message, delay time.Duration) {
 	defer l.wg.Done()
 	if delay > 0 {
-		timer := time.NewTimer(delay)
-		select {
-		case <-timer.C:
-		case <-p.stop:
-			timer.Stop()
-		case <-l.stop:
-			timer.Stop()
-		}
+		sleep(delay, p.stop, l.stop)
 	}
 	err := l.streamSnapshot(p, m)
 	l.m.snapshotDone("sent", err == nil)

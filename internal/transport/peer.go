@@ -177,12 +177,7 @@ func (p *peer) streamError() error {
 func (t *Transport) sendSnapshot(p *peer, m *raftpb.Message, delay time.Duration) {
 	defer t.wg.Done()
 	if delay > 0 {
-		timer := time.NewTimer(delay)
-		select {
-		case <-timer.C:
-		case <-p.ctx.Done():
-			timer.Stop()
-		}
+		sleep(delay, p.ctx.Done(), nil)
 	}
 	start := time.Now()
 	n, err := t.streamSnapshot(p, m)

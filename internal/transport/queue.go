@@ -113,15 +113,25 @@ func (o *outbox) run(stop <-chan struct{}, deliver func([]*raftpb.Message) error
 			backoff = minBackoff
 			continue
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-stop:
-			t.Stop()
+		if !sleep(backoff, stop, nil) {
 			return
-		case <-t.C:
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}
+}
+
+// sleep waits for d unless stop or stop2 (nil: never) is closed first; it
+// reports whether d passed.
+func sleep(d time.Duration, stop, stop2 <-chan struct{}) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-stop:
+	case <-stop2:
+	}
+	return false
 }
 
 // delayHeap orders held-back messages by due time.
