@@ -8,7 +8,7 @@ import (
 // SUBSTR and LCS.
 
 func init() {
-	def("substr", 4, "readonly", 1, 1, 1, "string", "Returns a substring from a string value.", cmdGetRange, checkIntArgs(2, 3))
+	defParsed("substr", 4, "readonly", 1, 1, 1, "string", "Returns a substring from a string value.", parseRange, cmdGetRange)
 	def("lcs", -3, "readonly", 1, 2, 1, "string", "Finds the longest common substring.", cmdLCS, nil)
 }
 

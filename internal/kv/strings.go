@@ -24,6 +24,7 @@ var (
 	errOffset      = Error("ERR offset is out of range")
 	errTooBig      = Error("ERR string exceeds maximum allowed size (proto-max-bulk-len)")
 	errInvalidCurs = Error("ERR invalid cursor")
+	errDecrOver    = Error("ERR decrement would overflow")
 )
 
 func invalidExpire(cmd string) Reply {
@@ -57,31 +58,134 @@ func putString(x *ctx, k, v []byte, expire int64) Reply {
 
 func init() {
 	def("get", 2, "readonly fast", 1, 1, 1, "string", "Returns the string value of a key.", cmdGet, nil)
-	def("set", -3, "write denyoom", 1, 1, 1, "string", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", cmdSet, checkSet)
+	defParsed("set", -3, "write denyoom", 1, 1, 1, "string", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", parseSet, cmdSet)
 	def("setnx", 3, "write denyoom fast", 1, 1, 1, "string", "Set the string value of a key only when the key doesn't exist.", cmdSetNX, nil)
-	def("setex", 4, "write denyoom", 1, 1, 1, "string", "Sets the string value and expiration time of a key.", cmdSetEX, checkSetEX)
-	def("psetex", 4, "write denyoom", 1, 1, 1, "string", "Sets both string value and expiration time in milliseconds of a key.", cmdSetEX, checkSetEX)
+	defParsed("setex", 4, "write denyoom", 1, 1, 1, "string", "Sets the string value and expiration time of a key.", parseSetEX, cmdSetEX)
+	defParsed("psetex", 4, "write denyoom", 1, 1, 1, "string", "Sets both string value and expiration time in milliseconds of a key.", parseSetEX, cmdSetEX)
 	def("getset", 3, "write denyoom fast", 1, 1, 1, "string", "Returns the previous string value of a key after setting it to a new value.", cmdGetSet, nil)
 	def("getdel", 2, "write fast", 1, 1, 1, "string", "Returns the string value of a key after deleting the key.", cmdGetDel, nil)
-	def("getex", -2, "write fast", 1, 1, 1, "string", "Returns the string value of a key after setting its expiration time.", cmdGetEx, checkGetEx)
+	defParsed("getex", -2, "write fast", 1, 1, 1, "string", "Returns the string value of a key after setting its expiration time.", parseGetEx, cmdGetEx)
 	def("mget", -2, "readonly fast", 1, -1, 1, "string", "Atomically returns the string values of one or more keys.", cmdMGet, nil)
+	// MSET and MSETNX take key/value pairs: a check of the arity, nothing
+	// to parse.
 	def("mset", -3, "write denyoom", 1, -1, 2, "string", "Atomically creates or modifies the string values of one or more keys.", cmdMSet, checkPairs("mset"))
 	def("msetnx", -3, "write denyoom", 1, -1, 2, "string", "Atomically modifies the string values of one or more keys only when all keys don't exist.", cmdMSetNX, checkPairs("msetnx"))
-	def("incr", 2, "write denyoom fast", 1, 1, 1, "string", "Increments the integer value of a key by one.", cmdIncrBy, nil)
-	def("decr", 2, "write denyoom fast", 1, 1, 1, "string", "Decrements the integer value of a key by one.", cmdIncrBy, nil)
-	def("incrby", 3, "write denyoom fast", 1, 1, 1, "string", "Increments the integer value of a key by a number.", cmdIncrBy, checkIntArg(2))
-	def("decrby", 3, "write denyoom fast", 1, 1, 1, "string", "Decrements a number from the integer value of a key.", cmdIncrBy, checkIntArg(2))
-	def("incrbyfloat", 3, "write denyoom fast", 1, 1, 1, "string", "Increment the floating point value of a key by a number.", cmdIncrByFloat, checkFloatArg(2))
+	defParsed("incr", 2, "write denyoom fast", 1, 1, 1, "string", "Increments the integer value of a key by one.", parseDelta, cmdIncrBy)
+	defParsed("decr", 2, "write denyoom fast", 1, 1, 1, "string", "Decrements the integer value of a key by one.", parseDelta, cmdIncrBy)
+	defParsed("incrby", 3, "write denyoom fast", 1, 1, 1, "string", "Increments the integer value of a key by a number.", parseDelta, cmdIncrBy)
+	defParsed("decrby", 3, "write denyoom fast", 1, 1, 1, "string", "Decrements a number from the integer value of a key.", parseDelta, cmdIncrBy)
+	defParsed("incrbyfloat", 3, "write denyoom fast", 1, 1, 1, "string", "Increment the floating point value of a key by a number.", floatArg(2), cmdIncrByFloat)
 	def("append", 3, "write denyoom fast", 1, 1, 1, "string", "Appends a string to the value of a key. Creates the key if it doesn't exist.", cmdAppend, nil)
 	def("strlen", 2, "readonly fast", 1, 1, 1, "string", "Returns the length of a string value.", cmdStrlen, nil)
-	def("getrange", 4, "readonly", 1, 1, 1, "string", "Returns a substring of the string stored at a key.", cmdGetRange, checkIntArgs(2, 3))
-	def("setrange", 4, "write denyoom", 1, 1, 1, "string", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.", cmdSetRange, checkIntArg(2))
+	defParsed("getrange", 4, "readonly", 1, 1, 1, "string", "Returns a substring of the string stored at a key.", parseRange, cmdGetRange)
+	defParsed("setrange", 4, "write denyoom", 1, 1, 1, "string", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.", parseSetRange, cmdSetRange)
 }
 
+// ---------------------------------------------------------------------------
+// Parsers of numeric arguments that several commands share.
+
+// parseIntArg reads an integer argument as Redis's
+// getLongLongFromObjectOrReply does.
+func parseIntArg(b []byte) (int64, Reply, bool) {
+	n, ok := redisnum.ParseInt(b)
+	if !ok {
+		return 0, errNotInt, false
+	}
+	return n, Reply{}, true
+}
+
+// intArg returns the parser of a command whose one parsed argument is the
+// integer args[i] (which Redis reads before it looks at the key).
+func intArg(i int) func(args [][]byte) (int64, Reply, bool) {
+	return func(args [][]byte) (int64, Reply, bool) { return parseIntArg(args[i]) }
+}
+
+// floatArg returns the parser of args[i] as a long double (Redis's
+// getLongDoubleFromObjectOrReply).
+func floatArg(i int) func(args [][]byte) (*big.Float, Reply, bool) {
+	return func(args [][]byte) (*big.Float, Reply, bool) {
+		f, ok := redisnum.ParseLongDouble(args[i])
+		if !ok {
+			return nil, errNotFloat, false
+		}
+		return f, Reply{}, true
+	}
+}
+
+// indexRange is a start and an end index as given (GETRANGE, LRANGE...):
+// negative ones count from the end.
+type indexRange struct{ start, end int64 }
+
+// parseRange parses args[2] and args[3] as the start and the end index.
+func parseRange(args [][]byte) (indexRange, Reply, bool) {
+	start, r, ok := parseIntArg(args[2])
+	if !ok {
+		return indexRange{}, r, false
+	}
+	end, r, ok := parseIntArg(args[3])
+	if !ok {
+		return indexRange{}, r, false
+	}
+	return indexRange{start, end}, Reply{}, true
+}
+
+// clamp is the range of a string of n units (bytes, or bits for BITCOUNT
+// and BITPOS with BIT) that start and end select, as Redis's GETRANGE,
+// BITCOUNT and BITPOS compute it: negative indexes count from the end,
+// then both are clamped to the string. Empty (from > to) if nothing is.
+func (q indexRange) clamp(n int64) (from, to int64) {
+	start, end := q.start, q.end
+	if start < 0 {
+		start += n
+	}
+	if end < 0 {
+		end += n
+	}
+	start, end = max(start, 0), min(max(end, 0), n-1)
+	if start > end {
+		return 0, -1
+	}
+	return start, end
+}
+
+// checkIntArg checks that args[i] is an integer.
+func checkIntArg(i int) func([][]byte) (Reply, bool) {
+	return func(args [][]byte) (Reply, bool) {
+		if _, ok := redisnum.ParseInt(args[i]); !ok {
+			return errNotInt, false
+		}
+		return Reply{}, true
+	}
+}
+
+// checkIntArgs checks that the arguments at is are integers.
+func checkIntArgs(is ...int) func([][]byte) (Reply, bool) {
+	return func(args [][]byte) (Reply, bool) {
+		for _, i := range is {
+			if _, ok := redisnum.ParseInt(args[i]); !ok {
+				return errNotInt, false
+			}
+		}
+		return Reply{}, true
+	}
+}
+
+func checkPairs(name string) func([][]byte) (Reply, bool) {
+	return func(args [][]byte) (Reply, bool) {
+		if len(args)%2 != 1 {
+			return wrongArity(name), false
+		}
+		return Reply{}, true
+	}
+}
+
+// ---------------------------------------------------------------------------
+// GET, SET and its variants.
+
 func cmdGet(x *ctx, args [][]byte) Reply {
-	rec, ok, e := getString(x, args[1])
-	if e != nil {
-		return errReply(e)
+	rec, ok, err := getString(x, args[1])
+	if err != nil {
+		return errReply(err)
 	}
 	if !ok {
 		return Nil
@@ -106,10 +210,26 @@ const (
 	optExpiry = optEX | optPX | optEXAT | optPXAT
 )
 
+// expiryOpt returns the flag of an expiry option (EX, PX, EXAT, PXAT), 0
+// for any other word.
+func expiryOpt(a []byte) int {
+	switch {
+	case eq(a, "EX"):
+		return optEX
+	case eq(a, "PX"):
+		return optPX
+	case eq(a, "EXAT"):
+		return optEXAT
+	case eq(a, "PXAT"):
+		return optPXAT
+	}
+	return 0
+}
+
 // strOpts is the parsed tail of SET (from args[3]) or GETEX (from args[2]).
 type strOpts struct {
 	flags  int
-	expire []byte // the last expiry argument; parsed by expiryMs
+	expire []byte // the last expiry argument, as given (see parseExpiry)
 	lease  []byte // SET ... LEASE id (kvorum)
 }
 
@@ -122,7 +242,7 @@ func parseStrOpts(args [][]byte, from int, isSet bool) (strOpts, Reply, bool) {
 		a := args[j]
 		hasNext := j+1 < len(args)
 		f := o.flags
-		switch {
+		switch ex := expiryOpt(a); {
 		case eq(a, "NX") && f&optXX == 0 && isSet:
 			o.flags |= optNX
 		case eq(a, "XX") && f&optNX == 0 && isSet:
@@ -133,20 +253,8 @@ func parseStrOpts(args [][]byte, from int, isSet bool) (strOpts, Reply, bool) {
 			o.flags |= optKeepTTL
 		case eq(a, "PERSIST") && f&(optExpiry|optKeepTTL) == 0 && !isSet:
 			o.flags |= optPersist
-		case eq(a, "EX") && f&(optKeepTTL|optPersist|optEXAT|optPX|optPXAT) == 0 && hasNext:
-			o.flags |= optEX
-			o.expire = args[j+1]
-			j++
-		case eq(a, "PX") && f&(optKeepTTL|optPersist|optEX|optEXAT|optPXAT) == 0 && hasNext:
-			o.flags |= optPX
-			o.expire = args[j+1]
-			j++
-		case eq(a, "EXAT") && f&(optKeepTTL|optPersist|optEX|optPX|optPXAT) == 0 && hasNext:
-			o.flags |= optEXAT
-			o.expire = args[j+1]
-			j++
-		case eq(a, "PXAT") && f&(optKeepTTL|optPersist|optEX|optEXAT|optPX) == 0 && hasNext:
-			o.flags |= optPXAT
+		case ex != 0 && f&(optKeepTTL|optPersist|optExpiry&^ex) == 0 && hasNext:
+			o.flags |= ex
 			o.expire = args[j+1]
 			j++
 		case eq(a, "LEASE") && isSet && hasNext:
@@ -160,72 +268,86 @@ func parseStrOpts(args [][]byte, from int, isSet bool) (strOpts, Reply, bool) {
 	return o, Reply{}, true
 }
 
-// expiryMs is Redis's getExpireMillisecondsOrReply: the absolute deadline
-// in Unix ms of o's expiry, or an error reply.
-func (o *strOpts) expiryMs(cmd string, now int64) (int64, Reply, bool) {
-	n, ok := redisnum.ParseInt(o.expire)
+// expiry is a parsed expiry option: the number of milliseconds, relative
+// to the command's time for EX and PX.
+type expiry struct {
+	flags int // optEX, optPX, optEXAT or optPXAT; 0: no expiry
+	ms    int64
+}
+
+// parseExpiry is the part of Redis's getExpireMillisecondsOrReply that
+// does not depend on the time: b must be a positive number, of seconds
+// that fit in milliseconds for EX and EXAT.
+func parseExpiry(flags int, b []byte, cmd string) (expiry, Reply, bool) {
+	n, ok := redisnum.ParseInt(b)
 	if !ok {
-		return 0, errNotInt, false
+		return expiry{}, errNotInt, false
 	}
-	seconds := o.flags&(optEX|optEXAT) != 0
+	seconds := flags&(optEX|optEXAT) != 0
 	if n <= 0 || (seconds && n > math.MaxInt64/1000) {
-		return 0, invalidExpire(cmd), false
+		return expiry{}, invalidExpire(cmd), false
 	}
 	if seconds {
 		n *= 1000
 	}
-	if o.flags&(optEX|optPX) != 0 {
-		if n > math.MaxInt64-now {
-			// Redis overflows into a negative number and refuses it.
-			return 0, invalidExpire(cmd), false
-		}
-		n += now
-	}
-	return n, Reply{}, true
+	return expiry{flags: flags & optExpiry, ms: n}, Reply{}, true
 }
 
-// checkSet validates SET's options and, since Redis does so before looking
-// at the key, its expiry number (relative overflow is left to Apply).
-func checkSet(args [][]byte) (Reply, bool) {
-	o, r, ok := parseStrOpts(args, 3, true)
-	if ok && o.flags&optLease != 0 {
-		if _, valid := parseID(o.lease); !valid {
-			return errLeaseID, false
-		}
+// deadline is the rest of getExpireMillisecondsOrReply: the absolute
+// deadline in Unix ms at now (0 without an expiry).
+func (ex expiry) deadline(cmd string, now int64) (int64, Reply, bool) {
+	if ex.flags&(optEX|optPX) == 0 {
+		return ex.ms, Reply{}, true
 	}
-	if !ok || o.flags&optExpiry == 0 {
-		return r, ok
+	if ex.ms > math.MaxInt64-now {
+		// Redis overflows into a negative number and refuses it.
+		return 0, invalidExpire(cmd), false
 	}
-	if _, r, ok := o.expiryMs("set", 0); !ok {
-		return r, false
-	}
-	return Reply{}, true
+	return ex.ms + now, Reply{}, true
 }
 
-func cmdSet(x *ctx, args [][]byte) Reply {
+// setArgs is a parsed SET.
+type setArgs struct {
+	flags  int
+	expiry expiry
+	lease  uint64 // SET ... LEASE id; 0: none
+}
+
+// parseSet parses SET's options and, since Redis does so before it looks
+// at the key, its lease id and expiry number (a relative expiry's
+// overflow is left to cmdSet, which has the time).
+func parseSet(args [][]byte) (setArgs, Reply, bool) {
 	o, r, ok := parseStrOpts(args, 3, true)
+	if !ok {
+		return setArgs{}, r, false
+	}
+	a := setArgs{flags: o.flags}
+	if o.flags&optLease != 0 {
+		if a.lease, ok = parseID(o.lease); !ok {
+			return setArgs{}, errLeaseID, false
+		}
+	}
+	if o.flags&optExpiry != 0 {
+		if a.expiry, r, ok = parseExpiry(o.flags, o.expire, "set"); !ok {
+			return setArgs{}, r, false
+		}
+	}
+	return a, Reply{}, true
+}
+
+func cmdSet(x *ctx, args [][]byte, a setArgs) Reply {
+	expire, r, ok := a.expiry.deadline("set", x.now)
 	if !ok {
 		return r
 	}
-	var expire int64
-	if o.flags&optExpiry != 0 {
-		if expire, r, ok = o.expiryMs("set", x.now); !ok {
-			return r
-		}
-	}
-	var leaseID uint64
-	if o.flags&optLease != 0 {
-		var valid bool
-		if leaseID, valid = parseID(o.lease); !valid {
-			return errLeaseID
-		}
-		if _, ok, err := x.getLease(leaseID); err != nil {
+	if a.lease != 0 {
+		if _, ok, err := x.getLease(a.lease); err != nil {
 			return errReply(err)
 		} else if !ok {
-			return errNoLease(leaseID)
+			return errNoLease(a.lease)
 		}
 	}
-	get := o.flags&optGet != 0
+	get := a.flags&optGet != 0
 	var rec record
 	var exists bool
 	var err error
@@ -244,10 +366,10 @@ func cmdSet(x *ctx, args [][]byte) Reply {
 	if get && exists {
 		old = Bulk(rec.value)
 	}
-	if (o.flags&optNX != 0 && exists) || (o.flags&optXX != 0 && !exists) {
+	if (a.flags&optNX != 0 && exists) || (a.flags&optXX != 0 && !exists) {
 		return old // nil unless GET
 	}
-	if o.flags&optKeepTTL != 0 && exists {
+	if a.flags&optKeepTTL != 0 && exists {
 		expire = rec.expire
 	}
 	if expire != 0 && expire <= x.now {
@@ -259,8 +381,8 @@ func cmdSet(x *ctx, args [][]byte) Reply {
 		}
 	} else if r := putString(x, args[1], args[2], expire); r.IsError() {
 		return r
-	} else if leaseID != 0 {
-		if err := x.attachKey(leaseID, args[1]); err != nil {
+	} else if a.lease != 0 {
+		if err := x.attachKey(a.lease, args[1]); err != nil {
 			return errReply(err)
 		}
 	}
@@ -284,25 +406,25 @@ func cmdSetNX(x *ctx, args [][]byte) Reply {
 	return Int(1)
 }
 
-// setexOpts reads SETEX/PSETEX's expiry the way Redis does (as SET EX/PX).
-func setexOpts(args [][]byte) (strOpts, string) {
+// setexName is SETEX's or PSETEX's name, as Redis writes it in errors.
+func setexName(args [][]byte) string {
 	if len(args[0]) == len("setex") {
-		return strOpts{flags: optEX, expire: args[2]}, "setex"
+		return "setex"
 	}
-	return strOpts{flags: optPX, expire: args[2]}, "psetex"
+	return "psetex"
 }
 
-func checkSetEX(args [][]byte) (Reply, bool) {
-	o, name := setexOpts(args)
-	if _, r, ok := o.expiryMs(name, 0); !ok {
-		return r, false
+// parseSetEX reads SETEX/PSETEX's expiry the way Redis does (as SET EX/PX).
+func parseSetEX(args [][]byte) (expiry, Reply, bool) {
+	name := setexName(args)
+	if name == "setex" {
+		return parseExpiry(optEX, args[2], name)
 	}
-	return Reply{}, true
+	return parseExpiry(optPX, args[2], name)
 }
 
-func cmdSetEX(x *ctx, args [][]byte) Reply {
-	o, name := setexOpts(args)
-	d, r, ok := o.expiryMs(name, x.now)
+func cmdSetEX(x *ctx, args [][]byte, ex expiry) Reply {
+	d, r, ok := ex.deadline(setexName(args), x.now)
 	if !ok {
 		return r
 	}
@@ -310,9 +432,9 @@ func cmdSetEX(x *ctx, args [][]byte) Reply {
 }
 
 func cmdGetSet(x *ctx, args [][]byte) Reply {
-	rec, ok, e := getString(x, args[1])
-	if e != nil {
-		return errReply(e)
+	rec, ok, err := getString(x, args[1])
+	if err != nil {
+		return errReply(err)
 	}
 	if r := putString(x, args[1], args[2], 0); r.IsError() {
 		return r
@@ -324,9 +446,9 @@ func cmdGetSet(x *ctx, args [][]byte) Reply {
 }
 
 func cmdGetDel(x *ctx, args [][]byte) Reply {
-	rec, ok, e := getString(x, args[1])
-	if e != nil {
-		return errReply(e)
+	rec, ok, err := getString(x, args[1])
+	if err != nil {
+		return errReply(err)
 	}
 	if !ok {
 		return Nil
@@ -337,28 +459,25 @@ func cmdGetDel(x *ctx, args [][]byte) Reply {
 	return Bulk(rec.value)
 }
 
-// checkGetEx validates GETEX's syntax only: Redis looks at the expiry
-// number after the key (GETEX missing EX abc is a nil reply).
-func checkGetEx(args [][]byte) (Reply, bool) {
-	_, r, ok := parseStrOpts(args, 2, false)
-	return r, ok
-}
+// parseGetEx parses GETEX's syntax only: Redis looks at the expiry number
+// after the key (GETEX missing EX abc is a nil reply).
+func parseGetEx(args [][]byte) (strOpts, Reply, bool) { return parseStrOpts(args, 2, false) }
 
-func cmdGetEx(x *ctx, args [][]byte) Reply {
-	o, r, ok := parseStrOpts(args, 2, false)
-	if !ok {
-		return r
-	}
-	rec, exists, e := getString(x, args[1])
-	if e != nil {
-		return errReply(e)
+func cmdGetEx(x *ctx, args [][]byte, o strOpts) Reply {
+	rec, exists, err := getString(x, args[1])
+	if err != nil {
+		return errReply(err)
 	}
 	if !exists {
 		return Nil
 	}
 	switch {
 	case o.flags&optExpiry != 0:
-		d, r, ok := o.expiryMs("getex", x.now)
+		ex, r, ok := parseExpiry(o.flags, o.expire, "getex")
+		if !ok {
+			return r
+		}
+		d, r, ok := ex.deadline("getex", x.now)
 		if !ok {
 			return r
 		}
@@ -397,15 +516,6 @@ func cmdMGet(x *ctx, args [][]byte) Reply {
 	return Array(out...)
 }
 
-func checkPairs(name string) func([][]byte) (Reply, bool) {
-	return func(args [][]byte) (Reply, bool) {
-		if len(args)%2 != 1 {
-			return wrongArity(name), false
-		}
-		return Reply{}, true
-	}
-}
-
 func cmdMSet(x *ctx, args [][]byte) Reply {
 	for i := 1; i+1 < len(args); i += 2 {
 		if r := putString(x, args[i], args[i+1], 0); r.IsError() {
@@ -429,45 +539,35 @@ func cmdMSetNX(x *ctx, args [][]byte) Reply {
 	return Int(1)
 }
 
-func checkIntArg(i int) func([][]byte) (Reply, bool) {
-	return func(args [][]byte) (Reply, bool) {
-		if _, ok := redisnum.ParseInt(args[i]); !ok {
-			return errNotInt, false
+// ---------------------------------------------------------------------------
+// Numbers.
+
+// parseDelta is what INCR, DECR, INCRBY and DECRBY add, read as Redis
+// does before it looks at the key.
+func parseDelta(args [][]byte) (int64, Reply, bool) {
+	decr := args[0][0] == 'd' || args[0][0] == 'D'
+	if len(args) == 2 { // INCR, DECR
+		if decr {
+			return -1, Reply{}, true
 		}
-		return Reply{}, true
+		return 1, Reply{}, true
 	}
+	n, r, ok := parseIntArg(args[2])
+	switch {
+	case !ok:
+		return 0, r, false
+	case !decr:
+		return n, Reply{}, true
+	case n == math.MinInt64:
+		return 0, errDecrOver, false
+	}
+	return -n, Reply{}, true
 }
 
-func checkIntArgs(is ...int) func([][]byte) (Reply, bool) {
-	return func(args [][]byte) (Reply, bool) {
-		for _, i := range is {
-			if _, ok := redisnum.ParseInt(args[i]); !ok {
-				return errNotInt, false
-			}
-		}
-		return Reply{}, true
-	}
-}
-
-func cmdIncrBy(x *ctx, args [][]byte) Reply {
-	var delta int64
-	switch strings.ToLower(string(args[0])) {
-	case "incr":
-		delta = 1
-	case "decr":
-		delta = -1
-	case "incrby":
-		delta, _ = redisnum.ParseInt(args[2])
-	case "decrby":
-		d, _ := redisnum.ParseInt(args[2])
-		if d == math.MinInt64 {
-			return Error("ERR decrement would overflow")
-		}
-		delta = -d
-	}
-	rec, ok, e := getString(x, args[1])
-	if e != nil {
-		return errReply(e)
+func cmdIncrBy(x *ctx, args [][]byte, delta int64) Reply {
+	rec, ok, err := getString(x, args[1])
+	if err != nil {
+		return errReply(err)
 	}
 	var cur int64
 	if ok {
@@ -481,33 +581,28 @@ func cmdIncrBy(x *ctx, args [][]byte) Reply {
 		return errOverflow
 	}
 	cur += delta
-	var expire int64
-	if ok {
-		expire = rec.expire
-	}
-	if r := putString(x, args[1], strconv.AppendInt(nil, cur, 10), expire); r.IsError() {
+	if r := putString(x, args[1], strconv.AppendInt(nil, cur, 10), rec.expire); r.IsError() {
 		return r
 	}
 	return Int(cur)
 }
 
-func checkFloatArg(i int) func([][]byte) (Reply, bool) {
-	return func(args [][]byte) (Reply, bool) {
-		if _, ok := redisnum.ParseLongDouble(args[i]); !ok {
-			return errNotFloat, false
-		}
-		return Reply{}, true
+// addLongDouble is INCRBYFLOAT's and HINCRBYFLOAT's addition: at x87
+// extended precision, as Redis's long double, formatted as its
+// ld2string(LD_STR_HUMAN). ok=false: the sum is beyond the extended range
+// (~1.19e4932), where Redis gets Infinity.
+func addLongDouble(cur, incr *big.Float) ([]byte, bool) {
+	sum := new(big.Float).SetPrec(64).SetMode(big.ToNearestEven).Add(cur, incr)
+	if sum.Sign() != 0 && sum.MantExp(nil) > 16384 {
+		return nil, false
 	}
+	return []byte(redisnum.FormatLongDouble(sum)), true
 }
 
-func cmdIncrByFloat(x *ctx, args [][]byte) Reply {
-	incr, ok := redisnum.ParseLongDouble(args[2])
-	if !ok {
-		return errNotFloat
-	}
-	rec, exists, e := getString(x, args[1])
-	if e != nil {
-		return errReply(e)
+func cmdIncrByFloat(x *ctx, args [][]byte, incr *big.Float) Reply {
+	rec, exists, err := getString(x, args[1])
+	if err != nil {
+		return errReply(err)
 	}
 	cur := new(big.Float).SetPrec(64)
 	if exists {
@@ -520,90 +615,73 @@ func cmdIncrByFloat(x *ctx, args [][]byte) Reply {
 	if incr.IsInf() || cur.IsInf() {
 		return errNaN
 	}
-	sum := new(big.Float).SetPrec(64).SetMode(big.ToNearestEven).Add(cur, incr)
-	// x87 extended range: beyond ~1.19e4932 Redis gets Infinity.
-	if sum.Sign() != 0 && sum.MantExp(nil) > 16384 {
+	out, ok := addLongDouble(cur, incr)
+	if !ok {
 		return errNaN
 	}
-	out := []byte(redisnum.FormatLongDouble(sum))
-	var expire int64
-	if exists {
-		expire = rec.expire
-	}
-	if r := putString(x, args[1], out, expire); r.IsError() {
+	if r := putString(x, args[1], out, rec.expire); r.IsError() {
 		return r
 	}
 	return Bulk(out)
 }
 
+// ---------------------------------------------------------------------------
+// APPEND, STRLEN, GETRANGE (SUBSTR), SETRANGE.
+
 func cmdAppend(x *ctx, args [][]byte) Reply {
-	rec, ok, e := getString(x, args[1])
-	if e != nil {
-		return errReply(e)
+	rec, _, err := getString(x, args[1])
+	if err != nil {
+		return errReply(err)
 	}
 	if len(rec.value)+len(args[2]) > maxStringSize {
 		return errTooBig
 	}
 	v := append(rec.value, args[2]...)
-	var expire int64
-	if ok {
-		expire = rec.expire
-	}
-	if r := putString(x, args[1], v, expire); r.IsError() {
+	if r := putString(x, args[1], v, rec.expire); r.IsError() {
 		return r
 	}
 	return Int(int64(len(v)))
 }
 
 func cmdStrlen(x *ctx, args [][]byte) Reply {
-	rec, _, e := getString(x, args[1])
-	if e != nil {
-		return errReply(e)
+	rec, _, err := getString(x, args[1])
+	if err != nil {
+		return errReply(err)
 	}
 	return Int(int64(len(rec.value)))
 }
 
-func cmdGetRange(x *ctx, args [][]byte) Reply {
-	start, _ := redisnum.ParseInt(args[2])
-	end, _ := redisnum.ParseInt(args[3])
-	rec, _, e := getString(x, args[1])
-	if e != nil {
-		return errReply(e)
+// cmdGetRange serves GETRANGE and SUBSTR.
+func cmdGetRange(x *ctx, args [][]byte, q indexRange) Reply {
+	rec, _, err := getString(x, args[1])
+	if err != nil {
+		return errReply(err)
 	}
-	n := int64(len(rec.value))
-	if start < 0 && end < 0 && start > end {
+	if q.start < 0 && q.end < 0 && q.start > q.end {
 		return Bulk([]byte{})
 	}
-	if start < 0 {
-		start += n
-	}
-	if end < 0 {
-		end += n
-	}
-	if start < 0 {
-		start = 0
-	}
-	if end < 0 {
-		end = 0
-	}
-	if end >= n {
-		end = n - 1
-	}
-	if n == 0 || start > end {
+	from, to := q.clamp(int64(len(rec.value)))
+	if from > to {
 		return Bulk([]byte{})
 	}
-	return Bulk(rec.value[start : end+1])
+	return Bulk(rec.value[from : to+1])
 }
 
-func cmdSetRange(x *ctx, args [][]byte) Reply {
-	off, _ := redisnum.ParseInt(args[2])
-	if off < 0 {
-		return errOffset
+// parseSetRange reads SETRANGE's offset, which Redis checks (a number,
+// not negative) before it looks at the key.
+func parseSetRange(args [][]byte) (int64, Reply, bool) {
+	off, r, ok := parseIntArg(args[2])
+	if ok && off < 0 {
+		return 0, errOffset, false
 	}
+	return off, r, ok
+}
+
+func cmdSetRange(x *ctx, args [][]byte, off int64) Reply {
 	val := args[3]
-	rec, ok, e := getString(x, args[1])
-	if e != nil {
-		return errReply(e)
+	rec, _, err := getString(x, args[1])
+	if err != nil {
+		return errReply(err)
 	}
 	if len(val) == 0 {
 		return Int(int64(len(rec.value)))
@@ -617,11 +695,7 @@ func cmdSetRange(x *ctx, args [][]byte) Reply {
 		v = append(v, make([]byte, end-len(v))...)
 	}
 	copy(v[off:], val)
-	var expire int64
-	if ok {
-		expire = rec.expire
-	}
-	if r := putString(x, args[1], v, expire); r.IsError() {
+	if r := putString(x, args[1], v, rec.expire); r.IsError() {
 		return r
 	}
 	return Int(int64(len(v)))
