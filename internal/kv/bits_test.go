@@ -144,64 +144,6 @@ func TestBitWritesOnlyWhenChanged(t *testing.T) {
 	}
 }
 
-// TestBitOverflowHelpers checks the overflow arithmetic at its edges
-// (64-bit wrap-around of Redis's intermediate values included).
-func TestBitOverflowHelpers(t *testing.T) {
-	const minI64, maxI64 = -1 << 63, 1<<63 - 1
-	for _, c := range []struct {
-		value, incr int64
-		width       uint
-		mode        int
-		limit       int64
-		over        bool
-	}{
-		{100, 27, 8, bfWrap, 0, false},
-		{100, 28, 8, bfWrap, -128, true},
-		{100, 28, 8, bfSat, 127, true},
-		{-100, -29, 8, bfSat, -128, true},
-		{-100, -29, 8, bfWrap, 127, true},
-		{-123, -128, 8, bfWrap, 5, true},
-		{minI64, 0, 8, bfSat, 127, true}, // Redis's quirk: max-value wraps
-		{minI64 + 127, 0, 8, bfSat, 127, true},
-		{minI64 + 128, 0, 8, bfSat, -128, true},
-		{maxI64, 1, 64, bfWrap, minI64, true},
-		{maxI64, 1, 64, bfSat, maxI64, true},
-		{minI64, -1, 64, bfSat, minI64, true},
-		{minI64, -1, 64, bfWrap, maxI64, true},
-		{minI64, maxI64, 64, bfWrap, 0, false},
-		{0, -1, 1, bfWrap, 0, false},
-		{-1, -1, 1, bfWrap, 0, true},
-	} {
-		limit, over := signedOverflow(c.value, c.incr, c.width, c.mode)
-		if over != c.over || (over && limit != c.limit) {
-			t.Errorf("signedOverflow(%d, %d, %d, %d) = %d, %v", c.value, c.incr, c.width, c.mode, limit, over)
-		}
-	}
-	for _, c := range []struct {
-		value uint64
-		incr  int64
-		width uint
-		mode  int
-		limit uint64
-		over  bool
-	}{
-		{250, 5, 8, bfWrap, 0, false},
-		{250, 6, 8, bfWrap, 0, true},
-		{250, 6, 8, bfSat, 255, true},
-		{5, -6, 8, bfSat, 0, true},
-		{5, -6, 8, bfWrap, 255, true},
-		{1<<64 - 1, 0, 8, bfSat, 255, true}, // SET u8 -1
-		{1<<64 - 1, 0, 8, bfWrap, 255, true},
-		{1<<63 - 1, 1, 63, bfWrap, 0, true},
-		{0, -1 << 63, 63, bfWrap, 0, true},
-	} {
-		limit, over := unsignedOverflow(c.value, c.incr, c.width, c.mode)
-		if over != c.over || (over && limit != c.limit) {
-			t.Errorf("unsignedOverflow(%d, %d, %d, %d) = %d, %v", c.value, c.incr, c.width, c.mode, limit, over)
-		}
-	}
-}
-
 // TestBitsAgainstRedis sends random bit commands over a few short strings
 // (and one list, for WRONGTYPE) to redis-server and to the state machine.
 func TestBitsAgainstRedis(t *testing.T) {
