@@ -1,10 +1,15 @@
 package kv
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
+	"math"
+	"strconv"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/kvorum/kvorum/internal/glob"
+	"github.com/kvorum/kvorum/internal/redisnum"
 )
 
 // Collections (hash, list, set, sorted set) keep one storage key per
@@ -224,6 +229,22 @@ func (x *ctx) copyElements(src, dst *coll) error {
 	return err
 }
 
+// copyColl copies the elements of collection src, whose record is rec, to
+// a new incarnation under key dst and returns the record that names it
+// (RENAME and COPY: O(N)).
+func (x *ctx) copyColl(src, dst []byte, rec record) (record, error) {
+	v, err := x.newVersion()
+	if err != nil {
+		return rec, err
+	}
+	to := &coll{key: dst, rec: rec}
+	to.rec.version = v
+	if err := x.copyElements(&coll{key: src, rec: rec}, to); err != nil {
+		return rec, err
+	}
+	return to.rec, nil
+}
+
 // removeElems is HDEL and SREM: delete the elements args[2:] of the
 // collection args[1] of type typ and reply how many existed.
 func removeElems(x *ctx, args [][]byte, typ byte) Reply {
@@ -278,4 +299,186 @@ func elemExists(x *ctx, args [][]byte, typ byte) Reply {
 		return Int(1)
 	}
 	return Int(0)
+}
+
+// collLength is HLEN and SCARD: the number of elements of the collection
+// args[1] of type typ, 0 if absent.
+func collLength(x *ctx, args [][]byte, typ byte) Reply {
+	c, ok, err := x.loadColl(args[1], typ)
+	if err != nil {
+		return errReply(err)
+	}
+	if !ok {
+		return Int(0)
+	}
+	return Int(c.length())
+}
+
+// ---------------------------------------------------------------------------
+// HSCAN, SSCAN and ZSCAN.
+//
+// A collection scan pages through the elements in the order of their
+// position: a hash's fields and a set's members in byte order, a sorted
+// set's index elements ('s', sortable score, member) in score order. Its
+// cursors follow the design of SCAN's (keyspace.go) and share its table:
+//
+//   - A cursor is P<<32 | S: P is the first 4 bytes (zero padded) after the
+//     head of the position ('s' for a sorted set, nothing otherwise) of the
+//     last element the previous call visited, and S a random salt, never 0.
+//   - The node that hands out a cursor remembers, for cursorTTL, the key,
+//     its incarnation and that exact position, and resumes strictly after
+//     it.
+//   - A cursor the node does not remember (another node issued it, the node
+//     restarted, the key was re-created, the entry expired or was evicted)
+//     resumes at the first position >= head + P with trailing zero bytes
+//     removed, which is never after the exact position: the scan stays
+//     complete and may return elements again, as these commands allow.
+//
+// So every element present for the whole scan is returned at least once,
+// and the scan ends with cursor 0. A collection of up to scanWhole elements
+// is returned whole by any call (cursor 0), as Redis does for its small
+// encodings (listpack, intset). COUNT is the number of elements visited per
+// call, matching MATCH or not. As with SCAN, the fallback's granularity is
+// the 4-byte prefix: a scan whose every call lands on a node that does not
+// remember its cursor re-reads the elements sharing that prefix, and makes
+// no progress if more than COUNT of them share it.
+
+const scanWhole = 128
+
+// parseScanCursor reads the cursor of HSCAN, SSCAN or ZSCAN, which Redis
+// parses before it looks at the key; the options are parsed after (HSCAN
+// of a missing key with bad options is an empty page, not an error).
+func parseScanCursor(args [][]byte) (uint64, Reply, bool) {
+	cursor, ok := parseCursor(args[2])
+	if !ok {
+		return 0, errInvalidCurs, false
+	}
+	return cursor, Reply{}, true
+}
+
+// parseCollScan parses the options (from args[3]) of HSCAN, SSCAN or ZSCAN
+// like Redis's scanGenericCommand: COUNT (>= 1) and MATCH, each possibly
+// repeated.
+func parseCollScan(args [][]byte) (count int64, match []byte, r Reply, ok bool) {
+	count = 10
+	for i := 3; i < len(args); i += 2 {
+		if i+1 >= len(args) {
+			return 0, nil, errSyntax, false
+		}
+		switch {
+		case eq(args[i], "count"):
+			n, ok := redisnum.ParseInt(args[i+1])
+			if !ok {
+				return 0, nil, errNotInt, false
+			}
+			if n < 1 {
+				return 0, nil, errSyntax, false
+			}
+			count = n
+		case eq(args[i], "match"):
+			match = args[i+1]
+			if len(match) == 1 && match[0] == '*' {
+				match = nil
+			}
+		default:
+			return 0, nil, errSyntax, false
+		}
+	}
+	return count, match, Reply{}, true
+}
+
+// emptyScan is the reply of a scan of a missing key.
+func emptyScan() Reply { return Array(BulkString("0"), Array()) }
+
+// scanPage is one call of HSCAN, SSCAN or ZSCAN over collection c. The
+// caller walks the elements from the position newScanPage returns: for
+// each one, next says whether it still belongs to the page, the caller
+// sets last to its position and replies it if matches says so.
+type scanPage struct {
+	c           *coll
+	head        []byte // what every position starts with
+	count, seen int64  // elements to visit, visited
+	match       []byte // nil: every element
+	last        []byte // the position of the last element visited
+	more        bool   // the page ended before the collection
+}
+
+// newScanPage parses the options of a scan of c with cursor (after c was
+// found, as Redis does) and returns the page and the position its walk
+// starts at (nil: the first).
+func newScanPage(c *coll, args [][]byte, cursor uint64, head []byte) (p *scanPage, from []byte, r Reply, ok bool) {
+	count, match, r, ok := parseCollScan(args)
+	if !ok {
+		return nil, nil, r, false
+	}
+	p = &scanPage{c: c, head: head, count: count, match: match}
+	switch {
+	case c.length() <= scanWhole:
+		p.count = math.MaxInt64
+	case cursor != 0:
+		if after, ok := resumeCursor(cursor, c.key, c.rec.version); ok {
+			from = append(after, 0) // the successor of after
+		} else {
+			from = append(bytes.Clone(head), cursorPrefix(cursor)...)
+		}
+	}
+	return p, from, Reply{}, true
+}
+
+// next reports whether the walk's next element belongs to the page: false
+// once count elements were visited.
+func (p *scanPage) next() bool {
+	if p.seen >= p.count {
+		p.more = true
+		return false
+	}
+	p.seen++
+	return true
+}
+
+// matches reports whether MATCH takes member.
+func (p *scanPage) matches(member []byte) bool {
+	return p.match == nil || glob.Match(p.match, member, false)
+}
+
+// reply replies the cursor of the next call (0: the scan is done) and out.
+func (p *scanPage) reply(out []Reply) Reply {
+	next := uint64(0)
+	if p.more {
+		next = rememberCursor(prefix4(p.last[len(p.head):]), p.c.key, p.c.rec.version, p.last)
+	}
+	return Array(BulkString(strconv.FormatUint(next, 10)), Array(out...))
+}
+
+// collScan serves HSCAN (field, value pairs) and SSCAN (members).
+func collScan(x *ctx, args [][]byte, cursor uint64, typ byte) Reply {
+	c, ok, err := x.loadColl(args[1], typ)
+	if err != nil {
+		return errReply(err)
+	}
+	if !ok {
+		return emptyScan()
+	}
+	p, from, r, ok := newScanPage(c, args, cursor, nil)
+	if !ok {
+		return r
+	}
+	out := []Reply{}
+	err = x.iterElems(c, nil, from, false, func(elem, value []byte) bool {
+		if !p.next() {
+			return false
+		}
+		p.last = append(p.last[:0], elem...)
+		if p.matches(elem) {
+			out = append(out, Bulk(bytes.Clone(elem)))
+			if typ == typeHash {
+				out = append(out, Bulk(bytes.Clone(value)))
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return errReply(err)
+	}
+	return p.reply(out)
 }

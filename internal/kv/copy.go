@@ -6,11 +6,11 @@ import (
 	"github.com/kvorum/kvorum/internal/redisnum"
 )
 
-// COPY and TOUCH.
+// COPY (and TOUCH, which is EXISTS: kvorum does not track access).
 
 func init() {
 	defParsed("copy", -3, "write denyoom", 1, 2, 1, "generic", "Copies the value of a key to a new key.", parseCopy, cmdCopy)
-	def("touch", -2, "readonly fast", 1, -1, 1, "generic", "Returns the number of existing keys out of those specified after updating the time they were last accessed.", cmdTouch, nil)
+	def("touch", -2, "readonly fast", 1, -1, 1, "generic", "Returns the number of existing keys out of those specified after updating the time they were last accessed.", cmdExists, nil)
 }
 
 var (
@@ -73,17 +73,9 @@ func cmdCopy(x *ctx, args [][]byte, replace bool) Reply {
 		return Int(0)
 	}
 	if isCollection(rec.typ) {
-		src := &coll{key: args[1], rec: rec}
-		v, err := x.newVersion()
-		if err != nil {
+		if rec, err = x.copyColl(args[1], args[2], rec); err != nil {
 			return errReply(err)
 		}
-		dst := &coll{key: args[2], rec: rec}
-		dst.rec.version = v
-		if err := x.copyElements(src, dst); err != nil {
-			return errReply(err)
-		}
-		rec = dst.rec
 	}
 	// store drops the destination's old incarnation, if any (an expired
 	// one too), and stamps the key for WATCH.
@@ -91,18 +83,4 @@ func cmdCopy(x *ctx, args [][]byte, replace bool) Reply {
 		return errReply(err)
 	}
 	return Int(1)
-}
-
-func cmdTouch(x *ctx, args [][]byte) Reply {
-	var n int64
-	for _, k := range args[1:] {
-		_, ok, err := x.loadHeader(k)
-		if err != nil {
-			return errReply(err)
-		}
-		if ok {
-			n++
-		}
-	}
-	return Int(n)
 }

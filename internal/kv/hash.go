@@ -2,16 +2,12 @@ package kv
 
 import (
 	"bytes"
-	"encoding/binary"
 	"math"
 	"math/big"
 	"math/rand/v2"
 	"slices"
 	"strconv"
-	"sync"
-	"time"
 
-	"github.com/kvorum/kvorum/internal/glob"
 	"github.com/kvorum/kvorum/internal/redisnum"
 )
 
@@ -21,10 +17,11 @@ import (
 // touch only the fields they name (plus the metadata record for writes).
 // HGETALL, HKEYS and HVALS read the hash whole, in byte order of the fields
 // (Redis leaves the order unspecified). HSCAN pages through the fields in
-// byte order with the cursors described at collCursors.
+// byte order (collScan, coll.go).
 //
-// This file also holds what hashes and sets share: HSCAN/SSCAN cursors and
-// the random choice of elements (HRANDFIELD, SRANDMEMBER, SPOP).
+// This file also holds what hashes and sets share: writing to a collection
+// that may not exist yet (collForWrite, materialize) and the random choice
+// of elements (HRANDFIELD, SRANDMEMBER, SPOP).
 
 func init() {
 	const g = "hash"
@@ -39,11 +36,11 @@ func init() {
 	def("hlen", 2, "readonly fast", 1, 1, 1, g, "Returns the number of fields in a hash.", cmdHLen, nil)
 	def("hkeys", 2, "readonly", 1, 1, 1, g, "Returns all fields in a hash.", cmdHGetAll, nil)
 	def("hvals", 2, "readonly", 1, 1, 1, g, "Returns all values in a hash.", cmdHGetAll, nil)
-	def("hincrby", 4, "write denyoom fast", 1, 1, 1, g, "Increments the integer value of a field in a hash by a number. Uses 0 as initial value if the field doesn't exist.", cmdHIncrBy, checkIntArg(3))
-	def("hincrbyfloat", 4, "write denyoom fast", 1, 1, 1, g, "Increments the floating point value of a field by a number. Uses 0 as initial value if the field doesn't exist.", cmdHIncrByFloat, checkHIncrByFloat)
+	defParsed("hincrby", 4, "write denyoom fast", 1, 1, 1, g, "Increments the integer value of a field in a hash by a number. Uses 0 as initial value if the field doesn't exist.", intArg(3), cmdHIncrBy)
+	defParsed("hincrbyfloat", 4, "write denyoom fast", 1, 1, 1, g, "Increments the floating point value of a field by a number. Uses 0 as initial value if the field doesn't exist.", parseHIncrByFloat, cmdHIncrByFloat)
 	def("hstrlen", 3, "readonly fast", 1, 1, 1, g, "Returns the length of the value of a field.", cmdHStrlen, nil)
-	def("hrandfield", -2, "readonly", 1, 1, 1, g, "Returns one or more random fields from a hash.", cmdHRandField, checkHRandField)
-	def("hscan", -3, "readonly", 1, 1, 1, g, "Iterates over fields and values of a hash.", cmdHScan, checkCollScan)
+	defParsed("hrandfield", -2, "readonly", 1, 1, 1, g, "Returns one or more random fields from a hash.", parseHRandField, cmdHRandField)
+	defParsed("hscan", -3, "readonly", 1, 1, 1, g, "Iterates over fields and values of a hash.", parseScanCursor, cmdHScan)
 }
 
 // Redis error texts of hash commands.
@@ -56,7 +53,8 @@ var (
 	errHRandTooMany = Error("ERR HRANDFIELD count is too large: kvorum replies with at most " + strconv.Itoa(randMaxReply) + " fields")
 )
 
-// checkHSet: HSET and HMSET take field/value pairs.
+// checkHSet: HSET and HMSET take field/value pairs, a check of the arity
+// with nothing to parse.
 func checkHSet(args [][]byte) (Reply, bool) {
 	if len(args)%2 == 1 {
 		if len(args[0]) == len("hset") {
@@ -71,9 +69,9 @@ func checkHSet(args [][]byte) (Reply, bool) {
 // if absent, returns a new empty one with no version allocated yet (see
 // materialize).
 func (x *ctx) collForWrite(k []byte, typ byte) (*coll, error) {
-	c, ok, e := x.loadColl(k, typ)
-	if e != nil {
-		return nil, e
+	c, ok, err := x.loadColl(k, typ)
+	if err != nil {
+		return nil, err
 	}
 	if !ok {
 		c = &coll{key: k, rec: record{typ: typ}}
@@ -95,9 +93,9 @@ func (x *ctx) materialize(c *coll) error {
 }
 
 func cmdHSet(x *ctx, args [][]byte) Reply {
-	c, e := x.collForWrite(args[1], typeHash)
-	if e != nil {
-		return errReply(e)
+	c, err := x.collForWrite(args[1], typeHash)
+	if err != nil {
+		return errReply(err)
 	}
 	if err := x.materialize(c); err != nil {
 		return errReply(err)
@@ -126,9 +124,9 @@ func cmdHSet(x *ctx, args [][]byte) Reply {
 }
 
 func cmdHSetNX(x *ctx, args [][]byte) Reply {
-	c, e := x.collForWrite(args[1], typeHash)
-	if e != nil {
-		return errReply(e)
+	c, err := x.collForWrite(args[1], typeHash)
+	if err != nil {
+		return errReply(err)
 	}
 	if c.rec.version != 0 {
 		had, err := x.hasElem(c, args[2])
@@ -153,9 +151,9 @@ func cmdHSetNX(x *ctx, args [][]byte) Reply {
 }
 
 func cmdHGet(x *ctx, args [][]byte) Reply {
-	c, ok, e := x.loadColl(args[1], typeHash)
-	if e != nil {
-		return errReply(e)
+	c, ok, err := x.loadColl(args[1], typeHash)
+	if err != nil {
+		return errReply(err)
 	}
 	if !ok {
 		return Nil
@@ -171,9 +169,9 @@ func cmdHGet(x *ctx, args [][]byte) Reply {
 }
 
 func cmdHMGet(x *ctx, args [][]byte) Reply {
-	c, ok, e := x.loadColl(args[1], typeHash)
-	if e != nil {
-		return errReply(e)
+	c, ok, err := x.loadColl(args[1], typeHash)
+	if err != nil {
+		return errReply(err)
 	}
 	out := make([]Reply, len(args)-2)
 	for i, f := range args[2:] {
@@ -201,9 +199,9 @@ func cmdHGetAll(x *ctx, args [][]byte) Reply {
 	case eq(args[0], "hvals"):
 		keys = false
 	}
-	c, ok, e := x.loadColl(args[1], typeHash)
-	if e != nil {
-		return errReply(e)
+	c, ok, err := x.loadColl(args[1], typeHash)
+	if err != nil {
+		return errReply(err)
 	}
 	var out []Reply
 	if ok {
@@ -235,21 +233,12 @@ func cmdHDel(x *ctx, args [][]byte) Reply { return removeElems(x, args, typeHash
 
 func cmdHExists(x *ctx, args [][]byte) Reply { return elemExists(x, args, typeHash) }
 
-func cmdHLen(x *ctx, args [][]byte) Reply {
-	c, ok, e := x.loadColl(args[1], typeHash)
-	if e != nil {
-		return errReply(e)
-	}
-	if !ok {
-		return Int(0)
-	}
-	return Int(c.length())
-}
+func cmdHLen(x *ctx, args [][]byte) Reply { return collLength(x, args, typeHash) }
 
 func cmdHStrlen(x *ctx, args [][]byte) Reply {
-	c, ok, e := x.loadColl(args[1], typeHash)
-	if e != nil {
-		return errReply(e)
+	c, ok, err := x.loadColl(args[1], typeHash)
+	if err != nil {
+		return errReply(err)
 	}
 	if !ok {
 		return Int(0)
@@ -261,11 +250,10 @@ func cmdHStrlen(x *ctx, args [][]byte) Reply {
 	return Int(int64(len(v)))
 }
 
-func cmdHIncrBy(x *ctx, args [][]byte) Reply {
-	incr, _ := redisnum.ParseInt(args[3])
-	c, e := x.collForWrite(args[1], typeHash)
-	if e != nil {
-		return errReply(e)
+func cmdHIncrBy(x *ctx, args [][]byte, incr int64) Reply {
+	c, err := x.collForWrite(args[1], typeHash)
+	if err != nil {
+		return errReply(err)
 	}
 	var cur int64
 	if c.rec.version != 0 {
@@ -315,32 +303,21 @@ func (x *ctx) hashPut(c *coll, f, v []byte) Reply {
 	return OK
 }
 
-// checkHIncrByFloat: Redis refuses a non-float or infinite increment
+// parseHIncrByFloat: Redis refuses a non-float or infinite increment
 // before it looks at the key.
-func checkHIncrByFloat(args [][]byte) (Reply, bool) {
-	f, ok := redisnum.ParseLongDouble(args[3])
-	if !ok {
-		return errNotFloat, false
+func parseHIncrByFloat(args [][]byte) (*big.Float, Reply, bool) {
+	f, r, ok := floatArg(3)(args)
+	if ok && f.IsInf() {
+		return nil, errHashIncrInf, false
 	}
-	if f.IsInf() {
-		return errHashIncrInf, false
-	}
-	return Reply{}, true
+	return f, r, ok
 }
 
-// cmdHIncrByFloat computes like INCRBYFLOAT (x87 extended precision,
-// formatted as Redis's ld2string(LD_STR_HUMAN)); see cmdIncrByFloat.
-func cmdHIncrByFloat(x *ctx, args [][]byte) Reply {
-	incr, ok := redisnum.ParseLongDouble(args[3])
-	if !ok {
-		return errNotFloat
-	}
-	if incr.IsInf() {
-		return errHashIncrInf
-	}
-	c, e := x.collForWrite(args[1], typeHash)
-	if e != nil {
-		return errReply(e)
+// cmdHIncrByFloat computes like INCRBYFLOAT (addLongDouble).
+func cmdHIncrByFloat(x *ctx, args [][]byte, incr *big.Float) Reply {
+	c, err := x.collForWrite(args[1], typeHash)
+	if err != nil {
+		return errReply(err)
 	}
 	cur := new(big.Float).SetPrec(64)
 	if c.rec.version != 0 {
@@ -359,11 +336,10 @@ func cmdHIncrByFloat(x *ctx, args [][]byte) Reply {
 	if cur.IsInf() {
 		return errNaN
 	}
-	sum := new(big.Float).SetPrec(64).SetMode(big.ToNearestEven).Add(cur, incr)
-	if sum.Sign() != 0 && sum.MantExp(nil) > 16384 {
-		return errNaN // beyond the x87 extended range: Redis gets Infinity
+	out, ok := addLongDouble(cur, incr)
+	if !ok {
+		return errNaN
 	}
-	out := []byte(redisnum.FormatLongDouble(sum))
 	if r := x.hashPut(c, args[2], out); r.IsError() {
 		return r
 	}
@@ -383,36 +359,35 @@ func parseRandCount(b []byte) (int64, Reply, bool) {
 	return n, Reply{}, true
 }
 
-// parseRandArgs returns the count of HRANDFIELD or ZRANDMEMBER (has=false
-// without one) and whether option (WITHVALUES, WITHSCORES) was given,
-// checked in Redis's order.
-func parseRandArgs(args [][]byte, option string) (count int64, has, withOpt bool, r Reply, ok bool) {
+// randArgs is the parsed count and option (WITHVALUES, WITHSCORES) of
+// HRANDFIELD or ZRANDMEMBER.
+type randArgs struct {
+	count   int64
+	has     bool // a count was given
+	withOpt bool // the option was given
+}
+
+// parseRandArgs parses the count of HRANDFIELD or ZRANDMEMBER and its
+// option, in Redis's order.
+func parseRandArgs(args [][]byte, option string) (randArgs, Reply, bool) {
 	if len(args) < 3 {
-		return 0, false, false, Reply{}, true
+		return randArgs{}, Reply{}, true
 	}
 	n, r, ok := parseRandCount(args[2])
 	if !ok {
-		return 0, false, false, r, false
+		return randArgs{}, r, false
 	}
 	if len(args) > 4 || (len(args) == 4 && !eq(args[3], option)) {
-		return 0, false, false, errSyntax, false
+		return randArgs{}, errSyntax, false
 	}
-	if len(args) == 4 {
-		if n < -math.MaxInt64/2 || n > math.MaxInt64/2 {
-			return 0, false, false, errRandValues, false
-		}
-		withOpt = true
+	if len(args) == 4 && (n < -math.MaxInt64/2 || n > math.MaxInt64/2) {
+		return randArgs{}, errRandValues, false
 	}
-	return n, true, withOpt, Reply{}, true
+	return randArgs{count: n, has: true, withOpt: len(args) == 4}, Reply{}, true
 }
 
-func parseHRandField(args [][]byte) (count int64, has, withValues bool, r Reply, ok bool) {
+func parseHRandField(args [][]byte) (randArgs, Reply, bool) {
 	return parseRandArgs(args, "withvalues")
-}
-
-func checkHRandField(args [][]byte) (Reply, bool) {
-	_, _, _, r, ok := parseHRandField(args)
-	return r, ok
 }
 
 // cmdHRandField: without a count, one random field (nil if the key is
@@ -421,41 +396,23 @@ func checkHRandField(args [][]byte) (Reply, bool) {
 // negative count that many independent draws. WITHVALUES replies a flat
 // field, value, ... array, as Redis does in RESP2 (RESP3 would nest the
 // pairs; kv has no reply kind for that).
-func cmdHRandField(x *ctx, args [][]byte) Reply {
-	l, has, withValues, r, ok := parseHRandField(args)
+func cmdHRandField(x *ctx, args [][]byte, a randArgs) Reply {
+	c, ok, err := x.loadColl(args[1], typeHash)
+	if err != nil {
+		return errReply(err)
+	}
+	if !a.has {
+		return x.randomOne(c, ok)
+	}
+	if !ok {
+		return Array()
+	}
+	picks, r, ok := x.randomCount(c, a.count, errHRandTooMany)
 	if !ok {
 		return r
 	}
-	c, ok, e := x.loadColl(args[1], typeHash)
-	if e != nil {
-		return errReply(e)
-	}
-	if !ok {
-		if has {
-			return Array()
-		}
-		return Nil
-	}
-	if !has {
-		picks, err := x.randomElems(c, x.rand(), 1, true)
-		if err != nil {
-			return errReply(err)
-		}
-		if len(picks) == 0 {
-			return Nil
-		}
-		return Bulk(picks[0].elem)
-	}
-	picks, r, ok := x.randomCount(c, l, errHRandTooMany)
-	if !ok {
-		return r
-	}
-	if !withValues {
-		out := make([]Reply, len(picks))
-		for i, p := range picks {
-			out[i] = Bulk(p.elem)
-		}
-		return Array(out...)
+	if !a.withOpt {
+		return Array(elemReplies(picks)...)
 	}
 	out := make([]Reply, 0, 2*len(picks))
 	for _, p := range picks {
@@ -464,185 +421,8 @@ func cmdHRandField(x *ctx, args [][]byte) Reply {
 	return Pairs(out...)
 }
 
-func cmdHScan(x *ctx, args [][]byte) Reply { return x.collScan(args, typeHash) }
-
-// ---------------------------------------------------------------------------
-// HSCAN and SSCAN.
-
-// checkCollScan checks the cursor, which Redis parses before it looks at
-// the key; the options are parsed after (HSCAN of a missing key with bad
-// options is an empty page, not an error).
-func checkCollScan(args [][]byte) (Reply, bool) {
-	if _, ok := parseCursor(args[2]); !ok {
-		return errInvalidCurs, false
-	}
-	return Reply{}, true
-}
-
-// parseCollScan parses HSCAN/SSCAN's options (from args[3]) like Redis's
-// scanGenericCommand: COUNT (>= 1) and MATCH, each possibly repeated.
-func parseCollScan(args [][]byte) (count int64, match []byte, r Reply, ok bool) {
-	count = 10
-	for i := 3; i < len(args); i += 2 {
-		if i+1 >= len(args) {
-			return 0, nil, errSyntax, false
-		}
-		switch {
-		case eq(args[i], "count"):
-			n, ok := redisnum.ParseInt(args[i+1])
-			if !ok {
-				return 0, nil, errNotInt, false
-			}
-			if n < 1 {
-				return 0, nil, errSyntax, false
-			}
-			count = n
-		case eq(args[i], "match"):
-			match = args[i+1]
-			if len(match) == 1 && match[0] == '*' {
-				match = nil
-			}
-		default:
-			return 0, nil, errSyntax, false
-		}
-	}
-	return count, match, Reply{}, true
-}
-
-// HSCAN/SSCAN cursors follow the design of SCAN's (keyspace.go), over the
-// elements of one collection in byte order:
-//
-//   - A cursor is P<<32 | S: P is the first 4 bytes (zero padded) of the
-//     last element the previous call visited and S a random salt, never 0.
-//   - The node that hands out a cursor remembers, for cursorTTL, the key,
-//     its incarnation and that exact element, and resumes strictly after it.
-//   - A cursor the node does not remember (another node issued it, the node
-//     restarted, the key was re-created, the entry expired or was evicted)
-//     resumes at the first element >= P with trailing zero bytes removed,
-//     which is never after the exact position: the scan stays complete and
-//     may return elements again, as HSCAN/SSCAN allow.
-//
-// So every element present for the whole scan is returned at least once,
-// and the scan ends with cursor 0. A collection of up to collScanWhole
-// elements is returned whole by any call (cursor 0), as Redis does for its
-// small encodings (listpack, intset). COUNT is the number of elements
-// visited per call, matching MATCH or not. As with SCAN, the fallback's
-// granularity is the 4-byte prefix: a scan whose every call lands on a node
-// that does not remember its cursor re-reads the elements sharing that
-// prefix, and makes no progress if more than COUNT of them share it.
-var collCursors struct {
-	sync.Mutex
-	m    map[uint64]collCursor
-	last time.Time
-}
-
-type collCursor struct {
-	key     string
-	version uint64
-	after   []byte // the last element visited
-	at      time.Time
-}
-
-const collScanWhole = 128
-
-func collCursorRemember(key []byte, version uint64, after []byte) uint64 {
-	collCursors.Lock()
-	defer collCursors.Unlock()
-	if collCursors.m == nil {
-		collCursors.m = map[uint64]collCursor{}
-	}
-	now := time.Now()
-	if len(collCursors.m) >= cursorLimit || now.Sub(collCursors.last) > time.Minute {
-		for k, v := range collCursors.m {
-			if now.Sub(v.at) > cursorTTL || len(collCursors.m) >= cursorLimit {
-				delete(collCursors.m, k)
-			}
-		}
-		collCursors.last = now
-	}
-	var p [4]byte
-	copy(p[:], after)
-	pos := collCursor{key: string(key), version: version, after: after, at: now}
-	for {
-		id := uint64(binary.BigEndian.Uint32(p[:]))<<32 | (1 + rand.Uint64N(1<<32-1))
-		if old, ok := collCursors.m[id]; ok && (old.key != pos.key || old.version != version || !bytes.Equal(old.after, after)) {
-			continue
-		}
-		collCursors.m[id] = pos
-		return id
-	}
-}
-
-// collCursorResume returns the element a scan with cursor id (not 0) of
-// key's incarnation version resumes at (inclusive).
-func collCursorResume(id uint64, key []byte, version uint64) []byte {
-	collCursors.Lock()
-	p, ok := collCursors.m[id]
-	collCursors.Unlock()
-	if ok && p.key == string(key) && p.version == version {
-		return append(bytes.Clone(p.after), 0) // the successor of after
-	}
-	var b [4]byte
-	binary.BigEndian.PutUint32(b[:], uint32(id>>32))
-	end := 4
-	for end > 0 && b[end-1] == 0 {
-		end--
-	}
-	return append([]byte{}, b[:end]...)
-}
-
-// collScan serves HSCAN (field, value pairs) and SSCAN (members).
-func (x *ctx) collScan(args [][]byte, typ byte) Reply {
-	cursor, ok := parseCursor(args[2])
-	if !ok {
-		return errInvalidCurs
-	}
-	c, ok, e := x.loadColl(args[1], typ)
-	if e != nil {
-		return errReply(e)
-	}
-	if !ok {
-		return Array(BulkString("0"), Array())
-	}
-	count, match, r, ok := parseCollScan(args)
-	if !ok {
-		return r
-	}
-	var from []byte
-	if c.length() <= collScanWhole {
-		count = math.MaxInt64
-	} else if cursor != 0 {
-		from = collCursorResume(cursor, c.key, c.rec.version)
-	}
-	withValues := typ == typeHash
-	out := []Reply{}
-	var seen int64
-	var last []byte
-	more := false
-	err := x.iterElems(c, nil, from, false, func(elem, value []byte) bool {
-		if seen >= count {
-			more = true
-			return false
-		}
-		seen++
-		last = append(last[:0], elem...)
-		if match != nil && !glob.Match(match, elem, false) {
-			return true
-		}
-		out = append(out, Bulk(bytes.Clone(elem)))
-		if withValues {
-			out = append(out, Bulk(bytes.Clone(value)))
-		}
-		return true
-	})
-	if err != nil {
-		return errReply(err)
-	}
-	next := uint64(0)
-	if more {
-		next = collCursorRemember(c.key, c.rec.version, bytes.Clone(last))
-	}
-	return Array(BulkString(strconv.FormatUint(next, 10)), Array(out...))
+func cmdHScan(x *ctx, args [][]byte, cursor uint64) Reply {
+	return collScan(x, args, cursor, typeHash)
 }
 
 // ---------------------------------------------------------------------------
@@ -661,6 +441,31 @@ func (x *ctx) collScan(args [][]byte, typ byte) Reply {
 const randMaxReply = 1 << 20
 
 type elemPair struct{ elem, value []byte }
+
+// randomOne replies one random element of c (exists: c was found), nil
+// if there is none.
+func (x *ctx) randomOne(c *coll, exists bool) Reply {
+	if !exists {
+		return Nil
+	}
+	picks, err := x.randomElems(c, x.rand(), 1)
+	if err != nil {
+		return errReply(err)
+	}
+	if len(picks) == 0 {
+		return Nil
+	}
+	return Bulk(picks[0].elem)
+}
+
+// elemReplies is the elements of picks, as bulk strings.
+func elemReplies(picks []elemPair) []Reply {
+	out := make([]Reply, len(picks))
+	for i, p := range picks {
+		out[i] = Bulk(p.elem)
+	}
+	return out
+}
 
 // randomCount serves a count argument of HRANDFIELD/SRANDMEMBER: 0 is
 // nothing, a positive count at least the size is every element in byte
@@ -685,45 +490,48 @@ func (x *ctx) randomCount(c *coll, l int64, tooMany Reply) ([]elemPair, Reply, b
 	case l < 0 && -l > randMaxReply:
 		return nil, tooMany, false
 	}
-	distinct := l > 0
-	if l < 0 {
-		l = -l
-	}
-	picks, err := x.randomElems(c, x.rand(), l, distinct)
+	picks, err := x.randomElems(c, x.rand(), l)
 	if err != nil {
 		return nil, errReply(err), false
 	}
 	return picks, Reply{}, true
 }
 
-// randomElems returns k elements of c drawn with rng, in random order:
-// distinct ones if distinct (at most the size), else k independent draws.
-func (x *ctx) randomElems(c *coll, rng *rand.Rand, k int64, distinct bool) ([]elemPair, error) {
+// randomRanks draws ranks among n (> 0) with rng, as Redis's counts ask:
+// for count > 0, min(count, n) distinct ones in random order; for count <
+// 0, -count independent draws.
+func randomRanks(rng *rand.Rand, n, count int64) []int64 {
+	if count < 0 {
+		ranks := make([]int64, -count)
+		for i := range ranks {
+			ranks[i] = rng.Int64N(n)
+		}
+		return ranks
+	}
+	k := min(count, n)
+	// Floyd's algorithm, then a shuffle for a random order.
+	ranks := make([]int64, 0, k)
+	chosen := make(map[int64]struct{}, k) // membership only, never iterated
+	for j := n - k; j < n; j++ {
+		t := rng.Int64N(j + 1)
+		if _, dup := chosen[t]; dup {
+			t = j
+		}
+		chosen[t] = struct{}{}
+		ranks = append(ranks, t)
+	}
+	rng.Shuffle(len(ranks), func(a, b int) { ranks[a], ranks[b] = ranks[b], ranks[a] })
+	return ranks
+}
+
+// randomElems returns elements of c drawn with rng as randomRanks draws
+// them, in its order.
+func (x *ctx) randomElems(c *coll, rng *rand.Rand, count int64) ([]elemPair, error) {
 	n := c.length()
-	if n <= 0 || k <= 0 {
+	if n <= 0 || count == 0 {
 		return nil, nil
 	}
-	if distinct && k > n {
-		k = n
-	}
-	ranks := make([]int64, 0, k) // in reply order
-	if distinct {
-		// Floyd's algorithm, then a shuffle for a random order.
-		chosen := make(map[int64]struct{}, k) // membership only, never iterated
-		for j := n - k; j < n; j++ {
-			t := rng.Int64N(j + 1)
-			if _, dup := chosen[t]; dup {
-				t = j
-			}
-			chosen[t] = struct{}{}
-			ranks = append(ranks, t)
-		}
-		rng.Shuffle(len(ranks), func(a, b int) { ranks[a], ranks[b] = ranks[b], ranks[a] })
-	} else {
-		for i := int64(0); i < k; i++ {
-			ranks = append(ranks, rng.Int64N(n))
-		}
-	}
+	ranks := randomRanks(rng, n, count) // in reply order
 	sorted := slices.Clone(ranks)
 	slices.Sort(sorted)
 	sorted = slices.Compact(sorted)

@@ -407,9 +407,9 @@ func TestHashSetScanUnderChanges(t *testing.T) {
 					add("new" + strconv.Itoa(calls))
 				}
 				if forget && calls%5 == 0 {
-					collCursors.Lock()
-					clear(collCursors.m)
-					collCursors.Unlock()
+					cursors.Lock()
+					clear(cursors.m)
+					cursors.Unlock()
 				}
 			}
 			if cursor != "0" {
@@ -585,7 +585,7 @@ func TestRandomElemsUniform(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	const draws = 200000
-	picks, err := x.randomElems(c, rng, draws, false)
+	picks, err := x.randomElems(c, rng, -draws)
 	if err != nil || len(picks) != draws {
 		t.Fatal(err, len(picks))
 	}
@@ -603,7 +603,7 @@ func TestRandomElemsUniform(t *testing.T) {
 	}
 	// Distinct draws: k different members, not in byte order.
 	for _, k := range []int64{1, 2, 150, 199, 200, 500} {
-		picks, err := x.randomElems(c, rng, k, true)
+		picks, err := x.randomElems(c, rng, k)
 		if err != nil || int64(len(picks)) != min(k, n) {
 			t.Fatal(err, k, len(picks))
 		}
@@ -625,7 +625,7 @@ func TestRandomElemsUniform(t *testing.T) {
 	hsRun(t, db, "SADD", "two", "a", "b")
 	c2, _, _ := x.loadColl([]byte("two"), typeSet)
 	for i := 0; i < 2000; i++ {
-		picks, _ := x.randomElems(c2, rng, 2, true)
+		picks, _ := x.randomElems(c2, rng, 2)
 		firsts[string(picks[0].elem)]++
 	}
 	if firsts["a"] < 800 || firsts["b"] < 800 {

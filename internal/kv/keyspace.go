@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"math"
@@ -24,17 +25,18 @@ func init() {
 	def("pttl", 2, "readonly fast", 1, 1, 1, "generic", "Returns the expiration time in milliseconds of a key.", cmdTTL, nil)
 	def("expiretime", 2, "readonly fast", 1, 1, 1, "generic", "Returns the expiration time of a key as a Unix timestamp.", cmdTTL, nil)
 	def("pexpiretime", 2, "readonly fast", 1, 1, 1, "generic", "Returns the expiration time of a key as a Unix milliseconds timestamp.", cmdTTL, nil)
-	def("expire", -3, "write fast", 1, 1, 1, "generic", "Sets the expiration time of a key in seconds.", cmdExpire, checkExpire)
-	def("pexpire", -3, "write fast", 1, 1, 1, "generic", "Sets the expiration time of a key in milliseconds.", cmdExpire, checkExpire)
-	def("expireat", -3, "write fast", 1, 1, 1, "generic", "Sets the expiration time of a key to a Unix timestamp.", cmdExpire, checkExpire)
-	def("pexpireat", -3, "write fast", 1, 1, 1, "generic", "Sets the expiration time of a key to a Unix milliseconds timestamp.", cmdExpire, checkExpire)
+	defParsed("expire", -3, "write fast", 1, 1, 1, "generic", "Sets the expiration time of a key in seconds.", parseExpire, cmdExpire)
+	defParsed("pexpire", -3, "write fast", 1, 1, 1, "generic", "Sets the expiration time of a key in milliseconds.", parseExpire, cmdExpire)
+	defParsed("expireat", -3, "write fast", 1, 1, 1, "generic", "Sets the expiration time of a key to a Unix timestamp.", parseExpire, cmdExpire)
+	defParsed("pexpireat", -3, "write fast", 1, 1, 1, "generic", "Sets the expiration time of a key to a Unix milliseconds timestamp.", parseExpire, cmdExpire)
 	def("persist", 2, "write fast", 1, 1, 1, "generic", "Removes the expiration time of a key.", cmdPersist, nil)
 	def("rename", 3, "write", 1, 2, 1, "generic", "Renames a key and overwrites the destination.", cmdRename, nil)
 	def("renamenx", 3, "write fast", 1, 2, 1, "generic", "Renames a key only when the target key name doesn't exist.", cmdRename, nil)
 	def("keys", 2, "readonly", 0, 0, 0, "generic", "Returns all key names that match a pattern.", cmdKeys, nil)
-	def("scan", -2, "readonly", 0, 0, 0, "generic", "Iterates over the key names in the database.", cmdScan, checkScan)
+	defParsed("scan", -2, "readonly", 0, 0, 0, "generic", "Iterates over the key names in the database.", parseScan, cmdScan)
 	def("randomkey", 1, "readonly", 0, 0, 0, "generic", "Returns a random key name from the database.", cmdRandomKey, nil)
 	def("dbsize", 1, "readonly fast", 0, 0, 0, "server", "Returns the number of keys in the database.", cmdDBSize, nil)
+	// FLUSHDB and FLUSHALL's option only needs checking.
 	def("flushdb", -1, "write", 0, 0, 0, "server", "Removes all keys from the current database.", cmdFlush, checkFlush)
 	def("flushall", -1, "write", 0, 0, 0, "server", "Removes all keys from all databases.", cmdFlush, checkFlush)
 	def("kvorum.delexpired", -2, "write", 1, -1, 1, "generic", "Internal: deletes keys whose deadline has passed.", cmdDelExpired, nil)
@@ -42,34 +44,29 @@ func init() {
 	specList = specList[:len(specList)-1]
 }
 
-func cmdDel(x *ctx, args [][]byte) Reply {
-	var n int64
-	for _, k := range args[1:] {
-		_, ok, err := x.loadHeader(k)
-		if err != nil {
-			return errReply(err)
-		}
-		if ok {
-			n++
-		}
-		// Delete expired leftovers too. A collection's elements go with one
-		// range deletion, so DEL is O(1) whatever the size.
-		if err := x.remove(k); err != nil {
-			return errReply(err)
-		}
-	}
-	return Int(n)
-}
+func cmdDel(x *ctx, args [][]byte) Reply { return countKeys(x, args[1:], true) }
 
-func cmdExists(x *ctx, args [][]byte) Reply {
+// cmdExists serves EXISTS and TOUCH (kvorum does not track access).
+func cmdExists(x *ctx, args [][]byte) Reply { return countKeys(x, args[1:], false) }
+
+// countKeys replies how many of keys exist (a key named twice counts
+// twice) and, if del, deletes each of them, expired leftovers too. A
+// collection's elements go with one range deletion, so DEL is O(1)
+// whatever the size.
+func countKeys(x *ctx, keys [][]byte, del bool) Reply {
 	var n int64
-	for _, k := range args[1:] {
+	for _, k := range keys {
 		_, ok, err := x.loadHeader(k)
 		if err != nil {
 			return errReply(err)
 		}
 		if ok {
 			n++
+		}
+		if del {
+			if err := x.remove(k); err != nil {
+				return errReply(err)
+			}
 		}
 	}
 	return Int(n)
@@ -109,75 +106,73 @@ func cmdTTL(x *ctx, args [][]byte) Reply {
 	}
 }
 
-type expireOpts struct{ nx, xx, gt, lt bool }
+// expireArgs is a parsed EXPIRE, PEXPIRE, EXPIREAT or PEXPIREAT.
+type expireArgs struct {
+	cmd            string // the command's name, for errors
+	when           int64  // ms: a deadline, or relative to the command's time
+	relative       bool   // EXPIRE, PEXPIRE
+	nx, xx, gt, lt bool
+}
 
-// parseExpire parses EXPIRE's options, then its number, in Redis's order.
-func parseExpire(args [][]byte) (int64, expireOpts, Reply, bool) {
-	var o expireOpts
-	for _, a := range args[3:] {
+// parseExpire parses EXPIRE's options, then its number, in Redis's order,
+// and converts the number to milliseconds: Redis refuses one that
+// overflows then, before it looks at the key (the overflow of adding the
+// command's time is left to cmdExpire).
+func parseExpire(args [][]byte) (expireArgs, Reply, bool) {
+	var a expireArgs
+	for _, o := range args[3:] {
 		switch {
-		case eq(a, "NX"):
-			o.nx = true
-		case eq(a, "XX"):
-			o.xx = true
-		case eq(a, "GT"):
-			o.gt = true
-		case eq(a, "LT"):
-			o.lt = true
+		case eq(o, "NX"):
+			a.nx = true
+		case eq(o, "XX"):
+			a.xx = true
+		case eq(o, "GT"):
+			a.gt = true
+		case eq(o, "LT"):
+			a.lt = true
 		default:
-			b := appendCString([]byte("ERR Unsupported option "), a, len(a))
-			return 0, o, Error(string(sanitizeError(b))), false
+			b := appendCString([]byte("ERR Unsupported option "), o, len(o))
+			return a, Error(string(sanitizeError(b))), false
 		}
 	}
-	if o.nx && (o.xx || o.gt || o.lt) {
-		return 0, o, Error("ERR NX and XX, GT or LT options at the same time are not compatible"), false
+	if a.nx && (a.xx || a.gt || a.lt) {
+		return a, Error("ERR NX and XX, GT or LT options at the same time are not compatible"), false
 	}
-	if o.gt && o.lt {
-		return 0, o, Error("ERR GT and LT options at the same time are not compatible"), false
+	if a.gt && a.lt {
+		return a, Error("ERR GT and LT options at the same time are not compatible"), false
 	}
-	n, ok := redisnum.ParseInt(args[2])
+	n, r, ok := parseIntArg(args[2])
 	if !ok {
-		return 0, o, errNotInt, false
+		return a, r, false
 	}
-	return n, o, Reply{}, true
+	var seconds bool
+	switch {
+	case eq(args[0], "expire"):
+		a.cmd, seconds, a.relative = "expire", true, true
+	case eq(args[0], "pexpire"):
+		a.cmd, a.relative = "pexpire", true
+	case eq(args[0], "expireat"):
+		a.cmd, seconds = "expireat", true
+	default:
+		a.cmd = "pexpireat"
+	}
+	if seconds {
+		if n > math.MaxInt64/1000 || n < math.MinInt64/1000 {
+			return a, invalidExpire(a.cmd), false
+		}
+		n *= 1000
+	}
+	a.when = n
+	return a, Reply{}, true
 }
 
-func checkExpire(args [][]byte) (Reply, bool) {
-	_, _, r, ok := parseExpire(args)
-	return r, ok
-}
-
-func cmdExpire(x *ctx, args [][]byte) Reply {
-	n, o, r, ok := parseExpire(args)
-	if !ok {
-		return r
-	}
-	name := strings.ToLower(string(args[0]))
-	var when int64
-	overflow := false
-	switch name {
-	case "expire":
-		if n > math.MaxInt64/1000 || n < math.MinInt64/1000 {
-			overflow = true
-		} else {
-			n *= 1000
+func cmdExpire(x *ctx, args [][]byte, a expireArgs) Reply {
+	when := a.when
+	if a.relative {
+		if (when > 0 && x.now > math.MaxInt64-when) || (when < 0 && x.now < math.MinInt64-when) {
+			return invalidExpire(a.cmd)
 		}
-		fallthrough
-	case "pexpire":
-		if !overflow && ((n > 0 && x.now > math.MaxInt64-n) || (n < 0 && x.now < math.MinInt64-n)) {
-			overflow = true
-		}
-		when = x.now + n
-	case "expireat":
-		if n > math.MaxInt64/1000 || n < math.MinInt64/1000 {
-			overflow = true
-		}
-		when = n * 1000
-	case "pexpireat":
-		when = n
-	}
-	if overflow {
-		return invalidExpire(name)
+		when += x.now
 	}
 	rec, exists, err := x.load(args[1])
 	if err != nil {
@@ -188,11 +183,11 @@ func cmdExpire(x *ctx, args [][]byte) Reply {
 	}
 	cur := rec.expire
 	switch {
-	case o.nx && cur != 0, o.xx && cur == 0:
+	case a.nx && cur != 0, a.xx && cur == 0:
 		return Int(0)
-	case o.gt && (cur == 0 || when <= cur):
+	case a.gt && (cur == 0 || when <= cur):
 		return Int(0)
-	case o.lt && cur != 0 && when >= cur:
+	case a.lt && cur != 0 && when >= cur:
 		return Int(0)
 	}
 	if when <= x.now {
@@ -252,17 +247,9 @@ func cmdRename(x *ctx, args [][]byte) Reply {
 		}
 	}
 	if isCollection(rec.typ) {
-		src := &coll{key: args[1], rec: rec}
-		v, err := x.newVersion()
-		if err != nil {
+		if rec, err = x.copyColl(args[1], args[2], rec); err != nil {
 			return errReply(err)
 		}
-		dst := &coll{key: args[2], rec: rec}
-		dst.rec.version = v
-		if err := x.copyElements(src, dst); err != nil {
-			return errReply(err)
-		}
-		rec = dst.rec
 	}
 	if err := x.remove(args[1]); err != nil {
 		return errReply(err)
@@ -321,35 +308,56 @@ func cmdKeys(x *ctx, args [][]byte) Reply {
 // lands on a node that does not remember its cursor (a load balancer
 // rotating nodes) re-reads all keys sharing that prefix each time, and makes
 // no progress if more than COUNT keys share it. Keep a scan on one node.
+//
+// HSCAN, SSCAN and ZSCAN cursors work the same way over the elements of a
+// collection (see scanPage), and are remembered in the same table with the
+// collection's key and incarnation.
 var cursors struct {
 	sync.Mutex
-	m    map[uint64]cursorState
+	m    map[uint64]cursorPos
 	last time.Time
 }
 
-type cursorState struct {
-	after []byte // storage key of the last visited key
-	at    time.Time
+// cursorPos is where a scan stopped: after position `after` (SCAN: a
+// storage key; HSCAN, SSCAN, ZSCAN: an element of the incarnation version
+// of key).
+type cursorPos struct {
+	key     string
+	version uint64
+	after   []byte
+	at      time.Time
 }
 
 const (
-	cursorTTL      = 10 * time.Minute
-	cursorLimit    = 100000
-	cursorSaltBits = 32
+	cursorTTL   = 10 * time.Minute
+	cursorLimit = 100000
 )
 
-// cursorPrefix is P of a cursor that stopped at storage key sk.
-func cursorPrefix(sk []byte) uint64 {
-	var p [8]byte
-	copy(p[4:], sk[1:])
-	return binary.BigEndian.Uint64(p[:])
+// prefix4 is P of a cursor whose position, past its fixed head, is b: its
+// first 4 bytes, zero padded.
+func prefix4(b []byte) uint32 {
+	var p [4]byte
+	copy(p[:], b)
+	return binary.BigEndian.Uint32(p[:])
 }
 
-func rememberCursor(after []byte) uint64 {
+// cursorPrefix is P of cursor id, trailing zero bytes removed: where a
+// cursor the node does not remember resumes (past the position's head).
+func cursorPrefix(id uint64) []byte {
+	p := binary.BigEndian.AppendUint32(nil, uint32(id>>32))
+	for len(p) > 0 && p[len(p)-1] == 0 {
+		p = p[:len(p)-1]
+	}
+	return p
+}
+
+// rememberCursor returns a new cursor with P prefix for a scan (of key's
+// incarnation version; nil, 0 for SCAN) that stopped at after.
+func rememberCursor(prefix uint32, key []byte, version uint64, after []byte) uint64 {
 	cursors.Lock()
 	defer cursors.Unlock()
 	if cursors.m == nil {
-		cursors.m = map[uint64]cursorState{}
+		cursors.m = map[uint64]cursorPos{}
 	}
 	now := time.Now()
 	if len(cursors.m) >= cursorLimit || now.Sub(cursors.last) > time.Minute {
@@ -360,33 +368,27 @@ func rememberCursor(after []byte) uint64 {
 		}
 		cursors.last = now
 	}
+	pos := cursorPos{key: string(key), version: version, after: after, at: now}
 	for {
-		id := cursorPrefix(after)<<cursorSaltBits | (1 + rand.Uint64N(1<<cursorSaltBits-1))
-		if old, ok := cursors.m[id]; ok && string(old.after) != string(after) {
+		id := uint64(prefix)<<32 | (1 + rand.Uint64N(1<<32-1))
+		if old, ok := cursors.m[id]; ok && (old.key != pos.key || old.version != version || !bytes.Equal(old.after, after)) {
 			continue
 		}
-		cursors.m[id] = cursorState{after: after, at: now}
+		cursors.m[id] = pos
 		return id
 	}
 }
 
-// resumeAt returns where a scan with cursor id continues: strictly after
-// `after` if the cursor is remembered, else at or after `from`.
-func resumeAt(id uint64) (after, from []byte) {
+// resumeCursor returns (a copy of) the position cursor id stopped at, if
+// the node remembers it for key's incarnation version.
+func resumeCursor(id uint64, key []byte, version uint64) ([]byte, bool) {
 	cursors.Lock()
-	c, ok := cursors.m[id]
+	p, ok := cursors.m[id]
 	cursors.Unlock()
-	if ok {
-		return c.after, nil
+	if !ok || p.key != string(key) || p.version != version {
+		return nil, false
 	}
-	var p [8]byte
-	binary.BigEndian.PutUint64(p[:], id>>cursorSaltBits)
-	p[3] = userPrefix
-	end := 8
-	for end > 4 && p[end-1] == 0 {
-		end--
-	}
-	return nil, append([]byte(nil), p[3:end]...)
+	return bytes.Clone(p.after), true
 }
 
 // parseCursor reads a cursor like Redis's strtoul-based
@@ -458,19 +460,13 @@ func parseScan(args [][]byte) (scanOpts, Reply, bool) {
 	return o, Reply{}, true
 }
 
-func checkScan(args [][]byte) (Reply, bool) {
-	_, r, ok := parseScan(args)
-	return r, ok
-}
-
-func cmdScan(x *ctx, args [][]byte) Reply {
-	o, r, ok := parseScan(args)
-	if !ok {
-		return r
-	}
+func cmdScan(x *ctx, args [][]byte, o scanOpts) Reply {
 	var after, from []byte
 	if o.cursor != 0 {
-		after, from = resumeAt(o.cursor)
+		var ok bool
+		if after, ok = resumeCursor(o.cursor, nil, 0); !ok {
+			from = append([]byte{userPrefix}, cursorPrefix(o.cursor)...)
+		}
 	}
 	var keys []Reply
 	var seen int64
@@ -503,7 +499,7 @@ func cmdScan(x *ctx, args [][]byte) Reply {
 	}
 	next := uint64(0)
 	if more {
-		next = rememberCursor(last)
+		next = rememberCursor(prefix4(last[1:]), nil, 0, last)
 	}
 	if keys == nil {
 		keys = []Reply{}

@@ -35,8 +35,8 @@ func init() {
 	def("sismember", 3, "readonly fast", 1, 1, 1, g, "Determines whether a member belongs to a set.", cmdSIsMember, nil)
 	def("smismember", -3, "readonly fast", 1, 1, 1, g, "Determines whether multiple members belong to a set.", cmdSMIsMember, nil)
 	def("scard", 2, "readonly fast", 1, 1, 1, g, "Returns the number of members in a set.", cmdSCard, nil)
-	def("spop", -2, "write fast", 1, 1, 1, g, "Returns one or more random members from a set after removing them. Deletes the set if the last member was popped.", cmdSPop, checkSPop)
-	def("srandmember", -2, "readonly", 1, 1, 1, g, "Get one or multiple random members from a set", cmdSRandMember, checkSRandMember)
+	defParsed("spop", -2, "write fast", 1, 1, 1, g, "Returns one or more random members from a set after removing them. Deletes the set if the last member was popped.", parseSPop, cmdSPop)
+	defParsed("srandmember", -2, "readonly", 1, 1, 1, g, "Get one or multiple random members from a set", parseSRandMember, cmdSRandMember)
 	def("smove", 4, "write fast", 1, 2, 1, g, "Moves a member from one set to another.", cmdSMove, nil)
 	def("sinter", -2, "readonly", 1, -1, 1, g, "Returns the intersect of multiple sets.", cmdSOp, nil)
 	def("sunion", -2, "readonly", 1, -1, 1, g, "Returns the union of multiple sets.", cmdSOp, nil)
@@ -44,8 +44,8 @@ func init() {
 	def("sinterstore", -3, "write denyoom", 1, -1, 1, g, "Stores the intersect of multiple sets in a key.", cmdSOpStore, nil)
 	def("sunionstore", -3, "write denyoom", 1, -1, 1, g, "Stores the union of multiple sets in a key.", cmdSOpStore, nil)
 	def("sdiffstore", -3, "write denyoom", 1, -1, 1, g, "Stores the difference of multiple sets in a key.", cmdSOpStore, nil)
-	def("sintercard", -3, "readonly movablekeys", 0, 0, 0, g, "Returns the number of members of the intersect of multiple sets.", cmdSInterCard, checkSInterCard)
-	def("sscan", -3, "readonly", 1, 1, 1, g, "Iterates over members of a set.", cmdSScan, checkCollScan)
+	defParsed("sintercard", -3, "readonly movablekeys", 0, 0, 0, g, "Returns the number of members of the intersect of multiple sets.", parseSInterCard, cmdSInterCard)
+	defParsed("sscan", -3, "readonly", 1, 1, 1, g, "Iterates over members of a set.", parseScanCursor, cmdSScan)
 }
 
 // Redis error texts of set commands.
@@ -61,9 +61,9 @@ var (
 func setReply(elems []Reply) Reply { return Reply{Kind: KindSet, Elems: elems} }
 
 func cmdSAdd(x *ctx, args [][]byte) Reply {
-	c, e := x.collForWrite(args[1], typeSet)
-	if e != nil {
-		return errReply(e)
+	c, err := x.collForWrite(args[1], typeSet)
+	if err != nil {
+		return errReply(err)
 	}
 	var added int64
 	for _, m := range args[2:] {
@@ -106,9 +106,9 @@ func (x *ctx) setMembers(c *coll) ([]Reply, error) {
 }
 
 func cmdSMembers(x *ctx, args [][]byte) Reply {
-	c, ok, e := x.loadColl(args[1], typeSet)
-	if e != nil {
-		return errReply(e)
+	c, ok, err := x.loadColl(args[1], typeSet)
+	if err != nil {
+		return errReply(err)
 	}
 	if !ok {
 		return setReply(nil)
@@ -123,9 +123,9 @@ func cmdSMembers(x *ctx, args [][]byte) Reply {
 func cmdSIsMember(x *ctx, args [][]byte) Reply { return elemExists(x, args, typeSet) }
 
 func cmdSMIsMember(x *ctx, args [][]byte) Reply {
-	c, ok, e := x.loadColl(args[1], typeSet)
-	if e != nil {
-		return errReply(e)
+	c, ok, err := x.loadColl(args[1], typeSet)
+	if err != nil {
+		return errReply(err)
 	}
 	out := make([]Reply, len(args)-2)
 	for i, m := range args[2:] {
@@ -144,47 +144,36 @@ func cmdSMIsMember(x *ctx, args [][]byte) Reply {
 	return Array(out...)
 }
 
-func cmdSCard(x *ctx, args [][]byte) Reply {
-	c, ok, e := x.loadColl(args[1], typeSet)
-	if e != nil {
-		return errReply(e)
-	}
-	if !ok {
-		return Int(0)
-	}
-	return Int(c.length())
-}
+func cmdSCard(x *ctx, args [][]byte) Reply { return collLength(x, args, typeSet) }
 
-// checkSPop: the count, if any, must be a non-negative integer (Redis's
-// getPositiveLongFromObjectOrReply gives the same text for both faults);
-// more arguments are a syntax error.
-func checkSPop(args [][]byte) (Reply, bool) {
-	if len(args) == 3 {
-		if n, ok := redisnum.ParseInt(args[2]); !ok || n < 0 {
-			return errSPopCount, false
+// parseSPop reads SPOP's count, -1 without one: a non-negative integer
+// (Redis's getPositiveLongFromObjectOrReply gives the same text for both
+// faults); more arguments are a syntax error.
+func parseSPop(args [][]byte) (int64, Reply, bool) {
+	switch len(args) {
+	case 2:
+		return -1, Reply{}, true
+	case 3:
+		if n, ok := redisnum.ParseInt(args[2]); ok && n >= 0 {
+			return n, Reply{}, true
 		}
+		return 0, errSPopCount, false
 	}
-	if len(args) > 3 {
-		return errSyntax, false
-	}
-	return Reply{}, true
+	return 0, errSyntax, false
 }
 
 // cmdSPop removes random members chosen with x.rand(), which is seeded by
 // the log position: every replica pops the same members.
-func cmdSPop(x *ctx, args [][]byte) Reply {
-	if r, ok := checkSPop(args); !ok {
-		return r
+func cmdSPop(x *ctx, args [][]byte, count int64) Reply {
+	c, ok, err := x.loadColl(args[1], typeSet)
+	if err != nil {
+		return errReply(err)
 	}
-	c, ok, e := x.loadColl(args[1], typeSet)
-	if e != nil {
-		return errReply(e)
-	}
-	if len(args) == 2 {
+	if count < 0 {
 		if !ok {
 			return Nil
 		}
-		picks, err := x.randomElems(c, x.rand(), 1, true)
+		picks, err := x.randomElems(c, x.rand(), 1)
 		if err != nil {
 			return errReply(err)
 		}
@@ -196,7 +185,6 @@ func cmdSPop(x *ctx, args [][]byte) Reply {
 		}
 		return Bulk(picks[0].elem)
 	}
-	count, _ := redisnum.ParseInt(args[2])
 	if !ok || count == 0 {
 		return setReply(nil)
 	}
@@ -211,18 +199,14 @@ func cmdSPop(x *ctx, args [][]byte) Reply {
 		}
 		return setReply(out)
 	}
-	picks, err := x.randomElems(c, x.rand(), count, true)
+	picks, err := x.randomElems(c, x.rand(), count)
 	if err != nil {
 		return errReply(err)
 	}
 	if r := x.setRemove(c, picks); r.IsError() {
 		return r
 	}
-	out := make([]Reply, len(picks))
-	for i, p := range picks {
-		out[i] = Bulk(p.elem)
-	}
-	return setReply(out)
+	return setReply(elemReplies(picks))
 }
 
 // setRemove deletes the (distinct, present) members picks from c and saves it.
@@ -239,54 +223,36 @@ func (x *ctx) setRemove(c *coll, picks []elemPair) Reply {
 	return OK
 }
 
-func checkSRandMember(args [][]byte) (Reply, bool) {
-	if len(args) == 3 {
-		if _, r, ok := parseRandCount(args[2]); !ok {
-			return r, false
-		}
+// parseSRandMember reads SRANDMEMBER's count, if any.
+func parseSRandMember(args [][]byte) (randArgs, Reply, bool) {
+	switch len(args) {
+	case 2:
+		return randArgs{}, Reply{}, true
+	case 3:
+		n, r, ok := parseRandCount(args[2])
+		return randArgs{count: n, has: true}, r, ok
 	}
-	if len(args) > 3 {
-		return errSyntax, false
-	}
-	return Reply{}, true
+	return randArgs{}, errSyntax, false
 }
 
 // cmdSRandMember: without a count one random member (nil if the key is
 // absent); with a count, as HRANDFIELD (randomCount).
-func cmdSRandMember(x *ctx, args [][]byte) Reply {
-	if r, ok := checkSRandMember(args); !ok {
-		return r
+func cmdSRandMember(x *ctx, args [][]byte, a randArgs) Reply {
+	c, ok, err := x.loadColl(args[1], typeSet)
+	if err != nil {
+		return errReply(err)
 	}
-	c, ok, e := x.loadColl(args[1], typeSet)
-	if e != nil {
-		return errReply(e)
-	}
-	if len(args) == 2 {
-		if !ok {
-			return Nil
-		}
-		picks, err := x.randomElems(c, x.rand(), 1, true)
-		if err != nil {
-			return errReply(err)
-		}
-		if len(picks) == 0 {
-			return Nil
-		}
-		return Bulk(picks[0].elem)
+	if !a.has {
+		return x.randomOne(c, ok)
 	}
 	if !ok {
 		return Array()
 	}
-	l, _ := redisnum.ParseInt(args[2])
-	picks, r, ok := x.randomCount(c, l, errSRandTooMany)
+	picks, r, ok := x.randomCount(c, a.count, errSRandTooMany)
 	if !ok {
 		return r
 	}
-	out := make([]Reply, len(picks))
-	for i, p := range picks {
-		out[i] = Bulk(p.elem)
-	}
-	return Array(out...)
+	return Array(elemReplies(picks)...)
 }
 
 // cmdSMove checks as Redis does: a missing source is 0 whatever the
@@ -582,44 +548,40 @@ func cmdSOpStore(x *ctx, args [][]byte) Reply {
 	return Int(n)
 }
 
+// sInterCard is a parsed SINTERCARD: the number of keys, from args[2],
+// and the limit (0: none).
+type sInterCard struct{ numKeys, limit int64 }
+
 // parseSInterCard parses SINTERCARD numkeys key... [LIMIT limit] in
-// Redis's order; limit 0 is no limit.
-func parseSInterCard(args [][]byte) (numKeys, limit int64, r Reply, ok bool) {
+// Redis's order.
+func parseSInterCard(args [][]byte) (sInterCard, Reply, bool) {
 	n, ok := redisnum.ParseInt(args[1])
 	if !ok || n < 1 {
-		return 0, 0, errNumKeys, false
+		return sInterCard{}, errNumKeys, false
 	}
 	if n > int64(len(args)-2) {
-		return 0, 0, errNumKeysArgs, false
+		return sInterCard{}, errNumKeysArgs, false
 	}
+	q := sInterCard{numKeys: n}
 	for j := 2 + int(n); j < len(args); j++ {
 		if !eq(args[j], "limit") || j+1 >= len(args) {
-			return 0, 0, errSyntax, false
+			return sInterCard{}, errSyntax, false
 		}
 		j++
 		l, ok := redisnum.ParseInt(args[j])
 		if !ok || l < 0 {
-			return 0, 0, errLimitNegative, false
+			return sInterCard{}, errLimitNegative, false
 		}
-		limit = l
+		q.limit = l
 	}
-	return n, limit, Reply{}, true
+	return q, Reply{}, true
 }
 
-func checkSInterCard(args [][]byte) (Reply, bool) {
-	_, _, r, ok := parseSInterCard(args)
-	return r, ok
-}
-
-func cmdSInterCard(x *ctx, args [][]byte) Reply {
-	n, limit, r, ok := parseSInterCard(args)
-	if !ok {
-		return r
-	}
+func cmdSInterCard(x *ctx, args [][]byte, q sInterCard) Reply {
 	var card int64
-	err := x.sAlgebra(sInter, args[2:2+n], func([]byte) (bool, error) {
+	err := x.sAlgebra(sInter, args[2:2+q.numKeys], func([]byte) (bool, error) {
 		card++
-		return limit == 0 || card < limit, nil
+		return q.limit == 0 || card < q.limit, nil
 	})
 	if err != nil {
 		return errReply(err)
@@ -627,4 +589,6 @@ func cmdSInterCard(x *ctx, args [][]byte) Reply {
 	return Int(card)
 }
 
-func cmdSScan(x *ctx, args [][]byte) Reply { return x.collScan(args, typeSet) }
+func cmdSScan(x *ctx, args [][]byte, cursor uint64) Reply {
+	return collScan(x, args, cursor, typeSet)
+}

@@ -505,9 +505,9 @@ func TestZSetBig(t *testing.T) {
 				break
 			}
 			if forget {
-				zscanCursors.Lock()
-				clear(zscanCursors.m)
-				zscanCursors.Unlock()
+				cursors.Lock()
+				clear(cursors.m)
+				cursors.Unlock()
 			}
 		}
 		if len(seen) != n-2 {
@@ -584,9 +584,9 @@ func TestZSetScanUnderChanges(t *testing.T) {
 			zRun(t, db, "ZADD", "z", strconv.Itoa(rng.IntN(100)), "new"+strconv.Itoa(calls))
 		}
 		if calls%7 == 0 {
-			zscanCursors.Lock()
-			clear(zscanCursors.m)
-			zscanCursors.Unlock()
+			cursors.Lock()
+			clear(cursors.m)
+			cursors.Unlock()
 		}
 	}
 	if cursor != "0" {
