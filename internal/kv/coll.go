@@ -3,7 +3,6 @@ package kv
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"math"
 	"strconv"
 
@@ -124,30 +123,11 @@ func (c *coll) elemKey(elem []byte) []byte {
 
 // getElem returns a copy of element elem's value; ok=false if absent.
 func (x *ctx) getElem(c *coll, elem []byte) ([]byte, bool, error) {
-	v, cl, err := x.r.Get(c.elemKey(elem))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	out := append([]byte{}, v...)
-	_ = cl.Close()
-	return out, true, nil
+	return getCopy(x.r, c.elemKey(elem))
 }
 
 // hasElem reports whether element elem exists.
-func (x *ctx) hasElem(c *coll, elem []byte) (bool, error) {
-	_, cl, err := x.r.Get(c.elemKey(elem))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	_ = cl.Close()
-	return true, nil
-}
+func (x *ctx) hasElem(c *coll, elem []byte) (bool, error) { return hasKey(x.r, c.elemKey(elem)) }
 
 func (x *ctx) setElem(c *coll, elem, value []byte) error {
 	return x.w.Set(c.elemKey(elem), value, nil)

@@ -81,7 +81,7 @@ func init() {
 	const fl = "noscript stale skip_monitor no_mandatory_keys movablekeys"
 	def("fcall", -3, fl, 0, 0, 0, "scripting", "Invokes a function.", cmdFcall, nil)
 	def("fcall_ro", -3, "readonly "+fl, 0, 0, 0, "scripting", "Invokes a read-only function.", cmdFcall, nil)
-	def("function", -2, "", 0, 0, 0, "scripting", "A container for function commands.", cmdFunction, checkFunction)
+	defParsed("function", -2, "", 0, 0, 0, "scripting", "A container for function commands.", parseFunction, cmdFunction)
 	// Like EVAL: FCALL runs at apply time on every replica, and FUNCTION
 	// LOAD/DELETE/FLUSH change the replicated libraries. FUNCTION's other
 	// subcommands are reads.
@@ -95,60 +95,49 @@ func init() {
 var functionSubArity = map[string]int{"load": -3, "delete": 3, "flush": -2, "list": -2, "stats": 2, "kill": 2, "help": 2,
 	"dump": 2, "restore": -3}
 
-func checkFunction(args [][]byte) (Reply, bool) {
-	sub := strings.ToLower(string(args[1]))
-	ar, ok := functionSubArity[sub]
-	if !ok {
-		b := appendCString([]byte("ERR unknown subcommand '"), args[1], 128)
-		return Error(string(sanitizeError(append(b, "'. Try FUNCTION HELP."...)))), false
-	}
-	if (ar > 0 && len(args) != ar) || (ar < 0 && len(args) < -ar) {
-		return wrongArity("function|" + sub), false
-	}
-	switch sub {
-	case "flush":
-		if r, ok := checkFunctionFlush(args); !ok {
-			return r, false
+// functionArgs is a parsed FUNCTION command.
+type functionArgs struct {
+	sub      string // lower case
+	pattern  []byte // LIST LIBRARYNAME
+	withCode bool   // LIST WITHCODE
+	replace  bool   // LOAD REPLACE
+	code     []byte // LOAD
+	lib      *script.Library
+	// LOAD REPLACE: what loading lib registered, which no stored data can
+	// change, so that bad code is refused before the log.
+	funcs []script.Function
+}
+
+func parseFunction(args [][]byte) (functionArgs, Reply, bool) {
+	sub, r, ok := parseSub(args, "FUNCTION", functionSubArity)
+	a := functionArgs{sub: sub}
+	switch {
+	case !ok:
+		return a, r, false
+	case sub == "flush" && len(args) > 3:
+		b := appendCString([]byte("ERR unknown subcommand or wrong number of arguments for '"), args[1], 128)
+		return a, Error(string(sanitizeError(append(b, "'. Try FUNCTION HELP."...)))), false
+	case sub == "flush" && len(args) == 3 && !eq(args[2], "sync") && !eq(args[2], "async"):
+		return a, Error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option"), false
+	case sub == "list":
+		a.pattern, a.withCode, r, ok = parseFunctionList(args)
+		return a, r, ok
+	case sub == "dump", sub == "restore":
+		return a, Error("ERR 'FUNCTION " + strings.ToUpper(sub) + "' is not supported by kvorum: libraries are not kept in Redis's RDB serialization format; copy them with FUNCTION LIST WITHCODE and FUNCTION LOAD instead"), false
+	case sub == "load":
+		if a.replace, a.code, r, ok = parseFunctionLoad(args); !ok {
+			return a, r, false
 		}
-	case "list":
-		if _, _, r, ok := parseFunctionList(args); !ok {
-			return r, false
+		if a.lib, r = script.ParseLibrary(a.code); a.lib == nil {
+			return a, r, false
 		}
-	case "dump", "restore":
-		return errFunctionRDB(sub), false
-	case "load":
-		replace, code, r, ok := parseFunctionLoad(args)
-		if !ok {
-			return r, false
-		}
-		lib, r := script.ParseLibrary(code)
-		if lib == nil {
-			return r, false
-		}
-		if replace {
-			// Nothing of the stored data can change the outcome of the
-			// compilation and the load: refuse bad code before the log.
-			if _, r, ok := lib.Load(); !ok {
-				return r, false
+		if a.replace {
+			if a.funcs, r, ok = a.lib.Load(); !ok {
+				return a, r, false
 			}
 		}
 	}
-	return Reply{}, true
-}
-
-func errFunctionRDB(sub string) Reply {
-	return Error("ERR 'FUNCTION " + strings.ToUpper(sub) + "' is not supported by kvorum: libraries are not kept in Redis's RDB serialization format; copy them with FUNCTION LIST WITHCODE and FUNCTION LOAD instead")
-}
-
-func checkFunctionFlush(args [][]byte) (Reply, bool) {
-	if len(args) > 3 {
-		b := appendCString([]byte("ERR unknown subcommand or wrong number of arguments for '"), args[1], 128)
-		return Error(string(sanitizeError(append(b, "'. Try FUNCTION HELP."...)))), false
-	}
-	if len(args) == 3 && !eq(args[2], "sync") && !eq(args[2], "async") {
-		return Error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option"), false
-	}
-	return Reply{}, true
+	return a, Reply{}, true
 }
 
 // parseFunctionList parses FUNCTION LIST [LIBRARYNAME pattern] [WITHCODE].
@@ -267,23 +256,9 @@ func decodeLibrary(b []byte) (*library, error) {
 	return l, nil
 }
 
-// getHidden reads a hidden key; nil, nil if absent.
-func (x *ctx) getHidden(key []byte) ([]byte, error) {
-	v, c, err := x.r.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	out := append([]byte{}, v...)
-	_ = c.Close()
-	return out, nil
-}
-
 func (x *ctx) loadLibrary(name string) (*library, error) {
-	v, err := x.getHidden(fnLibKey(name))
-	if v == nil || err != nil {
+	v, ok, err := getCopy(x.r, fnLibKey(name))
+	if !ok || err != nil {
 		return nil, err
 	}
 	return decodeLibrary(v)
@@ -358,9 +333,8 @@ var functionHelp = []string{
 	"    Prints this help.",
 }
 
-func cmdFunction(x *ctx, args [][]byte) Reply {
-	sub := strings.ToLower(string(args[1]))
-	switch sub {
+func cmdFunction(x *ctx, args [][]byte, a functionArgs) Reply {
+	switch a.sub {
 	case "help":
 		out := make([]Reply, len(functionHelp))
 		for i, l := range functionHelp {
@@ -369,19 +343,17 @@ func cmdFunction(x *ctx, args [][]byte) Reply {
 		return Array(out...)
 	case "kill":
 		return Error("NOTBUSY No scripts in execution right now.")
-	case "dump", "restore":
-		return errFunctionRDB(sub)
 	case "stats":
 		return functionStats(x)
 	case "list":
-		return functionList(x, args)
+		return functionList(x, a.pattern, a.withCode)
 	}
 	if x.w == nil {
-		return Error("ERR internal: FUNCTION " + strings.ToUpper(sub) + " sent to Read")
+		return Error("ERR internal: FUNCTION " + strings.ToUpper(a.sub) + " sent to Read")
 	}
-	switch sub {
+	switch a.sub {
 	case "load":
-		return functionLoad(x, args)
+		return functionLoad(x, a)
 	case "delete":
 		name := string(args[2])
 		l, err := x.loadLibrary(name)
@@ -396,9 +368,6 @@ func cmdFunction(x *ctx, args [][]byte) Reply {
 		}
 		return OK
 	case "flush":
-		if r, ok := checkFunctionFlush(args); !ok {
-			return r
-		}
 		if err := x.w.DeleteRange(fnPrefix, prefixEnd(fnPrefix), nil); err != nil {
 			return errReply(err)
 		}
@@ -416,32 +385,29 @@ func (x *ctx) unlinkLibrary(name string, l *library) error {
 	return x.w.Delete(fnLibKey(name), nil)
 }
 
-func functionLoad(x *ctx, args [][]byte) Reply {
-	replace, code, r, ok := parseFunctionLoad(args)
-	if !ok {
-		return r
-	}
-	lib, r := script.ParseLibrary(code)
-	if lib == nil {
-		return r
-	}
+func functionLoad(x *ctx, a functionArgs) Reply {
+	lib := a.lib
 	old, err := x.loadLibrary(lib.Name)
 	if err != nil {
 		return errReply(err)
 	}
-	if old != nil && !replace {
+	if old != nil && !a.replace {
 		return Error("ERR Library '" + lib.Name + "' already exists")
 	}
-	funcs, r, ok := lib.Load()
-	if !ok {
-		return r
+	funcs := a.funcs
+	if !a.replace {
+		var r Reply
+		var ok bool
+		if funcs, r, ok = lib.Load(); !ok {
+			return r
+		}
 	}
 	for _, f := range funcs {
-		owner, err := x.getHidden(fnNameKey(f.Name))
+		owner, taken, err := getCopy(x.r, fnNameKey(f.Name))
 		if err != nil {
 			return errReply(err)
 		}
-		if owner != nil && (old == nil || string(owner) != lib.Name) {
+		if taken && (old == nil || string(owner) != lib.Name) {
 			return Error(string(sanitizeError([]byte("ERR Function " + cStr(f.Name) + " already exists"))))
 		}
 	}
@@ -450,7 +416,7 @@ func functionLoad(x *ctx, args [][]byte) Reply {
 			return errReply(err)
 		}
 	}
-	if err := x.w.Set(fnLibKey(lib.Name), encodeLibrary(&library{code: code, funcs: funcs}), nil); err != nil {
+	if err := x.w.Set(fnLibKey(lib.Name), encodeLibrary(&library{code: a.code, funcs: funcs}), nil); err != nil {
 		return errReply(err)
 	}
 	for _, f := range funcs {
@@ -461,11 +427,7 @@ func functionLoad(x *ctx, args [][]byte) Reply {
 	return BulkString(lib.Name)
 }
 
-func functionList(x *ctx, args [][]byte) Reply {
-	pattern, withCode, r, ok := parseFunctionList(args)
-	if !ok {
-		return r
-	}
+func functionList(x *ctx, pattern []byte, withCode bool) Reply {
 	var out []Reply
 	err := x.eachLibrary(func(name string, l *library) error {
 		if pattern != nil && !glob.Match(pattern, []byte(name), true) {
@@ -514,11 +476,11 @@ func functionStats(x *ctx) Reply {
 }
 
 func cmdFcall(x *ctx, args [][]byte) Reply {
-	owner, err := x.getHidden(fnNameKey(string(args[1])))
+	owner, ok, err := getCopy(x.r, fnNameKey(string(args[1])))
 	if err != nil {
 		return errReply(err)
 	}
-	if owner == nil {
+	if !ok {
 		return errFunctionNotFound
 	}
 	nk, ok := redisnum.ParseInt(args[2])

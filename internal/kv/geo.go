@@ -47,10 +47,12 @@ import (
 
 func init() {
 	const g = "geo"
-	def("geoadd", -5, "write denyoom", 1, 1, 1, g, "Add one or more geospatial items in the geospatial index represented using a sorted set", cmdGeoAdd, checkGeoAdd)
-	def("geodist", -4, "readonly", 1, 1, 1, g, "Returns the distance between two members of a geospatial index", cmdGeoDist, checkGeoDist)
+	defParsed("geoadd", -5, "write denyoom", 1, 1, 1, g, "Add one or more geospatial items in the geospatial index represented using a sorted set", parseGeoAdd, cmdGeoAdd)
+	defParsed("geodist", -4, "readonly", 1, 1, 1, g, "Returns the distance between two members of a geospatial index", parseGeoDist, cmdGeoDist)
 	def("geohash", -2, "readonly", 1, 1, 1, g, "Returns members of a geospatial index as standard geohash strings", cmdGeoHash, nil)
 	def("geopos", -2, "readonly", 1, 1, 1, g, "Returns longitude and latitude of members of a geospatial index", cmdGeoPos, nil)
+	// A search is parsed when it runs, after the source key's type check;
+	// checkGeoSearch refuses early the writes that fail whatever the data.
 	def("georadius", -6, "write denyoom movablekeys", 1, 1, 1, g, "Query a sorted set representing a geospatial index to fetch members matching a given maximum distance from a point", cmdGeoSearch, checkGeoSearch)
 	def("georadiusbymember", -5, "write denyoom movablekeys", 1, 1, 1, g, "Query a sorted set representing a geospatial index to fetch members matching a given maximum distance from a member", cmdGeoSearch, checkGeoSearch)
 	def("georadius_ro", -6, "readonly", 1, 1, 1, g, "A read-only variant for GEORADIUS", cmdGeoSearch, nil)
@@ -183,18 +185,7 @@ opts:
 	return zargs, Reply{}, true
 }
 
-func checkGeoAdd(args [][]byte) (Reply, bool) {
-	_, r, ok := parseGeoAdd(args)
-	return r, ok
-}
-
-func cmdGeoAdd(x *ctx, args [][]byte) Reply {
-	zargs, r, ok := parseGeoAdd(args)
-	if !ok {
-		return r
-	}
-	return cmdZAdd(x, zargs)
-}
+func cmdGeoAdd(x *ctx, _ [][]byte, zargs [][]byte) Reply { return cmdZAdd(x, zargs) }
 
 // ---------------------------------------------------------------------------
 // GEOPOS, GEODIST, GEOHASH
@@ -219,9 +210,9 @@ func cmdGeoPos(x *ctx, args [][]byte) Reply {
 // geoEachMember is GEOPOS and GEOHASH: one reply per member args[2:] of
 // the sorted set args[1], made by fn from its position, or missing.
 func geoEachMember(x *ctx, args [][]byte, missing Reply, fn func(lon, lat float64) Reply) Reply {
-	c, exists, e := x.loadColl(args[1], typeZSet)
-	if e != nil {
-		return errReply(e)
+	c, exists, err := x.loadColl(args[1], typeZSet)
+	if err != nil {
+		return errReply(err)
 	}
 	out := make([]Reply, len(args)-2)
 	var z *zview
@@ -244,28 +235,21 @@ func geoEachMember(x *ctx, args [][]byte, missing Reply, fn func(lon, lat float6
 	return Array(out...)
 }
 
-func checkGeoDist(args [][]byte) (Reply, bool) {
-	if len(args) == 5 {
-		if _, r, ok := geoParseUnit(args[4]); !ok {
-			return r, false
-		}
-	} else if len(args) > 5 {
-		return errSyntax, false
+// parseGeoDist reads GEODIST's unit: the factor converting it to meters.
+func parseGeoDist(args [][]byte) (float64, Reply, bool) {
+	switch len(args) {
+	case 4:
+		return 1, Reply{}, true
+	case 5:
+		return geoParseUnit(args[4])
 	}
-	return Reply{}, true
+	return 0, errSyntax, false
 }
 
-func cmdGeoDist(x *ctx, args [][]byte) Reply {
-	if r, ok := checkGeoDist(args); !ok {
-		return r
-	}
-	toMeters := 1.0
-	if len(args) == 5 {
-		toMeters, _, _ = geoParseUnit(args[4])
-	}
-	c, exists, e := x.loadColl(args[1], typeZSet)
-	if e != nil {
-		return errReply(e)
+func cmdGeoDist(x *ctx, args [][]byte, toMeters float64) Reply {
+	c, exists, err := x.loadColl(args[1], typeZSet)
+	if err != nil {
+		return errReply(err)
 	}
 	if !exists {
 		return Nil
@@ -616,9 +600,9 @@ func geoMembersOfAllNeighbors(z *zview, r *geohash.Areas, s *geohash.Shape, limi
 
 func cmdGeoSearch(x *ctx, args [][]byte) Reply {
 	flags, si := geoVariant(args[0])
-	c, exists, e := x.loadColl(args[si], typeZSet)
-	if e != nil {
-		return errReply(e)
+	c, exists, err := x.loadColl(args[si], typeZSet)
+	if err != nil {
+		return errReply(err)
 	}
 	var z *zview
 	if exists {

@@ -189,6 +189,33 @@ func (x *ctx) metaKey(k []byte) []byte {
 	return x.kbuf
 }
 
+// getCopy returns a copy of the value of storage key k; ok=false if absent.
+func getCopy(r pebble.Reader, k []byte) (v []byte, ok bool, err error) {
+	b, c, err := r.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	v = append([]byte{}, b...)
+	_ = c.Close()
+	return v, true, nil
+}
+
+// hasKey reports whether storage key k exists.
+func hasKey(r pebble.Reader, k []byte) (bool, error) {
+	_, c, err := r.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	_ = c.Close()
+	return true, nil
+}
+
 // load returns k's live record, value included (a fresh copy, safe to
 // return in a reply); ok is false if absent or expired.
 func (x *ctx) load(k []byte) (record, bool, error) { return x.get(k, true) }

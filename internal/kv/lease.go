@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"strconv"
-	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/kvorum/kvorum/internal/redisnum"
@@ -44,7 +43,7 @@ var (
 const MaxLeaseTTL = 24 * 3600 * 1000
 
 func init() {
-	def("lease", -2, "write noscript", 0, 0, 0, "lease", "Leases: GRANT ttl-ms | KEEPALIVE id | REVOKE id | TTL id | LIST.", cmdLease, checkLease)
+	defParsed("lease", -2, "write noscript", 0, 0, 0, "lease", "Leases: GRANT ttl-ms | KEEPALIVE id | REVOKE id | TTL id | LIST.", parseLease, cmdLease)
 	table["lease"].spec.Extension = true
 	table["lease"].readOnly = func(args [][]byte) bool { return len(args) > 1 && (eq(args[1], "TTL") || eq(args[1], "LIST")) }
 	def("kvorum.leaseexpire", -3, "write", 0, 0, 0, "lease", "Internal: expires leases whose renewal the leader timed out.", cmdLeaseExpire, nil)
@@ -64,90 +63,90 @@ func parseID(b []byte) (uint64, bool) {
 	return uint64(n), ok && n > 0
 }
 
-func checkLease(args [][]byte) (Reply, bool) {
-	sub := args[1]
-	switch {
-	case eq(sub, "GRANT"):
-		if len(args) != 3 {
-			return wrongArity("lease|grant"), false
-		}
-		if n, ok := redisnum.ParseInt(args[2]); !ok || n < 1 || n > MaxLeaseTTL {
-			return Error("ERR invalid lease TTL: want milliseconds in 1.." + strconv.Itoa(MaxLeaseTTL)), false
-		}
-	case eq(sub, "KEEPALIVE"), eq(sub, "REVOKE"), eq(sub, "TTL"):
-		if len(args) != 3 {
-			return wrongArity("lease|" + lowerName(sub)), false
-		}
-		if _, ok := parseID(args[2]); !ok {
-			return errLeaseID, false
-		}
-	case eq(sub, "LIST"):
-		if len(args) != 2 {
-			return wrongArity("lease|list"), false
-		}
-	default:
-		return Error("ERR unknown subcommand '" + string(sanitizeError([]byte(sub))) + "'. Try LEASE GRANT|KEEPALIVE|REVOKE|TTL|LIST."), false
-	}
-	return Reply{}, true
+// leaseArgs is a parsed LEASE command.
+type leaseArgs struct {
+	sub string // the subcommand, lower case
+	ttl int64  // GRANT: ms
+	id  uint64 // KEEPALIVE, REVOKE, TTL
 }
 
-func lowerName(b []byte) string { return strings.ToLower(string(b)) }
-
-func cmdLease(x *ctx, args [][]byte) Reply {
-	sub := args[1]
-	switch {
+func parseLease(args [][]byte) (leaseArgs, Reply, bool) {
+	var a leaseArgs
+	switch sub := args[1]; {
 	case eq(sub, "GRANT"):
-		ttl, _ := redisnum.ParseInt(args[2])
+		a.sub = "grant"
+	case eq(sub, "KEEPALIVE"):
+		a.sub = "keepalive"
+	case eq(sub, "REVOKE"):
+		a.sub = "revoke"
+	case eq(sub, "TTL"):
+		a.sub = "ttl"
+	case eq(sub, "LIST"):
+		a.sub = "list"
+	default:
+		return a, Error("ERR unknown subcommand '" + string(sanitizeError([]byte(sub))) + "'. Try LEASE GRANT|KEEPALIVE|REVOKE|TTL|LIST."), false
+	}
+	want := 3
+	if a.sub == "list" {
+		want = 2
+	}
+	if len(args) != want {
+		return a, wrongArity("lease|" + a.sub), false
+	}
+	var ok bool
+	switch a.sub {
+	case "grant":
+		if a.ttl, ok = redisnum.ParseInt(args[2]); !ok || a.ttl < 1 || a.ttl > MaxLeaseTTL {
+			return a, Error("ERR invalid lease TTL: want milliseconds in 1.." + strconv.Itoa(MaxLeaseTTL)), false
+		}
+	case "keepalive", "revoke", "ttl":
+		if a.id, ok = parseID(args[2]); !ok {
+			return a, errLeaseID, false
+		}
+	}
+	return a, Reply{}, true
+}
+
+func cmdLease(x *ctx, args [][]byte, a leaseArgs) Reply {
+	switch a.sub {
+	case "grant":
 		id, err := x.nextToken()
 		if err != nil {
 			return errReply(err)
 		}
-		if err := x.putLease(id, lease{ttl: ttl, renewIdx: x.index, renewTs: x.now}); err != nil {
+		if err := x.putLease(id, lease{ttl: a.ttl, renewIdx: x.index, renewTs: x.now}); err != nil {
 			return errReply(err)
 		}
-		x.leaseEvent(id, ttl)
+		x.leaseEvent(id, a.ttl)
 		return Int(int64(id))
-	case eq(sub, "KEEPALIVE"):
-		id, _ := parseID(args[2])
-		l, ok, err := x.getLease(id)
-		if err != nil {
+	case "keepalive", "revoke", "ttl":
+		l, ok, err := x.getLease(a.id)
+		switch {
+		case err != nil:
 			return errReply(err)
-		}
-		if !ok {
-			return errNoLease(id)
-		}
-		l.renewIdx, l.renewTs = x.index, x.now
-		if err := x.putLease(id, l); err != nil {
-			return errReply(err)
-		}
-		x.leaseEvent(id, l.ttl)
-		return Int(l.ttl)
-	case eq(sub, "REVOKE"):
-		id, _ := parseID(args[2])
-		_, ok, err := x.getLease(id)
-		if err != nil {
-			return errReply(err)
-		}
-		if !ok {
+		case !ok && a.sub == "keepalive":
+			return errNoLease(a.id)
+		case !ok && a.sub == "revoke":
 			return Int(0)
-		}
-		if err := x.dropLease(id); err != nil {
-			return errReply(err)
-		}
-		return Int(1)
-	case eq(sub, "TTL"):
-		id, _ := parseID(args[2])
-		l, ok, err := x.getLease(id)
-		if err != nil {
-			return errReply(err)
-		}
-		if !ok {
+		case !ok:
 			return Int(-2)
+		case a.sub == "keepalive":
+			l.renewIdx, l.renewTs = x.index, x.now
+			if err := x.putLease(a.id, l); err != nil {
+				return errReply(err)
+			}
+			x.leaseEvent(a.id, l.ttl)
+			return Int(l.ttl)
+		case a.sub == "revoke":
+			if err := x.dropLease(a.id); err != nil {
+				return errReply(err)
+			}
+			return Int(1)
 		}
-		// An estimate on the log's clock; the leader's monotonic clock
-		// decides the actual expiry.
+		// TTL: an estimate on the log's clock; the leader's monotonic
+		// clock decides the actual expiry.
 		return Int(max(0, min(l.ttl, l.renewTs+l.ttl-x.now)))
-	default: // LIST
+	default: // list
 		var ids []Reply
 		err := iterPrefix(x.r, leasePrefix, func(k, _ []byte) error {
 			if len(k) == len(leasePrefix)+8 {

@@ -60,7 +60,7 @@ func LockWaiting(r Reply) (index uint64, ok bool) {
 }
 
 func init() {
-	def("lock", -3, "write noscript", 0, 0, 0, "lock", "Locks: ACQUIRE name lease [TIMEOUT ms | WAIT ms] [SHARED] | TRYACQUIRE name lease [SHARED] | RELEASE name token | CANCEL name lease | INFO name | FENCED name token command ...", cmdLock, checkLock)
+	defParsed("lock", -3, "write noscript", 0, 0, 0, "lock", "Locks: ACQUIRE name lease [TIMEOUT ms | WAIT ms] [SHARED] | TRYACQUIRE name lease [SHARED] | RELEASE name token | CANCEL name lease | INFO name | FENCED name token command ...", parseLock, cmdLock)
 	table["lock"].spec.Extension = true
 	table["lock"].readOnly = func(args [][]byte) bool { return len(args) > 1 && eq(args[1], "INFO") }
 	def("kvorum.locktimeout", 3, "write", 0, 0, 0, "lock", "Internal: a parked acquire gives up; replies the token if it was granted meanwhile.", cmdLockTimeout, nil)
@@ -106,53 +106,66 @@ func parseLockOpts(args [][]byte, from int, timeoutOK bool) (lockOpts, Reply, bo
 	return o, Reply{}, true
 }
 
-func checkLock(args [][]byte) (Reply, bool) {
-	sub := args[1]
-	n := len(args)
-	switch {
-	case eq(sub, "ACQUIRE"), eq(sub, "TRYACQUIRE"):
-		if n < 4 {
-			return wrongArity("lock|" + lowerName(sub)), false
-		}
-		if _, ok := parseID(args[3]); !ok {
-			return errLeaseID, false
-		}
-		if _, r, ok := parseLockOpts(args, 4, eq(sub, "ACQUIRE")); !ok {
-			return r, false
-		}
-	case eq(sub, "RELEASE"), eq(sub, "CANCEL"):
-		if n != 4 {
-			return wrongArity("lock|" + lowerName(sub)), false
-		}
-		if _, ok := parseID(args[3]); !ok {
-			if eq(sub, "RELEASE") {
-				return errBadToken, false
-			}
-			return errLeaseID, false
-		}
+// lockArgs is a parsed LOCK command.
+type lockArgs struct {
+	sub  string   // the subcommand, lower case
+	id   uint64   // the lease (ACQUIRE, TRYACQUIRE, CANCEL) or the token (RELEASE, FENCED)
+	opts lockOpts // ACQUIRE, TRYACQUIRE
+}
+
+// parseLock parses a LOCK command; FENCED's command is checked as Check
+// checks a command (arity and syntax; not the size limits).
+func parseLock(args [][]byte) (lockArgs, Reply, bool) {
+	var a lockArgs
+	var minArgs, maxArgs int
+	switch sub := args[1]; {
+	case eq(sub, "ACQUIRE"):
+		a.sub, minArgs = "acquire", 4
+	case eq(sub, "TRYACQUIRE"):
+		a.sub, minArgs = "tryacquire", 4
+	case eq(sub, "RELEASE"):
+		a.sub, minArgs, maxArgs = "release", 4, 4
+	case eq(sub, "CANCEL"):
+		a.sub, minArgs, maxArgs = "cancel", 4, 4
 	case eq(sub, "INFO"):
-		if n != 3 {
-			return wrongArity("lock|info"), false
-		}
+		a.sub, minArgs, maxArgs = "info", 3, 3
 	case eq(sub, "FENCED"):
-		if n < 5 {
-			return wrongArity("lock|fenced"), false
+		a.sub, minArgs = "fenced", 5
+	default:
+		return a, Error("ERR unknown subcommand '" + string(sanitizeError([]byte(sub))) + "'. Try LOCK ACQUIRE|TRYACQUIRE|RELEASE|CANCEL|INFO|FENCED."), false
+	}
+	if len(args) < minArgs || (maxArgs > 0 && len(args) > maxArgs) {
+		return a, wrongArity("lock|" + a.sub), false
+	}
+	if a.sub == "info" {
+		return a, Reply{}, true
+	}
+	var ok bool
+	if a.id, ok = parseID(args[3]); !ok {
+		if a.sub == "release" || a.sub == "fenced" {
+			return a, errBadToken, false
 		}
-		if _, ok := parseID(args[3]); !ok {
-			return errBadToken, false
+		return a, errLeaseID, false
+	}
+	switch a.sub {
+	case "acquire", "tryacquire":
+		var r Reply
+		if a.opts, r, ok = parseLockOpts(args, 4, a.sub == "acquire"); !ok {
+			return a, r, false
 		}
+	case "fenced":
 		d := lookup(args[4])
 		if d == nil || d.internal {
-			return UnknownCommand(args[4:]), false
+			return a, UnknownCommand(args[4:]), false
 		}
 		if d.spec.Name == "lock" || d.spec.Name == "lease" || slices.Contains(d.spec.Flags, "noscript") {
-			return Error("ERR LOCK FENCED cannot run '" + d.spec.Name + "'"), false
+			return a, Error("ERR LOCK FENCED cannot run '" + d.spec.Name + "'"), false
 		}
-		return checkWith(d, args[4:], Limits{}, d.check)
-	default:
-		return Error("ERR unknown subcommand '" + string(sanitizeError([]byte(sub))) + "'. Try LOCK ACQUIRE|TRYACQUIRE|RELEASE|CANCEL|INFO|FENCED."), false
+		if r, ok := checkWith(d, args[4:], Limits{}, d.check); !ok {
+			return a, r, false
+		}
 	}
-	return Reply{}, true
+	return a, Reply{}, true
 }
 
 var errBadToken = Error("ERR invalid fencing token")
@@ -173,12 +186,11 @@ func LockAcquire(args [][]byte) (a Acquire, ok bool) {
 	if len(args) < 4 || !eq(args[0], "LOCK") || !eq(args[1], "ACQUIRE") {
 		return a, false
 	}
-	if _, valid := checkLock(args); !valid {
+	l, _, valid := parseLock(args)
+	if !valid {
 		return a, false
 	}
-	lease, _ := parseID(args[3])
-	o, _, _ := parseLockOpts(args, 4, true)
-	return Acquire{Name: args[2], Lease: lease, Timeout: o.timeout, KeepQueued: o.keep}, true
+	return Acquire{Name: args[2], Lease: l.id, Timeout: l.opts.timeout, KeepQueued: l.opts.keep}, true
 }
 
 // Blocks reports whether args may wait on the server (a blocking pop, or
@@ -203,23 +215,16 @@ func LockTimeoutCommand(name []byte, lease uint64) [][]byte {
 	return [][]byte{[]byte("KVORUM.LOCKTIMEOUT"), name, strconv.AppendUint(nil, lease, 10)}
 }
 
-func cmdLock(x *ctx, args [][]byte) Reply {
-	sub, name := args[1], args[2]
-	switch {
-	case eq(sub, "ACQUIRE"), eq(sub, "TRYACQUIRE"):
-		id, _ := parseID(args[3])
-		o, r, ok := parseLockOpts(args, 4, eq(sub, "ACQUIRE"))
-		if !ok {
-			return r
-		}
+func cmdLock(x *ctx, args [][]byte, a lockArgs) Reply {
+	name := args[2]
+	switch a.sub {
+	case "acquire", "tryacquire":
 		// Inside a transaction nobody could park: ACQUIRE acts as TRYACQUIRE.
-		return x.acquire(name, id, o.shared, eq(sub, "ACQUIRE") && !x.nested)
-	case eq(sub, "RELEASE"):
-		tok, _ := parseID(args[3])
-		return x.release(name, tok)
-	case eq(sub, "CANCEL"):
-		id, _ := parseID(args[3])
-		removed, err := x.cancelWait(name, id)
+		return x.acquire(name, a.id, a.opts.shared, a.sub == "acquire" && !x.nested)
+	case "release":
+		return x.release(name, a.id)
+	case "cancel":
+		removed, err := x.cancelWait(name, a.id)
 		if err != nil {
 			return errReply(err)
 		}
@@ -227,16 +232,15 @@ func cmdLock(x *ctx, args [][]byte) Reply {
 			return Int(1)
 		}
 		return Int(0)
-	case eq(sub, "INFO"):
+	case "info":
 		return x.lockInfo(name)
-	default: // FENCED
-		tok, _ := parseID(args[3])
+	default: // fenced
 		l, _, err := x.getLock(name)
 		if err != nil {
 			return errReply(err)
 		}
-		if l.holderByToken(tok) < 0 {
-			return Error("FENCED token " + strconv.FormatUint(tok, 10) + " is not the current holder of lock '" + string(sanitizeError([]byte(name))) + "'; nothing was written")
+		if l.holderByToken(a.id) < 0 {
+			return Error("FENCED token " + strconv.FormatUint(a.id, 10) + " is not the current holder of lock '" + string(sanitizeError([]byte(name))) + "'; nothing was written")
 		}
 		return x.call(args[4:])
 	}

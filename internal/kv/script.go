@@ -1,13 +1,9 @@
 package kv
 
 import (
-	"errors"
 	"strconv"
 	"strings"
 
-	"github.com/cockroachdb/pebble/v2"
-
-	"github.com/kvorum/kvorum/internal/redisnum"
 	"github.com/kvorum/kvorum/internal/script"
 )
 
@@ -54,11 +50,11 @@ var errNoScript = Error("NOSCRIPT No matching script. Please use EVAL.")
 
 func init() {
 	const fl = "noscript stale skip_monitor no_mandatory_keys movablekeys"
-	def("eval", -3, fl, 0, 0, 0, "scripting", "Executes a server-side Lua script.", cmdEval, checkEval)
-	def("evalsha", -3, fl, 0, 0, 0, "scripting", "Executes a server-side Lua script by SHA1 digest.", cmdEvalSha, checkEvalSha)
-	def("eval_ro", -3, "readonly "+fl, 0, 0, 0, "scripting", "Executes a read-only server-side Lua script.", cmdEval, checkEval)
-	def("evalsha_ro", -3, "readonly "+fl, 0, 0, 0, "scripting", "Executes a read-only server-side Lua script by SHA1 digest.", cmdEvalSha, checkEvalSha)
-	def("script", -2, "", 0, 0, 0, "scripting", "A container for Lua scripts management commands.", cmdScript, checkScript)
+	defParsed("eval", -3, fl, 0, 0, 0, "scripting", "Executes a server-side Lua script.", parseNumKeys, cmdEval)
+	defParsed("evalsha", -3, fl, 0, 0, 0, "scripting", "Executes a server-side Lua script by SHA1 digest.", parseEvalSha, cmdEvalSha)
+	defParsed("eval_ro", -3, "readonly "+fl, 0, 0, 0, "scripting", "Executes a read-only server-side Lua script.", parseNumKeys, cmdEval)
+	defParsed("evalsha_ro", -3, "readonly "+fl, 0, 0, 0, "scripting", "Executes a read-only server-side Lua script by SHA1 digest.", parseEvalSha, cmdEvalSha)
+	defParsed("script", -2, "", 0, 0, 0, "scripting", "A container for Lua scripts management commands.", parseScript, cmdScript)
 	// Scripts and the script cache are replicated through Raft: a script
 	// runs at apply time on every replica.
 	table["eval"].spec.Write = true
@@ -66,90 +62,88 @@ func init() {
 	table["script"].spec.Write = true
 }
 
-// checkNumKeys validates EVAL's numkeys as Redis does before anything else.
-func checkNumKeys(args [][]byte) (Reply, bool) {
-	n, ok := redisnum.ParseInt(args[2])
-	if !ok {
-		return errNotInt, false
+// parseNumKeys reads EVAL's numkeys as Redis does before anything else.
+func parseNumKeys(args [][]byte) (int, Reply, bool) {
+	n, r, ok := parseIntArg(args[2])
+	switch {
+	case !ok:
+		return 0, r, false
+	case n > int64(len(args)-3):
+		return 0, Error("ERR Number of keys can't be greater than number of args"), false
+	case n < 0:
+		return 0, Error("ERR Number of keys can't be negative"), false
 	}
-	if n > int64(len(args)-3) {
-		return Error("ERR Number of keys can't be greater than number of args"), false
-	}
-	if n < 0 {
-		return Error("ERR Number of keys can't be negative"), false
-	}
-	return Reply{}, true
+	return int(n), Reply{}, true
 }
 
-func checkEval(args [][]byte) (Reply, bool) { return checkNumKeys(args) }
-
-func checkEvalSha(args [][]byte) (Reply, bool) {
+func parseEvalSha(args [][]byte) (int, Reply, bool) {
 	if len(args[1]) != 40 {
-		return errNoScript, false
+		return 0, errNoScript, false
 	}
-	return checkNumKeys(args)
+	return parseNumKeys(args)
 }
 
 var scriptSubArity = map[string]int{"debug": 3, "exists": -3, "flush": -2, "help": 2, "kill": 2, "load": 3}
 
-func checkScript(args [][]byte) (Reply, bool) {
+// subArityOK reports whether a container's subcommand of arity ar (Redis's
+// convention: -n is at least n) may have len(args) arguments.
+func subArityOK(ar int, args [][]byte) bool {
+	return (ar > 0 && len(args) == ar) || (ar < 0 && len(args) >= -ar)
+}
+
+// parseSub finds the subcommand args[1] of container (SCRIPT, FUNCTION)
+// among arities (lower case name: Redis's arity) and checks its arity, with
+// Redis's errors. It returns the name in lower case.
+func parseSub(args [][]byte, container string, arities map[string]int) (string, Reply, bool) {
 	sub := strings.ToLower(string(args[1]))
-	ar, ok := scriptSubArity[sub]
+	ar, ok := arities[sub]
 	if !ok {
 		b := appendCString([]byte("ERR unknown subcommand '"), args[1], 128)
-		return Error(string(sanitizeError(append(b, "'. Try SCRIPT HELP."...)))), false
+		return "", Error(string(sanitizeError(append(b, "'. Try "+container+" HELP."...)))), false
 	}
-	if (ar > 0 && len(args) != ar) || (ar < 0 && len(args) < -ar) {
-		return wrongArity("script|" + sub), false
+	if !subArityOK(ar, args) {
+		return "", wrongArity(strings.ToLower(container) + "|" + sub), false
 	}
-	return Reply{}, true
+	return sub, Reply{}, true
+}
+
+func parseScript(args [][]byte) (string, Reply, bool) {
+	return parseSub(args, "SCRIPT", scriptSubArity)
 }
 
 func scriptKey(sha string) []byte { return append(append([]byte(nil), scriptPrefix...), sha...) }
 
 // loadScript returns the stored body of script sha (lower case hex).
-func (x *ctx) loadScript(sha string) ([]byte, bool, error) {
-	v, c, err := x.r.Get(scriptKey(sha))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, false, nil
+func (x *ctx) loadScript(sha string) ([]byte, bool, error) { return getCopy(x.r, scriptKey(sha)) }
+
+// storeScript compiles body and adds it to the replicated script cache (if
+// absent; a read stores nothing). On failure, the script is nil and r the
+// reply.
+func (x *ctx) storeScript(body []byte) (sha string, s *script.Script, r Reply) {
+	sha = script.SHA1Hex(body)
+	s, r = script.Compile(sha, body)
+	if s == nil || x.w == nil {
+		return sha, s, r
 	}
-	if err != nil {
-		return nil, false, err
+	if ok, err := hasKey(x.w, scriptKey(sha)); err != nil {
+		return sha, nil, errReply(err)
+	} else if !ok {
+		if err := x.w.Set(scriptKey(sha), body, nil); err != nil {
+			return sha, nil, errReply(err)
+		}
 	}
-	body := append([]byte(nil), v...)
-	_ = c.Close()
-	return body, true, nil
+	return sha, s, r
 }
 
-// storeScript adds body to the replicated script cache (if absent).
-func (x *ctx) storeScript(sha string, body []byte) error {
-	if x.w == nil {
-		return nil
-	}
-	_, c, err := x.w.Get(scriptKey(sha))
-	if err == nil {
-		return c.Close()
-	}
-	if !errors.Is(err, pebble.ErrNotFound) {
-		return err
-	}
-	return x.w.Set(scriptKey(sha), body, nil)
-}
-
-func cmdEval(x *ctx, args [][]byte) Reply {
-	body := args[1]
-	sha := script.SHA1Hex(body)
-	cs, r := script.Compile(sha, body)
+func cmdEval(x *ctx, args [][]byte, numKeys int) Reply {
+	_, cs, r := x.storeScript(args[1])
 	if cs == nil {
 		return r
 	}
-	if err := x.storeScript(sha, body); err != nil {
-		return errReply(err)
-	}
-	return runEval(x, cs, args)
+	return runEval(x, cs, args, numKeys)
 }
 
-func cmdEvalSha(x *ctx, args [][]byte) Reply {
+func cmdEvalSha(x *ctx, args [][]byte, numKeys int) Reply {
 	// The replicated store decides whether the script exists (SCRIPT FLUSH
 	// removes it on every replica); the compile cache only saves work.
 	sha := strings.ToLower(string(args[1]))
@@ -164,12 +158,11 @@ func cmdEvalSha(x *ctx, args [][]byte) Reply {
 	if cs == nil {
 		return r
 	}
-	return runEval(x, cs, args)
+	return runEval(x, cs, args, numKeys)
 }
 
-func runEval(x *ctx, s *script.Script, args [][]byte) Reply {
-	nk, _ := redisnum.ParseInt(args[2])
-	keys, argv := args[3:3+nk], args[3+nk:]
+func runEval(x *ctx, s *script.Script, args [][]byte, numKeys int) Reply {
+	keys, argv := args[3:3+numKeys], args[3+numKeys:]
 	ro := eq(args[0], "eval_ro") || eq(args[0], "evalsha_ro")
 	if ro && s.Shebang() && !s.NoWrites() {
 		return Error("ERR Can not execute a script with write flag using *_ro command.")
@@ -198,8 +191,8 @@ var scriptHelp = []string{
 	"    Prints this help.",
 }
 
-func cmdScript(x *ctx, args [][]byte) Reply {
-	switch strings.ToLower(string(args[1])) {
+func cmdScript(x *ctx, args [][]byte, sub string) Reply {
+	switch sub {
 	case "help":
 		out := make([]Reply, len(scriptHelp))
 		for i, l := range scriptHelp {
@@ -235,14 +228,9 @@ func cmdScript(x *ctx, args [][]byte) Reply {
 		}
 		return Array(out...)
 	case "load":
-		body := args[2]
-		sha := script.SHA1Hex(body)
-		cs, r := script.Compile(sha, body)
+		sha, cs, r := x.storeScript(args[2])
 		if cs == nil {
 			return r
-		}
-		if err := x.storeScript(sha, body); err != nil {
-			return errReply(err)
 		}
 		return BulkString(sha)
 	case "kill":
@@ -335,7 +323,7 @@ func scriptCall(x *ctx, args [][]byte, readOnly bool) Reply {
 		if name == "function" {
 			subs = functionSubArity
 		}
-		if ar := subs[strings.ToLower(string(args[1]))]; ar != 0 && ((ar > 0 && len(args) != ar) || (ar < 0 && len(args) < -ar)) {
+		if ar := subs[strings.ToLower(string(args[1]))]; ar != 0 && !subArityOK(ar, args) {
 			return Error("ERR Wrong number of args calling Redis command from script")
 		}
 		if !eq(args[1], "help") {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"container/heap"
-	"errors"
 	"slices"
 	"strconv"
 
@@ -330,15 +329,7 @@ type sProbe struct{ buf []byte }
 
 func (p *sProbe) has(x *ctx, c *coll, m []byte) (bool, error) {
 	p.buf = append(appendElemPrefix(p.buf[:0], c.key, c.rec.version), m...)
-	_, cl, err := x.r.Get(p.buf)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	_ = cl.Close()
-	return true, nil
+	return hasKey(x.r, p.buf)
 }
 
 // sAlgebra computes op over the sets at keys (a missing key is an empty

@@ -40,12 +40,12 @@ import (
 // SORT whose values are all valid numbers.
 
 func init() {
-	def("sort", -2, "write denyoom movablekeys", 1, 1, 1, "generic", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result.", cmdSort, checkSort)
+	defParsed("sort", -2, "write denyoom movablekeys", 1, 1, 1, "generic", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result.", parseSort, cmdSort)
 	table["sort"].readOnly = func(args [][]byte) bool {
 		o, _, ok := parseSort(args)
 		return ok && o.store == nil
 	}
-	def("sort_ro", -2, "readonly movablekeys", 1, 1, 1, "generic", "Returns the sorted elements of a list, a set, or a sorted set.", cmdSort, checkSort)
+	defParsed("sort_ro", -2, "readonly movablekeys", 1, 1, 1, "generic", "Returns the sorted elements of a list, a set, or a sorted set.", parseSort, cmdSort)
 }
 
 var errSortScore = Error("ERR One or more scores can't be converted into double")
@@ -105,11 +105,6 @@ func parseSort(args [][]byte) (sortOpts, Reply, bool) {
 	return o, Reply{}, true
 }
 
-func checkSort(args [][]byte) (Reply, bool) {
-	_, r, ok := parseSort(args)
-	return r, ok
-}
-
 // sortCString is b up to its first NUL byte: what C string functions see of it.
 func sortCString(b []byte) []byte {
 	if i := bytes.IndexByte(b, 0); i >= 0 {
@@ -126,11 +121,7 @@ type sortItem struct {
 	has   bool   // ALPHA BY: whether it was found
 }
 
-func cmdSort(x *ctx, args [][]byte) Reply {
-	o, r, ok := parseSort(args)
-	if !ok {
-		return r
-	}
+func cmdSort(x *ctx, args [][]byte, o sortOpts) Reply {
 	if o.store != nil && x.w == nil {
 		return Error("ERR internal: SORT ... STORE sent to Read")
 	}
