@@ -85,9 +85,9 @@ func (x *ctx) loadColl(k []byte, typ byte) (*coll, bool, error) {
 // loadOrCreate loads k as a collection of type typ or, if absent, returns
 // a new empty one (with a fresh version) that saveColl will create.
 func (x *ctx) loadOrCreate(k []byte, typ byte) (*coll, error) {
-	c, ok, e := x.loadColl(k, typ)
-	if e != nil || ok {
-		return c, e
+	c, ok, err := x.loadColl(k, typ)
+	if err != nil || ok {
+		return c, err
 	}
 	v, err := x.newVersion()
 	if err != nil {
@@ -228,9 +228,9 @@ func (x *ctx) copyColl(src, dst []byte, rec record) (record, error) {
 // removeElems is HDEL and SREM: delete the elements args[2:] of the
 // collection args[1] of type typ and reply how many existed.
 func removeElems(x *ctx, args [][]byte, typ byte) Reply {
-	c, ok, e := x.loadColl(args[1], typ)
-	if e != nil {
-		return errReply(e)
+	c, ok, err := x.loadColl(args[1], typ)
+	if err != nil {
+		return errReply(err)
 	}
 	if !ok {
 		return Int(0)
@@ -264,9 +264,9 @@ func removeElems(x *ctx, args [][]byte, typ byte) Reply {
 // elemExists is HEXISTS and SISMEMBER: 1 if element args[2] is in the
 // collection args[1] of type typ, else 0.
 func elemExists(x *ctx, args [][]byte, typ byte) Reply {
-	c, ok, e := x.loadColl(args[1], typ)
-	if e != nil {
-		return errReply(e)
+	c, ok, err := x.loadColl(args[1], typ)
+	if err != nil {
+		return errReply(err)
 	}
 	if !ok {
 		return Int(0)

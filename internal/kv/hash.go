@@ -25,10 +25,10 @@ import (
 
 func init() {
 	const g = "hash"
-	def("hset", -4, "write denyoom fast", 1, 1, 1, g, "Creates or modifies the value of a field in a hash.", cmdHSet, checkHSet)
+	def("hset", -4, "write denyoom fast", 1, 1, 1, g, "Creates or modifies the value of a field in a hash.", cmdHSet, checkPairs("hset", 2))
 	def("hsetnx", 4, "write denyoom fast", 1, 1, 1, g, "Sets the value of a field in a hash only when the field doesn't exist.", cmdHSetNX, nil)
 	def("hget", 3, "readonly fast", 1, 1, 1, g, "Returns the value of a field in a hash.", cmdHGet, nil)
-	def("hmset", -4, "write denyoom fast", 1, 1, 1, g, "Sets the values of multiple fields.", cmdHSet, checkHSet)
+	def("hmset", -4, "write denyoom fast", 1, 1, 1, g, "Sets the values of multiple fields.", cmdHSet, checkPairs("hmset", 2))
 	def("hmget", -3, "readonly fast", 1, 1, 1, g, "Returns the values of all fields in a hash.", cmdHMGet, nil)
 	def("hgetall", 2, "readonly", 1, 1, 1, g, "Returns all fields and values in a hash.", cmdHGetAll, nil)
 	def("hdel", -3, "write fast", 1, 1, 1, g, "Deletes one or more fields and their values from a hash. Deletes the hash if no fields remain.", cmdHDel, nil)
@@ -52,18 +52,6 @@ var (
 	errRandValues   = Error("ERR value is out of range")
 	errHRandTooMany = Error("ERR HRANDFIELD count is too large: kvorum replies with at most " + strconv.Itoa(randMaxReply) + " fields")
 )
-
-// checkHSet: HSET and HMSET take field/value pairs, a check of the arity
-// with nothing to parse.
-func checkHSet(args [][]byte) (Reply, bool) {
-	if len(args)%2 == 1 {
-		if len(args[0]) == len("hset") {
-			return wrongArity("hset"), false
-		}
-		return wrongArity("hmset"), false
-	}
-	return Reply{}, true
-}
 
 // collForWrite loads k as a collection of type typ for a write command or,
 // if absent, returns a new empty one with no version allocated yet (see

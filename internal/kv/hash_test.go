@@ -579,8 +579,8 @@ func TestRandomElemsUniform(t *testing.T) {
 	hsFill(t, db, "SADD", "s", "m", n)
 	x := getCtx(db, nil, time.Now().UnixMilli())
 	defer putCtx(x)
-	c, ok, e := x.loadColl([]byte("s"), typeSet)
-	if !ok || e != nil {
+	c, ok, err := x.loadColl([]byte("s"), typeSet)
+	if !ok || err != nil {
 		t.Fatal("no set")
 	}
 	rng := rand.New(rand.NewPCG(1, 2))

@@ -38,9 +38,9 @@ var (
 // loadHLLKey loads k as an HLL: nil if absent, or an error (see errReply; the key
 // holds another type, or a string that is not an HLL).
 func loadHLLKey(x *ctx, k []byte) (*hll.Sketch, record, error) {
-	rec, ok, e := getString(x, k)
-	if e != nil {
-		return nil, rec, e
+	rec, ok, err := getString(x, k)
+	if err != nil {
+		return nil, rec, err
 	}
 	if !ok {
 		return nil, rec, nil
@@ -54,9 +54,9 @@ func loadHLLKey(x *ctx, k []byte) (*hll.Sketch, record, error) {
 // cmdPFAdd: PFADD key [element ...]. 1 if the key was created or a
 // register changed, else 0. The key keeps its TTL.
 func cmdPFAdd(x *ctx, args [][]byte) Reply {
-	h, rec, e := loadHLLKey(x, args[1])
-	if e != nil {
-		return errReply(e)
+	h, rec, err := loadHLLKey(x, args[1])
+	if err != nil {
+		return errReply(err)
 	}
 	updated := 0
 	var expire int64
@@ -99,9 +99,9 @@ func cmdPFCount(x *ctx, args [][]byte) Reply {
 	if len(args) > 2 {
 		var max hll.Registers
 		for _, k := range args[1:] {
-			h, _, e := loadHLLKey(x, k)
-			if e != nil {
-				return errReply(e)
+			h, _, err := loadHLLKey(x, k)
+			if err != nil {
+				return errReply(err)
 			}
 			if h == nil {
 				continue
@@ -112,9 +112,9 @@ func cmdPFCount(x *ctx, args [][]byte) Reply {
 		}
 		return Int(int64(max.Count()))
 	}
-	h, _, e := loadHLLKey(x, args[1])
-	if e != nil {
-		return errReply(e)
+	h, _, err := loadHLLKey(x, args[1])
+	if err != nil {
+		return errReply(err)
 	}
 	if h == nil {
 		return Int(0)
@@ -139,9 +139,9 @@ func cmdPFMerge(x *ctx, args [][]byte) Reply {
 	var dest *hll.Sketch
 	var expire int64
 	for j, k := range args[1:] {
-		h, rec, e := loadHLLKey(x, k)
-		if e != nil {
-			return errReply(e)
+		h, rec, err := loadHLLKey(x, k)
+		if err != nil {
+			return errReply(err)
 		}
 		if h == nil {
 			continue

@@ -257,16 +257,16 @@ func cmdSRandMember(x *ctx, args [][]byte, a randArgs) Reply {
 // cmdSMove checks as Redis does: a missing source is 0 whatever the
 // destination holds; then the source's type, then the destination's.
 func cmdSMove(x *ctx, args [][]byte) Reply {
-	src, ok, e := x.loadColl(args[1], typeSet)
-	if e != nil {
-		return errReply(e)
+	src, ok, err := x.loadColl(args[1], typeSet)
+	if err != nil {
+		return errReply(err)
 	}
 	if !ok {
 		return Int(0)
 	}
-	dst, e := x.collForWrite(args[2], typeSet)
-	if e != nil {
-		return errReply(e)
+	dst, err := x.collForWrite(args[2], typeSet)
+	if err != nil {
+		return errReply(err)
 	}
 	m := args[3]
 	had, err := x.hasElem(src, m)
@@ -340,9 +340,9 @@ func (x *ctx) sAlgebra(op sOp, keys [][]byte, emit func(m []byte) (bool, error))
 	sets := make([]*coll, len(keys))
 	missing := false
 	for i, k := range keys {
-		c, ok, e := x.loadColl(k, typeSet)
-		if e != nil {
-			return e
+		c, ok, err := x.loadColl(k, typeSet)
+		if err != nil {
+			return err
 		}
 		if ok {
 			sets[i] = c

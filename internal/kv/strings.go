@@ -68,8 +68,8 @@ func init() {
 	def("mget", -2, "readonly fast", 1, -1, 1, "string", "Atomically returns the string values of one or more keys.", cmdMGet, nil)
 	// MSET and MSETNX take key/value pairs: a check of the arity, nothing
 	// to parse.
-	def("mset", -3, "write denyoom", 1, -1, 2, "string", "Atomically creates or modifies the string values of one or more keys.", cmdMSet, checkPairs("mset"))
-	def("msetnx", -3, "write denyoom", 1, -1, 2, "string", "Atomically modifies the string values of one or more keys only when all keys don't exist.", cmdMSetNX, checkPairs("msetnx"))
+	def("mset", -3, "write denyoom", 1, -1, 2, "string", "Atomically creates or modifies the string values of one or more keys.", cmdMSet, checkPairs("mset", 1))
+	def("msetnx", -3, "write denyoom", 1, -1, 2, "string", "Atomically modifies the string values of one or more keys only when all keys don't exist.", cmdMSetNX, checkPairs("msetnx", 1))
 	defParsed("incr", 2, "write denyoom fast", 1, 1, 1, "string", "Increments the integer value of a key by one.", parseDelta, cmdIncrBy)
 	defParsed("decr", 2, "write denyoom fast", 1, 1, 1, "string", "Decrements the integer value of a key by one.", parseDelta, cmdIncrBy)
 	defParsed("incrby", 3, "write denyoom fast", 1, 1, 1, "string", "Increments the integer value of a key by a number.", parseDelta, cmdIncrBy)
@@ -170,9 +170,12 @@ func checkIntArgs(is ...int) func([][]byte) (Reply, bool) {
 	}
 }
 
-func checkPairs(name string) func([][]byte) (Reply, bool) {
+// checkPairs returns the check of command name whose arguments from
+// args[from] on are pairs (MSET's keys and values, HSET's fields and
+// values): an odd number of them is a wrong arity.
+func checkPairs(name string, from int) func([][]byte) (Reply, bool) {
 	return func(args [][]byte) (Reply, bool) {
-		if len(args)%2 != 1 {
+		if (len(args)-from)%2 != 0 {
 			return wrongArity(name), false
 		}
 		return Reply{}, true
