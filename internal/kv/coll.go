@@ -141,46 +141,23 @@ func (x *ctx) delElem(c *coll, elem []byte) error {
 // prefix (nil: all), in byte order (reverse if rev), starting at element
 // `from` (inclusive; nil: the first/last one), until fn returns false.
 // elem and value are valid only during the call.
-func (x *ctx) iterElems(c *coll, prefix, from []byte, rev bool, fn func(elem, value []byte) bool) (err error) {
+func (x *ctx) iterElems(c *coll, prefix, from []byte, rev bool, fn func(elem, value []byte) bool) error {
 	base := appendElemPrefix(nil, c.key, c.rec.version)
 	lo := append(append([]byte{}, base...), prefix...)
-	hi := prefixEnd(lo)
-	it, err := x.r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := it.Close(); err == nil {
-			err = cerr
+	var start []byte
+	if from != nil {
+		start = append(append([]byte{}, base...), from...)
+		if rev {
+			start = append(start, 0) // the last key <= from: < its successor
 		}
-	}()
-	var valid bool
-	switch {
-	case from == nil && !rev:
-		valid = it.First()
-	case from == nil:
-		valid = it.Last()
-	case !rev:
-		valid = it.SeekGE(append(append([]byte{}, base...), from...))
-	default:
-		// The last key <= from: SeekLT of from's immediate successor.
-		valid = it.SeekLT(append(append(append([]byte{}, base...), from...), 0))
 	}
-	for valid {
+	return walkRange(x.r, lo, prefixEnd(lo), start, rev, func(it *pebble.Iterator) (bool, error) {
 		v, err := it.ValueAndErr()
 		if err != nil {
-			return err
+			return false, err
 		}
-		if !fn(it.Key()[len(base):], v) {
-			return nil
-		}
-		if rev {
-			valid = it.Prev()
-		} else {
-			valid = it.Next()
-		}
-	}
-	return it.Error()
+		return fn(it.Key()[len(base):], v), nil
+	})
 }
 
 // prefixEnd returns the smallest key greater than every key with prefix p.

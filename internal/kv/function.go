@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/cockroachdb/pebble/v2"
-
 	"github.com/kvorum/kvorum/internal/glob"
 	"github.com/kvorum/kvorum/internal/redisnum"
 	"github.com/kvorum/kvorum/internal/script"
@@ -266,25 +264,13 @@ func (x *ctx) loadLibrary(name string) (*library, error) {
 
 // eachLibrary calls f for every stored library, in name order.
 func (x *ctx) eachLibrary(f func(name string, l *library) error) error {
-	it, err := x.r.NewIter(&pebble.IterOptions{LowerBound: fnLibPrefix, UpperBound: prefixEnd(fnLibPrefix)})
-	if err != nil {
-		return err
-	}
-	defer it.Close()
-	for ok := it.First(); ok; ok = it.Next() {
-		v, err := it.ValueAndErr()
-		if err != nil {
-			return err
-		}
+	return iterPrefix(x.r, fnLibPrefix, func(k, v []byte) error {
 		l, err := decodeLibrary(v)
 		if err != nil {
 			return err
 		}
-		if err := f(string(it.Key()[len(fnLibPrefix):]), l); err != nil {
-			return err
-		}
-	}
-	return it.Error()
+		return f(string(k[len(fnLibPrefix):]), l)
+	})
 }
 
 // ---------------------------------------------------------------------------

@@ -385,17 +385,7 @@ func parseHRandField(args [][]byte) (randArgs, Reply, bool) {
 // field, value, ... array, as Redis does in RESP2 (RESP3 would nest the
 // pairs; kv has no reply kind for that).
 func cmdHRandField(x *ctx, args [][]byte, a randArgs) Reply {
-	c, ok, err := x.loadColl(args[1], typeHash)
-	if err != nil {
-		return errReply(err)
-	}
-	if !a.has {
-		return x.randomOne(c, ok)
-	}
-	if !ok {
-		return Array()
-	}
-	picks, r, ok := x.randomCount(c, a.count, errHRandTooMany)
+	picks, r, ok := x.randomPicks(args, typeHash, a, errHRandTooMany)
 	if !ok {
 		return r
 	}
@@ -430,42 +420,38 @@ const randMaxReply = 1 << 20
 
 type elemPair struct{ elem, value []byte }
 
-// randomOne replies one random element of c (exists: c was found), nil
-// if there is none.
-func (x *ctx) randomOne(c *coll, exists bool) Reply {
-	if !exists {
-		return Nil
-	}
-	picks, err := x.randomElems(c, x.rand(), 1)
-	if err != nil {
-		return errReply(err)
-	}
-	if len(picks) == 0 {
-		return Nil
-	}
-	return Bulk(picks[0].elem)
-}
-
-// elemReplies is the elements of picks, as bulk strings.
-func elemReplies(picks []elemPair) []Reply {
-	out := make([]Reply, len(picks))
-	for i, p := range picks {
-		out[i] = Bulk(p.elem)
-	}
-	return out
-}
-
-// randomCount serves a count argument of HRANDFIELD/SRANDMEMBER: 0 is
+// randomPicks is what HRANDFIELD and SRANDMEMBER share: the random
+// elements of the collection args[1] of type typ that the parsed count a
+// asks for. ok=false: r is the whole reply, for no count (one element,
+// nil if there is none), a missing key or an error. For a count: 0 is
 // nothing, a positive count at least the size is every element in byte
 // order, a smaller one as many distinct elements in random order, a
 // negative count -count independent draws (refused with tooMany beyond
 // randMaxReply).
-func (x *ctx) randomCount(c *coll, l int64, tooMany Reply) ([]elemPair, Reply, bool) {
+func (x *ctx) randomPicks(args [][]byte, typ byte, a randArgs, tooMany Reply) ([]elemPair, Reply, bool) {
+	c, exists, err := x.loadColl(args[1], typ)
+	switch {
+	case err != nil:
+		return nil, errReply(err), false
+	case !a.has && !exists:
+		return nil, Nil, false
+	case !a.has:
+		picks, err := x.randomElems(c, x.rand(), 1)
+		if err != nil {
+			return nil, errReply(err), false
+		}
+		if len(picks) == 0 {
+			return nil, Nil, false
+		}
+		return nil, Bulk(picks[0].elem), false
+	case !exists:
+		return nil, Array(), false
+	}
 	n := c.length()
 	switch {
-	case l == 0:
+	case a.count == 0:
 		return nil, Reply{}, true
-	case l >= n:
+	case a.count >= n:
 		var all []elemPair
 		err := x.iterElems(c, nil, nil, false, func(elem, value []byte) bool {
 			all = append(all, elemPair{bytes.Clone(elem), bytes.Clone(value)})
@@ -475,14 +461,23 @@ func (x *ctx) randomCount(c *coll, l int64, tooMany Reply) ([]elemPair, Reply, b
 			return nil, errReply(err), false
 		}
 		return all, Reply{}, true
-	case l < 0 && -l > randMaxReply:
+	case a.count < 0 && -a.count > randMaxReply:
 		return nil, tooMany, false
 	}
-	picks, err := x.randomElems(c, x.rand(), l)
+	picks, err := x.randomElems(c, x.rand(), a.count)
 	if err != nil {
 		return nil, errReply(err), false
 	}
 	return picks, Reply{}, true
+}
+
+// elemReplies is the elements of picks, as bulk strings.
+func elemReplies(picks []elemPair) []Reply {
+	out := make([]Reply, len(picks))
+	for i, p := range picks {
+		out[i] = Bulk(p.elem)
+	}
+	return out
 }
 
 // randomRanks draws ranks among n (> 0) with rng, as Redis's counts ask:

@@ -14,21 +14,12 @@ import (
 // across nodes at the same applied index.
 func StateHash(r pebble.Reader) (sum [32]byte, keys int, err error) {
 	start, end := UserSpan()
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
-	if err != nil {
-		return sum, 0, err
-	}
-	defer func() {
-		if cerr := it.Close(); err == nil {
-			err = cerr
-		}
-	}()
 	h := sha256.New()
 	var n [binary.MaxVarintLen64]byte
-	for valid := it.First(); valid; valid = it.Next() {
-		v, verr := it.ValueAndErr()
-		if verr != nil {
-			return sum, 0, verr
+	err = walkRange(r, start, end, nil, false, func(it *pebble.Iterator) (bool, error) {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return false, err
 		}
 		k := it.Key()
 		h.Write(n[:binary.PutUvarint(n[:], uint64(len(k)))])
@@ -36,8 +27,9 @@ func StateHash(r pebble.Reader) (sum [32]byte, keys int, err error) {
 		h.Write(n[:binary.PutUvarint(n[:], uint64(len(v)))])
 		h.Write(v)
 		keys++
-	}
-	if err := it.Error(); err != nil {
+		return true, nil
+	})
+	if err != nil {
 		return sum, 0, err
 	}
 	copy(sum[:], h.Sum(nil))

@@ -189,6 +189,45 @@ func (x *ctx) metaKey(k []byte) []byte {
 	return x.kbuf
 }
 
+// walkRange calls fn at the keys of r in [lo, hi), in order (from the
+// last one down if rev), from start: forward, the first key >= start;
+// reverse, the last key < start (nil: the first / last key); until fn
+// returns false or an error. fn reads the key and value from it, valid
+// only during the call, and leaves it where it is.
+func walkRange(r pebble.Reader, lo, hi, start []byte, rev bool, fn func(it *pebble.Iterator) (bool, error)) (err error) {
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := it.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	var valid bool
+	switch {
+	case start == nil && !rev:
+		valid = it.First()
+	case start == nil:
+		valid = it.Last()
+	case !rev:
+		valid = it.SeekGE(start)
+	default:
+		valid = it.SeekLT(start)
+	}
+	for valid {
+		if more, err := fn(it); err != nil || !more {
+			return err
+		}
+		if rev {
+			valid = it.Prev()
+		} else {
+			valid = it.Next()
+		}
+	}
+	return it.Error()
+}
+
 // getCopy returns a copy of the value of storage key k; ok=false if absent.
 func getCopy(r pebble.Reader, k []byte) (v []byte, ok bool, err error) {
 	b, c, err := r.Get(k)

@@ -316,22 +316,13 @@ func (x *ctx) leaseEvent(id uint64, ttl int64) { x.fx.lease(id, x.index, ttl) }
 // iterPrefix calls fn with every key and value under prefix, in order.
 // The slices are valid only during the call.
 func iterPrefix(r pebble.Reader, prefix []byte, fn func(k, v []byte) error) error {
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
-	if err != nil {
-		return err
-	}
-	for it.First(); it.Valid(); it.Next() {
+	return walkRange(r, prefix, prefixEnd(prefix), nil, false, func(it *pebble.Iterator) (bool, error) {
 		v, err := it.ValueAndErr()
 		if err != nil {
-			it.Close()
-			return err
+			return false, err
 		}
-		if err := fn(it.Key(), v); err != nil {
-			it.Close()
-			return err
-		}
-	}
-	return errors.Join(it.Error(), it.Close())
+		return true, fn(it.Key(), v)
+	})
 }
 
 // LeaseInfo is a lease as the leader's expiry loop sees it.

@@ -142,38 +142,17 @@ func (l *listView) scan(from, to int64, rev bool, fn func(pos int64, v []byte) b
 	if from >= to {
 		return nil
 	}
-	it, err := l.x.r.NewIter(&pebble.IterOptions{LowerBound: l.freshKey(from), UpperBound: l.freshKey(to)})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := it.Close(); err == nil {
-			err = cerr
-		}
-	}()
-	valid := it.First()
-	if rev {
-		valid = it.Last()
-	}
-	for valid {
+	return walkRange(l.x.r, l.freshKey(from), l.freshKey(to), nil, rev, func(it *pebble.Iterator) (bool, error) {
 		k := it.Key()
 		if len(k) != l.pre+8 {
-			return errCorruptRecord
+			return false, errCorruptRecord
 		}
 		v, err := it.ValueAndErr()
 		if err != nil {
-			return err
+			return false, err
 		}
-		if !fn(int64(binary.BigEndian.Uint64(k[l.pre:])-l.head), v) {
-			return nil
-		}
-		if rev {
-			valid = it.Prev()
-		} else {
-			valid = it.Next()
-		}
-	}
-	return it.Error()
+		return fn(int64(binary.BigEndian.Uint64(k[l.pre:])-l.head), v), nil
+	})
 }
 
 // read returns copies of the elements at positions [from, to), left to

@@ -235,19 +235,9 @@ func parseSRandMember(args [][]byte) (randArgs, Reply, bool) {
 }
 
 // cmdSRandMember: without a count one random member (nil if the key is
-// absent); with a count, as HRANDFIELD (randomCount).
+// absent); with a count, as HRANDFIELD (randomPicks).
 func cmdSRandMember(x *ctx, args [][]byte, a randArgs) Reply {
-	c, ok, err := x.loadColl(args[1], typeSet)
-	if err != nil {
-		return errReply(err)
-	}
-	if !a.has {
-		return x.randomOne(c, ok)
-	}
-	if !ok {
-		return Array()
-	}
-	picks, r, ok := x.randomCount(c, a.count, errSRandTooMany)
+	picks, r, ok := x.randomPicks(args, typeSet, a, errSRandTooMany)
 	if !ok {
 		return r
 	}

@@ -213,41 +213,17 @@ func (z *zview) del(u uint64, member []byte) error {
 func (z *zview) walk(start []byte, rev bool, fn func(u uint64, member []byte) bool) (err error) {
 	lo := append(append(make([]byte, 0, len(z.base)+1), z.base...), 's')
 	hi := append(append(make([]byte, 0, len(z.base)+1), z.base...), 's'+1)
-	it, err := z.x.r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := it.Close(); err == nil {
-			err = cerr
-		}
-	}()
-	var valid bool
-	switch {
-	case start == nil && !rev:
-		valid = it.First()
-	case start == nil:
-		valid = it.Last()
-	case !rev:
-		valid = it.SeekGE(append(append(make([]byte, 0, len(z.base)+len(start)), z.base...), start...))
-	default:
-		valid = it.SeekLT(append(append(make([]byte, 0, len(z.base)+len(start)), z.base...), start...))
+	if start != nil {
+		start = append(append(make([]byte, 0, len(z.base)+len(start)), z.base...), start...)
 	}
 	n := len(z.base)
-	for valid {
+	return walkRange(z.x.r, lo, hi, start, rev, func(it *pebble.Iterator) (bool, error) {
 		k := it.Key()
-		if len(k) >= n+9 {
-			if !fn(binary.BigEndian.Uint64(k[n+1:]), k[n+9:]) {
-				return nil
-			}
+		if len(k) < n+9 {
+			return true, nil
 		}
-		if rev {
-			valid = it.Prev()
-		} else {
-			valid = it.Next()
-		}
-	}
-	return it.Error()
+		return fn(binary.BigEndian.Uint64(k[n+1:]), k[n+9:]), nil
+	})
 }
 
 // zPos returns the walk start of the first index entry with sortable score
