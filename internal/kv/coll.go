@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/kvorum/kvorum/internal/cursor"
 	"github.com/kvorum/kvorum/internal/glob"
 	"github.com/kvorum/kvorum/internal/redisnum"
 )
@@ -276,29 +277,14 @@ func collLength(x *ctx, args [][]byte, typ byte) Reply {
 //
 // A collection scan pages through the elements in the order of their
 // position: a hash's fields and a set's members in byte order, a sorted
-// set's index elements ('s', sortable score, member) in score order. Its
-// cursors follow the design of SCAN's (keyspace.go) and share its table:
-//
-//   - A cursor is P<<32 | S: P is the first 4 bytes (zero padded) after the
-//     head of the position ('s' for a sorted set, nothing otherwise) of the
-//     last element the previous call visited, and S a random salt, never 0.
-//   - The node that hands out a cursor remembers, for cursorTTL, the key,
-//     its incarnation and that exact position, and resumes strictly after
-//     it.
-//   - A cursor the node does not remember (another node issued it, the node
-//     restarted, the key was re-created, the entry expired or was evicted)
-//     resumes at the first position >= head + P with trailing zero bytes
-//     removed, which is never after the exact position: the scan stays
-//     complete and may return elements again, as these commands allow.
-//
-// So every element present for the whole scan is returned at least once,
-// and the scan ends with cursor 0. A collection of up to scanWhole elements
-// is returned whole by any call (cursor 0), as Redis does for its small
-// encodings (listpack, intset). COUNT is the number of elements visited per
-// call, matching MATCH or not. As with SCAN, the fallback's granularity is
-// the 4-byte prefix: a scan whose every call lands on a node that does not
-// remember its cursor re-reads the elements sharing that prefix, and makes
-// no progress if more than COUNT of them share it.
+// set's index elements ('s', sortable score, member) in score order, with
+// the cursors of package cursor (the position's head is 's' for a sorted
+// set, nothing otherwise), remembered with the key and its incarnation in
+// SCAN's table. So every element present for the whole scan is returned at
+// least once, and the scan ends with cursor 0. A collection of up to
+// scanWhole elements is returned whole by any call (cursor 0), as Redis does
+// for its small encodings (listpack, intset). COUNT is the number of
+// elements visited per call, matching MATCH or not.
 
 const scanWhole = 128
 
@@ -306,11 +292,11 @@ const scanWhole = 128
 // parses before it looks at the key; the options are parsed after (HSCAN
 // of a missing key with bad options is an empty page, not an error).
 func parseScanCursor(args [][]byte) (uint64, Reply, bool) {
-	cursor, ok := parseCursor(args[2])
+	id, ok := parseCursor(args[2])
 	if !ok {
 		return 0, errInvalidCurs, false
 	}
-	return cursor, Reply{}, true
+	return id, Reply{}, true
 }
 
 // parseCollScan parses the options (from args[3]) of HSCAN, SSCAN or ZSCAN
@@ -360,10 +346,10 @@ type scanPage struct {
 	more        bool   // the page ended before the collection
 }
 
-// newScanPage parses the options of a scan of c with cursor (after c was
-// found, as Redis does) and returns the page and the position its walk
+// newScanPage parses the options of a scan of c with cursor id (after c
+// was found, as Redis does) and returns the page and the position its walk
 // starts at (nil: the first).
-func newScanPage(c *coll, args [][]byte, cursor uint64, head []byte) (p *scanPage, from []byte, r Reply, ok bool) {
+func newScanPage(c *coll, args [][]byte, id uint64, head []byte) (p *scanPage, from []byte, r Reply, ok bool) {
 	count, match, r, ok := parseCollScan(args)
 	if !ok {
 		return nil, nil, r, false
@@ -372,11 +358,11 @@ func newScanPage(c *coll, args [][]byte, cursor uint64, head []byte) (p *scanPag
 	switch {
 	case c.length() <= scanWhole:
 		p.count = math.MaxInt64
-	case cursor != 0:
-		if after, ok := resumeCursor(cursor, c.key, c.rec.version); ok {
+	case id != 0:
+		if after, ok := cursors.Resume(id, c.key, c.rec.version); ok {
 			from = append(after, 0) // the successor of after
 		} else {
-			from = append(bytes.Clone(head), cursorPrefix(cursor)...)
+			from = append(bytes.Clone(head), cursor.Fallback(id)...)
 		}
 	}
 	return p, from, Reply{}, true
@@ -402,13 +388,13 @@ func (p *scanPage) matches(member []byte) bool {
 func (p *scanPage) reply(out []Reply) Reply {
 	next := uint64(0)
 	if p.more {
-		next = rememberCursor(prefix4(p.last[len(p.head):]), p.c.key, p.c.rec.version, p.last)
+		next = cursors.Remember(cursor.Prefix(p.last[len(p.head):]), p.c.key, p.c.rec.version, p.last)
 	}
 	return Array(BulkString(strconv.FormatUint(next, 10)), Array(out...))
 }
 
 // collScan serves HSCAN (field, value pairs) and SSCAN (members).
-func collScan(x *ctx, args [][]byte, cursor uint64, typ byte) Reply {
+func collScan(x *ctx, args [][]byte, id uint64, typ byte) Reply {
 	c, ok, err := x.loadColl(args[1], typ)
 	if err != nil {
 		return errReply(err)
@@ -416,7 +402,7 @@ func collScan(x *ctx, args [][]byte, cursor uint64, typ byte) Reply {
 	if !ok {
 		return emptyScan()
 	}
-	p, from, r, ok := newScanPage(c, args, cursor, nil)
+	p, from, r, ok := newScanPage(c, args, id, nil)
 	if !ok {
 		return r
 	}

@@ -123,8 +123,7 @@
 // # SCAN cursors
 //
 // A cursor must be a 64-bit number but a position in an ordered keyspace
-// is a byte string; see the comment on cursors in keyspace.go for how a
-// cursor combines an exact, node-local resume point with a stateless
-// fallback that is still complete (every key present for the whole scan is
-// returned at least once).
+// is a byte string; see package cursor for how a cursor combines an exact,
+// node-local resume point with a stateless fallback that is still complete
+// (every key present for the whole scan is returned at least once).
 package kv

@@ -399,8 +399,8 @@ func cmdHRandField(x *ctx, args [][]byte, a randArgs) Reply {
 	return Pairs(out...)
 }
 
-func cmdHScan(x *ctx, args [][]byte, cursor uint64) Reply {
-	return collScan(x, args, cursor, typeHash)
+func cmdHScan(x *ctx, args [][]byte, id uint64) Reply {
+	return collScan(x, args, id, typeHash)
 }
 
 // ---------------------------------------------------------------------------

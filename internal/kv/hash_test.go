@@ -407,9 +407,7 @@ func TestHashSetScanUnderChanges(t *testing.T) {
 					add("new" + strconv.Itoa(calls))
 				}
 				if forget && calls%5 == 0 {
-					cursors.Lock()
-					clear(cursors.m)
-					cursors.Unlock()
+					cursors.Forget()
 				}
 			}
 			if cursor != "0" {

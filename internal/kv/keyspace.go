@@ -1,17 +1,15 @@
 package kv
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"math"
 	"math/rand/v2"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/kvorum/kvorum/internal/cursor"
 	"github.com/kvorum/kvorum/internal/glob"
 	"github.com/kvorum/kvorum/internal/redisnum"
 )
@@ -279,117 +277,11 @@ func cmdKeys(x *ctx, args [][]byte) Reply {
 	return Array(out...)
 }
 
-// SCAN cursors.
-//
-// A SCAN cursor must be a number (clients parse it as an unsigned 64-bit
-// integer), but our keys are ordered byte strings of any length, so a
-// cursor cannot name an arbitrary position exactly. The design:
-//
-//   - A cursor is P<<32 | S: P is the first 4 bytes (zero padded) of the
-//     escaped storage key of the last key the previous call visited (the
-//     bytes after the 0x10 prefix), and S is a random 32-bit salt, never 0.
-//   - The node that hands out a cursor remembers, for cursorTTL, the exact
-//     storage key it stopped at; a remembered cursor resumes strictly after
-//     it. A new cursor never takes the number of a different remembered
-//     position (another salt is drawn).
-//   - A cursor the node does not remember (another node issued it, the node
-//     restarted, the entry expired or was evicted) resumes at the first key
-//     >= P with trailing zero bytes removed. That position is never after
-//     the exact one, so the scan is still complete; it may return keys it
-//     already returned, which SCAN allows.
-//
-// Either way, every key present for the whole scan is returned at least
-// once; keys added or removed meanwhile may or may not be. The one way to
-// miss keys: a client keeps a cursor longer than cursorTTL (or past
-// eviction) and the node meanwhile hands out the same number (same 4-byte
-// prefix and the same 32-bit salt) for a later position.
-//
-// The fallback's granularity is the 4-byte prefix: a scan whose every call
-// lands on a node that does not remember its cursor (a load balancer
-// rotating nodes) re-reads all keys sharing that prefix each time, and makes
-// no progress if more than COUNT keys share it. Keep a scan on one node.
-//
-// HSCAN, SSCAN and ZSCAN cursors work the same way over the elements of a
-// collection (see scanPage), and are remembered in the same table with the
-// collection's key and incarnation.
-var cursors struct {
-	sync.Mutex
-	m    map[uint64]cursorPos
-	last time.Time
-}
-
-// cursorPos is where a scan stopped: after position `after` (SCAN: a
-// storage key; HSCAN, SSCAN, ZSCAN: an element of the incarnation version
-// of key).
-type cursorPos struct {
-	key     string
-	version uint64
-	after   []byte
-	at      time.Time
-}
-
-const (
-	cursorTTL   = 10 * time.Minute
-	cursorLimit = 100000
-)
-
-// prefix4 is P of a cursor whose position, past its fixed head, is b: its
-// first 4 bytes, zero padded.
-func prefix4(b []byte) uint32 {
-	var p [4]byte
-	copy(p[:], b)
-	return binary.BigEndian.Uint32(p[:])
-}
-
-// cursorPrefix is P of cursor id, trailing zero bytes removed: where a
-// cursor the node does not remember resumes (past the position's head).
-func cursorPrefix(id uint64) []byte {
-	p := binary.BigEndian.AppendUint32(nil, uint32(id>>32))
-	for len(p) > 0 && p[len(p)-1] == 0 {
-		p = p[:len(p)-1]
-	}
-	return p
-}
-
-// rememberCursor returns a new cursor with P prefix for a scan (of key's
-// incarnation version; nil, 0 for SCAN) that stopped at after.
-func rememberCursor(prefix uint32, key []byte, version uint64, after []byte) uint64 {
-	cursors.Lock()
-	defer cursors.Unlock()
-	if cursors.m == nil {
-		cursors.m = map[uint64]cursorPos{}
-	}
-	now := time.Now()
-	if len(cursors.m) >= cursorLimit || now.Sub(cursors.last) > time.Minute {
-		for k, v := range cursors.m {
-			if now.Sub(v.at) > cursorTTL || len(cursors.m) >= cursorLimit {
-				delete(cursors.m, k)
-			}
-		}
-		cursors.last = now
-	}
-	pos := cursorPos{key: string(key), version: version, after: after, at: now}
-	for {
-		id := uint64(prefix)<<32 | (1 + rand.Uint64N(1<<32-1))
-		if old, ok := cursors.m[id]; ok && (old.key != pos.key || old.version != version || !bytes.Equal(old.after, after)) {
-			continue
-		}
-		cursors.m[id] = pos
-		return id
-	}
-}
-
-// resumeCursor returns (a copy of) the position cursor id stopped at, if
-// the node remembers it for key's incarnation version.
-func resumeCursor(id uint64, key []byte, version uint64) ([]byte, bool) {
-	cursors.Lock()
-	p, ok := cursors.m[id]
-	cursors.Unlock()
-	if !ok || p.key != string(key) || p.version != version {
-		return nil, false
-	}
-	return bytes.Clone(p.after), true
-}
+// SCAN cursors (package cursor has the design): a position is the escaped
+// storage key of the last key a call visited; its head is the 0x10 prefix.
+// HSCAN, SSCAN and ZSCAN cursors are kept in the same table with the
+// collection's key and incarnation (scanPage).
+var cursors cursor.Table
 
 // parseCursor reads a cursor like Redis's strtoul-based
 // parseScanCursorOrReply: optional sign (a minus wraps), digits, nothing
@@ -464,8 +356,8 @@ func cmdScan(x *ctx, args [][]byte, o scanOpts) Reply {
 	var after, from []byte
 	if o.cursor != 0 {
 		var ok bool
-		if after, ok = resumeCursor(o.cursor, nil, 0); !ok {
-			from = append([]byte{userPrefix}, cursorPrefix(o.cursor)...)
+		if after, ok = cursors.Resume(o.cursor, nil, 0); !ok {
+			from = append([]byte{userPrefix}, cursor.Fallback(o.cursor)...)
 		}
 	}
 	var keys []Reply
@@ -499,7 +391,7 @@ func cmdScan(x *ctx, args [][]byte, o scanOpts) Reply {
 	}
 	next := uint64(0)
 	if more {
-		next = rememberCursor(prefix4(last[1:]), nil, 0, last)
+		next = cursors.Remember(cursor.Prefix(last[1:]), nil, 0, last)
 	}
 	if keys == nil {
 		keys = []Reply{}

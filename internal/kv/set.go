@@ -570,6 +570,6 @@ func cmdSInterCard(x *ctx, args [][]byte, q sInterCard) Reply {
 	return Int(card)
 }
 
-func cmdSScan(x *ctx, args [][]byte, cursor uint64) Reply {
-	return collScan(x, args, cursor, typeSet)
+func cmdSScan(x *ctx, args [][]byte, id uint64) Reply {
+	return collScan(x, args, id, typeSet)
 }

@@ -114,9 +114,7 @@ func TestScanCursorsSurviveForgetting(t *testing.T) {
 		if calls%3 == 0 {
 			// Forget every cursor and delete a key already returned: a
 			// position-by-index cursor would now skip a key.
-			cursors.Lock()
-			clear(cursors.m)
-			cursors.Unlock()
+			cursors.Forget()
 			for _, k := range r.Elems[1].Elems {
 				run(t, db, 0, "DEL", string(k.Str))
 				break

@@ -20,6 +20,8 @@ func checkZScan(args [][]byte) (Reply, bool) {
 	return Reply{}, true
 }
 
+// cmdZScan pages through the index like HSCAN (scanPage): a position is
+// an index element ('s', sortable score, member).
 func cmdZScan(x *ctx, args [][]byte) Reply {
 	cursor, ok := parseCursor(args[2])
 	if !ok {

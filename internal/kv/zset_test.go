@@ -505,9 +505,7 @@ func TestZSetBig(t *testing.T) {
 				break
 			}
 			if forget {
-				cursors.Lock()
-				clear(cursors.m)
-				cursors.Unlock()
+				cursors.Forget()
 			}
 		}
 		if len(seen) != n-2 {
@@ -584,9 +582,7 @@ func TestZSetScanUnderChanges(t *testing.T) {
 			zRun(t, db, "ZADD", "z", strconv.Itoa(rng.IntN(100)), "new"+strconv.Itoa(calls))
 		}
 		if calls%7 == 0 {
-			cursors.Lock()
-			clear(cursors.m)
-			cursors.Unlock()
+			cursors.Forget()
 		}
 	}
 	if cursor != "0" {
