@@ -148,22 +148,16 @@ func (q indexRange) clamp(n int64) (from, to int64) {
 	return start, end
 }
 
-// checkIntArg checks that args[i] is an integer.
-func checkIntArg(i int) func([][]byte) (Reply, bool) {
-	return func(args [][]byte) (Reply, bool) {
-		if _, ok := redisnum.ParseInt(args[i]); !ok {
-			return errNotInt, false
-		}
-		return Reply{}, true
-	}
-}
+// checkIntArg and checkIntArgs check that the arguments at i (is) are
+// integers, for commands whose run parses them again; a command that
+// takes them parsed registers with defParsed and intArg or parseRange.
+func checkIntArg(i int) func([][]byte) (Reply, bool) { return checkIntArgs(i) }
 
-// checkIntArgs checks that the arguments at is are integers.
 func checkIntArgs(is ...int) func([][]byte) (Reply, bool) {
 	return func(args [][]byte) (Reply, bool) {
 		for _, i := range is {
-			if _, ok := redisnum.ParseInt(args[i]); !ok {
-				return errNotInt, false
+			if _, r, ok := parseIntArg(args[i]); !ok {
+				return r, false
 			}
 		}
 		return Reply{}, true
