@@ -125,15 +125,8 @@ func cmdHSetNX(x *ctx, args [][]byte) Reply {
 			return Int(0)
 		}
 	}
-	if err := x.materialize(c); err != nil {
-		return errReply(err)
-	}
-	if err := x.setElem(c, args[2], args[3]); err != nil {
-		return errReply(err)
-	}
-	c.setLength(c.length() + 1)
-	if err := x.saveColl(c); err != nil {
-		return errReply(err)
+	if r := x.hashPut(c, args[2], false, args[3]); r.IsError() {
+		return r
 	}
 	return Int(1)
 }
@@ -239,43 +232,40 @@ func cmdHStrlen(x *ctx, args [][]byte) Reply {
 }
 
 func cmdHIncrBy(x *ctx, args [][]byte, incr int64) Reply {
-	c, err := x.collForWrite(args[1], typeHash)
+	c, v, had, err := x.hashField(args)
 	if err != nil {
 		return errReply(err)
 	}
 	var cur int64
-	if c.rec.version != 0 {
-		v, had, err := x.getElem(c, args[2])
-		if err != nil {
-			return errReply(err)
+	if had {
+		n, ok := redisnum.ParseInt(v)
+		if !ok {
+			return errHashNotInt
 		}
-		if had {
-			n, ok := redisnum.ParseInt(v)
-			if !ok {
-				return errHashNotInt
-			}
-			cur = n
-		}
+		cur = n
 	}
 	if (incr < 0 && cur < 0 && incr < math.MinInt64-cur) || (incr > 0 && cur > 0 && incr > math.MaxInt64-cur) {
 		return errOverflow
 	}
 	cur += incr
-	if r := x.hashPut(c, args[2], strconv.AppendInt(nil, cur, 10)); r.IsError() {
+	if r := x.hashPut(c, args[2], had, strconv.AppendInt(nil, cur, 10)); r.IsError() {
 		return r
 	}
 	return Int(cur)
 }
 
-// hashPut sets field f of c (created if needed) to v and saves c.
-func (x *ctx) hashPut(c *coll, f, v []byte) Reply {
-	had := false
-	if c.rec.version != 0 {
-		var err error
-		if had, err = x.hasElem(c, f); err != nil {
-			return errReply(err)
-		}
+// hashField loads the hash args[1] for a write (collForWrite) and the
+// value of its field args[2], if it has it.
+func (x *ctx) hashField(args [][]byte) (c *coll, v []byte, had bool, err error) {
+	if c, err = x.collForWrite(args[1], typeHash); err != nil || c.rec.version == 0 {
+		return c, nil, false, err
 	}
+	v, had, err = x.getElem(c, args[2])
+	return c, v, had, err
+}
+
+// hashPut sets field f of c, which had it or not, to v and saves c.
+func (x *ctx) hashPut(c *coll, f []byte, had bool, v []byte) Reply {
 	if err := x.materialize(c); err != nil {
 		return errReply(err)
 	}
@@ -303,23 +293,17 @@ func parseHIncrByFloat(args [][]byte) (*big.Float, Reply, bool) {
 
 // cmdHIncrByFloat computes like INCRBYFLOAT (addLongDouble).
 func cmdHIncrByFloat(x *ctx, args [][]byte, incr *big.Float) Reply {
-	c, err := x.collForWrite(args[1], typeHash)
+	c, v, had, err := x.hashField(args)
 	if err != nil {
 		return errReply(err)
 	}
 	cur := new(big.Float).SetPrec(64)
-	if c.rec.version != 0 {
-		v, had, err := x.getElem(c, args[2])
-		if err != nil {
-			return errReply(err)
+	if had {
+		f, good := redisnum.ParseLongDouble(v)
+		if !good {
+			return errHashNotFloat
 		}
-		if had {
-			f, good := redisnum.ParseLongDouble(v)
-			if !good {
-				return errHashNotFloat
-			}
-			cur = f
-		}
+		cur = f
 	}
 	if cur.IsInf() {
 		return errNaN
@@ -328,7 +312,7 @@ func cmdHIncrByFloat(x *ctx, args [][]byte, incr *big.Float) Reply {
 	if !ok {
 		return errNaN
 	}
-	if r := x.hashPut(c, args[2], out); r.IsError() {
+	if r := x.hashPut(c, args[2], had, out); r.IsError() {
 		return r
 	}
 	return Bulk(out)

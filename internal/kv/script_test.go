@@ -16,10 +16,7 @@ import (
 // and clock, as a replica applies it.
 func applyAt(t testing.TB, db *pebble.DB, env Env, args ...string) Reply {
 	t.Helper()
-	bargs := make([][]byte, len(args))
-	for i, a := range args {
-		bargs[i] = []byte(a)
-	}
+	bargs := toArgs(args...)
 	if r, ok := Check(bargs, Limits{}); !ok {
 		return r
 	}
@@ -34,10 +31,7 @@ func applyAt(t testing.TB, db *pebble.DB, env Env, args ...string) Reply {
 
 func readAt(t testing.TB, db *pebble.DB, args ...string) Reply {
 	t.Helper()
-	bargs := make([][]byte, len(args))
-	for i, a := range args {
-		bargs[i] = []byte(a)
-	}
+	bargs := toArgs(args...)
 	if r, ok := Check(bargs, Limits{}); !ok {
 		return r
 	}
