@@ -259,7 +259,7 @@ func elemExists(x *ctx, args [][]byte, typ byte) Reply {
 	return Int(0)
 }
 
-// collLength is HLEN and SCARD: the number of elements of the collection
+// collLength is HLEN, SCARD and ZCARD: the number of elements of the collection
 // args[1] of type typ, 0 if absent.
 func collLength(x *ctx, args [][]byte, typ byte) Reply {
 	c, ok, err := x.loadColl(args[1], typ)

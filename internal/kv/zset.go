@@ -669,16 +669,7 @@ func cmdZMScore(x *ctx, args [][]byte) Reply {
 	return Array(out...)
 }
 
-func cmdZCard(x *ctx, args [][]byte) Reply {
-	c, ok, e := x.loadColl(args[1], typeZSet)
-	if e != nil {
-		return errReply(e)
-	}
-	if !ok {
-		return Int(0)
-	}
-	return Int(c.length())
-}
+func cmdZCard(x *ctx, args [][]byte) Reply { return collLength(x, args, typeZSet) }
 
 // cmdZRank counts the entries before the member (after it for ZREVRANK)
 // walking from both ends of the index: O(min(rank, N-rank)), where Redis's
