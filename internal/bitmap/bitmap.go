@@ -5,8 +5,8 @@
 // overflow arithmetic, are in field.go.
 //
 // It knows nothing of keys, arguments or replies (package kv parses the
-// commands and stores the strings); it depends on the standard library and
-// redisnum only.
+// commands and stores the strings); it depends on the standard library
+// only.
 package bitmap
 
 import (

@@ -140,19 +140,6 @@ func TestCombine(t *testing.T) {
 	}
 }
 
-func TestParseType(t *testing.T) {
-	for in, want := range map[string]Type{"i1": {true, 1}, "i64": {true, 64}, "u1": {false, 1}, "u63": {false, 63}, "i8\x00junk": {true, 8}} {
-		if got, ok := ParseType([]byte(in)); !ok || got != want {
-			t.Errorf("ParseType(%q) = %v, %v", in, got, ok)
-		}
-	}
-	for _, in := range []string{"", "i", "i0", "i65", "u64", "u0", "x8", "I8", "i+8 ", "\x00i8"} {
-		if got, ok := ParseType([]byte(in)); ok {
-			t.Errorf("ParseType(%q) = %v, accepted", in, got)
-		}
-	}
-}
-
 // TestUpdate: SET and INCRBY of a field, with each overflow mode.
 func TestUpdate(t *testing.T) {
 	for _, c := range []struct {

@@ -1,33 +1,11 @@
 package bitmap
 
-import (
-	"bytes"
-	"math"
-
-	"github.com/kvorum/kvorum/internal/redisnum"
-)
+import "math"
 
 // Type is the type of a BITFIELD integer: i1..i64 or u1..u63.
 type Type struct {
 	Signed bool
 	Width  uint // bits
-}
-
-// ParseType reads i1..i64 or u1..u63. Redis reads the width as a C
-// string: it stops at a NUL byte.
-func ParseType(b []byte) (Type, bool) {
-	if i := bytes.IndexByte(b, 0); i >= 0 {
-		b = b[:i]
-	}
-	if len(b) == 0 || (b[0] != 'i' && b[0] != 'u') {
-		return Type{}, false
-	}
-	signed := b[0] == 'i'
-	n, ok := redisnum.ParseInt(b[1:])
-	if !ok || n < 1 || (signed && n > 64) || (!signed && n > 63) {
-		return Type{}, false
-	}
-	return Type{Signed: signed, Width: uint(n)}, true
 }
 
 // Overflow is what BITFIELD does when a SET or INCRBY does not fit.

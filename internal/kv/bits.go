@@ -1,6 +1,8 @@
 package kv
 
 import (
+	"bytes"
+
 	"github.com/kvorum/kvorum/internal/bitmap"
 	"github.com/kvorum/kvorum/internal/redisnum"
 )
@@ -340,7 +342,7 @@ func parseBitfield(args [][]byte) (bitfieldArgs, Reply, bool) {
 		default:
 			return bf, errSyntax, false
 		}
-		typ, ok := bitmap.ParseType(args[j+1])
+		typ, ok := parseBitfieldType(args[j+1])
 		if !ok {
 			return bf, errBitfieldType, false
 		}
@@ -364,6 +366,23 @@ func parseBitfield(args [][]byte) (bitfieldArgs, Reply, bool) {
 		return bf, errBitfieldRO, false
 	}
 	return bf, Reply{}, true
+}
+
+// parseBitfieldType reads i1..i64 or u1..u63. Redis reads the width as a
+// C string: it stops at a NUL byte.
+func parseBitfieldType(b []byte) (bitmap.Type, bool) {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	if len(b) == 0 || (b[0] != 'i' && b[0] != 'u') {
+		return bitmap.Type{}, false
+	}
+	signed := b[0] == 'i'
+	n, ok := redisnum.ParseInt(b[1:])
+	if !ok || n < 1 || (signed && n > 64) || (!signed && n > 63) {
+		return bitmap.Type{}, false
+	}
+	return bitmap.Type{Signed: signed, Width: uint(n)}, true
 }
 
 // cmdBitField: BITFIELD key [GET type offset | SET type offset value |
