@@ -74,7 +74,7 @@ func init() {
 	defParsed("decr", 2, "write denyoom fast", 1, 1, 1, "string", "Decrements the integer value of a key by one.", parseDelta, cmdIncrBy)
 	defParsed("incrby", 3, "write denyoom fast", 1, 1, 1, "string", "Increments the integer value of a key by a number.", parseDelta, cmdIncrBy)
 	defParsed("decrby", 3, "write denyoom fast", 1, 1, 1, "string", "Decrements a number from the integer value of a key.", parseDelta, cmdIncrBy)
-	defParsed("incrbyfloat", 3, "write denyoom fast", 1, 1, 1, "string", "Increment the floating point value of a key by a number.", floatArg(2), cmdIncrByFloat)
+	def("incrbyfloat", 3, "write denyoom fast", 1, 1, 1, "string", "Increment the floating point value of a key by a number.", cmdIncrByFloat, nil)
 	def("append", 3, "write denyoom fast", 1, 1, 1, "string", "Appends a string to the value of a key. Creates the key if it doesn't exist.", cmdAppend, nil)
 	def("strlen", 2, "readonly fast", 1, 1, 1, "string", "Returns the length of a string value.", cmdStrlen, nil)
 	defParsed("getrange", 4, "readonly", 1, 1, 1, "string", "Returns a substring of the string stored at a key.", parseRange, cmdGetRange)
@@ -596,7 +596,9 @@ func addLongDouble(cur, incr *big.Float) ([]byte, bool) {
 	return []byte(redisnum.FormatLongDouble(sum)), true
 }
 
-func cmdIncrByFloat(x *ctx, args [][]byte, incr *big.Float) Reply {
+// cmdIncrByFloat checks, as Redis does, the key's type, then its value,
+// then the increment: a bad increment is only looked at after the key.
+func cmdIncrByFloat(x *ctx, args [][]byte) Reply {
 	rec, exists, err := getString(x, args[1])
 	if err != nil {
 		return errReply(err)
@@ -608,6 +610,10 @@ func cmdIncrByFloat(x *ctx, args [][]byte, incr *big.Float) Reply {
 			return errNotFloat
 		}
 		cur = v
+	}
+	incr, r, ok := floatArg(2)(args)
+	if !ok {
+		return r
 	}
 	if incr.IsInf() || cur.IsInf() {
 		return errNaN
