@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"math"
 	"math/big"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -32,37 +34,36 @@ func init() {
 	def("rpush", -3, "write denyoom fast", 1, 1, 1, "list", "Appends one or more elements to a list. Creates the key if it doesn't exist.", cmdLPush, nil)
 	def("lpushx", -3, "write denyoom fast", 1, 1, 1, "list", "Prepends one or more elements to a list only when the list exists.", cmdLPush, nil)
 	def("rpushx", -3, "write denyoom fast", 1, 1, 1, "list", "Appends an element to a list only when the list exists.", cmdLPush, nil)
-	def("lpop", -2, "write fast", 1, 1, 1, "list", "Returns the first elements in a list after removing it. Deletes the list if the last element was popped.", cmdLPop, checkLPop("lpop"))
-	def("rpop", -2, "write fast", 1, 1, 1, "list", "Returns and removes the last elements of a list. Deletes the list if the last element was popped.", cmdLPop, checkLPop("rpop"))
+	defParsed("lpop", -2, "write fast", 1, 1, 1, "list", "Returns the first elements in a list after removing it. Deletes the list if the last element was popped.", parseLPop, cmdLPop)
+	defParsed("rpop", -2, "write fast", 1, 1, 1, "list", "Returns and removes the last elements of a list. Deletes the list if the last element was popped.", parseLPop, cmdLPop)
 	def("llen", 2, "readonly fast", 1, 1, 1, "list", "Returns the length of a list.", cmdLLen, nil)
-	def("lrange", 4, "readonly", 1, 1, 1, "list", "Returns a range of elements from a list.", cmdLRange, checkIntArgs(2, 3))
+	defParsed("lrange", 4, "readonly", 1, 1, 1, "list", "Returns a range of elements from a list.", parseRankRange, cmdLRange)
 	def("lindex", 3, "readonly", 1, 1, 1, "list", "Returns an element from a list by its index.", cmdLIndex, nil)
 	def("lset", 4, "write denyoom", 1, 1, 1, "list", "Sets the value of an element in a list by its index.", cmdLSet, nil)
-	def("linsert", 5, "write denyoom", 1, 1, 1, "list", "Inserts an element before or after another element in a list.", cmdLInsert, checkLInsert)
-	def("lrem", 4, "write", 1, 1, 1, "list", "Removes elements from a list. Deletes the list if the last element was removed.", cmdLRem, checkIntArg(2))
-	def("ltrim", 4, "write", 1, 1, 1, "list", "Removes elements from both ends a list. Deletes the list if all elements were trimmed.", cmdLTrim, checkIntArgs(2, 3))
-	def("lpos", -3, "readonly", 1, 1, 1, "list", "Returns the index of matching elements in a list.", cmdLPos, checkLPos)
-	def("lmove", 5, "write denyoom", 1, 2, 1, "list", "Returns an element after popping it from one list and pushing it to another. Deletes the list if the last element was moved.", cmdLMove, checkLMove)
-	def("rpoplpush", 3, "write denyoom", 1, 2, 1, "list", "Returns the last element of a list after removing and pushing it to another list. Deletes the list if the last element was popped.", cmdLMove, nil)
-	def("lmpop", -4, "write movablekeys", 0, 0, 0, "list", "Returns multiple elements from a list after removing them. Deletes the list if the last element was popped.", cmdLMPop, checkLMPop)
-	def("blpop", -3, "write noscript blocking", 1, -2, 1, "list", "Removes and returns the first element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", cmdBLPop, checkBLPop)
-	def("brpop", -3, "write noscript blocking", 1, -2, 1, "list", "Removes and returns the last element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", cmdBLPop, checkBLPop)
-	def("blmove", 6, "write denyoom noscript blocking", 1, 2, 1, "list", "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise. Deletes the list if the last element was moved.", cmdLMove, checkBLMove)
-	def("brpoplpush", 4, "write denyoom noscript blocking", 1, 2, 1, "list", "Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise. Deletes the list if the last element was popped.", cmdLMove, checkBRPopLPush)
-	def("blmpop", -5, "write blocking movablekeys", 0, 0, 0, "list", "Pops the first element from one of multiple lists. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", cmdLMPop, checkBLMPop)
+	defParsed("linsert", 5, "write denyoom", 1, 1, 1, "list", "Inserts an element before or after another element in a list.", parseLInsert, cmdLInsert)
+	defParsed("lrem", 4, "write", 1, 1, 1, "list", "Removes elements from a list. Deletes the list if the last element was removed.", parseLRem, cmdLRem)
+	defParsed("ltrim", 4, "write", 1, 1, 1, "list", "Removes elements from both ends a list. Deletes the list if all elements were trimmed.", parseRankRange, cmdLTrim)
+	defParsed("lpos", -3, "readonly", 1, 1, 1, "list", "Returns the index of matching elements in a list.", parseLPos, cmdLPos)
+	defParsed("lmove", 5, "write denyoom", 1, 2, 1, "list", "Returns an element after popping it from one list and pushing it to another. Deletes the list if the last element was moved.", parseLMove, cmdLMove)
+	defParsed("rpoplpush", 3, "write denyoom", 1, 2, 1, "list", "Returns the last element of a list after removing and pushing it to another list. Deletes the list if the last element was popped.", parseLMove, cmdLMove)
+	defParsed("lmpop", -4, "write movablekeys", 0, 0, 0, "list", "Returns multiple elements from a list after removing them. Deletes the list if the last element was popped.", parseLMPop, cmdLMPop)
+	defParsed("blpop", -3, "write noscript blocking", 1, -2, 1, "list", "Removes and returns the first element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", parseBLPop, cmdBLPop)
+	defParsed("brpop", -3, "write noscript blocking", 1, -2, 1, "list", "Removes and returns the last element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", parseBLPop, cmdBLPop)
+	defParsed("blmove", 6, "write denyoom noscript blocking", 1, 2, 1, "list", "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise. Deletes the list if the last element was moved.", parseLMove, cmdLMove)
+	defParsed("brpoplpush", 4, "write denyoom noscript blocking", 1, 2, 1, "list", "Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise. Deletes the list if the last element was popped.", parseLMove, cmdLMove)
+	defParsed("blmpop", -5, "write blocking movablekeys", 0, 0, 0, "list", "Pops the first element from one of multiple lists. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", parseLMPop, cmdLMPop)
 }
 
 // Redis error texts of list commands.
 var (
-	errListPositive     = Error("ERR value is out of range, must be positive")
+	errPositive         = Error("ERR value is out of range, must be positive")
 	errListIndexRange   = Error("ERR index out of range")
 	errListTimeoutFloat = Error("ERR timeout is not a float or out of range")
 	errListTimeoutNeg   = Error("ERR timeout is negative")
 	errListRankZero     = Error("ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list")
 	errListLPosCount    = Error("ERR COUNT can't be negative")
 	errListLPosMaxLen   = Error("ERR MAXLEN can't be negative")
-	errListNumKeys      = Error("ERR numkeys should be greater than 0")
-	errListMPopCount    = Error("ERR count should be greater than 0")
+	errMPopCount        = Error("ERR count should be greater than 0")
 	errListFull         = Error("ERR list index space exhausted")
 )
 
@@ -241,6 +242,10 @@ func (l *listView) pop(left bool, k int64) ([][]byte, error) {
 	if k > n {
 		k = n
 	}
+	if k == 1 {
+		v, err := l.pop1(left)
+		return [][]byte{v}, err
+	}
 	if left {
 		vals, err := l.read(0, k, false)
 		if err == nil {
@@ -360,11 +365,40 @@ func (l *listView) save() error {
 
 // loadList loads k as a list; see loadColl.
 func (x *ctx) loadList(k []byte) (*listView, bool, error) {
-	c, ok, e := x.loadColl(k, typeList)
-	if !ok || e != nil {
-		return nil, false, e
+	c, ok, err := x.loadColl(k, typeList)
+	if !ok || err != nil {
+		return nil, false, err
 	}
 	return x.listView(c), true, nil
+}
+
+// popFirst pops up to count elements from one end of the first of keys
+// that exists (which must be a list) and saves it; key is nil if none
+// exists.
+func (x *ctx) popFirst(keys [][]byte, left bool, count int64) (key []byte, vals [][]byte, err error) {
+	for _, k := range keys {
+		l, ok, err := x.loadList(k)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !ok {
+			continue
+		}
+		if vals, err = l.pop(left, count); err == nil {
+			err = l.save()
+		}
+		return bytes.Clone(k), vals, err
+	}
+	return nil, nil, nil
+}
+
+// errOr is the reply of a command that ends early, after a lookup that
+// failed (err) or found nothing: errReply(err) if err is not nil, else r.
+func errOr(err error, r Reply) Reply {
+	if err != nil {
+		return errReply(err)
+	}
+	return r
 }
 
 func bulks(vals [][]byte) Reply {
@@ -391,21 +425,18 @@ func isLeft(b []byte) (left, ok bool) {
 
 func cmdLPush(x *ctx, args [][]byte) Reply {
 	left := args[0][0]|0x20 == 'l'
-	xx := len(args[0]) == 6
 	var c *coll
-	if xx {
+	var err error
+	if len(args[0]) == 6 { // LPUSHX, RPUSHX
 		var ok bool
-		var e error
-		if c, ok, e = x.loadColl(args[1], typeList); e != nil {
-			return errReply(e)
-		} else if !ok {
+		if c, ok, err = x.loadColl(args[1], typeList); err == nil && !ok {
 			return Int(0)
 		}
 	} else {
-		var e error
-		if c, e = x.loadOrCreate(args[1], typeList); e != nil {
-			return errReply(e)
-		}
+		c, err = x.loadOrCreate(args[1], typeList)
+	}
+	if err != nil {
+		return errReply(err)
 	}
 	l := x.listView(c)
 	vals := args[2:]
@@ -423,64 +454,52 @@ func cmdLPush(x *ctx, args [][]byte) Reply {
 	return Int(l.n())
 }
 
-func checkLPop(name string) func([][]byte) (Reply, bool) {
-	return func(args [][]byte) (Reply, bool) {
-		if len(args) > 3 {
-			return wrongArity(name), false
-		}
-		if len(args) == 3 {
-			if n, ok := redisnum.ParseInt(args[2]); !ok || n < 0 {
-				return errListPositive, false
-			}
-		}
-		return Reply{}, true
+// parseLPop parses LPOP and RPOP's count (-1 if not given) before the key
+// is looked at, as Redis does.
+func parseLPop(args [][]byte) (count int64, r Reply, ok bool) {
+	if len(args) > 3 {
+		return 0, wrongArity(strings.ToLower(string(args[0]))), false
 	}
+	if len(args) < 3 {
+		return -1, Reply{}, true
+	}
+	// getPositiveLongFromObjectOrReply: one message for both.
+	if n, ok := redisnum.ParseInt(args[2]); ok && n >= 0 {
+		return n, Reply{}, true
+	}
+	return 0, errPositive, false
 }
 
-func cmdLPop(x *ctx, args [][]byte) Reply {
+func cmdLPop(x *ctx, args [][]byte, count int64) Reply {
 	left := args[0][0]|0x20 == 'l'
-	hasCount := len(args) == 3
-	var count int64
-	if hasCount {
-		count, _ = redisnum.ParseInt(args[2])
-	}
-	l, ok, e := x.loadList(args[1])
-	if e != nil {
-		return errReply(e)
-	}
-	if !ok {
-		if hasCount {
-			return NilArray
-		}
+	l, ok, err := x.loadList(args[1])
+	switch {
+	case err != nil:
+		return errReply(err)
+	case !ok && count < 0:
 		return Nil
-	}
-	if hasCount && count == 0 {
+	case !ok:
+		return NilArray
+	case count == 0:
 		return Array()
 	}
-	if !hasCount {
-		v, err := l.pop1(left)
-		if err == nil {
-			err = l.save()
-		}
-		if err != nil {
-			return errReply(err)
-		}
-		return Bulk(v)
-	}
-	vals, err := l.pop(left, count)
+	vals, err := l.pop(left, max(count, 1))
 	if err == nil {
 		err = l.save()
 	}
 	if err != nil {
 		return errReply(err)
 	}
+	if count < 0 {
+		return Bulk(vals[0])
+	}
 	return bulks(vals)
 }
 
 func cmdLLen(x *ctx, args [][]byte) Reply {
-	l, ok, e := x.loadList(args[1])
-	if e != nil {
-		return errReply(e)
+	l, ok, err := x.loadList(args[1])
+	if err != nil {
+		return errReply(err)
 	}
 	if !ok {
 		return Int(0)
@@ -488,38 +507,46 @@ func cmdLLen(x *ctx, args [][]byte) Reply {
 	return Int(l.n())
 }
 
-// listRange converts LRANGE/LTRIM's start and end (negative from the end)
-// into positions [from, to); empty if from >= to.
-func listRange(start, end, n int64) (from, to int64) {
+// rankRange is a start and an end index, negative ones counting from the
+// end (LRANGE, LTRIM, ZREMRANGEBYRANK, ZRANGE by rank).
+type rankRange struct{ start, end int64 }
+
+// parseRankRange parses the indices at args[2] and args[3].
+func parseRankRange(args [][]byte) (rankRange, Reply, bool) {
+	start, ok1 := redisnum.ParseInt(args[2])
+	end, ok2 := redisnum.ParseInt(args[3])
+	if !ok1 || !ok2 {
+		return rankRange{}, errNotInt, false
+	}
+	return rankRange{start, end}, Reply{}, true
+}
+
+// clamp converts the range into positions [from, to) of a sequence of n
+// elements, as Redis does; empty if from >= to.
+func (q rankRange) clamp(n int64) (from, to int64) {
+	start, end := q.start, q.end
 	if start < 0 {
 		start += n
 	}
 	if end < 0 {
 		end += n
 	}
-	if start < 0 {
-		start = 0
-	}
+	start = max(start, 0)
 	if start > end || start >= n {
 		return 0, 0
 	}
-	if end >= n {
-		end = n - 1
-	}
-	return start, end + 1
+	return start, min(end, n-1) + 1
 }
 
-func cmdLRange(x *ctx, args [][]byte) Reply {
-	start, _ := redisnum.ParseInt(args[2])
-	end, _ := redisnum.ParseInt(args[3])
-	l, ok, e := x.loadList(args[1])
-	if e != nil {
-		return errReply(e)
+func cmdLRange(x *ctx, args [][]byte, q rankRange) Reply {
+	l, ok, err := x.loadList(args[1])
+	if err != nil {
+		return errReply(err)
 	}
 	if !ok {
 		return Array()
 	}
-	from, to := listRange(start, end, l.n())
+	from, to := q.clamp(l.n())
 	vals, err := l.read(from, to, false)
 	if err != nil {
 		return errReply(err)
@@ -527,30 +554,35 @@ func cmdLRange(x *ctx, args [][]byte) Reply {
 	return bulks(vals)
 }
 
-// listIndex converts an LINDEX/LSET index into a position; ok=false if out
-// of range.
-func listIndex(b []byte, n int64) (pos int64, ok bool) {
-	i, _ := redisnum.ParseInt(b)
-	if i < 0 {
-		i += n
+// listIndex loads the list args[1] and resolves the index args[2] in it
+// (negative from the end), in Redis's order for LINDEX and LSET: the key,
+// then the index. l is nil when the command ends with r: absent if there is
+// no such key, outside if the index is out of range.
+func (x *ctx) listIndex(args [][]byte, absent, outside Reply) (l *listView, pos int64, r Reply) {
+	l, ok, err := x.loadList(args[1])
+	if err != nil {
+		return nil, 0, errReply(err)
 	}
-	return i, i >= 0 && i < n
+	if !ok {
+		return nil, 0, absent
+	}
+	i, ok := redisnum.ParseInt(args[2])
+	if !ok {
+		return nil, 0, errNotInt
+	}
+	if i < 0 {
+		i += l.n()
+	}
+	if i < 0 || i >= l.n() {
+		return nil, 0, outside
+	}
+	return l, i, Reply{}
 }
 
 func cmdLIndex(x *ctx, args [][]byte) Reply {
-	l, ok, e := x.loadList(args[1])
-	if e != nil {
-		return errReply(e)
-	}
-	if !ok {
-		return Nil
-	}
-	if _, good := redisnum.ParseInt(args[2]); !good {
-		return errNotInt
-	}
-	pos, in := listIndex(args[2], l.n())
-	if !in {
-		return Nil
+	l, pos, r := x.listIndex(args, Nil, Nil)
+	if l == nil {
+		return r
 	}
 	v, err := l.get(pos)
 	if err != nil {
@@ -560,19 +592,9 @@ func cmdLIndex(x *ctx, args [][]byte) Reply {
 }
 
 func cmdLSet(x *ctx, args [][]byte) Reply {
-	l, ok, e := x.loadList(args[1])
-	if e != nil {
-		return errReply(e)
-	}
-	if !ok {
-		return errNoSuchKey
-	}
-	if _, good := redisnum.ParseInt(args[2]); !good {
-		return errNotInt
-	}
-	pos, in := listIndex(args[2], l.n())
-	if !in {
-		return errListIndexRange
+	l, pos, r := x.listIndex(args, errNoSuchKey, errListIndexRange)
+	if l == nil {
+		return r
 	}
 	if err := l.set(pos, args[3]); err != nil {
 		return errReply(err)
@@ -583,24 +605,24 @@ func cmdLSet(x *ctx, args [][]byte) Reply {
 	return OK
 }
 
-func checkLInsert(args [][]byte) (Reply, bool) {
+// parseLInsert parses LINSERT's BEFORE or AFTER: after.
+func parseLInsert(args [][]byte) (after bool, r Reply, ok bool) {
 	if !eq(args[2], "before") && !eq(args[2], "after") {
-		return errSyntax, false
+		return false, errSyntax, false
 	}
-	return Reply{}, true
+	return eq(args[2], "after"), Reply{}, true
 }
 
-func cmdLInsert(x *ctx, args [][]byte) Reply {
-	after := eq(args[2], "after")
-	l, ok, e := x.loadList(args[1])
-	if e != nil {
-		return errReply(e)
+func cmdLInsert(x *ctx, args [][]byte, after bool) Reply {
+	l, ok, err := x.loadList(args[1])
+	if err != nil {
+		return errReply(err)
 	}
 	if !ok {
 		return Int(0)
 	}
 	pivot := int64(-1)
-	err := l.scan(0, l.n(), false, func(p int64, v []byte) bool {
+	err = l.scan(0, l.n(), false, func(p int64, v []byte) bool {
 		if bytes.Equal(v, args[3]) {
 			pivot = p
 			return false
@@ -628,11 +650,18 @@ func cmdLInsert(x *ctx, args [][]byte) Reply {
 	return Int(l.n())
 }
 
-func cmdLRem(x *ctx, args [][]byte) Reply {
-	count, _ := redisnum.ParseInt(args[2])
-	l, ok, e := x.loadList(args[1])
-	if e != nil {
-		return errReply(e)
+// parseLRem parses LREM's count.
+func parseLRem(args [][]byte) (count int64, r Reply, ok bool) {
+	if count, ok = redisnum.ParseInt(args[2]); !ok {
+		return 0, errNotInt, false
+	}
+	return count, Reply{}, true
+}
+
+func cmdLRem(x *ctx, args [][]byte, count int64) Reply {
+	l, ok, err := x.loadList(args[1])
+	if err != nil {
+		return errReply(err)
 	}
 	if !ok {
 		return Int(0)
@@ -643,7 +672,7 @@ func cmdLRem(x *ctx, args [][]byte) Reply {
 		limit = uint64(-(count + 1)) + 1
 	}
 	var ps []int64
-	err := l.scan(0, l.n(), rev, func(p int64, v []byte) bool {
+	err = l.scan(0, l.n(), rev, func(p int64, v []byte) bool {
 		if bytes.Equal(v, args[3]) {
 			ps = append(ps, p)
 			return limit == 0 || uint64(len(ps)) < limit
@@ -657,9 +686,7 @@ func cmdLRem(x *ctx, args [][]byte) Reply {
 		return Int(0)
 	}
 	if rev {
-		for i, j := 0, len(ps)-1; i < j; i, j = i+1, j-1 {
-			ps[i], ps[j] = ps[j], ps[i]
-		}
+		slices.Reverse(ps)
 	}
 	if err := l.removeAt(ps); err != nil {
 		return errReply(err)
@@ -670,18 +697,16 @@ func cmdLRem(x *ctx, args [][]byte) Reply {
 	return Int(int64(len(ps)))
 }
 
-func cmdLTrim(x *ctx, args [][]byte) Reply {
-	start, _ := redisnum.ParseInt(args[2])
-	end, _ := redisnum.ParseInt(args[3])
-	l, ok, e := x.loadList(args[1])
-	if e != nil {
-		return errReply(e)
+func cmdLTrim(x *ctx, args [][]byte, q rankRange) Reply {
+	l, ok, err := x.loadList(args[1])
+	if err != nil {
+		return errReply(err)
 	}
 	if !ok {
 		return OK
 	}
 	n := l.n()
-	from, to := listRange(start, end, n)
+	from, to := q.clamp(n)
 	if from >= to {
 		from, to = n, n // everything goes
 	}
@@ -738,24 +763,15 @@ func parseLPos(args [][]byte) (lposOpts, Reply, bool) {
 	return o, Reply{}, true
 }
 
-func checkLPos(args [][]byte) (Reply, bool) {
-	_, r, ok := parseLPos(args)
-	return r, ok
-}
-
-func cmdLPos(x *ctx, args [][]byte) Reply {
-	o, r, ok := parseLPos(args)
-	if !ok {
-		return r
-	}
+func cmdLPos(x *ctx, args [][]byte, o lposOpts) Reply {
 	// A port of Redis's loop, its int64 wrap-around (RANK of -2^63) included.
 	rank, rev := o.rank, false
 	if rank < 0 {
 		rank, rev = -rank, true
 	}
-	l, ok, e := x.loadList(args[1])
-	if e != nil {
-		return errReply(e)
+	l, ok, err := x.loadList(args[1])
+	if err != nil {
+		return errReply(err)
 	}
 	if !ok {
 		if o.count != -1 {
@@ -767,7 +783,7 @@ func cmdLPos(x *ctx, args [][]byte) Reply {
 	var out []Reply
 	var index, matches int64
 	matchIndex := int64(-1)
-	err := l.scan(0, n, rev, func(p int64, v []byte) bool {
+	err = l.scan(0, n, rev, func(p int64, v []byte) bool {
 		if o.maxlen != 0 && index >= o.maxlen {
 			return false
 		}
@@ -800,57 +816,58 @@ func cmdLPos(x *ctx, args [][]byte) Reply {
 	return Int(matchIndex)
 }
 
-func checkLMove(args [][]byte) (Reply, bool) {
-	if _, ok := isLeft(args[3]); !ok {
-		return errSyntax, false
-	}
-	if _, ok := isLeft(args[4]); !ok {
-		return errSyntax, false
-	}
-	return Reply{}, true
+// lmoveArgs is a parsed LMOVE, RPOPLPUSH, BLMOVE or BRPOPLPUSH: the ends
+// to pop from and push to (left: true) and the timeout of the blocking
+// forms (see listTimeout).
+type lmoveArgs struct {
+	from, to bool
+	timeout  int64
 }
 
-func checkBLMove(args [][]byte) (Reply, bool) {
-	if r, ok := checkLMove(args); !ok {
-		return r, false
+// parseLMove parses, in Redis's order, LMOVE and BLMOVE's wherefrom and
+// whereto, then the blocking forms' timeout (RPOPLPUSH moves right to
+// left).
+func parseLMove(args [][]byte) (a lmoveArgs, r Reply, ok bool) {
+	a.to = true
+	if len(args) >= 5 {
+		if a.from, ok = isLeft(args[3]); !ok {
+			return a, errSyntax, false
+		}
+		if a.to, ok = isLeft(args[4]); !ok {
+			return a, errSyntax, false
+		}
 	}
-	_, r, ok := listTimeout(args[5])
-	return r, ok
-}
-
-func checkBRPopLPush(args [][]byte) (Reply, bool) {
-	_, r, ok := listTimeout(args[3])
-	return r, ok
+	if args[0][0]|0x20 == 'b' {
+		if a.timeout, r, ok = listTimeout(args[len(args)-1]); !ok {
+			return a, r, false
+		}
+	}
+	return a, Reply{}, true
 }
 
 // cmdLMove is LMOVE, RPOPLPUSH and the kernels of BLMOVE and BRPOPLPUSH.
-func cmdLMove(x *ctx, args [][]byte) Reply {
-	from, to := false, true // RPOPLPUSH: right to left
-	if len(args) >= 5 {
-		from, _ = isLeft(args[3])
-		to, _ = isLeft(args[4])
-	}
-	src, ok, e := x.loadList(args[1])
-	if e != nil {
-		return errReply(e)
+func cmdLMove(x *ctx, args [][]byte, a lmoveArgs) Reply {
+	src, ok, err := x.loadList(args[1])
+	if err != nil {
+		return errReply(err)
 	}
 	if !ok {
 		return Nil
 	}
 	dst := src
 	if !bytes.Equal(args[1], args[2]) {
-		c, e := x.loadOrCreate(args[2], typeList)
-		if e != nil {
-			return errReply(e)
+		c, err := x.loadOrCreate(args[2], typeList)
+		if err != nil {
+			return errReply(err)
 		}
 		dst = x.listView(c)
 	}
-	if (dst != src || from != to) && !dst.canGrow(to, 1) {
+	if (dst != src || a.from != a.to) && !dst.canGrow(a.to, 1) {
 		return errListFull
 	}
-	v, err := src.pop1(from)
+	v, err := src.pop1(a.from)
 	if err == nil {
-		err = dst.push(to, v)
+		err = dst.push(a.to, v)
 	}
 	if err == nil && dst != src {
 		err = src.save()
@@ -901,163 +918,138 @@ func listTimeout(b []byte) (int64, Reply, bool) {
 	return ms, Reply{}, true
 }
 
-func checkBLPop(args [][]byte) (Reply, bool) {
-	_, r, ok := listTimeout(args[len(args)-1])
-	return r, ok
+// parseBLPop parses the timeout, the last argument, of BLPOP, BRPOP,
+// BZPOPMIN and BZPOPMAX.
+func parseBLPop(args [][]byte) (timeout int64, r Reply, ok bool) {
+	return listTimeout(args[len(args)-1])
 }
 
 // cmdBLPop is the kernel of BLPOP and BRPOP: pop from the first non-empty
 // list, or a null array.
-func cmdBLPop(x *ctx, args [][]byte) Reply {
-	left := args[0][1]|0x20 == 'l'
-	for _, k := range args[1 : len(args)-1] {
-		l, ok, e := x.loadList(k)
-		if e != nil {
-			return errReply(e)
-		}
-		if !ok {
-			continue
-		}
-		v, err := l.pop1(left)
-		if err == nil {
-			err = l.save()
-		}
-		if err != nil {
-			return errReply(err)
-		}
-		return Array(Bulk(append([]byte{}, k...)), Bulk(v))
+func cmdBLPop(x *ctx, args [][]byte, _ int64) Reply {
+	k, vals, err := x.popFirst(args[1:len(args)-1], args[0][1]|0x20 == 'l', 1)
+	if err != nil {
+		return errReply(err)
 	}
-	return NilArray
+	if vals == nil {
+		return NilArray
+	}
+	return Array(Bulk(k), Bulk(vals[0]))
 }
 
-// parseLMPop parses LMPOP (numkeys at index 1) or BLMPOP (numkeys at 2):
-// the keys, the side and the count (1 if not given).
-func parseLMPop(args [][]byte, numIdx int) (keys [][]byte, left bool, count int64, r Reply, ok bool) {
-	nk, good := redisnum.ParseInt(args[numIdx])
-	if !good || nk < 1 {
-		return nil, false, 0, errListNumKeys, false
-	}
-	if nk >= int64(len(args)-numIdx-1) {
-		return nil, false, 0, errSyntax, false
-	}
-	whereIdx := numIdx + int(nk) + 1
-	if left, good = isLeft(args[whereIdx]); !good {
-		return nil, false, 0, errSyntax, false
-	}
-	count = -1
-	for j := whereIdx + 1; j < len(args); j++ {
-		if count == -1 && eq(args[j], "count") && j+1 < len(args) {
-			j++
-			n, good := redisnum.ParseInt(args[j])
-			if !good || n < 1 {
-				return nil, false, 0, errListMPopCount, false
-			}
-			count = n
-		} else {
-			return nil, false, 0, errSyntax, false
-		}
-	}
-	if count == -1 {
-		count = 1
-	}
-	return args[numIdx+1 : whereIdx], left, count, Reply{}, true
+// mpopArgs is a parsed LMPOP, BLMPOP, ZMPOP or BZMPOP: the keys, the end
+// to pop from (head: LEFT or MIN), the count (1 if not given) and the
+// timeout of the blocking forms (see listTimeout).
+type mpopArgs struct {
+	keys    [][]byte
+	head    bool
+	count   int64
+	timeout int64
 }
 
-func checkLMPop(args [][]byte) (Reply, bool) {
-	_, _, _, r, ok := parseLMPop(args, 1)
-	return r, ok
-}
-
-func checkBLMPop(args [][]byte) (Reply, bool) {
-	if _, _, _, r, ok := parseLMPop(args, 2); !ok {
-		return r, false
-	}
-	_, r, ok := listTimeout(args[1])
-	return r, ok
-}
-
-// cmdLMPop is LMPOP and the kernel of BLMPOP.
-func cmdLMPop(x *ctx, args [][]byte) Reply {
+// parseMPop parses numkeys key [key ...] head|tail [COUNT count], numkeys
+// at index 1 (2 for the blocking forms, whose timeout comes first), in
+// Redis's order (lmpopGenericCommand, zmpopGenericCommand); head and tail
+// are the words naming the two ends.
+func parseMPop(args [][]byte, head, tail string) (a mpopArgs, r Reply, ok bool) {
 	numIdx := 1
 	if args[0][0]|0x20 == 'b' {
 		numIdx = 2
 	}
-	keys, left, count, r, ok := parseLMPop(args, numIdx)
-	if !ok {
-		return r
+	nk, ok := redisnum.ParseInt(args[numIdx])
+	if !ok || nk < 1 {
+		return a, errNumKeys, false
 	}
-	for _, k := range keys {
-		l, ok, e := x.loadList(k)
-		if e != nil {
-			return errReply(e)
-		}
-		if !ok {
-			continue
-		}
-		vals, err := l.pop(left, count)
-		if err == nil {
-			err = l.save()
-		}
-		if err != nil {
-			return errReply(err)
-		}
-		return Array(Bulk(append([]byte{}, k...)), bulks(vals))
+	if nk >= int64(len(args)-numIdx-1) {
+		return a, errSyntax, false
 	}
-	return NilArray
+	whereIdx := numIdx + int(nk) + 1
+	switch {
+	case eq(args[whereIdx], head):
+		a.head = true
+	case !eq(args[whereIdx], tail):
+		return a, errSyntax, false
+	}
+	a.keys, a.count = args[numIdx+1:whereIdx], -1
+	for j := whereIdx + 1; j < len(args); j++ {
+		if a.count != -1 || !eq(args[j], "count") || j+1 == len(args) {
+			return a, errSyntax, false
+		}
+		j++
+		if a.count, ok = redisnum.ParseInt(args[j]); !ok || a.count < 1 {
+			return a, errMPopCount, false
+		}
+	}
+	a.count = max(a.count, 1)
+	return a, Reply{}, true
 }
 
-// BlockingTimeout reports whether args is a blocking command (lists and
-// sorted sets) and, if so, its timeout (0 = forever) and the keys a write
-// to which can wake it.
+// parseLMPop parses LMPOP and BLMPOP, whose timeout is checked after the
+// rest, as Redis does.
+func parseLMPop(args [][]byte) (a mpopArgs, r Reply, ok bool) {
+	if a, r, ok = parseMPop(args, "left", "right"); ok && args[0][0]|0x20 == 'b' {
+		a.timeout, r, ok = listTimeout(args[1])
+	}
+	return a, r, ok
+}
+
+// cmdLMPop is LMPOP and the kernel of BLMPOP.
+func cmdLMPop(x *ctx, args [][]byte, a mpopArgs) Reply {
+	k, vals, err := x.popFirst(a.keys, a.head, a.count)
+	if err != nil {
+		return errReply(err)
+	}
+	if vals == nil {
+		return NilArray
+	}
+	return Array(Bulk(k), bulks(vals))
+}
+
+// BlockingTimeout reports whether args is a blocking write with valid
+// syntax (the list and sorted set pops, XREADGROUP BLOCK) and, if so, its
+// timeout (0 = forever) and the keys a write to which can wake it.
 func BlockingTimeout(args [][]byte) (timeout time.Duration, keys [][]byte, ok bool) {
 	if len(args) == 0 {
 		return 0, nil, false
 	}
 	d := lookup(args[0])
-	if d == nil || d.internal {
+	if d == nil || d.internal || !arityOK(&d.spec, args) {
 		return 0, nil, false
 	}
-	var ti int
-	switch d.spec.Name {
-	case "blpop", "brpop", "blmove", "brpoplpush", "blmpop", "bzpopmin", "bzpopmax", "bzmpop":
-	case "xreadgroup":
-		if _, valid := validate(d, args); !valid {
-			return 0, nil, false
-		}
-		ms, keys, ok := xreadGroupBlocking(args)
-		if !ok {
-			return 0, nil, false
-		}
-		if ms > math.MaxInt64/int64(time.Millisecond) {
-			return time.Duration(math.MaxInt64), keys, true
-		}
-		return time.Duration(ms) * time.Millisecond, keys, true
-	default:
-		return 0, nil, false
-	}
-	if _, valid := validate(d, args); !valid {
-		return 0, nil, false
-	}
+	var ms int64
 	switch d.spec.Name {
 	case "blpop", "brpop", "bzpopmin", "bzpopmax":
-		ti, keys = len(args)-1, args[1:len(args)-1]
-	case "blmove":
-		ti, keys = 5, args[1:2]
-	case "brpoplpush":
-		ti, keys = 3, args[1:2]
-	case "blmpop":
-		ti = 1
-		keys, _, _, _, _ = parseLMPop(args, 2)
-	case "bzmpop":
-		ti = 1
-		keys, _, _, _, _ = parseZMPop(args)
+		ms, _, ok = parseBLPop(args)
+		keys = args[1 : len(args)-1]
+	case "blmove", "brpoplpush":
+		var a lmoveArgs
+		a, _, ok = parseLMove(args)
+		ms, keys = a.timeout, args[1:2]
+	case "blmpop", "bzmpop":
+		parse := parseLMPop
+		if d.spec.Name == "bzmpop" {
+			parse = parseZMPop
+		}
+		var a mpopArgs
+		a, _, ok = parse(args)
+		ms, keys = a.timeout, a.keys
+	case "xreadgroup":
+		a, _, valid := parseXReadGroup(args)
+		if ok = valid && a.block; ok {
+			ms, keys = a.timeout, args[a.streams:a.streams+a.nkeys]
+		}
 	}
-	ms, _, valid := listTimeout(args[ti])
-	if !valid {
+	if !ok {
 		return 0, nil, false
 	}
+	return blockDuration(ms), keys, true
+}
+
+// blockDuration converts a timeout in milliseconds, capped at the longest
+// Duration.
+func blockDuration(ms int64) time.Duration {
 	if ms > math.MaxInt64/int64(time.Millisecond) {
-		return time.Duration(math.MaxInt64), keys, true
+		return time.Duration(math.MaxInt64)
 	}
-	return time.Duration(ms) * time.Millisecond, keys, true
+	return time.Duration(ms) * time.Millisecond
 }

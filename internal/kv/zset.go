@@ -50,41 +50,41 @@ import (
 
 func init() {
 	const g = "sorted-set"
-	def("zadd", -4, "write denyoom fast", 1, 1, 1, g, "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist.", cmdZAdd, checkZAdd)
-	def("zincrby", 4, "write denyoom fast", 1, 1, 1, g, "Increments the score of a member in a sorted set.", cmdZAdd, checkZAdd)
+	defParsed("zadd", -4, "write denyoom fast", 1, 1, 1, g, "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist.", parseZAdd, runZAdd)
+	defParsed("zincrby", 4, "write denyoom fast", 1, 1, 1, g, "Increments the score of a member in a sorted set.", parseZAdd, runZAdd)
 	def("zrem", -3, "write fast", 1, 1, 1, g, "Removes one or more members from a sorted set. Deletes the sorted set if all members were removed.", cmdZRem, nil)
 	def("zscore", 3, "readonly fast", 1, 1, 1, g, "Returns the score of a member in a sorted set.", cmdZScore, nil)
 	def("zmscore", -3, "readonly fast", 1, 1, 1, g, "Returns the score of one or more members in a sorted set.", cmdZMScore, nil)
 	def("zcard", 2, "readonly fast", 1, 1, 1, g, "Returns the number of members in a sorted set.", cmdZCard, nil)
-	def("zcount", 4, "readonly fast", 1, 1, 1, g, "Returns the count of members in a sorted set that have scores within a range.", cmdZCount, checkZScoreArgs)
-	def("zlexcount", 4, "readonly fast", 1, 1, 1, g, "Returns the number of members in a sorted set within a lexicographical range.", cmdZLexCount, checkZLexArgs)
+	defParsed("zcount", 4, "readonly fast", 1, 1, 1, g, "Returns the count of members in a sorted set that have scores within a range.", parseScoreArgs, cmdZCount)
+	defParsed("zlexcount", 4, "readonly fast", 1, 1, 1, g, "Returns the number of members in a sorted set within a lexicographical range.", parseLexArgs, cmdZCount)
 	def("zrank", 3, "readonly fast", 1, 1, 1, g, "Returns the index of a member in a sorted set ordered by ascending scores.", cmdZRank, nil)
 	def("zrevrank", 3, "readonly fast", 1, 1, 1, g, "Returns the index of a member in a sorted set ordered by descending scores.", cmdZRank, nil)
-	def("zrange", -4, "readonly", 1, 1, 1, g, "Returns members in a sorted set within a range of indexes.", cmdZRange, checkZRange)
-	def("zrangestore", -5, "write denyoom", 1, 2, 1, g, "Stores a range of members from sorted set in a key.", cmdZRange, checkZRange)
-	def("zrevrange", -4, "readonly", 1, 1, 1, g, "Returns members in a sorted set within a range of indexes in reverse order.", cmdZRange, checkZRange)
-	def("zrangebyscore", -4, "readonly", 1, 1, 1, g, "Returns members in a sorted set within a range of scores.", cmdZRange, checkZRange)
-	def("zrevrangebyscore", -4, "readonly", 1, 1, 1, g, "Returns members in a sorted set within a range of scores in reverse order.", cmdZRange, checkZRange)
-	def("zrangebylex", -4, "readonly", 1, 1, 1, g, "Returns members in a sorted set within a lexicographical range.", cmdZRange, checkZRange)
-	def("zrevrangebylex", -4, "readonly", 1, 1, 1, g, "Returns members in a sorted set within a lexicographical range in reverse order.", cmdZRange, checkZRange)
-	def("zpopmin", -2, "write fast", 1, 1, 1, g, "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", cmdZPop, checkZPop)
-	def("zpopmax", -2, "write fast", 1, 1, 1, g, "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", cmdZPop, checkZPop)
-	def("zmpop", -4, "write movablekeys", 0, 0, 0, g, "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped.", cmdZMPop, checkZMPop)
-	def("bzpopmin", -3, "write noscript blocking fast", 1, -2, 1, g, "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.", cmdBZPop, checkBLPop)
-	def("bzpopmax", -3, "write noscript blocking fast", 1, -2, 1, g, "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.", cmdBZPop, checkBLPop)
-	def("bzmpop", -5, "write blocking movablekeys", 0, 0, 0, g, "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.", cmdZMPop, checkBZMPop)
-	def("zremrangebyrank", 4, "write", 1, 1, 1, g, "Removes members in a sorted set within a range of indexes. Deletes the sorted set if all members were removed.", cmdZRemRangeByRank, checkIntArgs(2, 3))
-	def("zremrangebyscore", 4, "write", 1, 1, 1, g, "Removes members in a sorted set within a range of scores. Deletes the sorted set if all members were removed.", cmdZRemRangeByScore, checkZScoreArgs)
-	def("zremrangebylex", 4, "write", 1, 1, 1, g, "Removes members in a sorted set within a lexicographical range. Deletes the sorted set if all members were removed.", cmdZRemRangeByLex, checkZLexArgs)
-	def("zunionstore", -4, "write denyoom movablekeys", 1, 1, 1, g, "Stores the union of multiple sorted sets in a key.", cmdZSetOp, checkZSetOp)
-	def("zinterstore", -4, "write denyoom movablekeys", 1, 1, 1, g, "Stores the intersect of multiple sorted sets in a key.", cmdZSetOp, checkZSetOp)
-	def("zdiffstore", -4, "write denyoom movablekeys", 1, 1, 1, g, "Stores the difference of multiple sorted sets in a key.", cmdZSetOp, checkZSetOp)
-	def("zunion", -3, "readonly movablekeys", 0, 0, 0, g, "Returns the union of multiple sorted sets.", cmdZSetOp, checkZSetOp)
-	def("zinter", -3, "readonly movablekeys", 0, 0, 0, g, "Returns the intersect of multiple sorted sets.", cmdZSetOp, checkZSetOp)
-	def("zdiff", -3, "readonly movablekeys", 0, 0, 0, g, "Returns the difference between multiple sorted sets.", cmdZSetOp, checkZSetOp)
-	def("zintercard", -3, "readonly movablekeys", 0, 0, 0, g, "Returns the number of members of the intersect of multiple sorted sets.", cmdZSetOp, checkZSetOp)
-	def("zscan", -3, "readonly", 1, 1, 1, g, "Iterates over members and scores of a sorted set.", cmdZScan, checkZScan)
-	def("zrandmember", -2, "readonly", 1, 1, 1, g, "Returns one or more random members from a sorted set.", cmdZRandMember, checkZRandMember)
+	defParsed("zrange", -4, "readonly", 1, 1, 1, g, "Returns members in a sorted set within a range of indexes.", parseZRange, cmdZRange)
+	defParsed("zrangestore", -5, "write denyoom", 1, 2, 1, g, "Stores a range of members from sorted set in a key.", parseZRange, cmdZRange)
+	defParsed("zrevrange", -4, "readonly", 1, 1, 1, g, "Returns members in a sorted set within a range of indexes in reverse order.", parseZRange, cmdZRange)
+	defParsed("zrangebyscore", -4, "readonly", 1, 1, 1, g, "Returns members in a sorted set within a range of scores.", parseZRange, cmdZRange)
+	defParsed("zrevrangebyscore", -4, "readonly", 1, 1, 1, g, "Returns members in a sorted set within a range of scores in reverse order.", parseZRange, cmdZRange)
+	defParsed("zrangebylex", -4, "readonly", 1, 1, 1, g, "Returns members in a sorted set within a lexicographical range.", parseZRange, cmdZRange)
+	defParsed("zrevrangebylex", -4, "readonly", 1, 1, 1, g, "Returns members in a sorted set within a lexicographical range in reverse order.", parseZRange, cmdZRange)
+	defParsed("zpopmin", -2, "write fast", 1, 1, 1, g, "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", parseZPop, cmdZPop)
+	defParsed("zpopmax", -2, "write fast", 1, 1, 1, g, "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", parseZPop, cmdZPop)
+	defParsed("zmpop", -4, "write movablekeys", 0, 0, 0, g, "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped.", parseZMPop, cmdZMPop)
+	defParsed("bzpopmin", -3, "write noscript blocking fast", 1, -2, 1, g, "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.", parseBLPop, cmdBZPop)
+	defParsed("bzpopmax", -3, "write noscript blocking fast", 1, -2, 1, g, "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.", parseBLPop, cmdBZPop)
+	defParsed("bzmpop", -5, "write blocking movablekeys", 0, 0, 0, g, "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.", parseZMPop, cmdZMPop)
+	defParsed("zremrangebyrank", 4, "write", 1, 1, 1, g, "Removes members in a sorted set within a range of indexes. Deletes the sorted set if all members were removed.", parseRankRange, cmdZRemRangeByRank)
+	defParsed("zremrangebyscore", 4, "write", 1, 1, 1, g, "Removes members in a sorted set within a range of scores. Deletes the sorted set if all members were removed.", parseScoreArgs, cmdZRemRangeBy)
+	defParsed("zremrangebylex", 4, "write", 1, 1, 1, g, "Removes members in a sorted set within a lexicographical range. Deletes the sorted set if all members were removed.", parseLexArgs, cmdZRemRangeBy)
+	defParsed("zunionstore", -4, "write denyoom movablekeys", 1, 1, 1, g, "Stores the union of multiple sorted sets in a key.", parseZSetOp, cmdZSetOp)
+	defParsed("zinterstore", -4, "write denyoom movablekeys", 1, 1, 1, g, "Stores the intersect of multiple sorted sets in a key.", parseZSetOp, cmdZSetOp)
+	defParsed("zdiffstore", -4, "write denyoom movablekeys", 1, 1, 1, g, "Stores the difference of multiple sorted sets in a key.", parseZSetOp, cmdZSetOp)
+	defParsed("zunion", -3, "readonly movablekeys", 0, 0, 0, g, "Returns the union of multiple sorted sets.", parseZSetOp, cmdZSetOp)
+	defParsed("zinter", -3, "readonly movablekeys", 0, 0, 0, g, "Returns the intersect of multiple sorted sets.", parseZSetOp, cmdZSetOp)
+	defParsed("zdiff", -3, "readonly movablekeys", 0, 0, 0, g, "Returns the difference between multiple sorted sets.", parseZSetOp, cmdZSetOp)
+	defParsed("zintercard", -3, "readonly movablekeys", 0, 0, 0, g, "Returns the number of members of the intersect of multiple sorted sets.", parseZSetOp, cmdZSetOp)
+	defParsed("zscan", -3, "readonly", 1, 1, 1, g, "Iterates over members and scores of a sorted set.", parseZScan, cmdZScan)
+	defParsed("zrandmember", -2, "readonly", 1, 1, 1, g, "Returns one or more random members from a sorted set.", parseZRandMember, cmdZRandMember)
 }
 
 // Redis error texts of sorted set commands.
@@ -93,15 +93,11 @@ var (
 	errZMinMax      = Error("ERR min or max is not a float")
 	errZLexRange    = Error("ERR min or max not valid string range item")
 	errZWeight      = Error("ERR weight value is not a float")
-	errZPositive    = Error("ERR value is out of range, must be positive")
 	errZNXXX        = Error("ERR XX and NX options at the same time are not compatible")
 	errZGTLTNX      = Error("ERR GT, LT, and/or NX options at the same time are not compatible")
 	errZIncrPair    = Error("ERR INCR option supports a single increment-element pair")
 	errZLimitRank   = Error("ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX")
 	errZScoresLex   = Error("ERR syntax error, WITHSCORES not supported in combination with BYLEX")
-	errZLimitNeg    = Error("ERR LIMIT can't be negative")
-	errZNumKeys     = Error("ERR numkeys should be greater than 0")
-	errZMPopCount   = Error("ERR count should be greater than 0")
 	errZRandTooMany = Error("ERR ZRANDMEMBER count is too large: kvorum replies with at most 1048576 members")
 )
 
@@ -400,9 +396,9 @@ func (x *ctx) zStore(dst []byte, ents []zent) Reply {
 		}
 		return Int(0)
 	}
-	c, e := x.newZSet(dst)
-	if e != nil {
-		return errReply(e)
+	c, err := x.newZSet(dst)
+	if err != nil {
+		return errReply(err)
 	}
 	z := x.zview(c)
 	for _, en := range ents {
@@ -510,29 +506,29 @@ opts:
 	return a, Reply{}, true
 }
 
-func checkZAdd(args [][]byte) (Reply, bool) {
-	_, r, ok := parseZAdd(args)
-	return r, ok
-}
-
-// cmdZAdd is a port of zaddGenericCommand and zsetAdd.
+// cmdZAdd runs ZADD arguments that no parser checked before (GEOADD's).
 func cmdZAdd(x *ctx, args [][]byte) Reply {
 	a, r, ok := parseZAdd(args)
 	if !ok {
 		return r
 	}
+	return runZAdd(x, args, a)
+}
+
+// runZAdd is a port of zaddGenericCommand and zsetAdd.
+func runZAdd(x *ctx, args [][]byte, a zaddArgs) Reply {
 	f := a.flags
 	nx, xx, gt, lt, incr := f&zaddNX != 0, f&zaddXX != 0, f&zaddGT != 0, f&zaddLT != 0, f&zaddIncr != 0
-	c, exists, e := x.loadColl(args[1], typeZSet)
-	if e != nil {
-		return errReply(e)
+	c, exists, err := x.loadColl(args[1], typeZSet)
+	if err != nil {
+		return errReply(err)
 	}
 	var added, updated, processed int64
 	var score float64
 	if exists || !xx {
 		if !exists {
-			if c, e = x.newZSet(args[1]); e != nil {
-				return errReply(e)
+			if c, err = x.newZSet(args[1]); err != nil {
+				return errReply(err)
 			}
 		}
 		z := x.zview(c)
@@ -594,12 +590,9 @@ func cmdZAdd(x *ctx, args [][]byte) Reply {
 }
 
 func cmdZRem(x *ctx, args [][]byte) Reply {
-	c, ok, e := x.loadColl(args[1], typeZSet)
-	if e != nil {
-		return errReply(e)
-	}
-	if !ok {
-		return Int(0)
+	c, ok, err := x.loadColl(args[1], typeZSet)
+	if err != nil || !ok {
+		return errOr(err, Int(0))
 	}
 	z := x.zview(c)
 	n := c.length()
@@ -629,28 +622,30 @@ func cmdZRem(x *ctx, args [][]byte) Reply {
 	return Int(deleted)
 }
 
+// zScoreOf looks member up in the sorted set at key: its score, and the
+// set's view; ok=false if the key or the member is missing.
+func (x *ctx) zScoreOf(key, member []byte) (z *zview, f float64, ok bool, err error) {
+	c, ok, err := x.loadColl(key, typeZSet)
+	if err != nil || !ok {
+		return nil, 0, false, err
+	}
+	z = x.zview(c)
+	f, ok, err = z.score(member)
+	return z, f, ok, err
+}
+
 func cmdZScore(x *ctx, args [][]byte) Reply {
-	c, ok, e := x.loadColl(args[1], typeZSet)
-	if e != nil {
-		return errReply(e)
-	}
-	if !ok {
-		return Nil
-	}
-	f, had, err := x.zview(c).score(args[2])
-	if err != nil {
-		return errReply(err)
-	}
-	if !had {
-		return Nil
+	_, f, ok, err := x.zScoreOf(args[1], args[2])
+	if err != nil || !ok {
+		return errOr(err, Nil)
 	}
 	return zScoreReply(f)
 }
 
 func cmdZMScore(x *ctx, args [][]byte) Reply {
-	c, ok, e := x.loadColl(args[1], typeZSet)
-	if e != nil {
-		return errReply(e)
+	c, ok, err := x.loadColl(args[1], typeZSet)
+	if err != nil {
+		return errReply(err)
 	}
 	out := make([]Reply, len(args)-2)
 	for i, m := range args[2:] {
@@ -675,27 +670,16 @@ func cmdZCard(x *ctx, args [][]byte) Reply { return collLength(x, args, typeZSet
 // walking from both ends of the index: O(min(rank, N-rank)), where Redis's
 // skiplist is O(log N).
 func cmdZRank(x *ctx, args [][]byte) Reply {
-	c, ok, e := x.loadColl(args[1], typeZSet)
-	if e != nil {
-		return errReply(e)
-	}
-	if !ok {
-		return Nil
-	}
-	z := x.zview(c)
-	f, had, err := z.score(args[2])
-	if err != nil {
-		return errReply(err)
-	}
-	if !had {
-		return Nil
+	z, f, ok, err := x.zScoreOf(args[1], args[2])
+	if err != nil || !ok {
+		return errOr(err, Nil)
 	}
 	r, err := z.rank(redisnum.Sortable(f), args[2])
 	if err != nil {
 		return errReply(err)
 	}
 	if eq(args[0], "zrevrank") {
-		r = c.length() - 1 - r
+		r = z.c.length() - 1 - r
 	}
 	return Int(r)
 }

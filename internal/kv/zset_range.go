@@ -6,159 +6,79 @@ import (
 	"strings"
 
 	"github.com/kvorum/kvorum/internal/redisnum"
+	"github.com/kvorum/kvorum/internal/zrange"
 )
 
-// Sorted sets by range (see zset.go for the encoding): score and lex range
-// specs and where their walks start, ZCOUNT, ZLEXCOUNT, the ZRANGE family
-// with ZRANGESTORE, and ZREMRANGEBYRANK, ZREMRANGEBYSCORE, ZREMRANGEBYLEX.
+// Sorted sets by range (see zset.go for the encoding): where the walks of
+// score and lex ranges start, ZCOUNT, ZLEXCOUNT, the ZRANGE family with
+// ZRANGESTORE, and ZREMRANGEBYRANK, ZREMRANGEBYSCORE, ZREMRANGEBYLEX.
 
 // ---------------------------------------------------------------------------
-// Score and lex ranges
+// Score and lex ranges (parsed and tested by package zrange)
 
-// zScoreSpec is a parsed score range (Redis's zrangespec).
-type zScoreSpec struct {
-	min, max     float64
-	minex, maxex bool
+// zspan is a parsed score range or, if byLex, lex range.
+type zspan struct {
+	byLex bool
+	score zrange.Score
+	lex   zrange.Lex
 }
 
-// zParseRangeItem parses one bound like zslParseRange: an optional '(' for
-// an exclusive bound, then what strtod reads of the C string (up to the
-// first NUL), which must be all of it; NaN is refused. Note that strtod
-// accepts leading spaces and the empty string (0).
-func zParseRangeItem(b []byte) (f float64, ex, ok bool) {
-	if len(b) > 0 && b[0] == '(' {
-		ex = true
-		b = b[1:]
+// parseScoreArgs parses the score range at args[2] and args[3].
+func parseScoreArgs(args [][]byte) (zspan, Reply, bool) {
+	s, ok := zrange.ParseScore(args[2], args[3])
+	if !ok {
+		return zspan{}, errZMinMax, false
 	}
-	f, n, _ := redisnum.Strtod(b)
-	if (n != len(b) && b[n] != 0) || math.IsNaN(f) {
-		return 0, false, false
+	return zspan{score: s}, Reply{}, true
+}
+
+// parseLexArgs parses the lex range at args[2] and args[3].
+func parseLexArgs(args [][]byte) (zspan, Reply, bool) {
+	s, ok := zrange.ParseLex(args[2], args[3])
+	if !ok {
+		return zspan{}, errZLexRange, false
 	}
-	return f, ex, true
+	return zspan{byLex: true, lex: s}, Reply{}, true
 }
 
-func zParseScoreRange(minb, maxb []byte) (zScoreSpec, bool) {
-	var s zScoreSpec
-	var ok bool
-	if s.min, s.minex, ok = zParseRangeItem(minb); !ok {
-		return s, false
-	}
-	if s.max, s.maxex, ok = zParseRangeItem(maxb); !ok {
-		return s, false
-	}
-	return s, true
-}
-
-func (s *zScoreSpec) empty() bool {
-	return s.min > s.max || (s.min == s.max && (s.minex || s.maxex))
-}
-
-func (s *zScoreSpec) gteMin(f float64) bool {
-	if s.minex {
-		return f > s.min
-	}
-	return f >= s.min
-}
-
-func (s *zScoreSpec) lteMax(f float64) bool {
-	if s.maxex {
-		return f < s.max
-	}
-	return f <= s.max
-}
-
-// zLexBound is one end of a lex range: a member, or "-" (inf -1, below
-// everything) or "+" (inf 1, above everything).
-type zLexBound struct {
-	v   []byte
-	inf int8
-}
-
-type zLexSpec struct {
-	min, max     zLexBound
-	minex, maxex bool
-}
-
-// zParseLexItem is zslParseLexRangeItem: "+", "-", "(member", "[member".
-func zParseLexItem(b []byte) (zLexBound, bool, bool) {
-	if len(b) == 0 {
-		return zLexBound{}, false, false
-	}
-	switch b[0] {
-	case '+', '-':
-		if len(b) > 1 && b[1] != 0 { // Redis looks at a C string
-			return zLexBound{}, false, false
+// spanWalk returns where a walk over span s starts (at its last entry if
+// rev) and in, which tells whether an entry of the walk is still inside
+// s; ok=false: no entry is inside.
+func (z *zview) spanWalk(s zspan, rev bool) (start []byte, in func(u uint64, m []byte) bool, ok bool, err error) {
+	if s.byLex {
+		in = func(_ uint64, m []byte) bool {
+			if rev {
+				return s.lex.GteMin(m)
+			}
+			return s.lex.LteMax(m)
 		}
-		if b[0] == '+' {
-			return zLexBound{inf: 1}, true, true
+		start, ok, err = z.lexStart(s.lex, rev)
+		return start, in, ok, err
+	}
+	if s.score.Empty() {
+		return nil, nil, false, nil
+	}
+	in = func(u uint64, _ []byte) bool {
+		if rev {
+			return s.score.GteMin(redisnum.Unsortable(u))
 		}
-		return zLexBound{inf: -1}, true, true
-	case '(':
-		return zLexBound{v: b[1:]}, true, true
-	case '[':
-		return zLexBound{v: b[1:]}, false, true
+		return s.score.LteMax(redisnum.Unsortable(u))
 	}
-	return zLexBound{}, false, false
-}
-
-func zParseLexRange(minb, maxb []byte) (zLexSpec, bool) {
-	var s zLexSpec
-	var ok bool
-	if s.min, s.minex, ok = zParseLexItem(minb); !ok {
-		return s, false
-	}
-	if s.max, s.maxex, ok = zParseLexItem(maxb); !ok {
-		return s, false
-	}
-	return s, true
-}
-
-// zLexCmp is Redis's sdscmplex.
-func zLexCmp(a, b zLexBound) int {
-	switch {
-	case a.inf != 0 && a.inf == b.inf:
-		return 0
-	case a.inf == -1 || b.inf == 1:
-		return -1
-	case a.inf == 1 || b.inf == -1:
-		return 1
-	}
-	return bytes.Compare(a.v, b.v)
-}
-
-func (s *zLexSpec) empty() bool {
-	c := zLexCmp(s.min, s.max)
-	return c > 0 || (c == 0 && (s.minex || s.maxex))
-}
-
-func (s *zLexSpec) gteMin(m []byte) bool {
-	c := zLexCmp(zLexBound{v: m}, s.min)
-	if s.minex {
-		return c > 0
-	}
-	return c >= 0
-}
-
-func (s *zLexSpec) lteMax(m []byte) bool {
-	c := zLexCmp(zLexBound{v: m}, s.max)
-	if s.maxex {
-		return c < 0
-	}
-	return c <= 0
+	return zScoreStart(s.score, rev), in, true, nil
 }
 
 // zScoreStart returns the walk start of the first entry of a score range
 // (the last one if rev).
-func zScoreStart(s *zScoreSpec, rev bool) []byte {
+func zScoreStart(s zrange.Score, rev bool) []byte {
 	if !rev {
-		u := redisnum.Sortable(s.min)
-		if s.minex {
+		u := redisnum.Sortable(s.Min)
+		if s.MinEx {
 			u++
 		}
 		return zPos(u)
 	}
-	u := redisnum.Sortable(s.max)
-	if !s.maxex {
+	u := redisnum.Sortable(s.Max)
+	if !s.MaxEx {
 		u++
 	}
 	return zPos(u)
@@ -169,42 +89,42 @@ func zScoreStart(s *zScoreSpec, rev bool) []byte {
 // unless the last member is >= min and the first <= max; then the first
 // member >= min in index order (the last <= max if rev) starts it if it is
 // also <= max (>= min). ok=false: the range is empty.
-func (z *zview) lexStart(s *zLexSpec, rev bool) (start []byte, ok bool, err error) {
-	if s.empty() {
+func (z *zview) lexStart(s zrange.Lex, rev bool) (start []byte, ok bool, err error) {
+	if s.Empty() {
 		return nil, false, nil
 	}
 	first, last, ok, err := z.ends()
 	if err != nil || !ok {
 		return nil, false, err
 	}
-	if !s.gteMin(last.member) || !s.lteMax(first.member) {
+	if !s.GteMin(last.member) || !s.LteMax(first.member) {
 		return nil, false, nil
 	}
 	var from []byte
 	if u := redisnum.Sortable(first.score); u == redisnum.Sortable(last.score) {
 		// One score: the index is in member order, seek the bound.
-		b := s.min
+		b := s.Min
 		if rev {
-			b = s.max
+			b = s.Max
 		}
 		switch {
-		case b.inf == -1 && !rev:
+		case b.Inf == -1 && !rev:
 			from = zPos(u)
-		case b.inf == 1 && rev:
+		case b.Inf == 1 && rev:
 			from = zPos(u + 1)
-		case b.inf != 0:
+		case b.Inf != 0:
 			return nil, false, nil
-		case !rev && s.minex, rev && !s.maxex:
-			from = zAfter(u, b.v)
+		case !rev && s.MinEx, rev && !s.MaxEx:
+			from = zAfter(u, b.V)
 		default:
-			from = zIndexElem(nil, u, b.v)
+			from = zIndexElem(nil, u, b.V)
 		}
 	}
 	found := false
 	var fu uint64
 	var fm []byte
 	err = z.walk(from, rev, func(u uint64, m []byte) bool {
-		if (!rev && s.gteMin(m)) || (rev && s.lteMax(m)) {
+		if (!rev && s.GteMin(m)) || (rev && s.LteMax(m)) {
 			found, fu, fm = true, u, bytes.Clone(m)
 			return false
 		}
@@ -213,7 +133,7 @@ func (z *zview) lexStart(s *zLexSpec, rev bool) (start []byte, ok bool, err erro
 	if err != nil || !found {
 		return nil, false, err
 	}
-	if (!rev && !s.lteMax(fm)) || (rev && !s.gteMin(fm)) {
+	if (!rev && !s.LteMax(fm)) || (rev && !s.GteMin(fm)) {
 		return nil, false, nil
 	}
 	return zAt(fu, fm, rev), true, nil
@@ -222,70 +142,21 @@ func (z *zview) lexStart(s *zLexSpec, rev bool) (start []byte, ok bool, err erro
 // ---------------------------------------------------------------------------
 // ZCOUNT, ZLEXCOUNT
 
-func checkZScoreArgs(args [][]byte) (Reply, bool) {
-	if _, ok := zParseScoreRange(args[2], args[3]); !ok {
-		return errZMinMax, false
-	}
-	return Reply{}, true
-}
-
-func checkZLexArgs(args [][]byte) (Reply, bool) {
-	if _, ok := zParseLexRange(args[2], args[3]); !ok {
-		return errZLexRange, false
-	}
-	return Reply{}, true
-}
-
-// cmdZCount walks the range it counts: O(count).
-func cmdZCount(x *ctx, args [][]byte) Reply {
-	s, ok := zParseScoreRange(args[2], args[3])
-	if !ok {
-		return errZMinMax
-	}
-	c, ok, e := x.loadColl(args[1], typeZSet)
-	if e != nil {
-		return errReply(e)
-	}
-	if !ok || s.empty() {
-		return Int(0)
-	}
-	var n int64
-	err := x.zview(c).walk(zScoreStart(&s, false), false, func(u uint64, _ []byte) bool {
-		if !s.lteMax(redisnum.Unsortable(u)) {
-			return false
-		}
-		n++
-		return true
-	})
-	if err != nil {
-		return errReply(err)
-	}
-	return Int(n)
-}
-
-func cmdZLexCount(x *ctx, args [][]byte) Reply {
-	s, ok := zParseLexRange(args[2], args[3])
-	if !ok {
-		return errZLexRange
-	}
-	c, ok, e := x.loadColl(args[1], typeZSet)
-	if e != nil {
-		return errReply(e)
-	}
-	if !ok {
-		return Int(0)
+// cmdZCount is ZCOUNT and ZLEXCOUNT. It walks the range it counts:
+// O(count).
+func cmdZCount(x *ctx, args [][]byte, s zspan) Reply {
+	c, ok, err := x.loadColl(args[1], typeZSet)
+	if err != nil || !ok {
+		return errOr(err, Int(0))
 	}
 	z := x.zview(c)
-	start, ok, err := z.lexStart(&s, false)
-	if err != nil {
-		return errReply(err)
-	}
-	if !ok {
-		return Int(0)
+	start, in, ok, err := z.spanWalk(s, false)
+	if err != nil || !ok {
+		return errOr(err, Int(0))
 	}
 	var n int64
-	err = z.walk(start, false, func(_ uint64, m []byte) bool {
-		if !s.lteMax(m) {
+	err = z.walk(start, false, func(u uint64, m []byte) bool {
+		if !in(u, m) {
 			return false
 		}
 		n++
@@ -318,9 +189,8 @@ type zrangeReq struct {
 	withScores bool
 	offset     int64
 	limit      int64 // -1: none
-	start, end int64
-	score      zScoreSpec
-	lex        zLexSpec
+	rank       rankRange
+	span       zspan // by score or lex
 }
 
 // parseZRange is the parsing half of Redis's zrangeGenericCommand: options,
@@ -381,47 +251,29 @@ func parseZRange(args [][]byte) (zrangeReq, Reply, bool) {
 	if q.rev && q.kind != zrRank {
 		minIdx, maxIdx = maxIdx, minIdx // the range is given as max, min
 	}
+	// The range parsers read args[2] and args[3].
+	bounds := [][]byte{nil, nil, args[minIdx], args[maxIdx]}
+	var r Reply
+	ok := true
 	switch q.kind {
 	case zrRank:
-		var ok bool
-		if q.start, ok = redisnum.ParseInt(args[minIdx]); !ok {
-			return q, errNotInt, false
-		}
-		if q.end, ok = redisnum.ParseInt(args[maxIdx]); !ok {
-			return q, errNotInt, false
-		}
+		q.rank, r, ok = parseRankRange(bounds)
 	case zrScore:
-		var ok bool
-		if q.score, ok = zParseScoreRange(args[minIdx], args[maxIdx]); !ok {
-			return q, errZMinMax, false
-		}
+		q.span, r, ok = parseScoreArgs(bounds)
 	case zrLex:
-		var ok bool
-		if q.lex, ok = zParseLexRange(args[minIdx], args[maxIdx]); !ok {
-			return q, errZLexRange, false
-		}
+		q.span, r, ok = parseLexArgs(bounds)
 	}
-	return q, Reply{}, true
+	return q, r, ok
 }
 
-func checkZRange(args [][]byte) (Reply, bool) {
-	_, r, ok := parseZRange(args)
-	return r, ok
-}
-
-func cmdZRange(x *ctx, args [][]byte) Reply {
-	q, r, ok := parseZRange(args)
-	if !ok {
-		return r
-	}
-	c, ok, e := x.loadColl(args[q.src], typeZSet)
-	if e != nil {
-		return errReply(e)
+func cmdZRange(x *ctx, args [][]byte, q zrangeReq) Reply {
+	c, ok, err := x.loadColl(args[q.src], typeZSet)
+	if err != nil {
+		return errReply(err)
 	}
 	var ents []zent
 	if ok {
-		var err error
-		if ents, err = x.zview(c).rangeEnts(&q); err != nil {
+		if ents, err = x.zview(c).rangeEnts(q); err != nil {
 			return errReply(err)
 		}
 	}
@@ -433,68 +285,30 @@ func cmdZRange(x *ctx, args [][]byte) Reply {
 
 // rangeEnts returns the entries a ZRANGE-family request selects, in reply
 // order.
-func (z *zview) rangeEnts(q *zrangeReq) ([]zent, error) {
+func (z *zview) rangeEnts(q zrangeReq) ([]zent, error) {
 	n := z.c.length()
-	switch q.kind {
-	case zrRank:
-		start, end := q.start, q.end
-		if start < 0 {
-			start += n
-		}
-		if end < 0 {
-			end += n
-		}
-		if start < 0 {
-			start = 0
-		}
-		if start > end || start >= n {
+	if q.kind == zrRank {
+		from, to := q.rank.clamp(n)
+		switch {
+		case from >= to:
 			return nil, nil
+		case q.rev:
+			return z.byRank(n-to, n-1-from, true)
 		}
-		if end >= n {
-			end = n - 1
-		}
-		if q.rev {
-			return z.byRank(n-1-end, n-1-start, true)
-		}
-		return z.byRank(start, end, false)
-	case zrScore:
-		s := &q.score
-		if s.empty() || (q.offset > 0 && q.offset >= n) || q.offset < 0 {
-			return nil, nil
-		}
-		return z.collect(zScoreStart(s, q.rev), q.rev, q.offset, q.limit, func(u uint64, _ []byte) bool {
-			if q.rev {
-				return s.gteMin(redisnum.Unsortable(u))
-			}
-			return s.lteMax(redisnum.Unsortable(u))
-		})
-	default:
-		s := &q.lex
-		if q.offset < 0 {
-			return nil, nil
-		}
-		start, ok, err := z.lexStart(s, q.rev)
-		if err != nil || !ok {
-			return nil, err
-		}
-		return z.collect(start, q.rev, q.offset, q.limit, func(_ uint64, m []byte) bool {
-			if q.rev {
-				return s.gteMin(m)
-			}
-			return s.lteMax(m)
-		})
+		return z.byRank(from, to-1, false)
 	}
-}
-
-// collect walks from start, skips offset entries (not checked against the
-// range, as Redis does), then returns up to limit entries (limit < 0: no
-// limit) while in(entry) holds.
-func (z *zview) collect(start []byte, rev bool, offset, limit int64, in func(u uint64, m []byte) bool) ([]zent, error) {
-	var out []zent
-	if limit == 0 {
+	if q.offset < 0 || (q.offset > 0 && q.offset >= n) || q.limit == 0 {
 		return nil, nil
 	}
-	err := z.walk(start, rev, func(u uint64, m []byte) bool {
+	start, in, ok, err := z.spanWalk(q.span, q.rev)
+	if err != nil || !ok {
+		return nil, err
+	}
+	// The offset skips entries without checking them against the range,
+	// as Redis does.
+	offset := q.offset
+	var out []zent
+	err = z.walk(start, q.rev, func(u uint64, m []byte) bool {
 		if offset > 0 {
 			offset--
 			return true
@@ -503,7 +317,7 @@ func (z *zview) collect(start []byte, rev bool, offset, limit int64, in func(u u
 			return false
 		}
 		out = append(out, zent{member: bytes.Clone(m), score: redisnum.Unsortable(u)})
-		return limit < 0 || int64(len(out)) < limit
+		return q.limit < 0 || int64(len(out)) < q.limit
 	})
 	return out, err
 }
@@ -512,7 +326,10 @@ func (z *zview) collect(start []byte, rev bool, offset, limit int64, in func(u u
 // ZREMRANGEBYRANK, ZREMRANGEBYSCORE, ZREMRANGEBYLEX
 
 // zRemoved finishes a ZREMRANGEBY* command that deleted n entries.
-func (x *ctx) zRemoved(c *coll, n int64) Reply {
+func (x *ctx) zRemoved(c *coll, n int64, err error) Reply {
+	if err != nil {
+		return errReply(err)
+	}
 	if n > 0 {
 		c.setLength(c.length() - n)
 		if err := x.saveColl(c); err != nil {
@@ -522,97 +339,45 @@ func (x *ctx) zRemoved(c *coll, n int64) Reply {
 	return Int(n)
 }
 
-func cmdZRemRangeByRank(x *ctx, args [][]byte) Reply {
-	start, _ := redisnum.ParseInt(args[2])
-	end, _ := redisnum.ParseInt(args[3])
-	c, ok, e := x.loadColl(args[1], typeZSet)
-	if e != nil {
-		return errReply(e)
-	}
-	if !ok {
-		return Int(0)
+func cmdZRemRangeByRank(x *ctx, args [][]byte, q rankRange) Reply {
+	c, ok, err := x.loadColl(args[1], typeZSet)
+	if err != nil || !ok {
+		return errOr(err, Int(0))
 	}
 	n := c.length()
-	if start < 0 {
-		start += n
-	}
-	if end < 0 {
-		end += n
-	}
-	if start < 0 {
-		start = 0
-	}
-	if start > end || start >= n {
+	from, to := q.clamp(n)
+	switch {
+	case from >= to:
 		return Int(0)
-	}
-	if end >= n {
-		end = n - 1
-	}
-	if start == 0 && end == n-1 {
+	case from == 0 && to == n:
 		// Everything: one range deletion.
 		if err := x.remove(args[1]); err != nil {
 			return errReply(err)
 		}
 		return Int(n)
 	}
+	// Walk from the nearer end.
 	z := x.zview(c)
 	var deleted int64
-	var err error
-	if start <= n-1-end {
-		deleted, err = z.remove(nil, false, start, end-start+1, nil)
+	if from <= n-to {
+		deleted, err = z.remove(nil, false, from, to-from, nil)
 	} else {
-		deleted, err = z.remove(nil, true, n-1-end, end-start+1, nil)
+		deleted, err = z.remove(nil, true, n-to, to-from, nil)
 	}
-	if err != nil {
-		return errReply(err)
-	}
-	return x.zRemoved(c, deleted)
+	return x.zRemoved(c, deleted, err)
 }
 
-func cmdZRemRangeByScore(x *ctx, args [][]byte) Reply {
-	s, ok := zParseScoreRange(args[2], args[3])
-	if !ok {
-		return errZMinMax
-	}
-	c, ok, e := x.loadColl(args[1], typeZSet)
-	if e != nil {
-		return errReply(e)
-	}
-	if !ok || s.empty() {
-		return Int(0)
-	}
-	deleted, err := x.zview(c).remove(zScoreStart(&s, false), false, 0, math.MaxInt64, func(u uint64, _ []byte) bool {
-		return s.lteMax(redisnum.Unsortable(u))
-	})
-	if err != nil {
-		return errReply(err)
-	}
-	return x.zRemoved(c, deleted)
-}
-
-func cmdZRemRangeByLex(x *ctx, args [][]byte) Reply {
-	s, ok := zParseLexRange(args[2], args[3])
-	if !ok {
-		return errZLexRange
-	}
-	c, ok, e := x.loadColl(args[1], typeZSet)
-	if e != nil {
-		return errReply(e)
-	}
-	if !ok {
-		return Int(0)
+// cmdZRemRangeBy is ZREMRANGEBYSCORE and ZREMRANGEBYLEX.
+func cmdZRemRangeBy(x *ctx, args [][]byte, s zspan) Reply {
+	c, ok, err := x.loadColl(args[1], typeZSet)
+	if err != nil || !ok {
+		return errOr(err, Int(0))
 	}
 	z := x.zview(c)
-	start, ok, err := z.lexStart(&s, false)
-	if err != nil {
-		return errReply(err)
+	start, in, ok, err := z.spanWalk(s, false)
+	if err != nil || !ok {
+		return errOr(err, Int(0))
 	}
-	if !ok {
-		return Int(0)
-	}
-	deleted, err := z.remove(start, false, 0, math.MaxInt64, func(_ uint64, m []byte) bool { return s.lteMax(m) })
-	if err != nil {
-		return errReply(err)
-	}
-	return x.zRemoved(c, deleted)
+	n, err := z.remove(start, false, 0, math.MaxInt64, in)
+	return x.zRemoved(c, n, err)
 }

@@ -13,26 +13,21 @@ import (
 // ---------------------------------------------------------------------------
 // ZSCAN
 
-func checkZScan(args [][]byte) (Reply, bool) {
-	if _, ok := parseCursor(args[2]); !ok {
-		return errInvalidCurs, false
+// parseZScan parses ZSCAN's cursor, before the key is looked at (the
+// options come after it, as in Redis).
+func parseZScan(args [][]byte) (cursor uint64, r Reply, ok bool) {
+	if cursor, ok = parseCursor(args[2]); !ok {
+		return 0, errInvalidCurs, false
 	}
-	return Reply{}, true
+	return cursor, Reply{}, true
 }
 
 // cmdZScan pages through the index like HSCAN (scanPage): a position is
 // an index element ('s', sortable score, member).
-func cmdZScan(x *ctx, args [][]byte) Reply {
-	cursor, ok := parseCursor(args[2])
-	if !ok {
-		return errInvalidCurs
-	}
-	c, ok, e := x.loadColl(args[1], typeZSet)
-	if e != nil {
-		return errReply(e)
-	}
-	if !ok {
-		return Array(BulkString("0"), Array())
+func cmdZScan(x *ctx, args [][]byte, cursor uint64) Reply {
+	c, ok, err := x.loadColl(args[1], typeZSet)
+	if err != nil || !ok {
+		return errOr(err, Array(BulkString("0"), Array()))
 	}
 	p, start, r, ok := newScanPage(c, args, cursor, []byte{'s'})
 	if !ok {
@@ -40,7 +35,7 @@ func cmdZScan(x *ctx, args [][]byte) Reply {
 	}
 	z := x.zview(c)
 	var out []Reply
-	err := z.walk(start, false, func(u uint64, m []byte) bool {
+	err = z.walk(start, false, func(u uint64, m []byte) bool {
 		if !p.next() {
 			return false
 		}
@@ -59,31 +54,22 @@ func cmdZScan(x *ctx, args [][]byte) Reply {
 // ---------------------------------------------------------------------------
 // ZRANDMEMBER
 
-func parseZRandMember(args [][]byte) (count int64, has, withScores bool, r Reply, ok bool) {
-	a, r, ok := parseRandArgs(args, "withscores")
-	return a.count, a.has, a.withOpt, r, ok
-}
-
-func checkZRandMember(args [][]byte) (Reply, bool) {
-	_, _, _, r, ok := parseZRandMember(args)
-	return r, ok
+func parseZRandMember(args [][]byte) (randArgs, Reply, bool) {
+	return parseRandArgs(args, "withscores")
 }
 
 // cmdZRandMember picks random ranks and reads them in one walk of the
 // index (O(N) at worst). A count of at least the size returns the whole
 // set (highest score first, as Redis does); a negative count may repeat
 // members.
-func cmdZRandMember(x *ctx, args [][]byte) Reply {
-	l, has, withScores, r, ok := parseZRandMember(args)
-	if !ok {
-		return r
-	}
-	c, ok, e := x.loadColl(args[1], typeZSet)
-	if e != nil {
-		return errReply(e)
+func cmdZRandMember(x *ctx, args [][]byte, a randArgs) Reply {
+	l, withScores := a.count, a.withOpt
+	c, ok, err := x.loadColl(args[1], typeZSet)
+	if err != nil {
+		return errReply(err)
 	}
 	if !ok {
-		if has {
+		if a.has {
 			return Array()
 		}
 		return Nil
@@ -91,7 +77,7 @@ func cmdZRandMember(x *ctx, args [][]byte) Reply {
 	z := x.zview(c)
 	n := c.length()
 	rng := x.rand()
-	if !has {
+	if !a.has {
 		p := rng.Int64N(n)
 		ents, err := z.byRank(p, p, false)
 		if err != nil {
@@ -124,7 +110,7 @@ func cmdZRandMember(x *ctx, args [][]byte) Reply {
 	got := make(map[int64]zent, len(sorted))
 	var rank int64
 	next := 0
-	err := z.walk(nil, false, func(u uint64, m []byte) bool {
+	err = z.walk(nil, false, func(u uint64, m []byte) bool {
 		if rank == sorted[next] {
 			got[rank] = zent{member: bytes.Clone(m), score: redisnum.Unsortable(u)}
 			next++

@@ -28,19 +28,20 @@ const (
 	zaggMax
 )
 
-// zsetOp describes one of the commands by name.
+// zsetOp is a parsed command: which one and its number of keys.
 type zsetOp struct {
 	op       int
 	numIdx   int // position of numkeys
+	numkeys  int
 	store    bool
 	cardOnly bool
-	name     string
 }
 
-func zsetOpOf(name []byte) zsetOp {
-	n := strings.ToLower(string(name))
-	o := zsetOp{numIdx: 1, name: n}
-	switch n {
+// parseZSetOp parses numkeys, as Redis does before it looks at the keys.
+func parseZSetOp(args [][]byte) (zsetOp, Reply, bool) {
+	name := strings.ToLower(string(args[0]))
+	o := zsetOp{numIdx: 1}
+	switch name {
 	case "zunionstore":
 		o.op, o.numIdx, o.store = zopUnion, 2, true
 	case "zinterstore":
@@ -56,23 +57,18 @@ func zsetOpOf(name []byte) zsetOp {
 	case "zintercard":
 		o.op, o.cardOnly = zopInter, true
 	}
-	return o
-}
-
-// checkZSetOp checks numkeys as Redis does before looking at the keys.
-func checkZSetOp(args [][]byte) (Reply, bool) {
-	o := zsetOpOf(args[0])
 	n, ok := redisnum.ParseInt(args[o.numIdx])
 	if !ok {
-		return errNotInt, false
+		return o, errNotInt, false
 	}
 	if n < 1 {
-		return Error("ERR at least 1 input key is needed for '" + o.name + "' command"), false
+		return o, Error("ERR at least 1 input key is needed for '" + name + "' command"), false
 	}
 	if n > int64(len(args)-(o.numIdx+1)) {
-		return errSyntax, false
+		return o, errSyntax, false
 	}
-	return Reply{}, true
+	o.numkeys = int(n)
+	return o, Reply{}, true
 }
 
 // zsrc is one input of a set operation: a sorted set, a set (every member
@@ -145,13 +141,8 @@ func zSortEnts(ents []zent) {
 
 // cmdZSetOp is a port of zunionInterDiffGenericCommand. The keys are
 // checked for their type before the options are parsed, as Redis does.
-func cmdZSetOp(x *ctx, args [][]byte) Reply {
-	if r, ok := checkZSetOp(args); !ok {
-		return r
-	}
-	o := zsetOpOf(args[0])
-	setnum, _ := redisnum.ParseInt(args[o.numIdx])
-	srcs := make([]zsrc, setnum)
+func cmdZSetOp(x *ctx, args [][]byte, o zsetOp) Reply {
+	srcs := make([]zsrc, o.numkeys)
 	j := o.numIdx + 1
 	for i := range srcs {
 		k := args[j]
@@ -177,7 +168,7 @@ func cmdZSetOp(x *ctx, args [][]byte) Reply {
 	for remaining := len(args) - j; remaining > 0; remaining = len(args) - j {
 		a := args[j]
 		switch {
-		case o.op != zopDiff && !o.cardOnly && remaining >= int(setnum)+1 && eq(a, "weights"):
+		case o.op != zopDiff && !o.cardOnly && remaining >= o.numkeys+1 && eq(a, "weights"):
 			j++
 			for i := range srcs {
 				w, ok := redisnum.ParseDouble(args[j])
@@ -205,7 +196,7 @@ func cmdZSetOp(x *ctx, args [][]byte) Reply {
 		case o.cardOnly && remaining >= 2 && eq(a, "limit"):
 			l, ok := redisnum.ParseInt(args[j+1])
 			if !ok || l < 0 {
-				return errZLimitNeg
+				return errLimitNegative
 			}
 			limit = l
 			j += 2

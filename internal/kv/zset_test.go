@@ -18,6 +18,7 @@ import (
 
 	"github.com/kvorum/kvorum/internal/kvdiff"
 	"github.com/kvorum/kvorum/internal/redisnum"
+	"github.com/kvorum/kvorum/internal/zrange"
 )
 
 // zfmt formats a score as ZSCORE replies it.
@@ -143,30 +144,6 @@ func TestZSetOrderOfSpecialScores(t *testing.T) {
 		}
 		if got := show(zRun(t, db, "ZREVRANK", "z", m)); got != strconv.Itoa(len(members)-1-i) {
 			t.Fatalf("ZREVRANK %s = %s", m, got)
-		}
-	}
-}
-
-// Range bounds: strtod on the C string, leading spaces and the empty
-// string allowed, overflow is infinity.
-func TestZSetParseRangeItem(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		want string
-	}{
-		{"1", "1"}, {"(1", "(1"}, {"", "0"}, {"(", "(0"}, {" 2", "2"}, {"2\x00x", "2"}, {"1e400", "inf"},
-		{"(-1e400", "(-inf"}, {"1e-400", "0"}, {"2 ", ""}, {"x", ""}, {"nan", ""}, {"((1", ""}, {"-", ""},
-	} {
-		f, ex, ok := zParseRangeItem([]byte(c.in))
-		got := ""
-		if ok {
-			got = zfmt(f)
-			if ex {
-				got = "(" + got
-			}
-		}
-		if got != c.want {
-			t.Errorf("zParseRangeItem(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
 }
@@ -323,10 +300,10 @@ func TestZSetAgainstModel(t *testing.T) {
 				b = "(" + b
 			}
 			args = []string{"ZREMRANGEBYSCORE", "z", a, b}
-			spec := zScoreSpec{min: fa, max: fb, minex: exa, maxex: exb}
+			spec := zrange.Score{Min: fa, Max: fb, MinEx: exa, MaxEx: exb}
 			n := 0
 			for m, v := range model {
-				if !spec.empty() && spec.gteMin(v) && spec.lteMax(v) {
+				if !spec.Empty() && spec.GteMin(v) && spec.LteMax(v) {
 					delete(model, m)
 					n++
 				}
@@ -390,10 +367,10 @@ func TestZSetAgainstModel(t *testing.T) {
 		}
 		a, fa := score()
 		b, fb := score()
-		spec := zScoreSpec{min: fa, max: fb}
+		spec := zrange.Score{Min: fa, Max: fb}
 		var in []zent
 		for _, e := range ents {
-			if !spec.empty() && spec.gteMin(e.score) && spec.lteMax(e.score) {
+			if !spec.Empty() && spec.GteMin(e.score) && spec.LteMax(e.score) {
 				in = append(in, e)
 			}
 		}
