@@ -947,13 +947,14 @@ type mpopArgs struct {
 	timeout int64
 }
 
-// parseMPop parses numkeys key [key ...] head|tail [COUNT count], numkeys
-// at index 1 (2 for the blocking forms, whose timeout comes first), in
-// Redis's order (lmpopGenericCommand, zmpopGenericCommand); head and tail
-// are the words naming the two ends.
+// parseMPop parses [timeout] numkeys key [key ...] head|tail [COUNT
+// count] (the timeout for the blocking forms) in Redis's order
+// (lmpopGenericCommand, zmpopGenericCommand): the timeout last. head and
+// tail are the words naming the two ends.
 func parseMPop(args [][]byte, head, tail string) (a mpopArgs, r Reply, ok bool) {
 	numIdx := 1
-	if args[0][0]|0x20 == 'b' {
+	blocking := args[0][0]|0x20 == 'b'
+	if blocking {
 		numIdx = 2
 	}
 	nk, ok := redisnum.ParseInt(args[numIdx])
@@ -981,17 +982,15 @@ func parseMPop(args [][]byte, head, tail string) (a mpopArgs, r Reply, ok bool) 
 		}
 	}
 	a.count = max(a.count, 1)
+	if blocking {
+		if a.timeout, r, ok = listTimeout(args[1]); !ok {
+			return a, r, false
+		}
+	}
 	return a, Reply{}, true
 }
 
-// parseLMPop parses LMPOP and BLMPOP, whose timeout is checked after the
-// rest, as Redis does.
-func parseLMPop(args [][]byte) (a mpopArgs, r Reply, ok bool) {
-	if a, r, ok = parseMPop(args, "left", "right"); ok && args[0][0]|0x20 == 'b' {
-		a.timeout, r, ok = listTimeout(args[1])
-	}
-	return a, r, ok
-}
+func parseLMPop(args [][]byte) (mpopArgs, Reply, bool) { return parseMPop(args, "left", "right") }
 
 // cmdLMPop is LMPOP and the kernel of BLMPOP.
 func cmdLMPop(x *ctx, args [][]byte, a mpopArgs) Reply {

@@ -85,19 +85,7 @@ func (x *ctx) zpopFirst(keys [][]byte, count int64, max bool) (key []byte, ents 
 	return nil, nil, nil
 }
 
-// parseZMPop parses ZMPOP and BZMPOP (see parseMPop); BZMPOP's timeout is
-// checked first, as Redis does (bzmpopCommand).
-func parseZMPop(args [][]byte) (a mpopArgs, r Reply, ok bool) {
-	var timeout int64
-	if args[0][0]|0x20 == 'b' {
-		if timeout, r, ok = listTimeout(args[1]); !ok {
-			return a, r, false
-		}
-	}
-	a, r, ok = parseMPop(args, "min", "max")
-	a.timeout = timeout
-	return a, r, ok
-}
+func parseZMPop(args [][]byte) (mpopArgs, Reply, bool) { return parseMPop(args, "min", "max") }
 
 // cmdBZPop is the kernel of BZPOPMIN and BZPOPMAX: pop one member from the
 // first of the keys that exists (which must be a sorted set), replying
