@@ -9,6 +9,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/kvorum/kvorum/internal/redisnum"
+	"github.com/kvorum/kvorum/internal/streamid"
 )
 
 // Streams (Redis 7.0 semantics, without consumer groups).
@@ -117,72 +118,14 @@ var (
 	errXSetIDLength      = Error("ERR The entries_added specified in XSETID is smaller than the target stream length")
 )
 
-// streamID is a stream entry ID, <ms>-<seq>.
-type streamID struct{ ms, seq uint64 }
-
-var maxStreamID = streamID{math.MaxUint64, math.MaxUint64}
-
-func (a streamID) cmp(b streamID) int {
-	switch {
-	case a.ms < b.ms:
-		return -1
-	case a.ms > b.ms:
-		return 1
-	case a.seq < b.seq:
-		return -1
-	case a.seq > b.seq:
-		return 1
-	}
-	return 0
-}
-
-func (a streamID) isZero() bool { return a.ms == 0 && a.seq == 0 }
-
-// incr returns the successor of id; ok=false (and 0-0) if id is the last
-// possible ID.
-func (a streamID) incr() (streamID, bool) {
-	switch {
-	case a.seq < math.MaxUint64:
-		return streamID{a.ms, a.seq + 1}, true
-	case a.ms < math.MaxUint64:
-		return streamID{a.ms + 1, 0}, true
-	}
-	return streamID{}, false
-}
-
-// decr returns the predecessor of id; ok=false (and max-max) for 0-0.
-func (a streamID) decr() (streamID, bool) {
-	switch {
-	case a.seq > 0:
-		return streamID{a.ms, a.seq - 1}, true
-	case a.ms > 0:
-		return streamID{a.ms - 1, math.MaxUint64}, true
-	}
-	return maxStreamID, false
-}
-
-func (a streamID) appendTo(b []byte) []byte {
-	b = strconv.AppendUint(b, a.ms, 10)
-	b = append(b, '-')
-	return strconv.AppendUint(b, a.seq, 10)
-}
-
-func (a streamID) reply() Reply { return Bulk(a.appendTo(make([]byte, 0, 24))) }
-
-func (a streamID) put(b []byte) {
-	binary.BigEndian.PutUint64(b, a.ms)
-	binary.BigEndian.PutUint64(b[8:], a.seq)
-}
-
-func getStreamID(b []byte) streamID {
-	return streamID{binary.BigEndian.Uint64(b), binary.BigEndian.Uint64(b[8:])}
-}
+// idReply is an ID's reply, a bulk string <ms>-<seq>.
+func idReply(id streamid.ID) Reply { return Bulk(id.AppendTo(make([]byte, 0, 24))) }
 
 // entryElem returns the element bytes of entry id.
-func entryElem(id streamID) []byte {
+func entryElem(id streamid.ID) []byte {
 	b := make([]byte, 17)
 	b[0] = typeStreamKindEntry
-	id.put(b[1:])
+	id.Put(b[1:])
 	return b
 }
 
@@ -193,108 +136,18 @@ func nodeElem(node uint64) []byte {
 	return b
 }
 
-// parseStreamU64 is Redis's string2ull: string2ll's strict form (a negative
-// number is invalid), else C's strtoull (leading spaces, a sign, leading
-// zeros; a negative number wraps around).
-func parseStreamU64(s []byte) (uint64, bool) {
-	if len(s) == 0 {
-		return 0, false
-	}
-	if n, ok := redisnum.ParseInt(s); ok {
-		return uint64(n), n >= 0
-	}
-	i := 0
-	for i < len(s) && (s[i] == ' ' || (s[i] >= '\t' && s[i] <= '\r')) {
-		i++
-	}
-	neg := false
-	if i < len(s) && (s[i] == '+' || s[i] == '-') {
-		neg = s[i] == '-'
-		i++
-	}
-	if i == len(s) {
-		return 0, false
-	}
-	var v uint64
-	for ; i < len(s); i++ {
-		c := s[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		if v > (math.MaxUint64-uint64(c-'0'))/10 {
-			return 0, false // ERANGE
-		}
-		v = v*10 + uint64(c-'0')
-	}
-	if neg {
-		v = -v
-	}
-	return v, true
-}
-
-// parseStreamID is Redis's streamGenericParseIDOrReply: "-" and "+"
-// (unless strict), <ms> (seq = missingSeq), <ms>-<seq>, and with
-// allowStar <ms>-* (seqGiven=false). The text is read as a C string (up
-// to a NUL byte) and at most 127 bytes long.
-func parseStreamID(b []byte, missingSeq uint64, strict, allowStar bool) (id streamID, seqGiven, ok bool) {
-	if len(b) > 127 {
-		return id, false, false
-	}
-	for i, c := range b {
-		if c == 0 {
-			b = b[:i]
-			break
-		}
-	}
-	if len(b) == 1 && (b[0] == '-' || b[0] == '+') {
-		if strict {
-			return id, false, false
-		}
-		if b[0] == '-' {
-			return streamID{}, true, true
-		}
-		return maxStreamID, true, true
-	}
-	seqGiven = true
-	dash := -1
-	for i, c := range b {
-		if c == '-' {
-			dash = i
-			break
-		}
-	}
-	msPart := b
-	if dash >= 0 {
-		msPart = b[:dash]
-	}
-	ms, good := parseStreamU64(msPart)
-	if !good {
-		return id, false, false
-	}
-	seq := missingSeq
-	if dash >= 0 {
-		rest := b[dash+1:]
-		if allowStar && len(rest) == 1 && rest[0] == '*' {
-			seq, seqGiven = 0, false
-		} else if seq, good = parseStreamU64(rest); !good {
-			return id, false, false
-		}
-	}
-	return streamID{ms, seq}, seqGiven, true
-}
-
 // streamState is a stream's metadata value.
 type streamState struct {
 	length    uint64
-	last      streamID // last-generated-id
-	maxDel    streamID // max-deleted-entry-id
-	added     uint64   // entries-added
-	first     streamID // recorded-first-entry-id
-	appended  uint64   // entries ever appended to this incarnation: the next node id
-	tailNode  uint64   // id of the tail node
-	tailCount uint64   // entries ever added to the tail node; 0: none (the next XADD starts a node)
-	nodes     uint64   // number of node records (radix-tree-keys)
-	groups    uint64   // unused, always 0 (groups are counted from their records)
+	last      streamid.ID // last-generated-id
+	maxDel    streamid.ID // max-deleted-entry-id
+	added     uint64      // entries-added
+	first     streamid.ID // recorded-first-entry-id
+	appended  uint64      // entries ever appended to this incarnation: the next node id
+	tailNode  uint64      // id of the tail node
+	tailCount uint64      // entries ever added to the tail node; 0: none (the next XADD starts a node)
+	nodes     uint64      // number of node records (radix-tree-keys)
+	groups    uint64      // unused, always 0 (groups are counted from their records)
 }
 
 const streamStateSize = 8 + 16 + 16 + 8 + 16 + 8*5
@@ -305,8 +158,8 @@ func decodeStreamState(v []byte) streamState {
 	}
 	u := func(i int) uint64 { return binary.BigEndian.Uint64(v[i:]) }
 	return streamState{
-		length: u(0), last: getStreamID(v[8:]), maxDel: getStreamID(v[24:]), added: u(40),
-		first: getStreamID(v[48:]), appended: u(64), tailNode: u(72), tailCount: u(80), nodes: u(88), groups: u(96),
+		length: u(0), last: streamid.Get(v[8:]), maxDel: streamid.Get(v[24:]), added: u(40),
+		first: streamid.Get(v[48:]), appended: u(64), tailNode: u(72), tailCount: u(80), nodes: u(88), groups: u(96),
 	}
 }
 
@@ -314,10 +167,10 @@ func (s *streamState) encode() []byte {
 	v := make([]byte, streamStateSize)
 	p := func(i int, n uint64) { binary.BigEndian.PutUint64(v[i:], n) }
 	p(0, s.length)
-	s.last.put(v[8:])
-	s.maxDel.put(v[24:])
+	s.last.Put(v[8:])
+	s.maxDel.Put(v[24:])
 	p(40, s.added)
-	s.first.put(v[48:])
+	s.first.Put(v[48:])
 	p(64, s.appended)
 	p(72, s.tailNode)
 	p(80, s.tailCount)
@@ -363,7 +216,7 @@ func (x *ctx) saveStream(s *stream) error {
 type streamNode struct {
 	id   uint64
 	live uint64
-	last streamID
+	last streamid.ID
 }
 
 func (x *ctx) getNode(s *stream, node uint64) (streamNode, bool, error) {
@@ -371,13 +224,13 @@ func (x *ctx) getNode(s *stream, node uint64) (streamNode, bool, error) {
 	if err != nil || !ok || len(v) < 24 {
 		return streamNode{id: node}, false, err
 	}
-	return streamNode{id: node, live: binary.BigEndian.Uint64(v), last: getStreamID(v[8:])}, true, nil
+	return streamNode{id: node, live: binary.BigEndian.Uint64(v), last: streamid.Get(v[8:])}, true, nil
 }
 
 func (x *ctx) putNode(s *stream, n streamNode) error {
 	var v [24]byte
 	binary.BigEndian.PutUint64(v[:], n.live)
-	n.last.put(v[8:])
+	n.last.Put(v[8:])
 	return x.setElem(s.c, nodeElem(n.id), v[:])
 }
 
@@ -415,7 +268,7 @@ func entryNode(v []byte) uint64 {
 // entryReply builds [id, [field, value, ...]] from an entry's element
 // bytes and value (copied).
 func entryReply(elem, v []byte) Reply {
-	id := getStreamID(elem[1:])
+	id := streamid.Get(elem[1:])
 	var fields []Reply
 	if len(v) >= 8 {
 		p := v[8:]
@@ -433,14 +286,14 @@ func entryReply(elem, v []byte) Reply {
 			}
 		}
 	}
-	return Array(id.reply(), Array(fields...))
+	return Array(idReply(id), Array(fields...))
 }
 
 // rangeEntries returns the entries with start <= ID <= end, in order (reverse
 // if rev), at most count of them (0: all).
-func (x *ctx) rangeEntries(s *stream, start, end streamID, count int64, rev bool) ([]Reply, error) {
+func (x *ctx) rangeEntries(s *stream, start, end streamid.ID, count int64, rev bool) ([]Reply, error) {
 	out := []Reply{}
-	if start.cmp(end) > 0 || s.st.length == 0 {
+	if start.Cmp(end) > 0 || s.st.length == 0 {
 		return out, nil
 	}
 	from := entryElem(start)
@@ -451,8 +304,8 @@ func (x *ctx) rangeEntries(s *stream, start, end streamID, count int64, rev bool
 		if len(elem) != 17 {
 			return true
 		}
-		id := getStreamID(elem[1:])
-		if (!rev && id.cmp(end) > 0) || (rev && id.cmp(start) < 0) {
+		id := streamid.Get(elem[1:])
+		if (!rev && id.Cmp(end) > 0) || (rev && id.Cmp(start) < 0) {
 			return false
 		}
 		out = append(out, entryReply(elem, v))
@@ -462,12 +315,12 @@ func (x *ctx) rangeEntries(s *stream, start, end streamID, count int64, rev bool
 }
 
 // edgeEntry returns the first (or last) live entry's ID; ok=false if none.
-func (x *ctx) edgeEntry(s *stream, last bool) (streamID, bool, error) {
-	var id streamID
+func (x *ctx) edgeEntry(s *stream, last bool) (streamid.ID, bool, error) {
+	var id streamid.ID
 	found := false
 	err := x.iterElems(s.c, []byte{typeStreamKindEntry}, nil, last, func(elem, _ []byte) bool {
 		if len(elem) == 17 {
-			id, found = getStreamID(elem[1:]), true
+			id, found = streamid.Get(elem[1:]), true
 		}
 		return false
 	})
@@ -483,7 +336,7 @@ const (
 )
 
 type addTrimArgs struct {
-	id        streamID
+	id        streamid.ID
 	idGiven   bool
 	seqGiven  bool
 	noMk      bool
@@ -491,7 +344,7 @@ type addTrimArgs struct {
 	approx    bool
 	limit     int64
 	maxLen    int64
-	minID     streamID
+	minID     streamid.ID
 	fieldsPos int // XADD: index of the first field
 }
 
@@ -524,7 +377,7 @@ func parseAddTrim(args [][]byte, xadd bool) (a addTrimArgs, r Reply, ok bool) {
 				}
 				a.maxLen, a.strategy = n, trimMaxLen
 			} else {
-				id, _, good := parseStreamID(args[i+1], 0, true, false)
+				id, good := streamid.ParseStrict(args[i+1])
 				if !good {
 					return a, errStreamID, false
 				}
@@ -544,7 +397,7 @@ func parseAddTrim(args [][]byte, xadd bool) (a addTrimArgs, r Reply, ok bool) {
 		case xadd && eq(opt, "nomkstream"):
 			a.noMk = true
 		case xadd:
-			id, seqGiven, good := parseStreamID(opt, 0, true, true)
+			id, seqGiven, good := streamid.Parse(opt, 0, true, true)
 			if !good {
 				return a, errStreamID, false
 			}
@@ -579,7 +432,7 @@ done:
 		if n < 2 || n%2 == 1 {
 			return a, wrongArity("xadd"), false
 		}
-		if a.idGiven && a.seqGiven && a.id.isZero() {
+		if a.idGiven && a.seqGiven && a.id.IsZero() {
 			return a, errStreamIDZero, false
 		}
 	}
@@ -614,30 +467,30 @@ func cmdXAdd(x *ctx, args [][]byte) Reply {
 		}
 	}
 	st := &s.st
-	if st.last == maxStreamID {
+	if st.last == streamid.Max {
 		return errStreamExhausted
 	}
-	var id streamID
+	var id streamid.ID
 	switch {
 	case !a.idGiven:
 		// streamNextID with the log's clock instead of mstime().
 		now := uint64(max(x.now, 0))
-		if now > st.last.ms {
-			id = streamID{now, 0}
+		if now > st.last.Ms {
+			id = streamid.ID{Ms: now}
 		} else {
-			id, _ = st.last.incr()
+			id, _ = st.last.Incr()
 		}
 	case a.seqGiven:
 		id = a.id
-	case st.last.ms == a.id.ms:
-		if st.last.seq == math.MaxUint64 {
+	case st.last.Ms == a.id.Ms:
+		if st.last.Seq == math.MaxUint64 {
 			return errStreamTooLarge // Redis reports this case so (errno is not EDOM)
 		}
-		id = streamID{st.last.ms, st.last.seq + 1}
+		id = streamid.ID{Ms: st.last.Ms, Seq: st.last.Seq + 1}
 	default:
 		id = a.id
 	}
-	if id.cmp(st.last) <= 0 {
+	if id.Cmp(st.last) <= 0 {
 		return errStreamIDSmaller
 	}
 	// Nodes: join the tail node or start one (see the comment at the top).
@@ -676,7 +529,7 @@ func cmdXAdd(x *ctx, args [][]byte) Reply {
 	if err := x.saveStream(s); err != nil {
 		return errReply(err)
 	}
-	return id.reply()
+	return idReply(id)
 }
 
 // streamTrim is Redis's streamTrim: remove whole head nodes while the
@@ -698,7 +551,7 @@ func (x *ctx) streamTrim(s *stream, a *addTrimArgs) (int64, error) {
 		if a.strategy == trimMaxLen && length <= uint64(a.maxLen) {
 			return false
 		}
-		n := streamNode{id: binary.BigEndian.Uint64(elem[1:]), live: binary.BigEndian.Uint64(v), last: getStreamID(v[8:])}
+		n := streamNode{id: binary.BigEndian.Uint64(elem[1:]), live: binary.BigEndian.Uint64(v), last: streamid.Get(v[8:])}
 		if a.limit != 0 && planned+n.live > uint64(a.limit) {
 			return false
 		}
@@ -706,7 +559,7 @@ func (x *ctx) streamTrim(s *stream, a *addTrimArgs) (int64, error) {
 		if a.strategy == trimMaxLen {
 			remove = length-n.live >= uint64(a.maxLen)
 		} else {
-			remove = n.last.cmp(a.minID) < 0
+			remove = n.last.Cmp(a.minID) < 0
 		}
 		if remove {
 			whole = append(whole, n)
@@ -735,9 +588,9 @@ func (x *ctx) streamTrim(s *stream, a *addTrimArgs) (int64, error) {
 				if partial == nil {
 					return false
 				}
-				id := getStreamID(elem[1:])
+				id := streamid.Get(elem[1:])
 				if a.strategy == trimMaxLen && st.length-deleted <= uint64(a.maxLen) ||
-					a.strategy == trimMinID && id.cmp(a.minID) >= 0 {
+					a.strategy == trimMinID && id.Cmp(a.minID) >= 0 {
 					return false
 				}
 				partial.live--
@@ -769,7 +622,7 @@ func (x *ctx) streamTrim(s *stream, a *addTrimArgs) (int64, error) {
 	}
 	st.length -= deleted
 	if st.length == 0 {
-		st.first = streamID{}
+		st.first = streamid.ID{}
 	} else if deleted > 0 {
 		first, _, err := x.edgeEntry(s, false)
 		if err != nil {
@@ -818,20 +671,8 @@ func cmdXLen(x *ctx, args [][]byte) Reply {
 // --- XRANGE / XREVRANGE ---
 
 type rangeArgs struct {
-	start, end streamID
+	start, end streamid.ID
 	count      int64 // -1: none
-}
-
-// parseIntervalID is streamParseIntervalIDOrReply: "(" makes the bound
-// exclusive (and the ID strict).
-func parseIntervalID(b []byte, missingSeq uint64) (id streamID, excl, ok bool) {
-	excl = len(b) > 1 && b[0] == '('
-	if excl {
-		id, _, ok = parseStreamID(b[1:], missingSeq, true, false)
-	} else {
-		id, _, ok = parseStreamID(b, missingSeq, false, false)
-	}
-	return id, excl, ok
 }
 
 func parseXRange(args [][]byte) (a rangeArgs, r Reply, ok bool) {
@@ -839,21 +680,21 @@ func parseXRange(args [][]byte) (a rangeArgs, r Reply, ok bool) {
 	if eq(args[0], "xrevrange") { // end start
 		startArg, endArg = endArg, startArg
 	}
-	start, excl, good := parseIntervalID(startArg, 0)
+	start, excl, good := streamid.ParseInterval(startArg, 0)
 	if !good {
 		return a, errStreamID, false
 	}
 	if excl {
-		if start, good = start.incr(); !good {
+		if start, good = start.Incr(); !good {
 			return a, errStreamBadStart, false
 		}
 	}
-	end, excl, good := parseIntervalID(endArg, math.MaxUint64)
+	end, excl, good := streamid.ParseInterval(endArg, math.MaxUint64)
 	if !good {
 		return a, errStreamID, false
 	}
 	if excl {
-		if end, good = end.decr(); !good {
+		if end, good = end.Decr(); !good {
 			return a, errStreamBadEnd, false
 		}
 	}
@@ -911,9 +752,9 @@ func cmdXDel(x *ctx, args [][]byte) Reply {
 		return Int(0)
 	}
 	// Redis parses every ID (after the key lookup) before deleting any.
-	ids := make([]streamID, len(args)-2)
+	ids := make([]streamid.ID, len(args)-2)
 	for i, a := range args[2:] {
-		id, _, ok := parseStreamID(a, 0, true, false)
+		id, ok := streamid.ParseStrict(a)
 		if !ok {
 			return errStreamID
 		}
@@ -950,7 +791,7 @@ func cmdXDel(x *ctx, args [][]byte) Reply {
 		if id == st.first {
 			firstGone = true
 		}
-		if id.cmp(st.maxDel) > 0 {
+		if id.Cmp(st.maxDel) > 0 {
 			st.maxDel = id
 		}
 		deleted++
@@ -959,7 +800,7 @@ func cmdXDel(x *ctx, args [][]byte) Reply {
 		return Int(0)
 	}
 	if st.length == 0 {
-		st.first = streamID{}
+		st.first = streamid.ID{}
 	} else if firstGone {
 		first, _, err := x.edgeEntry(s, false)
 		if err != nil {
@@ -976,15 +817,15 @@ func cmdXDel(x *ctx, args [][]byte) Reply {
 // --- XSETID ---
 
 type setIDArgs struct {
-	id      streamID
+	id      streamid.ID
 	added   int64 // -1: not given
-	maxDel  streamID
+	maxDel  streamid.ID
 	hasMaxD bool
 }
 
 func parseXSetID(args [][]byte) (a setIDArgs, r Reply, ok bool) {
 	a.added = -1
-	id, _, good := parseStreamID(args[2], 0, true, false)
+	id, good := streamid.ParseStrict(args[2])
 	if !good {
 		return a, errStreamID, false
 	}
@@ -1002,11 +843,11 @@ func parseXSetID(args [][]byte) (a setIDArgs, r Reply, ok bool) {
 			}
 			a.added = n
 		case eq(args[i], "maxdeletedid") && more > 0:
-			md, _, good := parseStreamID(args[i+1], 0, true, false)
+			md, good := streamid.ParseStrict(args[i+1])
 			if !good {
 				return a, errStreamID, false
 			}
-			if a.id.cmp(md) < 0 {
+			if a.id.Cmp(md) < 0 {
 				return a, errXSetIDMaxDel, false
 			}
 			a.maxDel, a.hasMaxD = md, true
@@ -1040,7 +881,7 @@ func cmdXSetID(x *ctx, args [][]byte) Reply {
 		if err != nil {
 			return errReply(err)
 		}
-		if a.id.cmp(top) < 0 {
+		if a.id.Cmp(top) < 0 {
 			return errXSetIDSmaller
 		}
 		if a.added != -1 && st.length > uint64(a.added) {
@@ -1051,7 +892,7 @@ func cmdXSetID(x *ctx, args [][]byte) Reply {
 	if a.added != -1 {
 		st.added = uint64(a.added)
 	}
-	if !a.maxDel.isZero() {
+	if !a.maxDel.IsZero() {
 		st.maxDel = a.maxDel
 	}
 	if err := x.saveStream(s); err != nil {
@@ -1143,7 +984,7 @@ func cmdXRead(x *ctx, args [][]byte) Reply {
 		return r
 	}
 	streams := make([]*stream, a.nkeys)
-	ids := make([]streamID, a.nkeys)
+	ids := make([]streamid.ID, a.nkeys)
 	// As Redis: look each key up and parse its ID, in order.
 	for i := 0; i < a.nkeys; i++ {
 		s, exists, e := x.loadStream(args[a.streams+i])
@@ -1163,7 +1004,7 @@ func cmdXRead(x *ctx, args [][]byte) Reply {
 		case ">":
 			return errXReadGT
 		}
-		id, _, good := parseStreamID(idArg, 0, true, false)
+		id, good := streamid.ParseStrict(idArg)
 		if !good {
 			return errStreamID
 		}
@@ -1178,11 +1019,11 @@ func cmdXRead(x *ctx, args [][]byte) Reply {
 		if err != nil {
 			return errReply(err)
 		}
-		if !found || top.cmp(ids[i]) <= 0 {
+		if !found || top.Cmp(ids[i]) <= 0 {
 			continue
 		}
-		start, _ := ids[i].incr()
-		entries, err := x.rangeEntries(s, start, maxStreamID, a.count, false)
+		start, _ := ids[i].Incr()
+		entries, err := x.rangeEntries(s, start, streamid.Max, a.count, false)
 		if err != nil {
 			return errReply(err)
 		}
@@ -1242,11 +1083,11 @@ func XReadResolve(r pebble.Reader, args [][]byte, nowMs int64) (first, retry [][
 		if e != nil {
 			return args, args
 		}
-		var id streamID
+		var id streamid.ID
 		if exists {
 			id = s.st.last
 		}
-		first[a.streams+a.nkeys+i] = id.appendTo(nil)
+		first[a.streams+a.nkeys+i] = id.AppendTo(nil)
 	}
 	retry = first
 	if a.countIdx == 0 {
@@ -1341,13 +1182,13 @@ func cmdXInfo(x *ctx, args [][]byte) Reply {
 		BulkString("length"), Int(int64(st.length)),
 		BulkString("radix-tree-keys"), Int(int64(st.nodes)),
 		BulkString("radix-tree-nodes"), Int(int64(st.nodes) + 1),
-		BulkString("last-generated-id"), st.last.reply(),
-		BulkString("max-deleted-entry-id"), st.maxDel.reply(),
+		BulkString("last-generated-id"), idReply(st.last),
+		BulkString("max-deleted-entry-id"), idReply(st.maxDel),
 		BulkString("entries-added"), Int(int64(st.added)),
-		BulkString("recorded-first-entry-id"), st.first.reply(),
+		BulkString("recorded-first-entry-id"), idReply(st.first),
 	}
 	if full {
-		entries, err := x.rangeEntries(s, streamID{}, maxStreamID, count, false)
+		entries, err := x.rangeEntries(s, streamid.ID{}, streamid.Max, count, false)
 		if err != nil {
 			return errReply(err)
 		}
@@ -1368,7 +1209,7 @@ func cmdXInfo(x *ctx, args [][]byte) Reply {
 		if rev {
 			name = "last-entry"
 		}
-		entries, err := x.rangeEntries(s, streamID{}, maxStreamID, 1, rev)
+		entries, err := x.rangeEntries(s, streamid.ID{}, streamid.Max, 1, rev)
 		if err != nil {
 			return errReply(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/kvorum/kvorum/internal/redisnum"
+	"github.com/kvorum/kvorum/internal/streamid"
 )
 
 // Stream consumer groups (Redis 7.0): XGROUP, XREADGROUP, XACK, XPENDING,
@@ -90,10 +91,10 @@ func consumerElem(group, consumer []byte) []byte {
 	return append(groupPrefix(streamKindConsumer, group), consumer...)
 }
 
-func pelElem(group []byte, id streamID) []byte {
+func pelElem(group []byte, id streamid.ID) []byte {
 	b := groupPrefix(streamKindPEL, group)
 	var k [16]byte
-	id.put(k[:])
+	id.Put(k[:])
 	return append(b, k[:]...)
 }
 
@@ -103,9 +104,9 @@ func consPELPrefix(group, consumer []byte) []byte {
 	return append(b, consumer...)
 }
 
-func consPELElem(group, consumer []byte, id streamID) []byte {
+func consPELElem(group, consumer []byte, id streamid.ID) []byte {
 	var k [16]byte
-	id.put(k[:])
+	id.Put(k[:])
 	return append(consPELPrefix(group, consumer), k[:]...)
 }
 
@@ -130,7 +131,7 @@ func (x *ctx) countGroups(s *stream) (int64, error) {
 
 type streamGroup struct {
 	name      []byte
-	last      streamID
+	last      streamid.ID
 	read      int64
 	pel       uint64
 	consumers uint64
@@ -138,7 +139,7 @@ type streamGroup struct {
 
 func (g *streamGroup) encode() []byte {
 	v := make([]byte, 40)
-	g.last.put(v)
+	g.last.Put(v)
 	binary.BigEndian.PutUint64(v[16:], uint64(g.read))
 	binary.BigEndian.PutUint64(v[24:], g.pel)
 	binary.BigEndian.PutUint64(v[32:], g.consumers)
@@ -148,7 +149,7 @@ func (g *streamGroup) encode() []byte {
 func decodeGroup(name, v []byte) *streamGroup {
 	g := &streamGroup{name: append([]byte(nil), name...), read: scgInvalidEntries}
 	if len(v) >= 40 {
-		g.last = getStreamID(v)
+		g.last = streamid.Get(v)
 		g.read = int64(binary.BigEndian.Uint64(v[16:]))
 		g.pel = binary.BigEndian.Uint64(v[24:])
 		g.consumers = binary.BigEndian.Uint64(v[32:])
@@ -239,7 +240,7 @@ type streamNACK struct {
 	consumer []byte
 }
 
-func (x *ctx) getNACK(s *stream, g *streamGroup, id streamID) (*streamNACK, error) {
+func (x *ctx) getNACK(s *stream, g *streamGroup, id streamid.ID) (*streamNACK, error) {
 	v, ok, err := x.getElem(s.c, pelElem(g.name, id))
 	if err != nil || !ok {
 		return nil, err
@@ -254,7 +255,7 @@ func decodeNACK(v []byte) *streamNACK {
 	return &streamNACK{time: int64(binary.BigEndian.Uint64(v)), count: binary.BigEndian.Uint64(v[8:]), consumer: append([]byte(nil), v[16:]...)}
 }
 
-func (x *ctx) putNACK(s *stream, g *streamGroup, id streamID, n *streamNACK) error {
+func (x *ctx) putNACK(s *stream, g *streamGroup, id streamid.ID, n *streamNACK) error {
 	v := make([]byte, 16, 16+len(n.consumer))
 	binary.BigEndian.PutUint64(v, uint64(n.time))
 	binary.BigEndian.PutUint64(v[8:], n.count)
@@ -263,7 +264,7 @@ func (x *ctx) putNACK(s *stream, g *streamGroup, id streamID, n *streamNACK) err
 
 // delNACK removes id from the group's PEL and from its consumer's
 // (whose record's PEL count it decrements; see unlinkNACK for cur).
-func (x *ctx) delNACK(s *stream, g *streamGroup, id streamID, n *streamNACK, cur *streamConsumer) error {
+func (x *ctx) delNACK(s *stream, g *streamGroup, id streamid.ID, n *streamNACK, cur *streamConsumer) error {
 	if err := x.delElem(s.c, pelElem(g.name, id)); err != nil {
 		return err
 	}
@@ -274,7 +275,7 @@ func (x *ctx) delNACK(s *stream, g *streamGroup, id streamID, n *streamNACK, cur
 // unlinkNACK removes id from consumer's PEL. cur, if not nil, is a
 // consumer the caller holds in memory (and saves later): if it is the one,
 // its count is decremented there instead of in storage.
-func (x *ctx) unlinkNACK(s *stream, g *streamGroup, id streamID, consumer []byte, cur *streamConsumer) error {
+func (x *ctx) unlinkNACK(s *stream, g *streamGroup, id streamid.ID, consumer []byte, cur *streamConsumer) error {
 	if err := x.delElem(s.c, consPELElem(g.name, consumer, id)); err != nil {
 		return err
 	}
@@ -295,17 +296,17 @@ func (x *ctx) unlinkNACK(s *stream, g *streamGroup, id streamID, consumer []byte
 }
 
 // linkNACK adds id to c's PEL (c is saved by the caller).
-func (x *ctx) linkNACK(s *stream, g *streamGroup, id streamID, c *streamConsumer) error {
+func (x *ctx) linkNACK(s *stream, g *streamGroup, id streamid.ID, c *streamConsumer) error {
 	c.pel++
 	return x.setElem(s.c, consPELElem(g.name, c.name, id), nil)
 }
 
-func (x *ctx) entryExists(s *stream, id streamID) (bool, error) {
+func (x *ctx) entryExists(s *stream, id streamid.ID) (bool, error) {
 	return x.hasElem(s.c, entryElem(id))
 }
 
 // entryByID returns [id, fields] for an existing entry; ok=false if absent.
-func (x *ctx) entryByID(s *stream, id streamID) (Reply, bool, error) {
+func (x *ctx) entryByID(s *stream, id streamid.ID) (Reply, bool, error) {
 	e := entryElem(id)
 	v, ok, err := x.getElem(s.c, e)
 	if err != nil || !ok {
@@ -316,7 +317,7 @@ func (x *ctx) entryByID(s *stream, id streamID) (Reply, bool, error) {
 
 // lastValidID is streamLastValidID: the last live entry's ID (the stream's
 // last ID if empty).
-func (x *ctx) lastValidID(s *stream) (streamID, error) {
+func (x *ctx) lastValidID(s *stream) (streamid.ID, error) {
 	id, ok, err := x.edgeEntry(s, true)
 	if err != nil || !ok {
 		return s.st.last, err
@@ -325,32 +326,32 @@ func (x *ctx) lastValidID(s *stream) (streamID, error) {
 }
 
 // rangeHasTombstones is streamRangeHasTombstones (end = +inf).
-func (st *streamState) rangeHasTombstones(start streamID) bool {
-	if st.length == 0 || st.maxDel.isZero() {
+func (st *streamState) rangeHasTombstones(start streamid.ID) bool {
+	if st.length == 0 || st.maxDel.IsZero() {
 		return false
 	}
-	if st.first.cmp(st.maxDel) > 0 {
+	if st.first.Cmp(st.maxDel) > 0 {
 		return false
 	}
-	return start.cmp(st.maxDel) <= 0
+	return start.Cmp(st.maxDel) <= 0
 }
 
 // estimateDistance is streamEstimateDistanceFromFirstEverEntry.
-func (st *streamState) estimateDistance(id streamID) int64 {
+func (st *streamState) estimateDistance(id streamid.ID) int64 {
 	if st.added == 0 {
 		return 0
 	}
-	if st.length == 0 && id.cmp(st.last) < 1 {
+	if st.length == 0 && id.Cmp(st.last) < 1 {
 		return int64(st.added)
 	}
-	cmpLast := id.cmp(st.last)
+	cmpLast := id.Cmp(st.last)
 	if cmpLast == 0 {
 		return int64(st.added)
 	} else if cmpLast > 0 {
 		return scgInvalidEntries
 	}
-	cmpFirst := id.cmp(st.first)
-	if st.maxDel.isZero() || st.maxDel.cmp(st.first) < 0 {
+	cmpFirst := id.Cmp(st.first)
+	if st.maxDel.IsZero() || st.maxDel.Cmp(st.first) < 0 {
 		if cmpFirst < 0 {
 			return int64(st.added - st.length)
 		} else if cmpFirst == 0 {
@@ -497,14 +498,14 @@ func cmdXGroup(x *ctx, args [][]byte) Reply {
 	}
 	switch {
 	case sub == "create" && len(args) <= 8:
-		var id streamID
+		var id streamid.ID
 		if string(args[4]) == "$" {
 			if exists {
 				id = s.st.last
 			}
 		} else {
 			var good bool
-			if id, _, good = parseStreamID(args[4], 0, true, false); !good {
+			if id, good = streamid.ParseStrict(args[4]); !good {
 				return errStreamID
 			}
 		}
@@ -529,12 +530,12 @@ func cmdXGroup(x *ctx, args [][]byte) Reply {
 		}
 		return OK
 	case sub == "setid" && (len(args) == 5 || len(args) == 7):
-		var id streamID
+		var id streamid.ID
 		if string(args[4]) == "$" {
 			id = s.st.last
 		} else {
 			var good bool
-			if id, _, good = parseStreamID(args[4], 0, false, false); !good {
+			if id, _, good = streamid.Parse(args[4], 0, false, false); !good {
 				return errStreamID
 			}
 		}
@@ -579,10 +580,10 @@ func cmdXGroup(x *ctx, args [][]byte) Reply {
 		if c == nil {
 			return Int(0)
 		}
-		var ids []streamID
+		var ids []streamid.ID
 		err = x.iterElems(s.c, consPELPrefix(g.name, c.name), nil, false, func(elem, _ []byte) bool {
 			if len(elem) >= 16 {
-				ids = append(ids, getStreamID(elem[len(elem)-16:]))
+				ids = append(ids, streamid.Get(elem[len(elem)-16:]))
 			}
 			return true
 		})
@@ -654,14 +655,14 @@ func xreadGroupBlocking(args [][]byte) (timeout int64, keys [][]byte, ok bool) {
 	return a.timeout, args[a.streams : a.streams+a.nkeys], true
 }
 
-var gtID = maxStreamID // ">"
+var gtID = streamid.Max // ">"
 
 func cmdXReadGroup(x *ctx, args [][]byte) Reply {
 	a, r, ok := parseXReadGroup(args)
 	if !ok {
 		return r
 	}
-	ids := make([]streamID, a.nkeys)
+	ids := make([]streamid.ID, a.nkeys)
 	for i := 0; i < a.nkeys; i++ {
 		key := args[a.streams+i]
 		s, exists, e := x.loadStream(key)
@@ -686,7 +687,7 @@ func cmdXReadGroup(x *ctx, args [][]byte) Reply {
 			ids[i] = gtID
 			continue
 		}
-		id, _, good := parseStreamID(idArg, 0, true, false)
+		id, good := streamid.ParseStrict(idArg)
 		if !good {
 			return errStreamID
 		}
@@ -716,12 +717,12 @@ func cmdXReadGroup(x *ctx, args [][]byte) Reply {
 			if err != nil {
 				return errReply(err)
 			}
-			if maxID.cmp(g.last) <= 0 {
+			if maxID.Cmp(g.last) <= 0 {
 				continue
 			}
 			gt = g.last
 		}
-		start, _ := gt.incr()
+		start, _ := gt.Incr()
 		c, err := x.lookupConsumer(s, g, a.consumer, true)
 		if err != nil {
 			return errReply(err)
@@ -752,14 +753,14 @@ func cmdXReadGroup(x *ctx, args [][]byte) Reply {
 
 // deliverNew is streamReplyWithRange with a group: the entries from start,
 // moving the group's last-delivered ID and adding them to the PELs.
-func (x *ctx) deliverNew(s *stream, g *streamGroup, c *streamConsumer, start streamID, count int64, noack bool) ([]Reply, error) {
-	entries, err := x.rangeEntries(s, start, maxStreamID, count, false)
+func (x *ctx) deliverNew(s *stream, g *streamGroup, c *streamConsumer, start streamid.ID, count int64, noack bool) ([]Reply, error) {
+	entries, err := x.rangeEntries(s, start, streamid.Max, count, false)
 	if err != nil {
 		return nil, err
 	}
 	for _, e := range entries {
-		id, _, _ := parseStreamID(e.Elems[0].Str, 0, true, false)
-		if id.cmp(g.last) > 0 {
+		id, _ := streamid.ParseStrict(e.Elems[0].Str)
+		if id.Cmp(g.last) > 0 {
 			if g.read != scgInvalidEntries && !s.st.rangeHasTombstones(id) {
 				g.read++
 			} else if s.st.added != 0 {
@@ -794,13 +795,13 @@ func (x *ctx) deliverNew(s *stream, g *streamGroup, c *streamConsumer, start str
 }
 
 // readConsumerPEL is streamReplyWithRangeFromConsumerPEL.
-func (x *ctx) readConsumerPEL(s *stream, g *streamGroup, c *streamConsumer, start streamID, count int64) ([]Reply, error) {
-	var ids []streamID
+func (x *ctx) readConsumerPEL(s *stream, g *streamGroup, c *streamConsumer, start streamid.ID, count int64) ([]Reply, error) {
+	var ids []streamid.ID
 	prefix := consPELPrefix(g.name, c.name)
 	var k [16]byte
-	start.put(k[:])
+	start.Put(k[:])
 	err := x.iterElems(s.c, prefix, append(append([]byte(nil), prefix...), k[:]...), false, func(elem, _ []byte) bool {
-		ids = append(ids, getStreamID(elem[len(elem)-16:]))
+		ids = append(ids, streamid.Get(elem[len(elem)-16:]))
 		return count == 0 || int64(len(ids)) < count
 	})
 	if err != nil {
@@ -813,7 +814,7 @@ func (x *ctx) readConsumerPEL(s *stream, g *streamGroup, c *streamConsumer, star
 			return nil, err
 		}
 		if !ok {
-			out = append(out, Array(id.reply(), NilArray))
+			out = append(out, Array(idReply(id), NilArray))
 			continue
 		}
 		n, err := x.getNACK(s, g, id)
@@ -849,9 +850,9 @@ func cmdXAck(x *ctx, args [][]byte) Reply {
 	if g == nil {
 		return Int(0)
 	}
-	ids := make([]streamID, 0, len(args)-3)
+	ids := make([]streamid.ID, 0, len(args)-3)
 	for _, a := range args[3:] {
-		id, _, ok := parseStreamID(a, 0, true, false)
+		id, ok := streamid.ParseStrict(a)
 		if !ok {
 			return errStreamID
 		}
@@ -885,7 +886,7 @@ func cmdXAck(x *ctx, args [][]byte) Reply {
 type xpendingArgs struct {
 	summary    bool
 	minIdle    int64
-	start, end streamID
+	start, end streamid.ID
 	count      int64
 	consumer   []byte
 }
@@ -915,21 +916,21 @@ func parseXPending(args [][]byte) (a xpendingArgs, r Reply, ok bool) {
 		return a, errNotInt, false
 	}
 	a.count = max(n, 0)
-	start, excl, good := parseIntervalID(args[i], 0)
+	start, excl, good := streamid.ParseInterval(args[i], 0)
 	if !good {
 		return a, errStreamID, false
 	}
 	if excl {
-		if start, good = start.incr(); !good {
+		if start, good = start.Incr(); !good {
 			return a, errStreamBadStart, false
 		}
 	}
-	end, excl, good := parseIntervalID(args[i+1], math.MaxUint64)
+	end, excl, good := streamid.ParseInterval(args[i+1], math.MaxUint64)
 	if !good {
 		return a, errStreamID, false
 	}
 	if excl {
-		if end, good = end.decr(); !good {
+		if end, good = end.Decr(); !good {
 			return a, errStreamBadEnd, false
 		}
 	}
@@ -958,13 +959,13 @@ func cmdXPending(x *ctx, args [][]byte) Reply {
 		if g.pel == 0 {
 			return Array(Int(0), Nil, Nil, NilArray)
 		}
-		var first, last streamID
+		var first, last streamid.ID
 		for _, rev := range []bool{false, true} {
 			err := x.iterElems(s.c, groupPrefix(streamKindPEL, g.name), nil, rev, func(elem, _ []byte) bool {
 				if rev {
-					last = getStreamID(elem[len(elem)-16:])
+					last = streamid.Get(elem[len(elem)-16:])
 				} else {
-					first = getStreamID(elem[len(elem)-16:])
+					first = streamid.Get(elem[len(elem)-16:])
 				}
 				return false
 			})
@@ -985,7 +986,7 @@ func cmdXPending(x *ctx, args [][]byte) Reply {
 		if err != nil {
 			return errReply(err)
 		}
-		return Array(Int(int64(g.pel)), first.reply(), last.reply(), Array(cons...))
+		return Array(Int(int64(g.pel)), idReply(first), idReply(last), Array(cons...))
 	}
 	prefix := groupPrefix(streamKindPEL, g.name)
 	if a.consumer != nil {
@@ -999,7 +1000,7 @@ func cmdXPending(x *ctx, args [][]byte) Reply {
 		prefix = consPELPrefix(g.name, a.consumer)
 	}
 	var k [16]byte
-	a.start.put(k[:])
+	a.start.Put(k[:])
 	out := []Reply{}
 	count := a.count
 	var ierr error
@@ -1007,8 +1008,8 @@ func cmdXPending(x *ctx, args [][]byte) Reply {
 		if count == 0 {
 			return false
 		}
-		id := getStreamID(elem[len(elem)-16:])
-		if id.cmp(a.end) > 0 {
+		id := streamid.Get(elem[len(elem)-16:])
+		if id.Cmp(a.end) > 0 {
 			return false
 		}
 		var n *streamNACK
@@ -1023,7 +1024,7 @@ func cmdXPending(x *ctx, args [][]byte) Reply {
 			return true
 		}
 		count--
-		out = append(out, Array(id.reply(), Bulk(n.consumer), Int(max(x.now-n.time, 0)), Int(int64(n.count))))
+		out = append(out, Array(idReply(id), Bulk(n.consumer), Int(max(x.now-n.time, 0)), Int(int64(n.count))))
 		return true
 	})
 	if ierr != nil {
@@ -1047,10 +1048,10 @@ func cmdXClaim(x *ctx, args [][]byte) Reply {
 		return Error("ERR Invalid min-idle-time argument for XCLAIM")
 	}
 	minIdle = max(minIdle, 0)
-	var ids []streamID
+	var ids []streamid.ID
 	j := 5
 	for ; j < len(args); j++ {
-		id, _, ok := parseStreamID(args[j], 0, true, false)
+		id, ok := streamid.ParseStrict(args[j])
 		if !ok {
 			break
 		}
@@ -1059,7 +1060,7 @@ func cmdXClaim(x *ctx, args [][]byte) Reply {
 	now := x.now
 	var retry, delivery int64 = -1, -1
 	force, justID := false, false
-	var lastID streamID
+	var lastID streamid.ID
 	for ; j < len(args); j++ {
 		more := len(args) - 1 - j
 		o := args[j]
@@ -1091,7 +1092,7 @@ func cmdXClaim(x *ctx, args [][]byte) Reply {
 			retry = n
 		case eq(o, "lastid") && more > 0:
 			j++
-			id, _, ok := parseStreamID(args[j], 0, true, false)
+			id, ok := streamid.ParseStrict(args[j])
 			if !ok {
 				return errStreamID
 			}
@@ -1101,7 +1102,7 @@ func cmdXClaim(x *ctx, args [][]byte) Reply {
 		}
 	}
 	changed := false
-	if lastID.cmp(g.last) > 0 {
+	if lastID.Cmp(g.last) > 0 {
 		g.last = lastID
 		changed = true
 	}
@@ -1169,7 +1170,7 @@ func cmdXClaim(x *ctx, args [][]byte) Reply {
 			return errReply(err)
 		}
 		if justID {
-			out = append(out, id.reply())
+			out = append(out, idReply(id))
 		} else {
 			ent, _, err := x.entryByID(s, id)
 			if err != nil {
@@ -1197,7 +1198,7 @@ func cmdXClaim(x *ctx, args [][]byte) Reply {
 
 type xautoclaimArgs struct {
 	minIdle int64
-	start   streamID
+	start   streamid.ID
 	count   int64
 	justID  bool
 }
@@ -1208,12 +1209,12 @@ func parseXAutoClaim(args [][]byte) (a xautoclaimArgs, r Reply, ok bool) {
 		return a, Error("ERR Invalid min-idle-time argument for XAUTOCLAIM"), false
 	}
 	a.minIdle = max(n, 0)
-	start, excl, good := parseIntervalID(args[5], 0)
+	start, excl, good := streamid.ParseInterval(args[5], 0)
 	if !good {
 		return a, errStreamID, false
 	}
 	if excl {
-		if start, good = start.incr(); !good {
+		if start, good = start.Incr(); !good {
 			return a, errStreamBadStart, false
 		}
 	}
@@ -1255,15 +1256,15 @@ func cmdXAutoClaim(x *ctx, args [][]byte) Reply {
 	// one, which is the reply's cursor).
 	attempts := a.count * xautoclaimAttemptsF
 	type pending struct {
-		id streamID
+		id streamid.ID
 		n  *streamNACK
 	}
 	var cand []pending
 	prefix := groupPrefix(streamKindPEL, g.name)
 	var k [16]byte
-	a.start.put(k[:])
+	a.start.Put(k[:])
 	err := x.iterElems(s.c, prefix, append(append([]byte(nil), prefix...), k[:]...), false, func(elem, v []byte) bool {
-		cand = append(cand, pending{getStreamID(elem[len(elem)-16:]), decodeNACK(v)})
+		cand = append(cand, pending{streamid.Get(elem[len(elem)-16:]), decodeNACK(v)})
 		return int64(len(cand)) <= attempts
 	})
 	if err != nil {
@@ -1286,7 +1287,7 @@ func cmdXAutoClaim(x *ctx, args [][]byte) Reply {
 			if err := x.delNACK(s, g, p.id, p.n, c); err != nil {
 				return errReply(err)
 			}
-			deleted = append(deleted, p.id.reply())
+			deleted = append(deleted, idReply(p.id))
 			count--
 			changed = true
 			continue
@@ -1320,7 +1321,7 @@ func cmdXAutoClaim(x *ctx, args [][]byte) Reply {
 			return errReply(err)
 		}
 		if a.justID {
-			claimed = append(claimed, p.id.reply())
+			claimed = append(claimed, idReply(p.id))
 		} else {
 			ent, _, err := x.entryByID(s, p.id)
 			if err != nil {
@@ -1331,7 +1332,7 @@ func cmdXAutoClaim(x *ctx, args [][]byte) Reply {
 		count--
 		changed = true
 	}
-	var next streamID
+	var next streamid.ID
 	if i < len(cand) {
 		next = cand[i].id
 	}
@@ -1346,7 +1347,7 @@ func cmdXAutoClaim(x *ctx, args [][]byte) Reply {
 		}
 		x.groupsChanged(s)
 	}
-	return Array(next.reply(), Array(claimed...), Array(deleted...))
+	return Array(idReply(next), Array(claimed...), Array(deleted...))
 }
 
 // --- XINFO GROUPS / CONSUMERS / STREAM FULL ---
@@ -1375,7 +1376,7 @@ func (x *ctx) xinfoGroups(s *stream) Reply {
 			BulkString("name"), Bulk(g.name),
 			BulkString("consumers"), Int(int64(g.consumers)),
 			BulkString("pending"), Int(int64(g.pel)),
-			BulkString("last-delivered-id"), g.last.reply(),
+			BulkString("last-delivered-id"), idReply(g.last),
 			BulkString("entries-read"), read,
 			BulkString("lag"), s.st.lag(g),
 		))
@@ -1439,7 +1440,7 @@ func (x *ctx) xinfoFullGroups(s *stream, count int64) (Reply, error) {
 				return false
 			}
 			n := decodeNACK(v)
-			pel = append(pel, Array(getStreamID(elem[len(elem)-16:]).reply(), Bulk(n.consumer), Int(n.time), Int(int64(n.count))))
+			pel = append(pel, Array(idReply(streamid.Get(elem[len(elem)-16:])), Bulk(n.consumer), Int(n.time), Int(int64(n.count))))
 			return true
 		})
 		if err != nil {
@@ -1457,7 +1458,7 @@ func (x *ctx) xinfoFullGroups(s *stream, count int64) (Reply, error) {
 				if count != 0 && int64(len(cpel)) >= count {
 					return false
 				}
-				id := getStreamID(elem[len(elem)-16:])
+				id := streamid.Get(elem[len(elem)-16:])
 				var n *streamNACK
 				if n, ierr = x.getNACK(s, g, id); ierr != nil {
 					return false
@@ -1465,7 +1466,7 @@ func (x *ctx) xinfoFullGroups(s *stream, count int64) (Reply, error) {
 				if n == nil {
 					n = &streamNACK{}
 				}
-				cpel = append(cpel, Array(id.reply(), Int(n.time), Int(int64(n.count))))
+				cpel = append(cpel, Array(idReply(id), Int(n.time), Int(int64(n.count))))
 				return true
 			})
 			if ierr != nil {
@@ -1483,7 +1484,7 @@ func (x *ctx) xinfoFullGroups(s *stream, count int64) (Reply, error) {
 		}
 		out = append(out, Map(
 			BulkString("name"), Bulk(g.name),
-			BulkString("last-delivered-id"), g.last.reply(),
+			BulkString("last-delivered-id"), idReply(g.last),
 			BulkString("entries-read"), read,
 			BulkString("lag"), s.st.lag(g),
 			BulkString("pel-count"), Int(int64(g.pel)),

@@ -13,6 +13,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/kvorum/kvorum/internal/kvdiff"
+	"github.com/kvorum/kvorum/internal/streamid"
 )
 
 // Auto IDs come from the log's clock (Env.Now); when it is behind the last
@@ -43,15 +44,15 @@ func TestStreamAutoIDsFollowTheLogClock(t *testing.T) {
 		{4000, []string{"XADD", "s", "*", "a", "1"}, "5000-8"},
 		{6000, []string{"XADD", "s", "*", "a", "1"}, "6000-0"},
 	}
-	var last streamID
+	var last streamid.ID
 	for i, s := range steps {
 		got := show(run(t, db, s.now, s.args...))
 		if got != s.want {
 			t.Fatalf("step %d: %v at %d = %s, want %s", i, s.args, s.now, got, s.want)
 		}
 		if s.args[1] == "s" && s.args[0] == "XADD" && !strings.HasPrefix(got, "ERR") {
-			id, _, ok := parseStreamID([]byte(got), 0, true, false)
-			if !ok || id.cmp(last) <= 0 {
+			id, ok := streamid.ParseStrict([]byte(got))
+			if !ok || id.Cmp(last) <= 0 {
 				t.Fatalf("step %d: %s is not after %v", i, got, last)
 			}
 			last = id
@@ -372,7 +373,7 @@ func dumpNodes(t *testing.T, db *pebble.DB, k string) string {
 	}
 	out := fmt.Sprintf("state %+v;", s.st)
 	_ = x.iterElems(s.c, []byte{typeStreamKindNode}, nil, false, func(elem, v []byte) bool {
-		out += fmt.Sprintf(" node %d live %d last %v;", getStreamID(append(elem[1:], make([]byte, 8)...)).ms, getStreamID(v).ms, getStreamID(v[8:]))
+		out += fmt.Sprintf(" node %d live %d last %v;", streamid.Get(append(elem[1:], make([]byte, 8)...)).Ms, streamid.Get(v).Ms, streamid.Get(v[8:]))
 		return true
 	})
 	return out
