@@ -80,15 +80,15 @@ const (
 
 func init() {
 	const g = "stream"
-	def("xadd", -5, "write denyoom fast", 1, 1, 1, g, "Appends a new message to a stream. Creates the key if it doesn't exist.", cmdXAdd, checkXAdd)
+	defParsed("xadd", -5, "write denyoom fast", 1, 1, 1, g, "Appends a new message to a stream. Creates the key if it doesn't exist.", parseXAdd, cmdXAdd)
 	def("xlen", 2, "readonly fast", 1, 1, 1, g, "Return the number of messages in a stream.", cmdXLen, nil)
-	def("xrange", -4, "readonly", 1, 1, 1, g, "Returns the messages from a stream within a range of IDs.", cmdXRange, checkXRange)
-	def("xrevrange", -4, "readonly", 1, 1, 1, g, "Returns the messages from a stream within a range of IDs in reverse order.", cmdXRange, checkXRange)
+	defParsed("xrange", -4, "readonly", 1, 1, 1, g, "Returns the messages from a stream within a range of IDs.", parseXRange, cmdXRange)
+	defParsed("xrevrange", -4, "readonly", 1, 1, 1, g, "Returns the messages from a stream within a range of IDs in reverse order.", parseXRange, cmdXRange)
 	def("xdel", -3, "write fast", 1, 1, 1, g, "Returns the number of messages after removing them from a stream.", cmdXDel, nil)
-	def("xtrim", -4, "write", 1, 1, 1, g, "Deletes messages from the beginning of a stream.", cmdXTrim, checkXTrim)
-	def("xsetid", -3, "write denyoom fast", 1, 1, 1, g, "An internal command for replicating stream values.", cmdXSetID, checkXSetID)
-	def("xread", -4, "readonly blocking movablekeys", 0, 0, 0, g, "Returns messages from multiple streams with IDs greater than the ones requested. Blocks until a message is available otherwise.", cmdXRead, checkXRead)
-	def("xinfo", -2, "", 0, 0, 0, g, "A container for stream introspection commands.", cmdXInfo, checkXInfo)
+	defParsed("xtrim", -4, "write", 1, 1, 1, g, "Deletes messages from the beginning of a stream.", parseXTrim, cmdXTrim)
+	defParsed("xsetid", -3, "write denyoom fast", 1, 1, 1, g, "An internal command for replicating stream values.", parseXSetID, cmdXSetID)
+	defParsed("xread", -4, "readonly blocking movablekeys", 0, 0, 0, g, "Returns messages from multiple streams with IDs greater than the ones requested. Blocks until a message is available otherwise.", parseXRead, cmdXRead)
+	defParsed("xinfo", -2, "", 0, 0, 0, g, "A container for stream introspection commands.", parseXInfo, cmdXInfo)
 }
 
 // Error texts of the stream commands (Redis 7.0).
@@ -439,31 +439,20 @@ done:
 	return a, Reply{}, true
 }
 
-func checkXAdd(args [][]byte) (Reply, bool) {
-	_, r, ok := parseAddTrim(args, true)
-	return r, ok
-}
+func parseXAdd(args [][]byte) (addTrimArgs, Reply, bool)  { return parseAddTrim(args, true) }
+func parseXTrim(args [][]byte) (addTrimArgs, Reply, bool) { return parseAddTrim(args, false) }
 
-func checkXTrim(args [][]byte) (Reply, bool) {
-	_, r, ok := parseAddTrim(args, false)
-	return r, ok
-}
-
-func cmdXAdd(x *ctx, args [][]byte) Reply {
-	a, r, ok := parseAddTrim(args, true)
-	if !ok {
-		return r
-	}
-	s, exists, e := x.loadStream(args[1])
-	if e != nil {
-		return errReply(e)
+func cmdXAdd(x *ctx, args [][]byte, a addTrimArgs) Reply {
+	s, exists, err := x.loadStream(args[1])
+	if err != nil {
+		return errReply(err)
 	}
 	if !exists {
 		if a.noMk {
 			return Nil
 		}
-		if s, e = x.createStream(args[1]); e != nil {
-			return errReply(e)
+		if s, err = x.createStream(args[1]); err != nil {
+			return errReply(err)
 		}
 	}
 	st := &s.st
@@ -633,17 +622,10 @@ func (x *ctx) streamTrim(s *stream, a *addTrimArgs) (int64, error) {
 	return int64(deleted), nil
 }
 
-func cmdXTrim(x *ctx, args [][]byte) Reply {
-	a, r, ok := parseAddTrim(args, false)
-	if !ok {
-		return r
-	}
-	s, exists, e := x.loadStream(args[1])
-	if e != nil {
-		return errReply(e)
-	}
-	if !exists {
-		return Int(0)
+func cmdXTrim(x *ctx, args [][]byte, a addTrimArgs) Reply {
+	s, exists, err := x.loadStream(args[1])
+	if err != nil || !exists {
+		return errOr(err, Int(0))
 	}
 	n, err := x.streamTrim(s, &a)
 	if err != nil {
@@ -658,12 +640,9 @@ func cmdXTrim(x *ctx, args [][]byte) Reply {
 }
 
 func cmdXLen(x *ctx, args [][]byte) Reply {
-	s, ok, e := x.loadStream(args[1])
-	if e != nil {
-		return errReply(e)
-	}
-	if !ok {
-		return Int(0)
+	s, ok, err := x.loadStream(args[1])
+	if err != nil || !ok {
+		return errOr(err, Int(0))
 	}
 	return Int(int64(s.st.length))
 }
@@ -680,25 +659,13 @@ func parseXRange(args [][]byte) (a rangeArgs, r Reply, ok bool) {
 	if eq(args[0], "xrevrange") { // end start
 		startArg, endArg = endArg, startArg
 	}
-	start, excl, good := streamid.ParseInterval(startArg, 0)
-	if !good {
-		return a, errStreamID, false
+	if a.start, r, ok = parseRangeStart(startArg); !ok {
+		return a, r, false
 	}
-	if excl {
-		if start, good = start.Incr(); !good {
-			return a, errStreamBadStart, false
-		}
+	if a.end, r, ok = parseRangeEnd(endArg); !ok {
+		return a, r, false
 	}
-	end, excl, good := streamid.ParseInterval(endArg, math.MaxUint64)
-	if !good {
-		return a, errStreamID, false
-	}
-	if excl {
-		if end, good = end.Decr(); !good {
-			return a, errStreamBadEnd, false
-		}
-	}
-	a.start, a.end, a.count = start, end, -1
+	a.count = -1
 	for j := 4; j < len(args); j++ {
 		if eq(args[j], "count") && j+1 < len(args) {
 			n, good := redisnum.ParseInt(args[j+1])
@@ -714,22 +681,40 @@ func parseXRange(args [][]byte) (a rangeArgs, r Reply, ok bool) {
 	return a, Reply{}, true
 }
 
-func checkXRange(args [][]byte) (Reply, bool) {
-	_, r, ok := parseXRange(args)
-	return r, ok
+// parseRangeStart parses the start of a range of IDs: an exclusive start
+// is the successor of its ID.
+func parseRangeStart(b []byte) (streamid.ID, Reply, bool) {
+	id, excl, ok := streamid.ParseInterval(b, 0)
+	if !ok {
+		return id, errStreamID, false
+	}
+	if excl {
+		if id, ok = id.Incr(); !ok {
+			return id, errStreamBadStart, false
+		}
+	}
+	return id, Reply{}, true
 }
 
-func cmdXRange(x *ctx, args [][]byte) Reply {
-	a, r, ok := parseXRange(args)
+// parseRangeEnd parses the end of a range of IDs: an exclusive end is the
+// predecessor of its ID.
+func parseRangeEnd(b []byte) (streamid.ID, Reply, bool) {
+	id, excl, ok := streamid.ParseInterval(b, math.MaxUint64)
 	if !ok {
-		return r
+		return id, errStreamID, false
 	}
-	s, exists, e := x.loadStream(args[1])
-	if e != nil {
-		return errReply(e)
+	if excl {
+		if id, ok = id.Decr(); !ok {
+			return id, errStreamBadEnd, false
+		}
 	}
-	if !exists {
-		return Array()
+	return id, Reply{}, true
+}
+
+func cmdXRange(x *ctx, args [][]byte, a rangeArgs) Reply {
+	s, exists, err := x.loadStream(args[1])
+	if err != nil || !exists {
+		return errOr(err, Array())
 	}
 	if a.count == 0 {
 		return NilArray
@@ -744,12 +729,9 @@ func cmdXRange(x *ctx, args [][]byte) Reply {
 // --- XDEL ---
 
 func cmdXDel(x *ctx, args [][]byte) Reply {
-	s, exists, e := x.loadStream(args[1])
-	if e != nil {
-		return errReply(e)
-	}
-	if !exists {
-		return Int(0)
+	s, exists, err := x.loadStream(args[1])
+	if err != nil || !exists {
+		return errOr(err, Int(0))
 	}
 	// Redis parses every ID (after the key lookup) before deleting any.
 	ids := make([]streamid.ID, len(args)-2)
@@ -858,22 +840,10 @@ func parseXSetID(args [][]byte) (a setIDArgs, r Reply, ok bool) {
 	return a, Reply{}, true
 }
 
-func checkXSetID(args [][]byte) (Reply, bool) {
-	_, r, ok := parseXSetID(args)
-	return r, ok
-}
-
-func cmdXSetID(x *ctx, args [][]byte) Reply {
-	a, r, ok := parseXSetID(args)
-	if !ok {
-		return r
-	}
-	s, exists, e := x.loadStream(args[1])
-	if e != nil {
-		return errReply(e)
-	}
-	if !exists {
-		return errNoSuchKey
+func cmdXSetID(x *ctx, args [][]byte, a setIDArgs) Reply {
+	s, exists, err := x.loadStream(args[1])
+	if err != nil || !exists {
+		return errOr(err, errNoSuchKey)
 	}
 	st := &s.st
 	if st.length > 0 {
@@ -971,25 +941,16 @@ func parseXReads(args [][]byte, group bool) (a xreadGroupArgs, r Reply, ok bool)
 	return a, errSyntax, false // STREAMS is mandatory
 }
 
-func checkXRead(args [][]byte) (Reply, bool) {
-	_, r, ok := parseXRead(args)
-	return r, ok
-}
-
 // cmdXRead is XREAD without blocking: the entries after the given IDs, or
 // a null array when no stream has any.
-func cmdXRead(x *ctx, args [][]byte) Reply {
-	a, r, ok := parseXRead(args)
-	if !ok {
-		return r
-	}
+func cmdXRead(x *ctx, args [][]byte, a xreadArgs) Reply {
 	streams := make([]*stream, a.nkeys)
 	ids := make([]streamid.ID, a.nkeys)
 	// As Redis: look each key up and parse its ID, in order.
 	for i := 0; i < a.nkeys; i++ {
-		s, exists, e := x.loadStream(args[a.streams+i])
-		if e != nil {
-			return errReply(e)
+		s, exists, err := x.loadStream(args[a.streams+i])
+		if err != nil {
+			return errReply(err)
 		}
 		if exists {
 			streams[i] = s
@@ -1044,21 +1005,23 @@ func StreamBlocking(args [][]byte) (timeout time.Duration, keys [][]byte, ok boo
 		return 0, nil, false
 	}
 	d := lookup(args[0])
-	if d == nil || d.spec.Name != "xread" {
+	if d == nil || d.spec.Name != "xread" || !arityOK(&d.spec, args) {
 		return 0, nil, false
 	}
-	if _, valid := validate(d, args); !valid {
+	a, _, valid := parseXRead(args)
+	if !valid || !a.block {
 		return 0, nil, false
 	}
-	a, _, _ := parseXRead(args)
-	if !a.block {
-		return 0, nil, false
-	}
-	timeout = time.Duration(math.MaxInt64)
-	if a.timeout <= math.MaxInt64/int64(time.Millisecond) {
-		timeout = time.Duration(a.timeout) * time.Millisecond
-	}
-	return timeout, args[a.streams : a.streams+a.nkeys], true
+	return blockDuration(a.timeout), args[a.streams : a.streams+a.nkeys], true
+}
+
+// withBlockedCount is args with "COUNT 1000" after the command's name:
+// what Redis serves to a client that blocked in XREAD or XREADGROUP
+// without a COUNT (XREAD_BLOCKED_DEFAULT_COUNT).
+func withBlockedCount(args [][]byte) [][]byte {
+	out := make([][]byte, 0, len(args)+2)
+	out = append(out, args[0], []byte("COUNT"), []byte(strconv.Itoa(xreadBlockedDefaultCount)))
+	return append(out, args[1:]...)
 }
 
 // XReadResolve prepares a blocking XREAD for the node's wait loop: first
@@ -1079,8 +1042,8 @@ func XReadResolve(r pebble.Reader, args [][]byte, nowMs int64) (first, retry [][
 		if string(args[a.streams+a.nkeys+i]) != "$" {
 			continue
 		}
-		s, exists, e := x.loadStream(args[a.streams+i])
-		if e != nil {
+		s, exists, err := x.loadStream(args[a.streams+i])
+		if err != nil {
 			return args, args
 		}
 		var id streamid.ID
@@ -1091,42 +1054,44 @@ func XReadResolve(r pebble.Reader, args [][]byte, nowMs int64) (first, retry [][
 	}
 	retry = first
 	if a.countIdx == 0 {
-		retry = make([][]byte, 0, len(first)+2)
-		retry = append(retry, first[0], []byte("COUNT"), []byte(strconv.Itoa(xreadBlockedDefaultCount)))
-		retry = append(retry, first[1:]...)
+		retry = withBlockedCount(first)
 	}
 	return first, retry
 }
 
 // --- XINFO ---
 
-func checkXInfo(args [][]byte) (Reply, bool) {
-	sub := strings.ToLower(string(args[1]))
-	var arity int
-	switch sub {
-	case "help":
-		arity = 2
-	case "stream":
-		arity = -3
-	case "groups":
-		arity = 3
-	case "consumers":
-		arity = 4
-	default:
-		b := appendCString([]byte("ERR unknown subcommand '"), args[1], 128)
-		return Error(string(sanitizeError(append(b, "'. Try XINFO HELP."...)))), false
+var xinfoSubArity = map[string]int{"help": 2, "stream": -3, "groups": 3, "consumers": 4}
+
+// parseXInfo checks XINFO's subcommand and its arity; sub is its name in
+// lower case.
+func parseXInfo(args [][]byte) (sub string, r Reply, ok bool) {
+	sub = strings.ToLower(string(args[1]))
+	arity, known := xinfoSubArity[sub]
+	if !known {
+		return "", subcommandErr("ERR unknown subcommand '", args, "XINFO"), false
 	}
 	if (arity > 0 && len(args) != arity) || (arity < 0 && len(args) < -arity) {
-		return wrongArity("xinfo|" + sub), false
+		return "", wrongArity("xinfo|" + sub), false
 	}
-	return Reply{}, true
+	return sub, Reply{}, true
 }
 
-func cmdXInfo(x *ctx, args [][]byte) Reply {
-	if r, ok := checkXInfo(args); !ok {
-		return r
-	}
-	switch strings.ToLower(string(args[1])) {
+// subSyntaxErr is Redis's error for a subcommand of a container given
+// the wrong arguments.
+func subSyntaxErr(args [][]byte, cmd string) Reply {
+	return subcommandErr("ERR unknown subcommand or wrong number of arguments for '", args, cmd)
+}
+
+// subcommandErr is Redis's error for a container's bad subcommand: text,
+// the subcommand as a C string, cut at 128 bytes, and ". Try CMD HELP.".
+func subcommandErr(text string, args [][]byte, cmd string) Reply {
+	b := appendCString([]byte(text), args[1], 128)
+	return Error(string(sanitizeError(append(b, "'. Try "+cmd+" HELP."...))))
+}
+
+func cmdXInfo(x *ctx, args [][]byte, sub string) Reply {
+	switch sub {
 	case "help":
 		return Array(
 			Status("XINFO <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
@@ -1140,14 +1105,11 @@ func cmdXInfo(x *ctx, args [][]byte) Reply {
 			Status("    Prints this help."),
 		)
 	}
-	s, exists, e := x.loadStream(args[2])
-	if e != nil {
-		return errReply(e)
+	s, exists, err := x.loadStream(args[2])
+	if err != nil || !exists {
+		return errOr(err, errNoSuchKey)
 	}
-	if !exists {
-		return errNoSuchKey
-	}
-	switch strings.ToLower(string(args[1])) {
+	switch sub {
 	case "groups":
 		return x.xinfoGroups(s)
 	case "consumers":
@@ -1155,17 +1117,10 @@ func cmdXInfo(x *ctx, args [][]byte) Reply {
 	}
 	full, count := false, int64(10)
 	if opts := args[3:]; len(opts) > 0 {
-		subErr := func() Reply {
-			b := appendCString([]byte("ERR unknown subcommand or wrong number of arguments for '"), args[1], 128)
-			return Error(string(sanitizeError(append(b, "'. Try XINFO HELP."...))))
-		}
-		if (len(opts) != 1 && len(opts) != 3) || !eq(opts[0], "full") {
-			return subErr()
+		if (len(opts) != 1 && len(opts) != 3) || !eq(opts[0], "full") || (len(opts) == 3 && !eq(opts[1], "count")) {
+			return subSyntaxErr(args, "XINFO")
 		}
 		if len(opts) == 3 {
-			if !eq(opts[1], "count") {
-				return subErr()
-			}
 			n, good := redisnum.ParseInt(opts[2])
 			if !good {
 				return errNotInt

@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 	"strconv"
@@ -48,14 +49,14 @@ const (
 
 func init() {
 	const g = "stream"
-	def("xgroup", -2, "", 0, 0, 0, g, "A container for consumer groups commands.", cmdXGroup, checkXGroup)
+	defParsed("xgroup", -2, "", 0, 0, 0, g, "A container for consumer groups commands.", parseXGroup, cmdXGroup)
 	table["xgroup"].spec.Write = true
 	table["xgroup"].readOnly = func(args [][]byte) bool { return len(args) > 1 && eq(args[1], "help") }
-	def("xreadgroup", -7, "write blocking movablekeys", 0, 0, 0, g, "Return new entries from a stream using a consumer group, or access the history of the pending entries for a given consumer. Can block.", cmdXReadGroup, checkXReadGroup)
+	defParsed("xreadgroup", -7, "write blocking movablekeys", 0, 0, 0, g, "Return new entries from a stream using a consumer group, or access the history of the pending entries for a given consumer. Can block.", parseXReadGroup, cmdXReadGroup)
 	def("xack", -4, "write fast", 1, 1, 1, g, "Marks a pending message as correctly processed, effectively removing it from the pending entries list of the consumer group.", cmdXAck, nil)
-	def("xpending", -3, "readonly", 1, 1, 1, g, "Return information and entries from a stream consumer group pending entries list, that are messages fetched but never acknowledged.", cmdXPending, checkXPending)
+	defParsed("xpending", -3, "readonly", 1, 1, 1, g, "Return information and entries from a stream consumer group pending entries list, that are messages fetched but never acknowledged.", parseXPending, cmdXPending)
 	def("xclaim", -6, "write fast", 1, 1, 1, g, "Changes (or acquires) ownership of a message in a consumer group, as if the message was delivered to the specified consumer.", cmdXClaim, nil)
-	def("xautoclaim", -6, "write fast", 1, 1, 1, g, "Changes (or acquires) ownership of messages in a consumer group, as if the messages were delivered to the specified consumer.", cmdXAutoClaim, checkXAutoClaim)
+	defParsed("xautoclaim", -6, "write fast", 1, 1, 1, g, "Changes (or acquires) ownership of messages in a consumer group, as if the messages were delivered to the specified consumer.", parseXAutoClaim, cmdXAutoClaim)
 }
 
 // cstr is a C "%s" of b: up to the first NUL byte.
@@ -73,11 +74,6 @@ func errNoGroupForKey(key, group []byte) Reply {
 	return errf("NOGROUP No such consumer group '", cstr(group), "' for key name '", cstr(key), "'")
 }
 
-func subSyntaxErr(args [][]byte, cmd string) Reply {
-	b := appendCString([]byte("ERR unknown subcommand or wrong number of arguments for '"), args[1], 128)
-	return Error(string(sanitizeError(append(b, "'. Try "+cmd+" HELP."...))))
-}
-
 // --- element keys ---
 
 func groupPrefix(kind byte, group []byte) []byte {
@@ -92,10 +88,7 @@ func consumerElem(group, consumer []byte) []byte {
 }
 
 func pelElem(group []byte, id streamid.ID) []byte {
-	b := groupPrefix(streamKindPEL, group)
-	var k [16]byte
-	id.Put(k[:])
-	return append(b, k[:]...)
+	return id.Append(groupPrefix(streamKindPEL, group))
 }
 
 func consPELPrefix(group, consumer []byte) []byte {
@@ -105,9 +98,7 @@ func consPELPrefix(group, consumer []byte) []byte {
 }
 
 func consPELElem(group, consumer []byte, id streamid.ID) []byte {
-	var k [16]byte
-	id.Put(k[:])
-	return append(consPELPrefix(group, consumer), k[:]...)
+	return id.Append(consPELPrefix(group, consumer))
 }
 
 // groupsChanged reports a change of s's groups to the node (it wakes the
@@ -401,6 +392,7 @@ func (x *ctx) deleteGroup(s *stream, g *streamGroup) error {
 var xgroupSubArity = map[string]int{"create": -5, "setid": -5, "destroy": 4, "createconsumer": 5, "delconsumer": 5, "help": 2}
 
 type xgroupArgs struct {
+	sub      string // the subcommand, in lower case
 	mkstream bool
 	read     int64
 }
@@ -408,10 +400,10 @@ type xgroupArgs struct {
 func parseXGroup(args [][]byte) (a xgroupArgs, r Reply, ok bool) {
 	a.read = scgInvalidEntries
 	sub := strings.ToLower(string(args[1]))
+	a.sub = sub
 	arity, known := xgroupSubArity[sub]
 	if !known {
-		b := appendCString([]byte("ERR unknown subcommand '"), args[1], 128)
-		return a, Error(string(sanitizeError(append(b, "'. Try XGROUP HELP."...)))), false
+		return a, subcommandErr("ERR unknown subcommand '", args, "XGROUP"), false
 	}
 	if (arity > 0 && len(args) != arity) || (arity < 0 && len(args) < -arity) {
 		return a, wrongArity("xgroup|" + sub), false
@@ -441,17 +433,8 @@ func parseXGroup(args [][]byte) (a xgroupArgs, r Reply, ok bool) {
 	return a, Reply{}, true
 }
 
-func checkXGroup(args [][]byte) (Reply, bool) {
-	_, r, ok := parseXGroup(args)
-	return r, ok
-}
-
-func cmdXGroup(x *ctx, args [][]byte) Reply {
-	a, r, ok := parseXGroup(args)
-	if !ok {
-		return r
-	}
-	sub := strings.ToLower(string(args[1]))
+func cmdXGroup(x *ctx, args [][]byte, a xgroupArgs) Reply {
+	sub := a.sub
 	if sub == "help" {
 		return Array(
 			Status("XGROUP <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
@@ -474,27 +457,21 @@ func cmdXGroup(x *ctx, args [][]byte) Reply {
 		)
 	}
 	key, name := args[2], args[3]
-	s, exists, e := x.loadStream(key)
-	if e != nil {
-		return errReply(e)
+	s, exists, err := x.loadStream(key)
+	if err != nil {
+		return errReply(err)
+	}
+	if !a.mkstream && !exists {
+		return Error("ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically.")
 	}
 	var g *streamGroup
-	if !a.mkstream {
-		if !exists {
-			return Error("ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically.")
-		}
-		var err error
+	if exists {
 		if g, err = x.getGroup(s, name); err != nil {
 			return errReply(err)
 		}
-		if g == nil && (sub == "setid" || sub == "createconsumer" || sub == "delconsumer") {
-			return errNoGroupForKey(key, name)
-		}
-	} else if exists {
-		var err error
-		if g, err = x.getGroup(s, name); err != nil {
-			return errReply(err)
-		}
+	}
+	if !a.mkstream && g == nil && (sub == "setid" || sub == "createconsumer" || sub == "delconsumer") {
+		return errNoGroupForKey(key, name)
 	}
 	switch {
 	case sub == "create" && len(args) <= 8:
@@ -510,8 +487,8 @@ func cmdXGroup(x *ctx, args [][]byte) Reply {
 			}
 		}
 		if !exists {
-			if s, e = x.createStream(key); e != nil {
-				return errReply(e)
+			if s, err = x.createStream(key); err != nil {
+				return errReply(err)
 			}
 		}
 		if g != nil {
@@ -624,11 +601,6 @@ func parseXReadGroup(args [][]byte) (a xreadGroupArgs, r Reply, ok bool) {
 	return parseXReads(args, true)
 }
 
-func checkXReadGroup(args [][]byte) (Reply, bool) {
-	_, r, ok := parseXReadGroup(args)
-	return r, ok
-}
-
 // XReadGroupRetry returns the command a blocked XREADGROUP repeats after
 // its first try: with "COUNT 1000" added when it has no COUNT (Redis's
 // XREAD_BLOCKED_DEFAULT_COUNT for clients that blocked); other commands
@@ -637,41 +609,24 @@ func XReadGroupRetry(args [][]byte) [][]byte {
 	if len(args) == 0 || !eq(args[0], "xreadgroup") {
 		return args
 	}
-	a, _, ok := parseXReadGroup(args)
-	if !ok || a.countIdx != 0 {
+	if a, _, ok := parseXReadGroup(args); !ok || a.countIdx != 0 {
 		return args
 	}
-	out := make([][]byte, 0, len(args)+2)
-	out = append(out, args[0], []byte("COUNT"), []byte(strconv.Itoa(xreadBlockedDefaultCount)))
-	return append(out, args[1:]...)
-}
-
-// xreadGroupBlocking is BlockingTimeout's part for XREADGROUP BLOCK.
-func xreadGroupBlocking(args [][]byte) (timeout int64, keys [][]byte, ok bool) {
-	a, _, valid := parseXReadGroup(args)
-	if !valid || !a.block {
-		return 0, nil, false
-	}
-	return a.timeout, args[a.streams : a.streams+a.nkeys], true
+	return withBlockedCount(args)
 }
 
 var gtID = streamid.Max // ">"
 
-func cmdXReadGroup(x *ctx, args [][]byte) Reply {
-	a, r, ok := parseXReadGroup(args)
-	if !ok {
-		return r
-	}
+func cmdXReadGroup(x *ctx, args [][]byte, a xreadGroupArgs) Reply {
 	ids := make([]streamid.ID, a.nkeys)
 	for i := 0; i < a.nkeys; i++ {
 		key := args[a.streams+i]
-		s, exists, e := x.loadStream(key)
-		if e != nil {
-			return errReply(e)
+		s, exists, err := x.loadStream(key)
+		if err != nil {
+			return errReply(err)
 		}
 		var g *streamGroup
 		if exists {
-			var err error
 			if g, err = x.getGroup(s, a.group); err != nil {
 				return errReply(err)
 			}
@@ -696,9 +651,9 @@ func cmdXReadGroup(x *ctx, args [][]byte) Reply {
 	var out []Reply
 	for i := 0; i < a.nkeys; i++ {
 		// The same key may be named twice: reload to see earlier changes.
-		s, _, e := x.loadStream(args[a.streams+i])
-		if e != nil {
-			return errReply(e)
+		s, _, err := x.loadStream(args[a.streams+i])
+		if err != nil {
+			return errReply(err)
 		}
 		g, err := x.getGroup(s, a.group)
 		if err != nil {
@@ -798,9 +753,7 @@ func (x *ctx) deliverNew(s *stream, g *streamGroup, c *streamConsumer, start str
 func (x *ctx) readConsumerPEL(s *stream, g *streamGroup, c *streamConsumer, start streamid.ID, count int64) ([]Reply, error) {
 	var ids []streamid.ID
 	prefix := consPELPrefix(g.name, c.name)
-	var k [16]byte
-	start.Put(k[:])
-	err := x.iterElems(s.c, prefix, append(append([]byte(nil), prefix...), k[:]...), false, func(elem, _ []byte) bool {
+	err := x.iterElems(s.c, prefix, start.Append(bytes.Clone(prefix)), false, func(elem, _ []byte) bool {
 		ids = append(ids, streamid.Get(elem[len(elem)-16:]))
 		return count == 0 || int64(len(ids)) < count
 	})
@@ -916,44 +869,22 @@ func parseXPending(args [][]byte) (a xpendingArgs, r Reply, ok bool) {
 		return a, errNotInt, false
 	}
 	a.count = max(n, 0)
-	start, excl, good := streamid.ParseInterval(args[i], 0)
-	if !good {
-		return a, errStreamID, false
+	if a.start, r, ok = parseRangeStart(args[i]); !ok {
+		return a, r, false
 	}
-	if excl {
-		if start, good = start.Incr(); !good {
-			return a, errStreamBadStart, false
-		}
+	if a.end, r, ok = parseRangeEnd(args[i+1]); !ok {
+		return a, r, false
 	}
-	end, excl, good := streamid.ParseInterval(args[i+1], math.MaxUint64)
-	if !good {
-		return a, errStreamID, false
-	}
-	if excl {
-		if end, good = end.Decr(); !good {
-			return a, errStreamBadEnd, false
-		}
-	}
-	a.start, a.end = start, end
 	if i+3 < len(args) {
 		a.consumer = args[i+3]
 	}
 	return a, Reply{}, true
 }
 
-func checkXPending(args [][]byte) (Reply, bool) {
-	_, r, ok := parseXPending(args)
-	return r, ok
-}
-
-func cmdXPending(x *ctx, args [][]byte) Reply {
-	a, r, ok := parseXPending(args)
-	if !ok {
-		return r
-	}
-	s, g, e := x.loadGroup(args[1], args[2])
-	if e != nil {
-		return errReply(e)
+func cmdXPending(x *ctx, args [][]byte, a xpendingArgs) Reply {
+	s, g, err := x.loadGroup(args[1], args[2])
+	if err != nil {
+		return errReply(err)
 	}
 	if a.summary {
 		if g.pel == 0 {
@@ -999,12 +930,10 @@ func cmdXPending(x *ctx, args [][]byte) Reply {
 		}
 		prefix = consPELPrefix(g.name, a.consumer)
 	}
-	var k [16]byte
-	a.start.Put(k[:])
 	out := []Reply{}
 	count := a.count
 	var ierr error
-	err := x.iterElems(s.c, prefix, append(append([]byte(nil), prefix...), k[:]...), false, func(elem, v []byte) bool {
+	err = x.iterElems(s.c, prefix, a.start.Append(bytes.Clone(prefix)), false, func(elem, v []byte) bool {
 		if count == 0 {
 			return false
 		}
@@ -1209,16 +1138,10 @@ func parseXAutoClaim(args [][]byte) (a xautoclaimArgs, r Reply, ok bool) {
 		return a, Error("ERR Invalid min-idle-time argument for XAUTOCLAIM"), false
 	}
 	a.minIdle = max(n, 0)
-	start, excl, good := streamid.ParseInterval(args[5], 0)
-	if !good {
-		return a, errStreamID, false
+	if a.start, r, ok = parseRangeStart(args[5]); !ok {
+		return a, r, false
 	}
-	if excl {
-		if start, good = start.Incr(); !good {
-			return a, errStreamBadStart, false
-		}
-	}
-	a.start, a.count = start, 100
+	a.count = 100
 	for j := 6; j < len(args); j++ {
 		more := len(args) - 1 - j
 		switch {
@@ -1238,19 +1161,10 @@ func parseXAutoClaim(args [][]byte) (a xautoclaimArgs, r Reply, ok bool) {
 	return a, Reply{}, true
 }
 
-func checkXAutoClaim(args [][]byte) (Reply, bool) {
-	_, r, ok := parseXAutoClaim(args)
-	return r, ok
-}
-
-func cmdXAutoClaim(x *ctx, args [][]byte) Reply {
-	a, r, ok := parseXAutoClaim(args)
-	if !ok {
-		return r
-	}
-	s, g, e := x.loadGroup(args[1], args[2])
-	if e != nil {
-		return errReply(e)
+func cmdXAutoClaim(x *ctx, args [][]byte, a xautoclaimArgs) Reply {
+	s, g, err := x.loadGroup(args[1], args[2])
+	if err != nil {
+		return errReply(err)
 	}
 	// Collect the candidates first (at most attempts of them plus the next
 	// one, which is the reply's cursor).
@@ -1261,9 +1175,7 @@ func cmdXAutoClaim(x *ctx, args [][]byte) Reply {
 	}
 	var cand []pending
 	prefix := groupPrefix(streamKindPEL, g.name)
-	var k [16]byte
-	a.start.Put(k[:])
-	err := x.iterElems(s.c, prefix, append(append([]byte(nil), prefix...), k[:]...), false, func(elem, v []byte) bool {
+	err = x.iterElems(s.c, prefix, a.start.Append(bytes.Clone(prefix)), false, func(elem, v []byte) bool {
 		cand = append(cand, pending{streamid.Get(elem[len(elem)-16:]), decodeNACK(v)})
 		return int64(len(cand)) <= attempts
 	})
