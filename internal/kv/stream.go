@@ -188,9 +188,9 @@ type stream struct {
 // loadStream loads k as a stream: ok=false if absent; a non-nil error is
 // errTypeMismatch or a storage error (see errReply).
 func (x *ctx) loadStream(k []byte) (*stream, bool, error) {
-	c, ok, e := x.loadColl(k, typeStream)
-	if e != nil || !ok {
-		return nil, false, e
+	c, ok, err := x.loadColl(k, typeStream)
+	if err != nil || !ok {
+		return nil, false, err
 	}
 	return &stream{c: c, st: decodeStreamState(c.rec.value)}, true, nil
 }

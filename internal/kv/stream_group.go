@@ -152,21 +152,22 @@ func decodeGroup(name, v []byte) *streamGroup {
 // XAUTOCLAIM: a non-nil error becomes the reply through errReply (wrong
 // type, storage, or NOGROUP when the key or the group does not exist).
 func (x *ctx) loadGroup(key, name []byte) (*stream, *streamGroup, error) {
-	s, exists, e := x.loadStream(key)
-	if e != nil {
-		return nil, nil, e
+	s, g, err := x.findGroup(key, name)
+	if err == nil && g == nil {
+		err = &replyError{errNoGroupKey(key, name)}
 	}
-	var g *streamGroup
-	if exists {
-		var err error
-		if g, err = x.getGroup(s, name); err != nil {
-			return nil, nil, err
-		}
+	return s, g, err
+}
+
+// findGroup loads stream key and its group name: s is nil if there is no
+// such key, g if there is no such group.
+func (x *ctx) findGroup(key, name []byte) (s *stream, g *streamGroup, err error) {
+	s, exists, err := x.loadStream(key)
+	if err != nil || !exists {
+		return nil, nil, err
 	}
-	if g == nil {
-		return nil, nil, &replyError{errNoGroupKey(key, name)}
-	}
-	return s, g, nil
+	g, err = x.getGroup(s, name)
+	return s, g, err
 }
 
 func (x *ctx) getGroup(s *stream, name []byte) (*streamGroup, error) {
@@ -621,15 +622,9 @@ func cmdXReadGroup(x *ctx, args [][]byte, a xreadGroupArgs) Reply {
 	ids := make([]streamid.ID, a.nkeys)
 	for i := 0; i < a.nkeys; i++ {
 		key := args[a.streams+i]
-		s, exists, err := x.loadStream(key)
+		_, g, err := x.findGroup(key, a.group)
 		if err != nil {
 			return errReply(err)
-		}
-		var g *streamGroup
-		if exists {
-			if g, err = x.getGroup(s, a.group); err != nil {
-				return errReply(err)
-			}
 		}
 		if g == nil {
 			return errf("NOGROUP No such key '", cstr(key), "' or consumer group '", cstr(a.group), "' in XREADGROUP with GROUP option")
@@ -651,11 +646,7 @@ func cmdXReadGroup(x *ctx, args [][]byte, a xreadGroupArgs) Reply {
 	var out []Reply
 	for i := 0; i < a.nkeys; i++ {
 		// The same key may be named twice: reload to see earlier changes.
-		s, _, err := x.loadStream(args[a.streams+i])
-		if err != nil {
-			return errReply(err)
-		}
-		g, err := x.getGroup(s, a.group)
+		s, g, err := x.findGroup(args[a.streams+i], a.group)
 		if err != nil {
 			return errReply(err)
 		}
@@ -789,19 +780,9 @@ func (x *ctx) readConsumerPEL(s *stream, g *streamGroup, c *streamConsumer, star
 // --- XACK ---
 
 func cmdXAck(x *ctx, args [][]byte) Reply {
-	s, exists, e := x.loadStream(args[1])
-	if e != nil {
-		return errReply(e)
-	}
-	if !exists {
-		return Int(0)
-	}
-	g, err := x.getGroup(s, args[2])
-	if err != nil {
-		return errReply(err)
-	}
-	if g == nil {
-		return Int(0)
+	s, g, err := x.findGroup(args[1], args[2])
+	if err != nil || g == nil {
+		return errOr(err, Int(0))
 	}
 	ids := make([]streamid.ID, 0, len(args)-3)
 	for _, a := range args[3:] {
@@ -968,9 +949,9 @@ func cmdXPending(x *ctx, args [][]byte, a xpendingArgs) Reply {
 // --- XCLAIM ---
 
 func cmdXClaim(x *ctx, args [][]byte) Reply {
-	s, g, e := x.loadGroup(args[1], args[2])
-	if e != nil {
-		return errReply(e)
+	s, g, err := x.loadGroup(args[1], args[2])
+	if err != nil {
+		return errReply(err)
 	}
 	minIdle, good := redisnum.ParseInt(args[4])
 	if !good {
@@ -987,62 +968,51 @@ func cmdXClaim(x *ctx, args [][]byte) Reply {
 		ids = append(ids, id)
 	}
 	now := x.now
-	var retry, delivery int64 = -1, -1
-	force, justID := false, false
+	cl := &claimer{x: x, s: s, g: g, name: args[3], time: -1, retry: -1}
+	force := false
 	var lastID streamid.ID
 	for ; j < len(args); j++ {
 		more := len(args) - 1 - j
 		o := args[j]
+		var n int64
+		var ok bool
 		switch {
 		case eq(o, "force"):
 			force = true
+			continue
 		case eq(o, "justid"):
-			justID = true
-		case eq(o, "idle") && more > 0:
-			j++
-			n, ok := redisnum.ParseInt(args[j])
-			if !ok {
-				return Error("ERR Invalid IDLE option argument for XCLAIM")
-			}
-			delivery = now - n
-		case eq(o, "time") && more > 0:
-			j++
-			n, ok := redisnum.ParseInt(args[j])
-			if !ok {
-				return Error("ERR Invalid TIME option argument for XCLAIM")
-			}
-			delivery = n
-		case eq(o, "retrycount") && more > 0:
-			j++
-			n, ok := redisnum.ParseInt(args[j])
-			if !ok {
-				return Error("ERR Invalid RETRYCOUNT option argument for XCLAIM")
-			}
-			retry = n
+			cl.justID = true
+			continue
 		case eq(o, "lastid") && more > 0:
 			j++
-			id, ok := streamid.ParseStrict(args[j])
-			if !ok {
+			if lastID, ok = streamid.ParseStrict(args[j]); !ok {
 				return errStreamID
 			}
-			lastID = id
+			continue
+		case (eq(o, "idle") || eq(o, "time") || eq(o, "retrycount")) && more > 0:
+			j++
+			if n, ok = redisnum.ParseInt(args[j]); !ok {
+				return errf("ERR Invalid ", strings.ToUpper(string(o)), " option argument for XCLAIM")
+			}
 		default:
 			return errf("ERR Unrecognized XCLAIM option '", cstr(o), "'")
 		}
+		switch {
+		case eq(o, "idle"):
+			cl.time = now - n
+		case eq(o, "time"):
+			cl.time = n
+		default:
+			cl.retry = n
+		}
 	}
-	changed := false
 	if lastID.Cmp(g.last) > 0 {
 		g.last = lastID
-		changed = true
+		cl.changed = true
 	}
-	if delivery != -1 {
-		if delivery < 0 || delivery > now {
-			delivery = now
-		}
-	} else {
-		delivery = now
+	if cl.time < 0 || cl.time > now {
+		cl.time = now
 	}
-	var c *streamConsumer
 	out := []Reply{}
 	for _, id := range ids {
 		n, err := x.getNACK(s, g, id)
@@ -1055,10 +1025,9 @@ func cmdXClaim(x *ctx, args [][]byte) Reply {
 		}
 		if !there {
 			if n != nil {
-				if err := x.delNACK(s, g, id, n, c); err != nil {
+				if err := cl.drop(id, n); err != nil {
 					return errReply(err)
 				}
-				changed = true
 			}
 			continue
 		}
@@ -1066,61 +1035,100 @@ func cmdXClaim(x *ctx, args [][]byte) Reply {
 			n = &streamNACK{time: now, count: 1}
 			g.pel++
 		}
-		if n == nil {
+		if n == nil || (n.consumer != nil && minIdle != 0 && now-n.time < minIdle) {
 			continue
 		}
-		if n.consumer != nil && minIdle != 0 && now-n.time < minIdle {
-			continue
-		}
-		if c == nil {
-			if c, err = x.lookupConsumer(s, g, args[3], true); err != nil {
-				return errReply(err)
-			}
-		}
-		moved := n.consumer == nil || string(n.consumer) != string(c.name)
-		if moved && n.consumer != nil {
-			if err := x.unlinkNACK(s, g, id, n.consumer, c); err != nil {
-				return errReply(err)
-			}
-		}
-		n.time = delivery
-		if retry >= 0 {
-			n.count = uint64(retry)
-		} else if !justID {
-			n.count++
-		}
-		if moved {
-			if err := x.linkNACK(s, g, id, c); err != nil {
-				return errReply(err)
-			}
-			n.consumer = c.name
-		}
-		if err := x.putNACK(s, g, id, n); err != nil {
+		r, err := cl.claim(id, n)
+		if err != nil {
 			return errReply(err)
 		}
-		if justID {
-			out = append(out, idReply(id))
-		} else {
-			ent, _, err := x.entryByID(s, id)
-			if err != nil {
-				return errReply(err)
-			}
-			out = append(out, ent)
-		}
-		changed = true
+		out = append(out, r)
 	}
-	if changed {
-		if c != nil {
-			if err := x.putConsumer(s, g, c); err != nil {
-				return errReply(err)
-			}
-		}
-		if err := x.putGroup(s, g); err != nil {
-			return errReply(err)
-		}
-		x.groupsChanged(s)
+	if err := cl.save(); err != nil {
+		return errReply(err)
 	}
 	return Array(out...)
+}
+
+// claimer gives pending entries to one consumer, for XCLAIM and
+// XAUTOCLAIM. The consumer is looked up, or created, at the first claim.
+type claimer struct {
+	x       *ctx
+	s       *stream
+	g       *streamGroup
+	name    []byte          // the consumer's
+	c       *streamConsumer // nil before the first claim
+	time    int64           // the claimed entries' delivery time
+	retry   int64           // their delivery count; -1: one more (none with JUSTID)
+	justID  bool
+	changed bool // what save must write
+}
+
+// claim gives pending entry id (n, whose consumer is nil for an entry
+// FORCE added to the PEL) to the consumer, and returns its reply: the ID
+// with JUSTID, else the entry.
+func (cl *claimer) claim(id streamid.ID, n *streamNACK) (Reply, error) {
+	x, s, g := cl.x, cl.s, cl.g
+	if cl.c == nil {
+		c, err := x.lookupConsumer(s, g, cl.name, true)
+		if err != nil {
+			return Reply{}, err
+		}
+		cl.c = c
+	}
+	c := cl.c
+	moved := n.consumer == nil || string(n.consumer) != string(c.name)
+	if moved && n.consumer != nil {
+		if err := x.unlinkNACK(s, g, id, n.consumer, c); err != nil {
+			return Reply{}, err
+		}
+	}
+	n.time = cl.time
+	if cl.retry >= 0 {
+		n.count = uint64(cl.retry)
+	} else if !cl.justID {
+		n.count++
+	}
+	if moved {
+		if err := x.linkNACK(s, g, id, c); err != nil {
+			return Reply{}, err
+		}
+		n.consumer = c.name
+	}
+	if err := x.putNACK(s, g, id, n); err != nil {
+		return Reply{}, err
+	}
+	cl.changed = true
+	if cl.justID {
+		return idReply(id), nil
+	}
+	ent, _, err := x.entryByID(s, id)
+	return ent, err
+}
+
+// drop removes pending entry id (n), whose entry was deleted, from the
+// PELs.
+func (cl *claimer) drop(id streamid.ID, n *streamNACK) error {
+	cl.changed = true
+	return cl.x.delNACK(cl.s, cl.g, id, n, cl.c)
+}
+
+// save writes the consumer and the group back if the claims changed them,
+// and tells the node.
+func (cl *claimer) save() error {
+	if !cl.changed {
+		return nil
+	}
+	if cl.c != nil {
+		if err := cl.x.putConsumer(cl.s, cl.g, cl.c); err != nil {
+			return err
+		}
+	}
+	if err := cl.x.putGroup(cl.s, cl.g); err != nil {
+		return err
+	}
+	cl.x.groupsChanged(cl.s)
+	return nil
 }
 
 // --- XAUTOCLAIM ---
@@ -1185,8 +1193,7 @@ func cmdXAutoClaim(x *ctx, args [][]byte, a xautoclaimArgs) Reply {
 	now := x.now
 	count := a.count
 	claimed, deleted := []Reply{}, []Reply{}
-	var c *streamConsumer
-	changed := false
+	cl := &claimer{x: x, s: s, g: g, name: args[3], time: now, retry: -1, justID: a.justID}
 	i := 0
 	for ; attempts > 0 && count > 0 && i < len(cand); i++ {
 		attempts--
@@ -1196,68 +1203,29 @@ func cmdXAutoClaim(x *ctx, args [][]byte, a xautoclaimArgs) Reply {
 			return errReply(err)
 		}
 		if !there {
-			if err := x.delNACK(s, g, p.id, p.n, c); err != nil {
+			if err := cl.drop(p.id, p.n); err != nil {
 				return errReply(err)
 			}
 			deleted = append(deleted, idReply(p.id))
 			count--
-			changed = true
 			continue
 		}
 		if a.minIdle != 0 && now-p.n.time < a.minIdle {
 			continue
 		}
-		if c == nil {
-			if c, err = x.lookupConsumer(s, g, args[3], true); err != nil {
-				return errReply(err)
-			}
-		}
-		n := p.n
-		moved := string(n.consumer) != string(c.name)
-		if moved {
-			if err := x.unlinkNACK(s, g, p.id, n.consumer, c); err != nil {
-				return errReply(err)
-			}
-		}
-		n.time = now
-		if !a.justID {
-			n.count++
-		}
-		if moved {
-			if err := x.linkNACK(s, g, p.id, c); err != nil {
-				return errReply(err)
-			}
-			n.consumer = c.name
-		}
-		if err := x.putNACK(s, g, p.id, n); err != nil {
+		r, err := cl.claim(p.id, p.n)
+		if err != nil {
 			return errReply(err)
 		}
-		if a.justID {
-			claimed = append(claimed, idReply(p.id))
-		} else {
-			ent, _, err := x.entryByID(s, p.id)
-			if err != nil {
-				return errReply(err)
-			}
-			claimed = append(claimed, ent)
-		}
+		claimed = append(claimed, r)
 		count--
-		changed = true
 	}
 	var next streamid.ID
 	if i < len(cand) {
 		next = cand[i].id
 	}
-	if changed {
-		if c != nil {
-			if err := x.putConsumer(s, g, c); err != nil {
-				return errReply(err)
-			}
-		}
-		if err := x.putGroup(s, g); err != nil {
-			return errReply(err)
-		}
-		x.groupsChanged(s)
+	if err := cl.save(); err != nil {
+		return errReply(err)
 	}
 	return Array(idReply(next), Array(claimed...), Array(deleted...))
 }
