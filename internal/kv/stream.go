@@ -1,7 +1,6 @@
 package kv
 
 import (
-	"encoding/binary"
 	"math"
 	"strconv"
 	"strings"
@@ -10,18 +9,16 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/kvorum/kvorum/internal/redisnum"
 	"github.com/kvorum/kvorum/internal/streamid"
+	"github.com/kvorum/kvorum/internal/streamrec"
 )
 
 // Streams (Redis 7.0 semantics, without consumer groups).
 //
 // A stream is a collection (type tag typeStream) whose metadata value is
-// the stream's state (streamState, fixed size, see encode) and whose
-// elements live under the collection's version with a one-byte kind
-// prefix:
-//
-//	'e' <ms:8 BE> <seq:8 BE>  an entry: <node:8 BE> <n:uvarint> then n
-//	                          times <len:uvarint> <bytes> (field, value, ...)
-//	'n' <node:8 BE>           a "node" record: <live:8 BE> <last ms:8> <last seq:8>
+// the stream's state (streamrec.State, fixed size) and whose elements live
+// under the collection's version: entries ('e' and the ID) and "node"
+// records ('n' and the node id); their keys and encodings are package
+// streamrec's.
 //
 // Entries sort by ID, so XRANGE/XREVRANGE/XREAD are one iteration and
 // XADD/XDEL point writes. The state's first 8 bytes are the length, so
@@ -69,8 +66,6 @@ import (
 // write loop (BlockingTimeout), inside MULTI or a script it never blocks.
 
 const (
-	typeStreamKindEntry = 'e'
-	typeStreamKindNode  = 'n'
 	// streamNodeMaxEntries is Redis's stream-node-max-entries default.
 	streamNodeMaxEntries = 100
 	// xreadBlockedDefaultCount is the COUNT Redis applies to an XREAD that
@@ -121,68 +116,10 @@ var (
 // idReply is an ID's reply, a bulk string <ms>-<seq>.
 func idReply(id streamid.ID) Reply { return Bulk(id.AppendTo(make([]byte, 0, 24))) }
 
-// entryElem returns the element bytes of entry id.
-func entryElem(id streamid.ID) []byte {
-	b := make([]byte, 17)
-	b[0] = typeStreamKindEntry
-	id.Put(b[1:])
-	return b
-}
-
-func nodeElem(node uint64) []byte {
-	b := make([]byte, 9)
-	b[0] = typeStreamKindNode
-	binary.BigEndian.PutUint64(b[1:], node)
-	return b
-}
-
-// streamState is a stream's metadata value.
-type streamState struct {
-	length    uint64
-	last      streamid.ID // last-generated-id
-	maxDel    streamid.ID // max-deleted-entry-id
-	added     uint64      // entries-added
-	first     streamid.ID // recorded-first-entry-id
-	appended  uint64      // entries ever appended to this incarnation: the next node id
-	tailNode  uint64      // id of the tail node
-	tailCount uint64      // entries ever added to the tail node; 0: none (the next XADD starts a node)
-	nodes     uint64      // number of node records (radix-tree-keys)
-	groups    uint64      // unused, always 0 (groups are counted from their records)
-}
-
-const streamStateSize = 8 + 16 + 16 + 8 + 16 + 8*5
-
-func decodeStreamState(v []byte) streamState {
-	if len(v) < streamStateSize {
-		return streamState{}
-	}
-	u := func(i int) uint64 { return binary.BigEndian.Uint64(v[i:]) }
-	return streamState{
-		length: u(0), last: streamid.Get(v[8:]), maxDel: streamid.Get(v[24:]), added: u(40),
-		first: streamid.Get(v[48:]), appended: u(64), tailNode: u(72), tailCount: u(80), nodes: u(88), groups: u(96),
-	}
-}
-
-func (s *streamState) encode() []byte {
-	v := make([]byte, streamStateSize)
-	p := func(i int, n uint64) { binary.BigEndian.PutUint64(v[i:], n) }
-	p(0, s.length)
-	s.last.Put(v[8:])
-	s.maxDel.Put(v[24:])
-	p(40, s.added)
-	s.first.Put(v[48:])
-	p(64, s.appended)
-	p(72, s.tailNode)
-	p(80, s.tailCount)
-	p(88, s.nodes)
-	p(96, s.groups)
-	return v
-}
-
 // stream is a loaded stream.
 type stream struct {
 	c  *coll
-	st streamState
+	st streamrec.State
 }
 
 // loadStream loads k as a stream: ok=false if absent; a non-nil error is
@@ -192,7 +129,7 @@ func (x *ctx) loadStream(k []byte) (*stream, bool, error) {
 	if err != nil || !ok {
 		return nil, false, err
 	}
-	return &stream{c: c, st: decodeStreamState(c.rec.value)}, true, nil
+	return &stream{c: c, st: streamrec.DecodeState(c.rec.value)}, true, nil
 }
 
 // createStream returns a new empty stream for k (saved by saveStream).
@@ -208,103 +145,60 @@ func (x *ctx) createStream(k []byte) (*stream, error) {
 // keeps empty streams). It also stamps the key for WATCH and wakes XREAD
 // BLOCK waiters.
 func (x *ctx) saveStream(s *stream) error {
-	s.c.rec.value = s.st.encode()
+	s.c.rec.value = s.st.Encode()
 	return x.store(s.c.key, &s.c.rec)
 }
 
-// node record: live entries and the last ID ever added to the node.
-type streamNode struct {
-	id   uint64
-	live uint64
-	last streamid.ID
-}
-
-func (x *ctx) getNode(s *stream, node uint64) (streamNode, bool, error) {
-	v, ok, err := x.getElem(s.c, nodeElem(node))
-	if err != nil || !ok || len(v) < 24 {
-		return streamNode{id: node}, false, err
+func (x *ctx) getNode(s *stream, node uint64) (streamrec.Node, bool, error) {
+	v, ok, err := x.getElem(s.c, streamrec.NodeElem(node))
+	if err != nil || !ok {
+		return streamrec.Node{ID: node}, false, err
 	}
-	return streamNode{id: node, live: binary.BigEndian.Uint64(v), last: streamid.Get(v[8:])}, true, nil
+	n, ok := streamrec.DecodeNode(node, v)
+	return n, ok, nil
 }
 
-func (x *ctx) putNode(s *stream, n streamNode) error {
-	var v [24]byte
-	binary.BigEndian.PutUint64(v[:], n.live)
-	n.last.Put(v[8:])
-	return x.setElem(s.c, nodeElem(n.id), v[:])
+func (x *ctx) putNode(s *stream, n streamrec.Node) error {
+	return x.setElem(s.c, streamrec.NodeElem(n.ID), n.Encode())
 }
 
 // dropNode deletes node n's record after its last live entry went.
 func (x *ctx) dropNode(s *stream, node uint64) error {
-	s.st.nodes--
-	if node == s.st.tailNode {
-		s.st.tailCount = 0 // Redis frees the listpack: the next XADD starts a node
+	s.st.Nodes--
+	if node == s.st.TailNode {
+		s.st.TailCount = 0 // Redis frees the listpack: the next XADD starts a node
 	}
-	return x.delElem(s.c, nodeElem(node))
-}
-
-func encodeEntry(node uint64, fields [][]byte) []byte {
-	n := 8 + binary.MaxVarintLen64
-	for _, f := range fields {
-		n += binary.MaxVarintLen64 + len(f)
-	}
-	b := make([]byte, 8, n)
-	binary.BigEndian.PutUint64(b, node)
-	b = binary.AppendUvarint(b, uint64(len(fields)))
-	for _, f := range fields {
-		b = binary.AppendUvarint(b, uint64(len(f)))
-		b = append(b, f...)
-	}
-	return b
-}
-
-func entryNode(v []byte) uint64 {
-	if len(v) < 8 {
-		return 0
-	}
-	return binary.BigEndian.Uint64(v)
+	return x.delElem(s.c, streamrec.NodeElem(node))
 }
 
 // entryReply builds [id, [field, value, ...]] from an entry's element
-// bytes and value (copied).
+// key and value (copied).
 func entryReply(elem, v []byte) Reply {
-	id := streamid.Get(elem[1:])
-	var fields []Reply
-	if len(v) >= 8 {
-		p := v[8:]
-		n, k := binary.Uvarint(p)
-		if k > 0 {
-			p = p[k:]
-			fields = make([]Reply, 0, min(n, uint64(len(p))))
-			for i := uint64(0); i < n; i++ {
-				l, k := binary.Uvarint(p)
-				if k <= 0 || uint64(len(p)-k) < l {
-					break
-				}
-				fields = append(fields, Bulk(append([]byte(nil), p[k:k+int(l)]...)))
-				p = p[k+int(l):]
-			}
-		}
+	id, _ := streamrec.EntryID(elem)
+	fields := streamrec.EntryFields(v)
+	out := make([]Reply, len(fields))
+	for i, f := range fields {
+		out[i] = Bulk(f)
 	}
-	return Array(idReply(id), Array(fields...))
+	return Array(idReply(id), Array(out...))
 }
 
 // rangeEntries returns the entries with start <= ID <= end, in order (reverse
 // if rev), at most count of them (0: all).
 func (x *ctx) rangeEntries(s *stream, start, end streamid.ID, count int64, rev bool) ([]Reply, error) {
 	out := []Reply{}
-	if start.Cmp(end) > 0 || s.st.length == 0 {
+	if start.Cmp(end) > 0 || s.st.Length == 0 {
 		return out, nil
 	}
-	from := entryElem(start)
+	from := streamrec.EntryElem(start)
 	if rev {
-		from = entryElem(end)
+		from = streamrec.EntryElem(end)
 	}
-	err := x.iterElems(s.c, []byte{typeStreamKindEntry}, from, rev, func(elem, v []byte) bool {
-		if len(elem) != 17 {
+	err := x.iterElems(s.c, []byte{streamrec.KindEntry}, from, rev, func(elem, v []byte) bool {
+		id, ok := streamrec.EntryID(elem)
+		if !ok {
 			return true
 		}
-		id := streamid.Get(elem[1:])
 		if (!rev && id.Cmp(end) > 0) || (rev && id.Cmp(start) < 0) {
 			return false
 		}
@@ -318,11 +212,9 @@ func (x *ctx) rangeEntries(s *stream, start, end streamid.ID, count int64, rev b
 func (x *ctx) edgeEntry(s *stream, last bool) (streamid.ID, bool, error) {
 	var id streamid.ID
 	found := false
-	err := x.iterElems(s.c, []byte{typeStreamKindEntry}, nil, last, func(elem, _ []byte) bool {
-		if len(elem) == 17 {
-			id, found = streamid.Get(elem[1:]), true
-		}
-		return false
+	err := x.iterElems(s.c, []byte{streamrec.KindEntry}, nil, last, func(elem, _ []byte) bool {
+		id, found = streamrec.EntryID(elem)
+		return !found
 	})
 	return id, found, err
 }
@@ -456,7 +348,7 @@ func cmdXAdd(x *ctx, args [][]byte, a addTrimArgs) Reply {
 		}
 	}
 	st := &s.st
-	if st.last == streamid.Max {
+	if st.Last == streamid.Max {
 		return errStreamExhausted
 	}
 	var id streamid.ID
@@ -464,51 +356,51 @@ func cmdXAdd(x *ctx, args [][]byte, a addTrimArgs) Reply {
 	case !a.idGiven:
 		// streamNextID with the log's clock instead of mstime().
 		now := uint64(max(x.now, 0))
-		if now > st.last.Ms {
+		if now > st.Last.Ms {
 			id = streamid.ID{Ms: now}
 		} else {
-			id, _ = st.last.Incr()
+			id, _ = st.Last.Incr()
 		}
 	case a.seqGiven:
 		id = a.id
-	case st.last.Ms == a.id.Ms:
-		if st.last.Seq == math.MaxUint64 {
+	case st.Last.Ms == a.id.Ms:
+		if st.Last.Seq == math.MaxUint64 {
 			return errStreamTooLarge // Redis reports this case so (errno is not EDOM)
 		}
-		id = streamid.ID{Ms: st.last.Ms, Seq: st.last.Seq + 1}
+		id = streamid.ID{Ms: st.Last.Ms, Seq: st.Last.Seq + 1}
 	default:
 		id = a.id
 	}
-	if id.Cmp(st.last) <= 0 {
+	if id.Cmp(st.Last) <= 0 {
 		return errStreamIDSmaller
 	}
 	// Nodes: join the tail node or start one (see the comment at the top).
-	var node streamNode
-	if st.tailCount == 0 || st.tailCount >= streamNodeMaxEntries {
-		st.tailNode, st.tailCount = st.appended, 0
-		st.nodes++
-		node = streamNode{id: st.tailNode}
+	var node streamrec.Node
+	if st.TailCount == 0 || st.TailCount >= streamNodeMaxEntries {
+		st.TailNode, st.TailCount = st.Appended, 0
+		st.Nodes++
+		node = streamrec.Node{ID: st.TailNode}
 	} else {
 		var err error
-		if node, _, err = x.getNode(s, st.tailNode); err != nil {
+		if node, _, err = x.getNode(s, st.TailNode); err != nil {
 			return errReply(err)
 		}
 	}
-	st.tailCount++
-	st.appended++
-	node.live++
-	node.last = id
+	st.TailCount++
+	st.Appended++
+	node.Live++
+	node.Last = id
 	if err := x.putNode(s, node); err != nil {
 		return errReply(err)
 	}
-	if err := x.setElem(s.c, entryElem(id), encodeEntry(node.id, args[a.fieldsPos:])); err != nil {
+	if err := x.setElem(s.c, streamrec.EntryElem(id), streamrec.EncodeEntry(node.ID, args[a.fieldsPos:])); err != nil {
 		return errReply(err)
 	}
-	st.length++
-	st.added++
-	st.last = id
-	if st.length == 1 {
-		st.first = id
+	st.Length++
+	st.Added++
+	st.Last = id
+	if st.Length == 1 {
+		st.First = id
 	}
 	if a.strategy != trimNone {
 		if _, err := x.streamTrim(s, &a); err != nil {
@@ -529,31 +421,31 @@ func (x *ctx) streamTrim(s *stream, a *addTrimArgs) (int64, error) {
 	st := &s.st
 	// Plan on the node records: the whole nodes to remove and the node to
 	// trim into, if any.
-	var whole []streamNode
-	var partial *streamNode
-	length := st.length
+	var whole []streamrec.Node
+	var partial *streamrec.Node
+	length := st.Length
 	var planned uint64
-	err := x.iterElems(s.c, []byte{typeStreamKindNode}, nil, false, func(elem, v []byte) bool {
-		if len(elem) != 9 || len(v) < 24 {
+	err := x.iterElems(s.c, []byte{streamrec.KindNode}, nil, false, func(elem, v []byte) bool {
+		n, ok := streamrec.DecodeNodeElem(elem, v)
+		if !ok {
 			return true
 		}
 		if a.strategy == trimMaxLen && length <= uint64(a.maxLen) {
 			return false
 		}
-		n := streamNode{id: binary.BigEndian.Uint64(elem[1:]), live: binary.BigEndian.Uint64(v), last: streamid.Get(v[8:])}
-		if a.limit != 0 && planned+n.live > uint64(a.limit) {
+		if a.limit != 0 && planned+n.Live > uint64(a.limit) {
 			return false
 		}
 		var remove bool
 		if a.strategy == trimMaxLen {
-			remove = length-n.live >= uint64(a.maxLen)
+			remove = length-n.Live >= uint64(a.maxLen)
 		} else {
-			remove = n.last.Cmp(a.minID) < 0
+			remove = n.Last.Cmp(a.minID) < 0
 		}
 		if remove {
 			whole = append(whole, n)
-			length -= n.live
-			planned += n.live
+			length -= n.Live
+			planned += n.Live
 			return true
 		}
 		if !a.approx {
@@ -569,20 +461,20 @@ func (x *ctx) streamTrim(s *stream, a *addTrimArgs) (int64, error) {
 	var deleted uint64
 	var derr error
 	if planned > 0 || partial != nil {
-		err = x.iterElems(s.c, []byte{typeStreamKindEntry}, nil, false, func(elem, _ []byte) bool {
-			if len(elem) != 17 {
+		err = x.iterElems(s.c, []byte{streamrec.KindEntry}, nil, false, func(elem, _ []byte) bool {
+			id, ok := streamrec.EntryID(elem)
+			if !ok {
 				return true
 			}
 			if deleted >= planned {
 				if partial == nil {
 					return false
 				}
-				id := streamid.Get(elem[1:])
-				if a.strategy == trimMaxLen && st.length-deleted <= uint64(a.maxLen) ||
+				if a.strategy == trimMaxLen && st.Length-deleted <= uint64(a.maxLen) ||
 					a.strategy == trimMinID && id.Cmp(a.minID) >= 0 {
 					return false
 				}
-				partial.live--
+				partial.Live--
 			}
 			if derr = x.delElem(s.c, elem); derr != nil {
 				return false
@@ -598,7 +490,7 @@ func (x *ctx) streamTrim(s *stream, a *addTrimArgs) (int64, error) {
 		}
 	}
 	for _, n := range whole {
-		if err := x.dropNode(s, n.id); err != nil {
+		if err := x.dropNode(s, n.ID); err != nil {
 			return 0, err
 		}
 	}
@@ -609,15 +501,15 @@ func (x *ctx) streamTrim(s *stream, a *addTrimArgs) (int64, error) {
 			return 0, err
 		}
 	}
-	st.length -= deleted
-	if st.length == 0 {
-		st.first = streamid.ID{}
+	st.Length -= deleted
+	if st.Length == 0 {
+		st.First = streamid.ID{}
 	} else if deleted > 0 {
 		first, _, err := x.edgeEntry(s, false)
 		if err != nil {
 			return 0, err
 		}
-		st.first = first
+		st.First = first
 	}
 	return int64(deleted), nil
 }
@@ -644,7 +536,7 @@ func cmdXLen(x *ctx, args [][]byte) Reply {
 	if err != nil || !ok {
 		return errOr(err, Int(0))
 	}
-	return Int(int64(s.st.length))
+	return Int(int64(s.st.Length))
 }
 
 // --- XRANGE / XREVRANGE ---
@@ -746,49 +638,49 @@ func cmdXDel(x *ctx, args [][]byte) Reply {
 	var deleted int64
 	firstGone := false
 	for _, id := range ids {
-		v, had, err := x.getElem(s.c, entryElem(id))
+		v, had, err := x.getElem(s.c, streamrec.EntryElem(id))
 		if err != nil {
 			return errReply(err)
 		}
 		if !had {
 			continue
 		}
-		if err := x.delElem(s.c, entryElem(id)); err != nil {
+		if err := x.delElem(s.c, streamrec.EntryElem(id)); err != nil {
 			return errReply(err)
 		}
-		node, ok, err := x.getNode(s, entryNode(v))
+		node, ok, err := x.getNode(s, streamrec.EntryNode(v))
 		if err != nil {
 			return errReply(err)
 		}
-		if ok && node.live > 1 {
-			node.live--
+		if ok && node.Live > 1 {
+			node.Live--
 			err = x.putNode(s, node)
 		} else if ok {
-			err = x.dropNode(s, node.id)
+			err = x.dropNode(s, node.ID)
 		}
 		if err != nil {
 			return errReply(err)
 		}
-		st.length--
-		if id == st.first {
+		st.Length--
+		if id == st.First {
 			firstGone = true
 		}
-		if id.Cmp(st.maxDel) > 0 {
-			st.maxDel = id
+		if id.Cmp(st.MaxDel) > 0 {
+			st.MaxDel = id
 		}
 		deleted++
 	}
 	if deleted == 0 {
 		return Int(0)
 	}
-	if st.length == 0 {
-		st.first = streamid.ID{}
+	if st.Length == 0 {
+		st.First = streamid.ID{}
 	} else if firstGone {
 		first, _, err := x.edgeEntry(s, false)
 		if err != nil {
 			return errReply(err)
 		}
-		st.first = first
+		st.First = first
 	}
 	if err := x.saveStream(s); err != nil {
 		return errReply(err)
@@ -846,7 +738,7 @@ func cmdXSetID(x *ctx, args [][]byte, a setIDArgs) Reply {
 		return errOr(err, errNoSuchKey)
 	}
 	st := &s.st
-	if st.length > 0 {
+	if st.Length > 0 {
 		top, _, err := x.edgeEntry(s, true)
 		if err != nil {
 			return errReply(err)
@@ -854,16 +746,16 @@ func cmdXSetID(x *ctx, args [][]byte, a setIDArgs) Reply {
 		if a.id.Cmp(top) < 0 {
 			return errXSetIDSmaller
 		}
-		if a.added != -1 && st.length > uint64(a.added) {
+		if a.added != -1 && st.Length > uint64(a.added) {
 			return errXSetIDLength
 		}
 	}
-	st.last = a.id
+	st.Last = a.id
 	if a.added != -1 {
-		st.added = uint64(a.added)
+		st.Added = uint64(a.added)
 	}
 	if !a.maxDel.IsZero() {
-		st.maxDel = a.maxDel
+		st.MaxDel = a.maxDel
 	}
 	if err := x.saveStream(s); err != nil {
 		return errReply(err)
@@ -959,7 +851,7 @@ func cmdXRead(x *ctx, args [][]byte, a xreadArgs) Reply {
 		switch string(idArg) {
 		case "$":
 			if exists {
-				ids[i] = s.st.last
+				ids[i] = s.st.Last
 			}
 			continue
 		case ">":
@@ -973,7 +865,7 @@ func cmdXRead(x *ctx, args [][]byte, a xreadArgs) Reply {
 	}
 	var out []Reply
 	for i, s := range streams {
-		if s == nil || s.st.length == 0 {
+		if s == nil || s.st.Length == 0 {
 			continue
 		}
 		top, found, err := x.edgeEntry(s, true)
@@ -1048,7 +940,7 @@ func XReadResolve(r pebble.Reader, args [][]byte, nowMs int64) (first, retry [][
 		}
 		var id streamid.ID
 		if exists {
-			id = s.st.last
+			id = s.st.Last
 		}
 		first[a.streams+a.nkeys+i] = id.AppendTo(nil)
 	}
@@ -1134,13 +1026,13 @@ func cmdXInfo(x *ctx, args [][]byte, sub string) Reply {
 	}
 	st := &s.st
 	out := []Reply{
-		BulkString("length"), Int(int64(st.length)),
-		BulkString("radix-tree-keys"), Int(int64(st.nodes)),
-		BulkString("radix-tree-nodes"), Int(int64(st.nodes) + 1),
-		BulkString("last-generated-id"), idReply(st.last),
-		BulkString("max-deleted-entry-id"), idReply(st.maxDel),
-		BulkString("entries-added"), Int(int64(st.added)),
-		BulkString("recorded-first-entry-id"), idReply(st.first),
+		BulkString("length"), Int(int64(st.Length)),
+		BulkString("radix-tree-keys"), Int(int64(st.Nodes)),
+		BulkString("radix-tree-nodes"), Int(int64(st.Nodes) + 1),
+		BulkString("last-generated-id"), idReply(st.Last),
+		BulkString("max-deleted-entry-id"), idReply(st.MaxDel),
+		BulkString("entries-added"), Int(int64(st.Added)),
+		BulkString("recorded-first-entry-id"), idReply(st.First),
 	}
 	if full {
 		entries, err := x.rangeEntries(s, streamid.ID{}, streamid.Max, count, false)

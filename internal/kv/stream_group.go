@@ -2,26 +2,21 @@ package kv
 
 import (
 	"bytes"
-	"encoding/binary"
 	"math"
 	"strconv"
 	"strings"
 
 	"github.com/kvorum/kvorum/internal/redisnum"
 	"github.com/kvorum/kvorum/internal/streamid"
+	"github.com/kvorum/kvorum/internal/streamrec"
 )
 
 // Stream consumer groups (Redis 7.0): XGROUP, XREADGROUP, XACK, XPENDING,
-// XCLAIM, XAUTOCLAIM, XINFO GROUPS/CONSUMERS. Storage (elements of the
-// stream's incarnation, see stream.go; <g> is uvarint(len(group)) group):
-//
-//	'g' <group name>               group: last-delivered-id (16),
-//	                               entries-read (int64, -1: unknown),
-//	                               PEL size, consumers (uint64 BE each)
-//	'c' <g> <consumer name>        consumer: seen-time (int64 ms), PEL size
-//	'p' <g> <id:16>                group PEL entry: delivery time (int64 ms),
-//	                               delivery count, then the consumer name
-//	'q' <g> <uvarint len> <consumer> <id:16>   the consumer's PEL (empty value)
+// XCLAIM, XAUTOCLAIM, XINFO GROUPS/CONSUMERS. Storage: elements of the
+// stream's incarnation (see stream.go), a record per group ('g'), per
+// consumer ('c') and per pending entry ('p'), and an empty element per
+// entry of a consumer's PEL ('q'); keys and encodings in package
+// streamrec.
 //
 // Names sort as Redis's radix trees do (byte order), so XINFO lists groups
 // and consumers in Redis's order. Times come from x.now: the leader's
@@ -38,14 +33,9 @@ import (
 // client was blocked on no longer exists", and DEL does not wake it).
 // XREADGROUP BLOCK in a script does not block instead of failing.
 
-const (
-	streamKindGroup     = 'g'
-	streamKindConsumer  = 'c'
-	streamKindPEL       = 'p'
-	streamKindConsPEL   = 'q'
-	scgInvalidEntries   = -1
-	xautoclaimAttemptsF = 10
-)
+// xautoclaimAttemptsF is Redis's attempts factor: XAUTOCLAIM looks at
+// COUNT times as many pending entries at most.
+const xautoclaimAttemptsF = 10
 
 func init() {
 	const g = "stream"
@@ -74,33 +64,6 @@ func errNoGroupForKey(key, group []byte) Reply {
 	return errf("NOGROUP No such consumer group '", cstr(group), "' for key name '", cstr(key), "'")
 }
 
-// --- element keys ---
-
-func groupPrefix(kind byte, group []byte) []byte {
-	b := append([]byte{kind}, binary.AppendUvarint(nil, uint64(len(group)))...)
-	return append(b, group...)
-}
-
-func groupElem(group []byte) []byte { return append([]byte{streamKindGroup}, group...) }
-
-func consumerElem(group, consumer []byte) []byte {
-	return append(groupPrefix(streamKindConsumer, group), consumer...)
-}
-
-func pelElem(group []byte, id streamid.ID) []byte {
-	return id.Append(groupPrefix(streamKindPEL, group))
-}
-
-func consPELPrefix(group, consumer []byte) []byte {
-	b := groupPrefix(streamKindConsPEL, group)
-	b = binary.AppendUvarint(b, uint64(len(consumer)))
-	return append(b, consumer...)
-}
-
-func consPELElem(group, consumer []byte, id streamid.ID) []byte {
-	return id.Append(consPELPrefix(group, consumer))
-}
-
 // groupsChanged reports a change of s's groups to the node (it wakes the
 // clients blocked on the key: XGROUP DESTROY ends their wait with an
 // error, SETID may have something for them). The stream's metadata record
@@ -111,7 +74,7 @@ func (x *ctx) groupsChanged(s *stream) { x.touched(s.c.key) }
 // countGroups is XINFO STREAM's "groups".
 func (x *ctx) countGroups(s *stream) (int64, error) {
 	var n int64
-	err := x.iterElems(s.c, []byte{streamKindGroup}, nil, false, func(_, _ []byte) bool {
+	err := x.iterElems(s.c, []byte{streamrec.KindGroup}, nil, false, func(_, _ []byte) bool {
 		n++
 		return true
 	})
@@ -120,38 +83,10 @@ func (x *ctx) countGroups(s *stream) (int64, error) {
 
 // --- records ---
 
-type streamGroup struct {
-	name      []byte
-	last      streamid.ID
-	read      int64
-	pel       uint64
-	consumers uint64
-}
-
-func (g *streamGroup) encode() []byte {
-	v := make([]byte, 40)
-	g.last.Put(v)
-	binary.BigEndian.PutUint64(v[16:], uint64(g.read))
-	binary.BigEndian.PutUint64(v[24:], g.pel)
-	binary.BigEndian.PutUint64(v[32:], g.consumers)
-	return v
-}
-
-func decodeGroup(name, v []byte) *streamGroup {
-	g := &streamGroup{name: append([]byte(nil), name...), read: scgInvalidEntries}
-	if len(v) >= 40 {
-		g.last = streamid.Get(v)
-		g.read = int64(binary.BigEndian.Uint64(v[16:]))
-		g.pel = binary.BigEndian.Uint64(v[24:])
-		g.consumers = binary.BigEndian.Uint64(v[32:])
-	}
-	return g
-}
-
 // loadGroup loads stream key and its group name for XPENDING, XCLAIM and
 // XAUTOCLAIM: a non-nil error becomes the reply through errReply (wrong
 // type, storage, or NOGROUP when the key or the group does not exist).
-func (x *ctx) loadGroup(key, name []byte) (*stream, *streamGroup, error) {
+func (x *ctx) loadGroup(key, name []byte) (*stream, *streamrec.Group, error) {
 	s, g, err := x.findGroup(key, name)
 	if err == nil && g == nil {
 		err = &replyError{errNoGroupKey(key, name)}
@@ -161,7 +96,7 @@ func (x *ctx) loadGroup(key, name []byte) (*stream, *streamGroup, error) {
 
 // findGroup loads stream key and its group name: s is nil if there is no
 // such key, g if there is no such group.
-func (x *ctx) findGroup(key, name []byte) (s *stream, g *streamGroup, err error) {
+func (x *ctx) findGroup(key, name []byte) (s *stream, g *streamrec.Group, err error) {
 	s, exists, err := x.loadStream(key)
 	if err != nil || !exists {
 		return nil, nil, err
@@ -170,47 +105,33 @@ func (x *ctx) findGroup(key, name []byte) (s *stream, g *streamGroup, err error)
 	return s, g, err
 }
 
-func (x *ctx) getGroup(s *stream, name []byte) (*streamGroup, error) {
-	v, ok, err := x.getElem(s.c, groupElem(name))
+func (x *ctx) getGroup(s *stream, name []byte) (*streamrec.Group, error) {
+	v, ok, err := x.getElem(s.c, streamrec.GroupElem(name))
 	if err != nil || !ok {
 		return nil, err
 	}
-	return decodeGroup(name, v), nil
+	return streamrec.DecodeGroup(name, v), nil
 }
 
-func (x *ctx) putGroup(s *stream, g *streamGroup) error {
-	return x.setElem(s.c, groupElem(g.name), g.encode())
+func (x *ctx) putGroup(s *stream, g *streamrec.Group) error {
+	return x.setElem(s.c, streamrec.GroupElem(g.Name), g.Encode())
 }
 
-type streamConsumer struct {
-	name []byte
-	seen int64
-	pel  uint64
-}
-
-func (x *ctx) getConsumer(s *stream, g *streamGroup, name []byte) (*streamConsumer, error) {
-	v, ok, err := x.getElem(s.c, consumerElem(g.name, name))
+func (x *ctx) getConsumer(s *stream, g *streamrec.Group, name []byte) (*streamrec.Consumer, error) {
+	v, ok, err := x.getElem(s.c, streamrec.ConsumerElem(g.Name, name))
 	if err != nil || !ok {
 		return nil, err
 	}
-	c := &streamConsumer{name: append([]byte(nil), name...)}
-	if len(v) >= 16 {
-		c.seen = int64(binary.BigEndian.Uint64(v))
-		c.pel = binary.BigEndian.Uint64(v[8:])
-	}
-	return c, nil
+	return streamrec.DecodeConsumer(name, v), nil
 }
 
-func (x *ctx) putConsumer(s *stream, g *streamGroup, c *streamConsumer) error {
-	var v [16]byte
-	binary.BigEndian.PutUint64(v[:], uint64(c.seen))
-	binary.BigEndian.PutUint64(v[8:], c.pel)
-	return x.setElem(s.c, consumerElem(g.name, c.name), v[:])
+func (x *ctx) putConsumer(s *stream, g *streamrec.Group, c *streamrec.Consumer) error {
+	return x.setElem(s.c, streamrec.ConsumerElem(g.Name, c.Name), c.Encode())
 }
 
 // lookupConsumer is streamLookupConsumer (refreshing seen-time) followed,
 // if absent and create, by streamCreateConsumer. The caller saves it.
-func (x *ctx) lookupConsumer(s *stream, g *streamGroup, name []byte, create bool) (*streamConsumer, error) {
+func (x *ctx) lookupConsumer(s *stream, g *streamrec.Group, name []byte, create bool) (*streamrec.Consumer, error) {
 	c, err := x.getConsumer(s, g, name)
 	if err != nil {
 		return nil, err
@@ -219,61 +140,45 @@ func (x *ctx) lookupConsumer(s *stream, g *streamGroup, name []byte, create bool
 		if !create {
 			return nil, nil
 		}
-		c = &streamConsumer{name: append([]byte(nil), name...)}
-		g.consumers++
+		c = &streamrec.Consumer{Name: append([]byte(nil), name...)}
+		g.Consumers++
 	}
-	c.seen = x.now
+	c.Seen = x.now
 	return c, nil
 }
 
-type streamNACK struct {
-	time     int64
-	count    uint64
-	consumer []byte
-}
-
-func (x *ctx) getNACK(s *stream, g *streamGroup, id streamid.ID) (*streamNACK, error) {
-	v, ok, err := x.getElem(s.c, pelElem(g.name, id))
+func (x *ctx) getNACK(s *stream, g *streamrec.Group, id streamid.ID) (*streamrec.NACK, error) {
+	v, ok, err := x.getElem(s.c, streamrec.PELElem(g.Name, id))
 	if err != nil || !ok {
 		return nil, err
 	}
-	return decodeNACK(v), nil
+	return streamrec.DecodeNACK(v), nil
 }
 
-func decodeNACK(v []byte) *streamNACK {
-	if len(v) < 16 {
-		return &streamNACK{}
-	}
-	return &streamNACK{time: int64(binary.BigEndian.Uint64(v)), count: binary.BigEndian.Uint64(v[8:]), consumer: append([]byte(nil), v[16:]...)}
-}
-
-func (x *ctx) putNACK(s *stream, g *streamGroup, id streamid.ID, n *streamNACK) error {
-	v := make([]byte, 16, 16+len(n.consumer))
-	binary.BigEndian.PutUint64(v, uint64(n.time))
-	binary.BigEndian.PutUint64(v[8:], n.count)
-	return x.setElem(s.c, pelElem(g.name, id), append(v, n.consumer...))
+func (x *ctx) putNACK(s *stream, g *streamrec.Group, id streamid.ID, n *streamrec.NACK) error {
+	return x.setElem(s.c, streamrec.PELElem(g.Name, id), n.Encode())
 }
 
 // delNACK removes id from the group's PEL and from its consumer's
 // (whose record's PEL count it decrements; see unlinkNACK for cur).
-func (x *ctx) delNACK(s *stream, g *streamGroup, id streamid.ID, n *streamNACK, cur *streamConsumer) error {
-	if err := x.delElem(s.c, pelElem(g.name, id)); err != nil {
+func (x *ctx) delNACK(s *stream, g *streamrec.Group, id streamid.ID, n *streamrec.NACK, cur *streamrec.Consumer) error {
+	if err := x.delElem(s.c, streamrec.PELElem(g.Name, id)); err != nil {
 		return err
 	}
-	g.pel--
-	return x.unlinkNACK(s, g, id, n.consumer, cur)
+	g.PEL--
+	return x.unlinkNACK(s, g, id, n.Consumer, cur)
 }
 
 // unlinkNACK removes id from consumer's PEL. cur, if not nil, is a
 // consumer the caller holds in memory (and saves later): if it is the one,
 // its count is decremented there instead of in storage.
-func (x *ctx) unlinkNACK(s *stream, g *streamGroup, id streamid.ID, consumer []byte, cur *streamConsumer) error {
-	if err := x.delElem(s.c, consPELElem(g.name, consumer, id)); err != nil {
+func (x *ctx) unlinkNACK(s *stream, g *streamrec.Group, id streamid.ID, consumer []byte, cur *streamrec.Consumer) error {
+	if err := x.delElem(s.c, streamrec.ConsPELElem(g.Name, consumer, id)); err != nil {
 		return err
 	}
-	if cur != nil && string(cur.name) == string(consumer) {
-		if cur.pel > 0 {
-			cur.pel--
+	if cur != nil && string(cur.Name) == string(consumer) {
+		if cur.PEL > 0 {
+			cur.PEL--
 		}
 		return nil
 	}
@@ -281,25 +186,25 @@ func (x *ctx) unlinkNACK(s *stream, g *streamGroup, id streamid.ID, consumer []b
 	if err != nil || c == nil {
 		return err
 	}
-	if c.pel > 0 {
-		c.pel--
+	if c.PEL > 0 {
+		c.PEL--
 	}
 	return x.putConsumer(s, g, c)
 }
 
 // linkNACK adds id to c's PEL (c is saved by the caller).
-func (x *ctx) linkNACK(s *stream, g *streamGroup, id streamid.ID, c *streamConsumer) error {
-	c.pel++
-	return x.setElem(s.c, consPELElem(g.name, c.name, id), nil)
+func (x *ctx) linkNACK(s *stream, g *streamrec.Group, id streamid.ID, c *streamrec.Consumer) error {
+	c.PEL++
+	return x.setElem(s.c, streamrec.ConsPELElem(g.Name, c.Name, id), nil)
 }
 
 func (x *ctx) entryExists(s *stream, id streamid.ID) (bool, error) {
-	return x.hasElem(s.c, entryElem(id))
+	return x.hasElem(s.c, streamrec.EntryElem(id))
 }
 
 // entryByID returns [id, fields] for an existing entry; ok=false if absent.
 func (x *ctx) entryByID(s *stream, id streamid.ID) (Reply, bool, error) {
-	e := entryElem(id)
+	e := streamrec.EntryElem(id)
 	v, ok, err := x.getElem(s.c, e)
 	if err != nil || !ok {
 		return Reply{}, false, err
@@ -312,66 +217,29 @@ func (x *ctx) entryByID(s *stream, id streamid.ID) (Reply, bool, error) {
 func (x *ctx) lastValidID(s *stream) (streamid.ID, error) {
 	id, ok, err := x.edgeEntry(s, true)
 	if err != nil || !ok {
-		return s.st.last, err
+		return s.st.Last, err
 	}
 	return id, nil
 }
 
-// rangeHasTombstones is streamRangeHasTombstones (end = +inf).
-func (st *streamState) rangeHasTombstones(start streamid.ID) bool {
-	if st.length == 0 || st.maxDel.IsZero() {
-		return false
+// readLag is a group's entries-read and lag, as XINFO replies them (nil
+// when unknown).
+func readLag(st *streamrec.State, g *streamrec.Group) (read, lag Reply) {
+	read, lag = Nil, Nil
+	if g.Read != streamrec.ReadUnknown {
+		read = Int(g.Read)
 	}
-	if st.first.Cmp(st.maxDel) > 0 {
-		return false
+	if n, ok := st.Lag(g); ok {
+		lag = Int(n)
 	}
-	return start.Cmp(st.maxDel) <= 0
-}
-
-// estimateDistance is streamEstimateDistanceFromFirstEverEntry.
-func (st *streamState) estimateDistance(id streamid.ID) int64 {
-	if st.added == 0 {
-		return 0
-	}
-	if st.length == 0 && id.Cmp(st.last) < 1 {
-		return int64(st.added)
-	}
-	cmpLast := id.Cmp(st.last)
-	if cmpLast == 0 {
-		return int64(st.added)
-	} else if cmpLast > 0 {
-		return scgInvalidEntries
-	}
-	cmpFirst := id.Cmp(st.first)
-	if st.maxDel.IsZero() || st.maxDel.Cmp(st.first) < 0 {
-		if cmpFirst < 0 {
-			return int64(st.added - st.length)
-		} else if cmpFirst == 0 {
-			return int64(st.added - st.length + 1)
-		}
-	}
-	return scgInvalidEntries
-}
-
-// lag is streamReplyWithCGLag.
-func (st *streamState) lag(g *streamGroup) Reply {
-	if st.added == 0 {
-		return Int(0)
-	}
-	if g.read != scgInvalidEntries && !st.rangeHasTombstones(g.last) {
-		return Int(int64(st.added) - g.read)
-	}
-	if r := st.estimateDistance(g.last); r != scgInvalidEntries {
-		return Int(int64(st.added) - r)
-	}
-	return Nil
+	return read, lag
 }
 
 // deleteGroup removes every record of group g.
-func (x *ctx) deleteGroup(s *stream, g *streamGroup) error {
+func (x *ctx) deleteGroup(s *stream, g *streamrec.Group) error {
 	var keys [][]byte
-	for _, kind := range []byte{streamKindConsumer, streamKindPEL, streamKindConsPEL} {
-		err := x.iterElems(s.c, groupPrefix(kind, g.name), nil, false, func(elem, _ []byte) bool {
+	for _, kind := range []byte{streamrec.KindConsumer, streamrec.KindPEL, streamrec.KindConsPEL} {
+		err := x.iterElems(s.c, streamrec.GroupPrefix(kind, g.Name), nil, false, func(elem, _ []byte) bool {
 			keys = append(keys, append([]byte(nil), elem...))
 			return true
 		})
@@ -379,7 +247,7 @@ func (x *ctx) deleteGroup(s *stream, g *streamGroup) error {
 			return err
 		}
 	}
-	keys = append(keys, groupElem(g.name))
+	keys = append(keys, streamrec.GroupElem(g.Name))
 	for _, k := range keys {
 		if err := x.delElem(s.c, k); err != nil {
 			return err
@@ -399,7 +267,7 @@ type xgroupArgs struct {
 }
 
 func parseXGroup(args [][]byte) (a xgroupArgs, r Reply, ok bool) {
-	a.read = scgInvalidEntries
+	a.read = streamrec.ReadUnknown
 	sub := strings.ToLower(string(args[1]))
 	a.sub = sub
 	arity, known := xgroupSubArity[sub]
@@ -421,7 +289,7 @@ func parseXGroup(args [][]byte) (a xgroupArgs, r Reply, ok bool) {
 				if !good {
 					return a, errNotInt, false
 				}
-				if n < 0 && n != scgInvalidEntries {
+				if n < 0 && n != streamrec.ReadUnknown {
 					return a, Error("ERR value for ENTRIESREAD must be positive or -1"), false
 				}
 				a.read = n
@@ -465,7 +333,7 @@ func cmdXGroup(x *ctx, args [][]byte, a xgroupArgs) Reply {
 	if !a.mkstream && !exists {
 		return Error("ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically.")
 	}
-	var g *streamGroup
+	var g *streamrec.Group
 	if exists {
 		if g, err = x.getGroup(s, name); err != nil {
 			return errReply(err)
@@ -479,7 +347,7 @@ func cmdXGroup(x *ctx, args [][]byte, a xgroupArgs) Reply {
 		var id streamid.ID
 		if string(args[4]) == "$" {
 			if exists {
-				id = s.st.last
+				id = s.st.Last
 			}
 		} else {
 			var good bool
@@ -495,7 +363,7 @@ func cmdXGroup(x *ctx, args [][]byte, a xgroupArgs) Reply {
 		if g != nil {
 			return Error("BUSYGROUP Consumer Group name already exists")
 		}
-		g = &streamGroup{name: name, last: id, read: a.read}
+		g = &streamrec.Group{Name: name, Last: id, Read: a.read}
 		if err := x.putGroup(s, g); err != nil {
 			return errReply(err)
 		}
@@ -510,14 +378,14 @@ func cmdXGroup(x *ctx, args [][]byte, a xgroupArgs) Reply {
 	case sub == "setid" && (len(args) == 5 || len(args) == 7):
 		var id streamid.ID
 		if string(args[4]) == "$" {
-			id = s.st.last
+			id = s.st.Last
 		} else {
 			var good bool
 			if id, _, good = streamid.Parse(args[4], 0, false, false); !good {
 				return errStreamID
 			}
 		}
-		g.last, g.read = id, a.read
+		g.Last, g.Read = id, a.read
 		if err := x.putGroup(s, g); err != nil {
 			return errReply(err)
 		}
@@ -540,8 +408,8 @@ func cmdXGroup(x *ctx, args [][]byte, a xgroupArgs) Reply {
 		if c != nil {
 			return Int(0)
 		}
-		c = &streamConsumer{name: args[4], seen: x.now}
-		g.consumers++
+		c = &streamrec.Consumer{Name: args[4], Seen: x.now}
+		g.Consumers++
 		if err := x.putConsumer(s, g, c); err != nil {
 			return errReply(err)
 		}
@@ -559,9 +427,9 @@ func cmdXGroup(x *ctx, args [][]byte, a xgroupArgs) Reply {
 			return Int(0)
 		}
 		var ids []streamid.ID
-		err = x.iterElems(s.c, consPELPrefix(g.name, c.name), nil, false, func(elem, _ []byte) bool {
+		err = x.iterElems(s.c, streamrec.ConsPELPrefix(g.Name, c.Name), nil, false, func(elem, _ []byte) bool {
 			if len(elem) >= 16 {
-				ids = append(ids, streamid.Get(elem[len(elem)-16:]))
+				ids = append(ids, streamrec.PELID(elem))
 			}
 			return true
 		})
@@ -569,18 +437,18 @@ func cmdXGroup(x *ctx, args [][]byte, a xgroupArgs) Reply {
 			return errReply(err)
 		}
 		for _, id := range ids {
-			if err := x.delElem(s.c, pelElem(g.name, id)); err != nil {
+			if err := x.delElem(s.c, streamrec.PELElem(g.Name, id)); err != nil {
 				return errReply(err)
 			}
-			if err := x.delElem(s.c, consPELElem(g.name, c.name, id)); err != nil {
+			if err := x.delElem(s.c, streamrec.ConsPELElem(g.Name, c.Name, id)); err != nil {
 				return errReply(err)
 			}
-			g.pel--
+			g.PEL--
 		}
-		if err := x.delElem(s.c, consumerElem(g.name, c.name)); err != nil {
+		if err := x.delElem(s.c, streamrec.ConsumerElem(g.Name, c.Name)); err != nil {
 			return errReply(err)
 		}
-		g.consumers--
+		g.Consumers--
 		if err := x.putGroup(s, g); err != nil {
 			return errReply(err)
 		}
@@ -656,17 +524,17 @@ func cmdXReadGroup(x *ctx, args [][]byte, a xreadGroupArgs) Reply {
 		gt := ids[i]
 		history := gt != gtID
 		if !history {
-			if s.st.length == 0 {
+			if s.st.Length == 0 {
 				continue
 			}
 			maxID, err := x.lastValidID(s)
 			if err != nil {
 				return errReply(err)
 			}
-			if maxID.Cmp(g.last) <= 0 {
+			if maxID.Cmp(g.Last) <= 0 {
 				continue
 			}
-			gt = g.last
+			gt = g.Last
 		}
 		start, _ := gt.Incr()
 		c, err := x.lookupConsumer(s, g, a.consumer, true)
@@ -699,20 +567,20 @@ func cmdXReadGroup(x *ctx, args [][]byte, a xreadGroupArgs) Reply {
 
 // deliverNew is streamReplyWithRange with a group: the entries from start,
 // moving the group's last-delivered ID and adding them to the PELs.
-func (x *ctx) deliverNew(s *stream, g *streamGroup, c *streamConsumer, start streamid.ID, count int64, noack bool) ([]Reply, error) {
+func (x *ctx) deliverNew(s *stream, g *streamrec.Group, c *streamrec.Consumer, start streamid.ID, count int64, noack bool) ([]Reply, error) {
 	entries, err := x.rangeEntries(s, start, streamid.Max, count, false)
 	if err != nil {
 		return nil, err
 	}
 	for _, e := range entries {
 		id, _ := streamid.ParseStrict(e.Elems[0].Str)
-		if id.Cmp(g.last) > 0 {
-			if g.read != scgInvalidEntries && !s.st.rangeHasTombstones(id) {
-				g.read++
-			} else if s.st.added != 0 {
-				g.read = s.st.estimateDistance(id)
+		if id.Cmp(g.Last) > 0 {
+			if g.Read != streamrec.ReadUnknown && !s.st.RangeHasTombstones(id) {
+				g.Read++
+			} else if s.st.Added != 0 {
+				g.Read = s.st.EstimateDistance(id)
 			}
-			g.last = id
+			g.Last = id
 		}
 		if noack {
 			continue
@@ -722,15 +590,15 @@ func (x *ctx) deliverNew(s *stream, g *streamGroup, c *streamConsumer, start str
 			return nil, err
 		}
 		if old != nil {
-			if string(old.consumer) == string(c.name) {
-				c.pel-- // relinked below
-			} else if err := x.unlinkNACK(s, g, id, old.consumer, c); err != nil {
+			if string(old.Consumer) == string(c.Name) {
+				c.PEL-- // relinked below
+			} else if err := x.unlinkNACK(s, g, id, old.Consumer, c); err != nil {
 				return nil, err
 			}
 		} else {
-			g.pel++
+			g.PEL++
 		}
-		if err := x.putNACK(s, g, id, &streamNACK{time: x.now, count: 1, consumer: c.name}); err != nil {
+		if err := x.putNACK(s, g, id, &streamrec.NACK{Time: x.now, Count: 1, Consumer: c.Name}); err != nil {
 			return nil, err
 		}
 		if err := x.linkNACK(s, g, id, c); err != nil {
@@ -741,11 +609,11 @@ func (x *ctx) deliverNew(s *stream, g *streamGroup, c *streamConsumer, start str
 }
 
 // readConsumerPEL is streamReplyWithRangeFromConsumerPEL.
-func (x *ctx) readConsumerPEL(s *stream, g *streamGroup, c *streamConsumer, start streamid.ID, count int64) ([]Reply, error) {
+func (x *ctx) readConsumerPEL(s *stream, g *streamrec.Group, c *streamrec.Consumer, start streamid.ID, count int64) ([]Reply, error) {
 	var ids []streamid.ID
-	prefix := consPELPrefix(g.name, c.name)
+	prefix := streamrec.ConsPELPrefix(g.Name, c.Name)
 	err := x.iterElems(s.c, prefix, start.Append(bytes.Clone(prefix)), false, func(elem, _ []byte) bool {
-		ids = append(ids, streamid.Get(elem[len(elem)-16:]))
+		ids = append(ids, streamrec.PELID(elem))
 		return count == 0 || int64(len(ids)) < count
 	})
 	if err != nil {
@@ -766,8 +634,8 @@ func (x *ctx) readConsumerPEL(s *stream, g *streamGroup, c *streamConsumer, star
 			return nil, err
 		}
 		if n != nil {
-			n.time = x.now
-			n.count++
+			n.Time = x.now
+			n.Count++
 			if err := x.putNACK(s, g, id, n); err != nil {
 				return nil, err
 			}
@@ -868,16 +736,16 @@ func cmdXPending(x *ctx, args [][]byte, a xpendingArgs) Reply {
 		return errReply(err)
 	}
 	if a.summary {
-		if g.pel == 0 {
+		if g.PEL == 0 {
 			return Array(Int(0), Nil, Nil, NilArray)
 		}
 		var first, last streamid.ID
 		for _, rev := range []bool{false, true} {
-			err := x.iterElems(s.c, groupPrefix(streamKindPEL, g.name), nil, rev, func(elem, _ []byte) bool {
+			err := x.iterElems(s.c, streamrec.GroupPrefix(streamrec.KindPEL, g.Name), nil, rev, func(elem, _ []byte) bool {
 				if rev {
-					last = streamid.Get(elem[len(elem)-16:])
+					last = streamrec.PELID(elem)
 				} else {
-					first = streamid.Get(elem[len(elem)-16:])
+					first = streamrec.PELID(elem)
 				}
 				return false
 			})
@@ -885,22 +753,19 @@ func cmdXPending(x *ctx, args [][]byte, a xpendingArgs) Reply {
 				return errReply(err)
 			}
 		}
-		var cons []Reply
-		err := x.iterElems(s.c, groupPrefix(streamKindConsumer, g.name), nil, false, func(elem, v []byte) bool {
-			if len(v) >= 16 {
-				if n := binary.BigEndian.Uint64(v[8:]); n > 0 {
-					name := elem[len(groupPrefix(streamKindConsumer, g.name)):]
-					cons = append(cons, Array(Bulk(append([]byte(nil), name...)), BulkString(strconv.FormatUint(n, 10))))
-				}
-			}
-			return true
-		})
+		cs, err := x.listConsumers(s, g)
 		if err != nil {
 			return errReply(err)
 		}
-		return Array(Int(int64(g.pel)), idReply(first), idReply(last), Array(cons...))
+		var cons []Reply
+		for _, c := range cs {
+			if c.PEL > 0 {
+				cons = append(cons, Array(Bulk(c.Name), BulkString(strconv.FormatUint(c.PEL, 10))))
+			}
+		}
+		return Array(Int(int64(g.PEL)), idReply(first), idReply(last), Array(cons...))
 	}
-	prefix := groupPrefix(streamKindPEL, g.name)
+	prefix := streamrec.GroupPrefix(streamrec.KindPEL, g.Name)
 	if a.consumer != nil {
 		c, err := x.getConsumer(s, g, a.consumer)
 		if err != nil {
@@ -909,7 +774,7 @@ func cmdXPending(x *ctx, args [][]byte, a xpendingArgs) Reply {
 		if c == nil {
 			return Array()
 		}
-		prefix = consPELPrefix(g.name, a.consumer)
+		prefix = streamrec.ConsPELPrefix(g.Name, a.consumer)
 	}
 	out := []Reply{}
 	count := a.count
@@ -918,23 +783,23 @@ func cmdXPending(x *ctx, args [][]byte, a xpendingArgs) Reply {
 		if count == 0 {
 			return false
 		}
-		id := streamid.Get(elem[len(elem)-16:])
+		id := streamrec.PELID(elem)
 		if id.Cmp(a.end) > 0 {
 			return false
 		}
-		var n *streamNACK
+		var n *streamrec.NACK
 		if a.consumer != nil {
 			if n, ierr = x.getNACK(s, g, id); ierr != nil || n == nil {
 				return ierr == nil
 			}
 		} else {
-			n = decodeNACK(v)
+			n = streamrec.DecodeNACK(v)
 		}
-		if a.minIdle != 0 && x.now-n.time < a.minIdle {
+		if a.minIdle != 0 && x.now-n.Time < a.minIdle {
 			return true
 		}
 		count--
-		out = append(out, Array(idReply(id), Bulk(n.consumer), Int(max(x.now-n.time, 0)), Int(int64(n.count))))
+		out = append(out, Array(idReply(id), Bulk(n.Consumer), Int(max(x.now-n.Time, 0)), Int(int64(n.Count))))
 		return true
 	})
 	if ierr != nil {
@@ -1006,8 +871,8 @@ func cmdXClaim(x *ctx, args [][]byte) Reply {
 			cl.retry = n
 		}
 	}
-	if lastID.Cmp(g.last) > 0 {
-		g.last = lastID
+	if lastID.Cmp(g.Last) > 0 {
+		g.Last = lastID
 		cl.changed = true
 	}
 	if cl.time < 0 || cl.time > now {
@@ -1032,10 +897,10 @@ func cmdXClaim(x *ctx, args [][]byte) Reply {
 			continue
 		}
 		if force && n == nil {
-			n = &streamNACK{time: now, count: 1}
-			g.pel++
+			n = &streamrec.NACK{Time: now, Count: 1}
+			g.PEL++
 		}
-		if n == nil || (n.consumer != nil && minIdle != 0 && now-n.time < minIdle) {
+		if n == nil || (n.Consumer != nil && minIdle != 0 && now-n.Time < minIdle) {
 			continue
 		}
 		r, err := cl.claim(id, n)
@@ -1055,11 +920,11 @@ func cmdXClaim(x *ctx, args [][]byte) Reply {
 type claimer struct {
 	x       *ctx
 	s       *stream
-	g       *streamGroup
-	name    []byte          // the consumer's
-	c       *streamConsumer // nil before the first claim
-	time    int64           // the claimed entries' delivery time
-	retry   int64           // their delivery count; -1: one more (none with JUSTID)
+	g       *streamrec.Group
+	name    []byte              // the consumer's
+	c       *streamrec.Consumer // nil before the first claim
+	time    int64               // the claimed entries' delivery time
+	retry   int64               // their delivery count; -1: one more (none with JUSTID)
 	justID  bool
 	changed bool // what save must write
 }
@@ -1067,7 +932,7 @@ type claimer struct {
 // claim gives pending entry id (n, whose consumer is nil for an entry
 // FORCE added to the PEL) to the consumer, and returns its reply: the ID
 // with JUSTID, else the entry.
-func (cl *claimer) claim(id streamid.ID, n *streamNACK) (Reply, error) {
+func (cl *claimer) claim(id streamid.ID, n *streamrec.NACK) (Reply, error) {
 	x, s, g := cl.x, cl.s, cl.g
 	if cl.c == nil {
 		c, err := x.lookupConsumer(s, g, cl.name, true)
@@ -1077,23 +942,23 @@ func (cl *claimer) claim(id streamid.ID, n *streamNACK) (Reply, error) {
 		cl.c = c
 	}
 	c := cl.c
-	moved := n.consumer == nil || string(n.consumer) != string(c.name)
-	if moved && n.consumer != nil {
-		if err := x.unlinkNACK(s, g, id, n.consumer, c); err != nil {
+	moved := n.Consumer == nil || string(n.Consumer) != string(c.Name)
+	if moved && n.Consumer != nil {
+		if err := x.unlinkNACK(s, g, id, n.Consumer, c); err != nil {
 			return Reply{}, err
 		}
 	}
-	n.time = cl.time
+	n.Time = cl.time
 	if cl.retry >= 0 {
-		n.count = uint64(cl.retry)
+		n.Count = uint64(cl.retry)
 	} else if !cl.justID {
-		n.count++
+		n.Count++
 	}
 	if moved {
 		if err := x.linkNACK(s, g, id, c); err != nil {
 			return Reply{}, err
 		}
-		n.consumer = c.name
+		n.Consumer = c.Name
 	}
 	if err := x.putNACK(s, g, id, n); err != nil {
 		return Reply{}, err
@@ -1108,7 +973,7 @@ func (cl *claimer) claim(id streamid.ID, n *streamNACK) (Reply, error) {
 
 // drop removes pending entry id (n), whose entry was deleted, from the
 // PELs.
-func (cl *claimer) drop(id streamid.ID, n *streamNACK) error {
+func (cl *claimer) drop(id streamid.ID, n *streamrec.NACK) error {
 	cl.changed = true
 	return cl.x.delNACK(cl.s, cl.g, id, n, cl.c)
 }
@@ -1179,12 +1044,12 @@ func cmdXAutoClaim(x *ctx, args [][]byte, a xautoclaimArgs) Reply {
 	attempts := a.count * xautoclaimAttemptsF
 	type pending struct {
 		id streamid.ID
-		n  *streamNACK
+		n  *streamrec.NACK
 	}
 	var cand []pending
-	prefix := groupPrefix(streamKindPEL, g.name)
+	prefix := streamrec.GroupPrefix(streamrec.KindPEL, g.Name)
 	err = x.iterElems(s.c, prefix, a.start.Append(bytes.Clone(prefix)), false, func(elem, v []byte) bool {
-		cand = append(cand, pending{streamid.Get(elem[len(elem)-16:]), decodeNACK(v)})
+		cand = append(cand, pending{streamrec.PELID(elem), streamrec.DecodeNACK(v)})
 		return int64(len(cand)) <= attempts
 	})
 	if err != nil {
@@ -1210,7 +1075,7 @@ func cmdXAutoClaim(x *ctx, args [][]byte, a xautoclaimArgs) Reply {
 			count--
 			continue
 		}
-		if a.minIdle != 0 && now-p.n.time < a.minIdle {
+		if a.minIdle != 0 && now-p.n.Time < a.minIdle {
 			continue
 		}
 		r, err := cl.claim(p.id, p.n)
@@ -1232,10 +1097,10 @@ func cmdXAutoClaim(x *ctx, args [][]byte, a xautoclaimArgs) Reply {
 
 // --- XINFO GROUPS / CONSUMERS / STREAM FULL ---
 
-func (x *ctx) listGroups(s *stream) ([]*streamGroup, error) {
-	var gs []*streamGroup
-	err := x.iterElems(s.c, []byte{streamKindGroup}, nil, false, func(elem, v []byte) bool {
-		gs = append(gs, decodeGroup(elem[1:], v))
+func (x *ctx) listGroups(s *stream) ([]*streamrec.Group, error) {
+	var gs []*streamrec.Group
+	err := x.iterElems(s.c, []byte{streamrec.KindGroup}, nil, false, func(elem, v []byte) bool {
+		gs = append(gs, streamrec.DecodeGroup(elem[1:], v))
 		return true
 	})
 	return gs, err
@@ -1248,32 +1113,24 @@ func (x *ctx) xinfoGroups(s *stream) Reply {
 	}
 	out := make([]Reply, 0, len(gs))
 	for _, g := range gs {
-		read := Nil
-		if g.read != scgInvalidEntries {
-			read = Int(g.read)
-		}
+		read, lag := readLag(&s.st, g)
 		out = append(out, Map(
-			BulkString("name"), Bulk(g.name),
-			BulkString("consumers"), Int(int64(g.consumers)),
-			BulkString("pending"), Int(int64(g.pel)),
-			BulkString("last-delivered-id"), idReply(g.last),
+			BulkString("name"), Bulk(g.Name),
+			BulkString("consumers"), Int(int64(g.Consumers)),
+			BulkString("pending"), Int(int64(g.PEL)),
+			BulkString("last-delivered-id"), idReply(g.Last),
 			BulkString("entries-read"), read,
-			BulkString("lag"), s.st.lag(g),
+			BulkString("lag"), lag,
 		))
 	}
 	return Array(out...)
 }
 
-func (x *ctx) listConsumers(s *stream, g *streamGroup) ([]*streamConsumer, error) {
-	var cs []*streamConsumer
-	prefix := groupPrefix(streamKindConsumer, g.name)
+func (x *ctx) listConsumers(s *stream, g *streamrec.Group) ([]*streamrec.Consumer, error) {
+	var cs []*streamrec.Consumer
+	prefix := streamrec.GroupPrefix(streamrec.KindConsumer, g.Name)
 	err := x.iterElems(s.c, prefix, nil, false, func(elem, v []byte) bool {
-		c := &streamConsumer{name: append([]byte(nil), elem[len(prefix):]...)}
-		if len(v) >= 16 {
-			c.seen = int64(binary.BigEndian.Uint64(v))
-			c.pel = binary.BigEndian.Uint64(v[8:])
-		}
-		cs = append(cs, c)
+		cs = append(cs, streamrec.DecodeConsumer(elem[len(prefix):], v))
 		return true
 	})
 	return cs, err
@@ -1294,9 +1151,9 @@ func (x *ctx) xinfoConsumers(s *stream, key, group []byte) Reply {
 	out := make([]Reply, 0, len(cs))
 	for _, c := range cs {
 		out = append(out, Map(
-			BulkString("name"), Bulk(c.name),
-			BulkString("pending"), Int(int64(c.pel)),
-			BulkString("idle"), Int(max(x.now-c.seen, 0)),
+			BulkString("name"), Bulk(c.Name),
+			BulkString("pending"), Int(int64(c.PEL)),
+			BulkString("idle"), Int(max(x.now-c.Seen, 0)),
 		))
 	}
 	return Array(out...)
@@ -1310,17 +1167,14 @@ func (x *ctx) xinfoFullGroups(s *stream, count int64) (Reply, error) {
 	}
 	out := make([]Reply, 0, len(gs))
 	for _, g := range gs {
-		read := Nil
-		if g.read != scgInvalidEntries {
-			read = Int(g.read)
-		}
+		read, lag := readLag(&s.st, g)
 		pel := []Reply{}
-		err := x.iterElems(s.c, groupPrefix(streamKindPEL, g.name), nil, false, func(elem, v []byte) bool {
+		err := x.iterElems(s.c, streamrec.GroupPrefix(streamrec.KindPEL, g.Name), nil, false, func(elem, v []byte) bool {
 			if count != 0 && int64(len(pel)) >= count {
 				return false
 			}
-			n := decodeNACK(v)
-			pel = append(pel, Array(idReply(streamid.Get(elem[len(elem)-16:])), Bulk(n.consumer), Int(n.time), Int(int64(n.count))))
+			n := streamrec.DecodeNACK(v)
+			pel = append(pel, Array(idReply(streamrec.PELID(elem)), Bulk(n.Consumer), Int(n.Time), Int(int64(n.Count))))
 			return true
 		})
 		if err != nil {
@@ -1334,19 +1188,19 @@ func (x *ctx) xinfoFullGroups(s *stream, count int64) (Reply, error) {
 		for _, c := range cs {
 			cpel := []Reply{}
 			var ierr error
-			err := x.iterElems(s.c, consPELPrefix(g.name, c.name), nil, false, func(elem, _ []byte) bool {
+			err := x.iterElems(s.c, streamrec.ConsPELPrefix(g.Name, c.Name), nil, false, func(elem, _ []byte) bool {
 				if count != 0 && int64(len(cpel)) >= count {
 					return false
 				}
-				id := streamid.Get(elem[len(elem)-16:])
-				var n *streamNACK
+				id := streamrec.PELID(elem)
+				var n *streamrec.NACK
 				if n, ierr = x.getNACK(s, g, id); ierr != nil {
 					return false
 				}
 				if n == nil {
-					n = &streamNACK{}
+					n = &streamrec.NACK{}
 				}
-				cpel = append(cpel, Array(idReply(id), Int(n.time), Int(int64(n.count))))
+				cpel = append(cpel, Array(idReply(id), Int(n.Time), Int(int64(n.Count))))
 				return true
 			})
 			if ierr != nil {
@@ -1356,18 +1210,18 @@ func (x *ctx) xinfoFullGroups(s *stream, count int64) (Reply, error) {
 				return Reply{}, err
 			}
 			consumers = append(consumers, Map(
-				BulkString("name"), Bulk(c.name),
-				BulkString("seen-time"), Int(c.seen),
-				BulkString("pel-count"), Int(int64(c.pel)),
+				BulkString("name"), Bulk(c.Name),
+				BulkString("seen-time"), Int(c.Seen),
+				BulkString("pel-count"), Int(int64(c.PEL)),
 				BulkString("pending"), Array(cpel...),
 			))
 		}
 		out = append(out, Map(
-			BulkString("name"), Bulk(g.name),
-			BulkString("last-delivered-id"), idReply(g.last),
+			BulkString("name"), Bulk(g.Name),
+			BulkString("last-delivered-id"), idReply(g.Last),
 			BulkString("entries-read"), read,
-			BulkString("lag"), s.st.lag(g),
-			BulkString("pel-count"), Int(int64(g.pel)),
+			BulkString("lag"), lag,
+			BulkString("pel-count"), Int(int64(g.PEL)),
 			BulkString("pending"), Array(pel...),
 			BulkString("consumers"), Array(consumers...),
 		))

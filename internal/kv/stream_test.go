@@ -14,6 +14,7 @@ import (
 
 	"github.com/kvorum/kvorum/internal/kvdiff"
 	"github.com/kvorum/kvorum/internal/streamid"
+	"github.com/kvorum/kvorum/internal/streamrec"
 )
 
 // Auto IDs come from the log's clock (Env.Now); when it is behind the last
@@ -372,7 +373,7 @@ func dumpNodes(t *testing.T, db *pebble.DB, k string) string {
 		return "no stream"
 	}
 	out := fmt.Sprintf("state %+v;", s.st)
-	_ = x.iterElems(s.c, []byte{typeStreamKindNode}, nil, false, func(elem, v []byte) bool {
+	_ = x.iterElems(s.c, []byte{streamrec.KindNode}, nil, false, func(elem, v []byte) bool {
 		out += fmt.Sprintf(" node %d live %d last %v;", streamid.Get(append(elem[1:], make([]byte, 8)...)).Ms, streamid.Get(v).Ms, streamid.Get(v[8:]))
 		return true
 	})
