@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math"
-	"math/big"
 	"slices"
 	"strings"
 	"time"
@@ -498,11 +497,8 @@ func cmdLPop(x *ctx, args [][]byte, count int64) Reply {
 
 func cmdLLen(x *ctx, args [][]byte) Reply {
 	l, ok, err := x.loadList(args[1])
-	if err != nil {
-		return errReply(err)
-	}
-	if !ok {
-		return Int(0)
+	if err != nil || !ok {
+		return errOr(err, Int(0))
 	}
 	return Int(l.n())
 }
@@ -540,11 +536,8 @@ func (q rankRange) clamp(n int64) (from, to int64) {
 
 func cmdLRange(x *ctx, args [][]byte, q rankRange) Reply {
 	l, ok, err := x.loadList(args[1])
-	if err != nil {
-		return errReply(err)
-	}
-	if !ok {
-		return Array()
+	if err != nil || !ok {
+		return errOr(err, Array())
 	}
 	from, to := q.clamp(l.n())
 	vals, err := l.read(from, to, false)
@@ -615,11 +608,8 @@ func parseLInsert(args [][]byte) (after bool, r Reply, ok bool) {
 
 func cmdLInsert(x *ctx, args [][]byte, after bool) Reply {
 	l, ok, err := x.loadList(args[1])
-	if err != nil {
-		return errReply(err)
-	}
-	if !ok {
-		return Int(0)
+	if err != nil || !ok {
+		return errOr(err, Int(0))
 	}
 	pivot := int64(-1)
 	err = l.scan(0, l.n(), false, func(p int64, v []byte) bool {
@@ -660,11 +650,8 @@ func parseLRem(args [][]byte) (count int64, r Reply, ok bool) {
 
 func cmdLRem(x *ctx, args [][]byte, count int64) Reply {
 	l, ok, err := x.loadList(args[1])
-	if err != nil {
-		return errReply(err)
-	}
-	if !ok {
-		return Int(0)
+	if err != nil || !ok {
+		return errOr(err, Int(0))
 	}
 	rev := count < 0
 	limit := uint64(count) // 0: all
@@ -699,11 +686,8 @@ func cmdLRem(x *ctx, args [][]byte, count int64) Reply {
 
 func cmdLTrim(x *ctx, args [][]byte, q rankRange) Reply {
 	l, ok, err := x.loadList(args[1])
-	if err != nil {
-		return errReply(err)
-	}
-	if !ok {
-		return OK
+	if err != nil || !ok {
+		return errOr(err, OK)
 	}
 	n := l.n()
 	from, to := q.clamp(n)
@@ -848,11 +832,8 @@ func parseLMove(args [][]byte) (a lmoveArgs, r Reply, ok bool) {
 // cmdLMove is LMOVE, RPOPLPUSH and the kernels of BLMOVE and BRPOPLPUSH.
 func cmdLMove(x *ctx, args [][]byte, a lmoveArgs) Reply {
 	src, ok, err := x.loadList(args[1])
-	if err != nil {
-		return errReply(err)
-	}
-	if !ok {
-		return Nil
+	if err != nil || !ok {
+		return errOr(err, Nil)
 	}
 	dst := src
 	if !bytes.Equal(args[1], args[2]) {
@@ -881,39 +862,15 @@ func cmdLMove(x *ctx, args [][]byte, a lmoveArgs) Reply {
 	return Bulk(v)
 }
 
-// listTimeout parses a blocking command's timeout (seconds, a float) as
-// Redis's getTimeoutFromObjectOrReply does: ceil(timeout*1000) computed in
-// x87 extended precision and converted to a 64-bit integer (a value out of
-// range becomes -2^63, hence "negative"). It returns milliseconds, 0 for
-// "forever".
+// listTimeout parses a blocking command's timeout (seconds; see
+// redisnum.ParseTimeout) into milliseconds, 0 for "forever".
 func listTimeout(b []byte) (int64, Reply, bool) {
-	var ms int64
-	if n, ok := redisnum.ParseInt(b); ok {
-		// Exact in extended precision; beyond 2^63 ms the conversion
-		// yields -2^63.
-		if n < 0 || n > math.MaxInt64/1000 {
-			return 0, errListTimeoutNeg, false
-		}
-		ms = n * 1000
-	} else {
-		f, ok := redisnum.ParseLongDouble(b)
-		if !ok {
-			return 0, errListTimeoutFloat, false
-		}
-		ms = math.MinInt64
-		if !f.IsInf() {
-			p := new(big.Float).SetPrec(64).SetMode(big.ToNearestEven).Mul(f, big.NewFloat(1000))
-			i, acc := p.Int(nil) // truncated towards zero
-			if acc == big.Below {
-				i.Add(i, big.NewInt(1)) // p was positive and not whole: ceil
-			}
-			if i.IsInt64() {
-				ms = i.Int64()
-			}
-		}
-		if ms < 0 {
-			return 0, errListTimeoutNeg, false
-		}
+	ms, ok := redisnum.ParseTimeout(b)
+	switch {
+	case !ok:
+		return 0, errListTimeoutFloat, false
+	case ms < 0:
+		return 0, errListTimeoutNeg, false
 	}
 	return ms, Reply{}, true
 }

@@ -208,6 +208,18 @@ func (x *ctx) rangeEntries(s *stream, start, end streamid.ID, count int64, rev b
 	return out, err
 }
 
+// refreshFirst sets the state's recorded first entry after a deletion
+// (gone: the first entry may be among the deleted).
+func (x *ctx) refreshFirst(s *stream, gone bool) (err error) {
+	switch {
+	case s.st.Length == 0:
+		s.st.First = streamid.ID{}
+	case gone:
+		s.st.First, _, err = x.edgeEntry(s, false)
+	}
+	return err
+}
+
 // edgeEntry returns the first (or last) live entry's ID; ok=false if none.
 func (x *ctx) edgeEntry(s *stream, last bool) (streamid.ID, bool, error) {
 	var id streamid.ID
@@ -502,16 +514,7 @@ func (x *ctx) streamTrim(s *stream, a *addTrimArgs) (int64, error) {
 		}
 	}
 	st.Length -= deleted
-	if st.Length == 0 {
-		st.First = streamid.ID{}
-	} else if deleted > 0 {
-		first, _, err := x.edgeEntry(s, false)
-		if err != nil {
-			return 0, err
-		}
-		st.First = first
-	}
-	return int64(deleted), nil
+	return int64(deleted), x.refreshFirst(s, deleted > 0)
 }
 
 func cmdXTrim(x *ctx, args [][]byte, a addTrimArgs) Reply {
@@ -673,14 +676,8 @@ func cmdXDel(x *ctx, args [][]byte) Reply {
 	if deleted == 0 {
 		return Int(0)
 	}
-	if st.Length == 0 {
-		st.First = streamid.ID{}
-	} else if firstGone {
-		first, _, err := x.edgeEntry(s, false)
-		if err != nil {
-			return errReply(err)
-		}
-		st.First = first
+	if err := x.refreshFirst(s, firstGone); err != nil {
+		return errReply(err)
 	}
 	if err := x.saveStream(s); err != nil {
 		return errReply(err)

@@ -15,6 +15,8 @@
 //     precision; ParseLongDouble (string2ld), LongDoubleInRange and
 //     FormatLongDouble (ld2string(LD_STR_HUMAN)) do the same with
 //     math/big at 64 bits of mantissa;
+//   - timeouts: ParseTimeout is getTimeoutFromObjectOrReply's reading of
+//     a blocking command's seconds into milliseconds;
 //   - Sortable and Unsortable map a double to 8 bytes whose unsigned order
 //     is the numeric order, for keys that must sort by score.
 //
