@@ -140,11 +140,12 @@ func (z *zview) lexStart(s zrange.Lex, rev bool) (start []byte, ok bool, err err
 }
 
 // ---------------------------------------------------------------------------
-// ZCOUNT, ZLEXCOUNT
+// ZCOUNT, ZLEXCOUNT, ZREMRANGEBYSCORE, ZREMRANGEBYLEX
 
-// cmdZCount is ZCOUNT and ZLEXCOUNT. It walks the range it counts:
-// O(count).
-func cmdZCount(x *ctx, args [][]byte, s zspan) Reply {
+// cmdZSpan counts the members of a score or lex span (ZCOUNT, ZLEXCOUNT:
+// it walks them, O(count)) or removes them (ZREMRANGEBYSCORE,
+// ZREMRANGEBYLEX).
+func cmdZSpan(x *ctx, args [][]byte, s zspan) Reply {
 	c, ok, err := x.loadColl(args[1], typeZSet)
 	if err != nil || !ok {
 		return errOr(err, Int(0))
@@ -153,6 +154,10 @@ func cmdZCount(x *ctx, args [][]byte, s zspan) Reply {
 	start, in, ok, err := z.spanWalk(s, false)
 	if err != nil || !ok {
 		return errOr(err, Int(0))
+	}
+	if len(args[0]) > 9 { // ZREMRANGEBY*
+		n, err := z.remove(start, false, 0, math.MaxInt64, in)
+		return x.zRemoved(c, n, err)
 	}
 	var n int64
 	err = z.walk(start, false, func(u uint64, m []byte) bool {
@@ -323,7 +328,7 @@ func (z *zview) rangeEnts(q zrangeReq) ([]zent, error) {
 }
 
 // ---------------------------------------------------------------------------
-// ZREMRANGEBYRANK, ZREMRANGEBYSCORE, ZREMRANGEBYLEX
+// ZREMRANGEBYRANK
 
 // zRemoved finishes a ZREMRANGEBY* command that deleted n entries.
 func (x *ctx) zRemoved(c *coll, n int64, err error) Reply {
@@ -365,19 +370,4 @@ func cmdZRemRangeByRank(x *ctx, args [][]byte, q rankRange) Reply {
 		deleted, err = z.remove(nil, true, n-to, to-from, nil)
 	}
 	return x.zRemoved(c, deleted, err)
-}
-
-// cmdZRemRangeBy is ZREMRANGEBYSCORE and ZREMRANGEBYLEX.
-func cmdZRemRangeBy(x *ctx, args [][]byte, s zspan) Reply {
-	c, ok, err := x.loadColl(args[1], typeZSet)
-	if err != nil || !ok {
-		return errOr(err, Int(0))
-	}
-	z := x.zview(c)
-	start, in, ok, err := z.spanWalk(s, false)
-	if err != nil || !ok {
-		return errOr(err, Int(0))
-	}
-	n, err := z.remove(start, false, 0, math.MaxInt64, in)
-	return x.zRemoved(c, n, err)
 }
