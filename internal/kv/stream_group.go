@@ -71,6 +71,21 @@ func errNoGroupForKey(key, group []byte) Reply {
 // WATCH.
 func (x *ctx) groupsChanged(s *stream) { x.touched(s.c.key) }
 
+// saveGroup writes group g back, and consumer c if not nil, and reports
+// the change (groupsChanged).
+func (x *ctx) saveGroup(s *stream, g *streamrec.Group, c *streamrec.Consumer) error {
+	if c != nil {
+		if err := x.putConsumer(s, g, c); err != nil {
+			return err
+		}
+	}
+	if err := x.putGroup(s, g); err != nil {
+		return err
+	}
+	x.groupsChanged(s)
+	return nil
+}
+
 // countGroups is XINFO STREAM's "groups".
 func (x *ctx) countGroups(s *stream) (int64, error) {
 	var n int64
@@ -386,10 +401,9 @@ func cmdXGroup(x *ctx, args [][]byte, a xgroupArgs) Reply {
 			}
 		}
 		g.Last, g.Read = id, a.read
-		if err := x.putGroup(s, g); err != nil {
+		if err := x.saveGroup(s, g, nil); err != nil {
 			return errReply(err)
 		}
-		x.groupsChanged(s)
 		return OK
 	case sub == "destroy":
 		if g == nil {
@@ -410,13 +424,9 @@ func cmdXGroup(x *ctx, args [][]byte, a xgroupArgs) Reply {
 		}
 		c = &streamrec.Consumer{Name: args[4], Seen: x.now}
 		g.Consumers++
-		if err := x.putConsumer(s, g, c); err != nil {
+		if err := x.saveGroup(s, g, c); err != nil {
 			return errReply(err)
 		}
-		if err := x.putGroup(s, g); err != nil {
-			return errReply(err)
-		}
-		x.groupsChanged(s)
 		return Int(1)
 	case sub == "delconsumer":
 		c, err := x.getConsumer(s, g, args[4])
@@ -449,10 +459,9 @@ func cmdXGroup(x *ctx, args [][]byte, a xgroupArgs) Reply {
 			return errReply(err)
 		}
 		g.Consumers--
-		if err := x.putGroup(s, g); err != nil {
+		if err := x.saveGroup(s, g, nil); err != nil {
 			return errReply(err)
 		}
-		x.groupsChanged(s)
 		return Int(int64(len(ids)))
 	}
 	return subSyntaxErr(args, "XGROUP")
@@ -550,13 +559,9 @@ func cmdXReadGroup(x *ctx, args [][]byte, a xreadGroupArgs) Reply {
 		if err != nil {
 			return errReply(err)
 		}
-		if err := x.putConsumer(s, g, c); err != nil {
+		if err := x.saveGroup(s, g, c); err != nil {
 			return errReply(err)
 		}
-		if err := x.putGroup(s, g); err != nil {
-			return errReply(err)
-		}
-		x.groupsChanged(s)
 		out = append(out, Bulk(args[a.streams+i]), Array(entries...))
 	}
 	if len(out) == 0 {
@@ -675,10 +680,9 @@ func cmdXAck(x *ctx, args [][]byte) Reply {
 		n++
 	}
 	if n > 0 {
-		if err := x.putGroup(s, g); err != nil {
+		if err := x.saveGroup(s, g, nil); err != nil {
 			return errReply(err)
 		}
-		x.groupsChanged(s)
 	}
 	return Int(n)
 }
@@ -984,16 +988,7 @@ func (cl *claimer) save() error {
 	if !cl.changed {
 		return nil
 	}
-	if cl.c != nil {
-		if err := cl.x.putConsumer(cl.s, cl.g, cl.c); err != nil {
-			return err
-		}
-	}
-	if err := cl.x.putGroup(cl.s, cl.g); err != nil {
-		return err
-	}
-	cl.x.groupsChanged(cl.s)
-	return nil
+	return cl.x.saveGroup(cl.s, cl.g, cl.c)
 }
 
 // --- XAUTOCLAIM ---
