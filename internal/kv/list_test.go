@@ -17,6 +17,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/kvorum/kvorum/internal/kvdiff"
+	"github.com/redis/go-redis/v9"
 )
 
 // countingReader records the point reads and iterators a read command uses.
@@ -628,7 +629,6 @@ func BenchmarkListPushPop(b *testing.B) {
 func TestListRandomAgainstRedis(t *testing.T) {
 	rc := kvdiff.StartRedis(t)
 	db := openMem(t)
-	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(21, 22))
 	pick := func(s ...string) string { return s[rng.IntN(len(s))] }
 	key := func() string { return pick("a", "b", "c", "a", "b", "s", "") }
@@ -707,12 +707,21 @@ func TestListRandomAgainstRedis(t *testing.T) {
 		func() []string { return []string{"DEL", key()} },
 		func() []string { return []string{"TYPE", key()} },
 	}
-	for i := 0; i < 6000; i++ {
-		if i%1000 == 0 {
+	diffRandom(t, rc, db, 6000, 1000, func() []string { return gens[rng.IntN(len(gens))]() })
+}
+
+// diffRandom sends n commands from next to redis-server and to the state
+// machine, both flushed every flush commands, and fails at the first
+// reply that differs.
+func diffRandom(t *testing.T, rc *redis.Client, db *pebble.DB, n, flush int, next func() []string) {
+	t.Helper()
+	ctx := context.Background()
+	for i := 0; i < n; i++ {
+		if i%flush == 0 {
 			rc.FlushAll(ctx)
 			runKV(db, []string{"FLUSHALL"})
 		}
-		args := gens[rng.IntN(len(gens))]()
+		args := next()
 		want, got := diffOne(ctx, rc, db, args)
 		if !reflect.DeepEqual(want, got) {
 			t.Fatalf("command %d: %q\n  redis: %#v\n  kv:    %#v", i, args, want, got)

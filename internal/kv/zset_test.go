@@ -875,7 +875,6 @@ func TestZSetScoresAgainstRedis(t *testing.T) {
 func TestZSetRandomAgainstRedis(t *testing.T) {
 	rc := kvdiff.StartRedis(t)
 	db := openMem(t)
-	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(31, 32))
 	pick := func(s ...string) string { return s[rng.IntN(len(s))] }
 	key := func() string { return pick("a", "b", "c", "s") }
@@ -1037,17 +1036,7 @@ func TestZSetRandomAgainstRedis(t *testing.T) {
 		func() []string { return []string{"TTL", key()} },
 		func() []string { return []string{"TYPE", key()} },
 	}
-	for i := 0; i < 6000; i++ {
-		if i%1500 == 0 {
-			rc.FlushAll(ctx)
-			runKV(db, []string{"FLUSHALL"})
-		}
-		args := gens[rng.IntN(len(gens))]()
-		want, got := diffOne(ctx, rc, db, args)
-		if !reflect.DeepEqual(want, got) {
-			t.Fatalf("command %d: %q\n  redis: %#v\n  kv:    %#v", i, args, want, got)
-		}
-	}
+	diffRandom(t, rc, db, 6000, 1500, func() []string { return gens[rng.IntN(len(gens))]() })
 }
 
 // Scores are Doubles, score lists are Pairs (nested in RESP3), a single
