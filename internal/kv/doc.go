@@ -86,9 +86,9 @@
 // member -> empty, so ranges by score (and by lex, among equal scores) are
 // iterations; ranks are counted (O(rank)).
 // Streams: 'e' + ID (ms, seq: 8 bytes BE each) -> fields and values, and
-// 'n' + node id -> node record (see stream.go); consumer groups are 'g'
-// (group), 'c' (consumer), 'p' (group PEL) and 'q' (consumer PEL)
-// elements of the same incarnation (see stream_group.go), so they follow
+// 'n' + node id -> node record; consumer groups are 'g' (group), 'c'
+// (consumer), 'p' (group PEL) and 'q' (consumer PEL) elements of the same
+// incarnation (the encodings: package streamrec), so they follow
 // the stream through RENAME, COPY, DEL and expiry; the metadata holds the
 // stream's state (length first, last ID, counters). An emptied stream is
 // kept, as in Redis.
