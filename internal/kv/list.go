@@ -36,12 +36,12 @@ func init() {
 	defParsed("lpop", -2, "write fast", 1, 1, 1, "list", "Returns the first elements in a list after removing it. Deletes the list if the last element was popped.", parseLPop, cmdLPop)
 	defParsed("rpop", -2, "write fast", 1, 1, 1, "list", "Returns and removes the last elements of a list. Deletes the list if the last element was popped.", parseLPop, cmdLPop)
 	def("llen", 2, "readonly fast", 1, 1, 1, "list", "Returns the length of a list.", cmdLLen, nil)
-	defParsed("lrange", 4, "readonly", 1, 1, 1, "list", "Returns a range of elements from a list.", parseRankRange, cmdLRange)
+	defParsed("lrange", 4, "readonly", 1, 1, 1, "list", "Returns a range of elements from a list.", parseRange, cmdLRange)
 	def("lindex", 3, "readonly", 1, 1, 1, "list", "Returns an element from a list by its index.", cmdLIndex, nil)
 	def("lset", 4, "write denyoom", 1, 1, 1, "list", "Sets the value of an element in a list by its index.", cmdLSet, nil)
 	defParsed("linsert", 5, "write denyoom", 1, 1, 1, "list", "Inserts an element before or after another element in a list.", parseLInsert, cmdLInsert)
-	defParsed("lrem", 4, "write", 1, 1, 1, "list", "Removes elements from a list. Deletes the list if the last element was removed.", parseLRem, cmdLRem)
-	defParsed("ltrim", 4, "write", 1, 1, 1, "list", "Removes elements from both ends a list. Deletes the list if all elements were trimmed.", parseRankRange, cmdLTrim)
+	defParsed("lrem", 4, "write", 1, 1, 1, "list", "Removes elements from a list. Deletes the list if the last element was removed.", intArg(2), cmdLRem)
+	defParsed("ltrim", 4, "write", 1, 1, 1, "list", "Removes elements from both ends a list. Deletes the list if all elements were trimmed.", parseRange, cmdLTrim)
 	defParsed("lpos", -3, "readonly", 1, 1, 1, "list", "Returns the index of matching elements in a list.", parseLPos, cmdLPos)
 	defParsed("lmove", 5, "write denyoom", 1, 2, 1, "list", "Returns an element after popping it from one list and pushing it to another. Deletes the list if the last element was moved.", parseLMove, cmdLMove)
 	defParsed("rpoplpush", 3, "write denyoom", 1, 2, 1, "list", "Returns the last element of a list after removing and pushing it to another list. Deletes the list if the last element was popped.", parseLMove, cmdLMove)
@@ -503,23 +503,12 @@ func cmdLLen(x *ctx, args [][]byte) Reply {
 	return Int(l.n())
 }
 
-// rankRange is a start and an end index, negative ones counting from the
-// end (LRANGE, LTRIM, ZREMRANGEBYRANK, ZRANGE by rank).
-type rankRange struct{ start, end int64 }
-
-// parseRankRange parses the indices at args[2] and args[3].
-func parseRankRange(args [][]byte) (rankRange, Reply, bool) {
-	start, ok1 := redisnum.ParseInt(args[2])
-	end, ok2 := redisnum.ParseInt(args[3])
-	if !ok1 || !ok2 {
-		return rankRange{}, errNotInt, false
-	}
-	return rankRange{start, end}, Reply{}, true
-}
-
-// clamp converts the range into positions [from, to) of a sequence of n
-// elements, as Redis does; empty if from >= to.
-func (q rankRange) clamp(n int64) (from, to int64) {
+// span is the positions [from, to) of the elements of a list (or the
+// ranks of a sorted set) of n elements that the range selects, as LRANGE,
+// LTRIM, ZRANGE and ZREMRANGEBYRANK compute them (negative indexes count
+// from the end; unlike GETRANGE's clamp, an end before the first element
+// selects nothing); empty if from >= to.
+func (q indexRange) span(n int64) (from, to int64) {
 	start, end := q.start, q.end
 	if start < 0 {
 		start += n
@@ -534,12 +523,12 @@ func (q rankRange) clamp(n int64) (from, to int64) {
 	return start, min(end, n-1) + 1
 }
 
-func cmdLRange(x *ctx, args [][]byte, q rankRange) Reply {
+func cmdLRange(x *ctx, args [][]byte, q indexRange) Reply {
 	l, ok, err := x.loadList(args[1])
 	if err != nil || !ok {
 		return errOr(err, Array())
 	}
-	from, to := q.clamp(l.n())
+	from, to := q.span(l.n())
 	vals, err := l.read(from, to, false)
 	if err != nil {
 		return errReply(err)
@@ -640,14 +629,6 @@ func cmdLInsert(x *ctx, args [][]byte, after bool) Reply {
 	return Int(l.n())
 }
 
-// parseLRem parses LREM's count.
-func parseLRem(args [][]byte) (count int64, r Reply, ok bool) {
-	if count, ok = redisnum.ParseInt(args[2]); !ok {
-		return 0, errNotInt, false
-	}
-	return count, Reply{}, true
-}
-
 func cmdLRem(x *ctx, args [][]byte, count int64) Reply {
 	l, ok, err := x.loadList(args[1])
 	if err != nil || !ok {
@@ -684,13 +665,13 @@ func cmdLRem(x *ctx, args [][]byte, count int64) Reply {
 	return Int(int64(len(ps)))
 }
 
-func cmdLTrim(x *ctx, args [][]byte, q rankRange) Reply {
+func cmdLTrim(x *ctx, args [][]byte, q indexRange) Reply {
 	l, ok, err := x.loadList(args[1])
 	if err != nil || !ok {
 		return errOr(err, OK)
 	}
 	n := l.n()
-	from, to := q.clamp(n)
+	from, to := q.span(n)
 	if from >= to {
 		from, to = n, n // everything goes
 	}

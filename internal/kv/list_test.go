@@ -283,7 +283,7 @@ func TestListAgainstModel(t *testing.T) {
 			}
 			args = []string{"LTRIM", key, strconv.Itoa(start), strconv.Itoa(end)}
 			want = "OK"
-			from, to := rankRange{int64(start), int64(end)}.clamp(int64(len(l)))
+			from, to := indexRange{int64(start), int64(end)}.span(int64(len(l)))
 			if len(l) > 0 {
 				m[key] = slices.Clone(l[from:to])
 				if len(m[key]) == 0 {

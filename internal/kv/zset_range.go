@@ -194,7 +194,7 @@ type zrangeReq struct {
 	withScores bool
 	offset     int64
 	limit      int64 // -1: none
-	rank       rankRange
+	rank       indexRange
 	span       zspan // by score or lex
 }
 
@@ -262,7 +262,7 @@ func parseZRange(args [][]byte) (zrangeReq, Reply, bool) {
 	ok := true
 	switch q.kind {
 	case zrRank:
-		q.rank, r, ok = parseRankRange(bounds)
+		q.rank, r, ok = parseRange(bounds)
 	case zrScore:
 		q.span, r, ok = parseScoreArgs(bounds)
 	case zrLex:
@@ -293,7 +293,7 @@ func cmdZRange(x *ctx, args [][]byte, q zrangeReq) Reply {
 func (z *zview) rangeEnts(q zrangeReq) ([]zent, error) {
 	n := z.c.length()
 	if q.kind == zrRank {
-		from, to := q.rank.clamp(n)
+		from, to := q.rank.span(n)
 		switch {
 		case from >= to:
 			return nil, nil
@@ -344,13 +344,13 @@ func (x *ctx) zRemoved(c *coll, n int64, err error) Reply {
 	return Int(n)
 }
 
-func cmdZRemRangeByRank(x *ctx, args [][]byte, q rankRange) Reply {
+func cmdZRemRangeByRank(x *ctx, args [][]byte, q indexRange) Reply {
 	c, ok, err := x.loadColl(args[1], typeZSet)
 	if err != nil || !ok {
 		return errOr(err, Int(0))
 	}
 	n := c.length()
-	from, to := q.clamp(n)
+	from, to := q.span(n)
 	switch {
 	case from >= to:
 		return Int(0)
