@@ -148,22 +148,6 @@ func (q indexRange) clamp(n int64) (from, to int64) {
 	return start, end
 }
 
-// checkIntArg and checkIntArgs check that the arguments at i (is) are
-// integers, for commands whose run parses them again; a command that
-// takes them parsed registers with defParsed and intArg or parseRange.
-func checkIntArg(i int) func([][]byte) (Reply, bool) { return checkIntArgs(i) }
-
-func checkIntArgs(is ...int) func([][]byte) (Reply, bool) {
-	return func(args [][]byte) (Reply, bool) {
-		for _, i := range is {
-			if _, r, ok := parseIntArg(args[i]); !ok {
-				return r, false
-			}
-		}
-		return Reply{}, true
-	}
-}
-
 // checkPairs returns the check of command name whose arguments from
 // args[from] on are pairs (MSET's keys and values, HSET's fields and
 // values): an odd number of them is a wrong arity.
