@@ -533,13 +533,8 @@ func cmdXTrim(x *ctx, args [][]byte, a addTrimArgs) Reply {
 	return Int(n)
 }
 
-func cmdXLen(x *ctx, args [][]byte) Reply {
-	s, ok, err := x.loadStream(args[1])
-	if err != nil || !ok {
-		return errOr(err, Int(0))
-	}
-	return Int(int64(s.st.Length))
-}
+// cmdXLen reads the length that starts the stream's state.
+func cmdXLen(x *ctx, args [][]byte) Reply { return collLength(x, args, typeStream) }
 
 // --- XRANGE / XREVRANGE ---
 
