@@ -655,51 +655,32 @@ func TestZSetErrorsWriteNothing(t *testing.T) {
 // Apply is deterministic: the same commands with the same Env on two fresh
 // databases give the same replies and the same bytes.
 func TestZSetApplyIsDeterministic(t *testing.T) {
-	dbs := []*pebble.DB{openMem(t), openMem(t)}
-	var replies [2][]string
-	for d, db := range dbs {
-		rng := rand.New(rand.NewPCG(7, 8))
-		for i := 0; i < 3000; i++ {
-			k := []string{"a", "b", "c"}[rng.IntN(3)]
-			k2 := []string{"a", "b", "c"}[rng.IntN(3)]
-			m := strconv.Itoa(rng.IntN(30))
-			s := strconv.Itoa(rng.IntN(10) - 3)
-			var args []string
-			switch rng.IntN(9) {
-			case 0, 1:
-				args = []string{"ZADD", k, s, m, s + "5", m + "x"}
-			case 2:
-				args = []string{"ZINCRBY", k, s, m}
-			case 3:
-				args = []string{"ZREM", k, m}
-			case 4:
-				args = []string{"ZPOPMIN", k, "2"}
-			case 5:
-				args = []string{"ZUNIONSTORE", k, "2", k, k2, "WEIGHTS", "2", "0.5"}
-			case 6:
-				args = []string{"ZINTERSTORE", k2, "2", k, k2, "AGGREGATE", "MAX"}
-			case 7:
-				args = []string{"ZRANGESTORE", k2, k, "0", s}
-			default:
-				args = []string{"ZREMRANGEBYSCORE", k, "-inf", s}
-			}
-			b := db.NewIndexedBatch()
-			r := Apply(b, toArgs(args...), Env{Now: 1000 + int64(i), Index: uint64(10 + i)})
-			if err := b.Commit(pebble.NoSync); err != nil {
-				t.Fatal(err)
-			}
-			b.Close()
-			replies[d] = append(replies[d], show(r))
+	checkDeterministic(t, 3000, 7, func(rng *rand.Rand) []string {
+		k := []string{"a", "b", "c"}[rng.IntN(3)]
+		k2 := []string{"a", "b", "c"}[rng.IntN(3)]
+		m := strconv.Itoa(rng.IntN(30))
+		s := strconv.Itoa(rng.IntN(10) - 3)
+		var args []string
+		switch rng.IntN(9) {
+		case 0, 1:
+			args = []string{"ZADD", k, s, m, s + "5", m + "x"}
+		case 2:
+			args = []string{"ZINCRBY", k, s, m}
+		case 3:
+			args = []string{"ZREM", k, m}
+		case 4:
+			args = []string{"ZPOPMIN", k, "2"}
+		case 5:
+			args = []string{"ZUNIONSTORE", k, "2", k, k2, "WEIGHTS", "2", "0.5"}
+		case 6:
+			args = []string{"ZINTERSTORE", k2, "2", k, k2, "AGGREGATE", "MAX"}
+		case 7:
+			args = []string{"ZRANGESTORE", k2, k, "0", s}
+		default:
+			args = []string{"ZREMRANGEBYSCORE", k, "-inf", s}
 		}
-	}
-	if !slices.Equal(replies[0], replies[1]) {
-		t.Fatal("replies differ")
-	}
-	h0, n0, err0 := StateHash(dbs[0])
-	h1, n1, err1 := StateHash(dbs[1])
-	if err0 != nil || err1 != nil || h0 != h1 || n0 != n1 {
-		t.Fatalf("storage differs: %x (%d keys) vs %x (%d keys)", h0, n0, h1, n1)
-	}
+		return args
+	})
 }
 
 // ZRANDMEMBER: distinct members for a positive count, repeats allowed for
