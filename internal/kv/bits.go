@@ -149,11 +149,8 @@ func parseUnit(b []byte) (isBit, ok bool) {
 // are.
 func cmdBitCount(x *ctx, args [][]byte) Reply {
 	rec, ok, err := getString(x, args[1])
-	if err != nil {
-		return errReply(err)
-	}
-	if !ok {
-		return Int(0)
+	if err != nil || !ok {
+		return errOr(err, Int(0))
 	}
 	p := rec.value
 	from, to := int64(0), int64(len(p))*8-1

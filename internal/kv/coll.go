@@ -207,11 +207,8 @@ func (x *ctx) copyColl(src, dst []byte, rec record) (record, error) {
 // collection args[1] of type typ and reply how many existed.
 func removeElems(x *ctx, args [][]byte, typ byte) Reply {
 	c, ok, err := x.loadColl(args[1], typ)
-	if err != nil {
-		return errReply(err)
-	}
-	if !ok {
-		return Int(0)
+	if err != nil || !ok {
+		return errOr(err, Int(0))
 	}
 	var deleted int64
 	for _, el := range args[2:] {
@@ -243,11 +240,8 @@ func removeElems(x *ctx, args [][]byte, typ byte) Reply {
 // collection args[1] of type typ, else 0.
 func elemExists(x *ctx, args [][]byte, typ byte) Reply {
 	c, ok, err := x.loadColl(args[1], typ)
-	if err != nil {
-		return errReply(err)
-	}
-	if !ok {
-		return Int(0)
+	if err != nil || !ok {
+		return errOr(err, Int(0))
 	}
 	had, err := x.hasElem(c, args[2])
 	if err != nil {
@@ -263,11 +257,8 @@ func elemExists(x *ctx, args [][]byte, typ byte) Reply {
 // args[1] of type typ, 0 if absent.
 func collLength(x *ctx, args [][]byte, typ byte) Reply {
 	c, ok, err := x.loadColl(args[1], typ)
-	if err != nil {
-		return errReply(err)
-	}
-	if !ok {
-		return Int(0)
+	if err != nil || !ok {
+		return errOr(err, Int(0))
 	}
 	return Int(c.length())
 }
@@ -396,11 +387,8 @@ func (p *scanPage) reply(out []Reply) Reply {
 // collScan serves HSCAN (field, value pairs) and SSCAN (members).
 func collScan(x *ctx, args [][]byte, id uint64, typ byte) Reply {
 	c, ok, err := x.loadColl(args[1], typ)
-	if err != nil {
-		return errReply(err)
-	}
-	if !ok {
-		return emptyScan()
+	if err != nil || !ok {
+		return errOr(err, emptyScan())
 	}
 	p, from, r, ok := newScanPage(c, args, id, nil)
 	if !ok {

@@ -59,11 +59,8 @@ func parseCopy(args [][]byte) (replace bool, r Reply, ok bool) {
 // any write does.)
 func cmdCopy(x *ctx, args [][]byte, replace bool) Reply {
 	rec, ok, err := x.load(args[1])
-	if err != nil {
-		return errReply(err)
-	}
-	if !ok {
-		return Int(0)
+	if err != nil || !ok {
+		return errOr(err, Int(0))
 	}
 	_, exists, err := x.loadHeader(args[2])
 	if err != nil {

@@ -26,3 +26,12 @@ func errReply(err error) Reply {
 	}
 	return Error("ERR storage: " + err.Error())
 }
+
+// errOr is the reply of a command that ends early, after a lookup that
+// failed (err) or found nothing: errReply(err) if err is not nil, else r.
+func errOr(err error, r Reply) Reply {
+	if err != nil {
+		return errReply(err)
+	}
+	return r
+}

@@ -463,11 +463,8 @@ func functionStats(x *ctx) Reply {
 
 func cmdFcall(x *ctx, args [][]byte) Reply {
 	owner, ok, err := getCopy(x.r, fnNameKey(string(args[1])))
-	if err != nil {
-		return errReply(err)
-	}
-	if !ok {
-		return errFunctionNotFound
+	if err != nil || !ok {
+		return errOr(err, errFunctionNotFound)
 	}
 	nk, ok := redisnum.ParseInt(args[2])
 	if !ok {

@@ -248,26 +248,17 @@ func parseGeoDist(args [][]byte) (float64, Reply, bool) {
 
 func cmdGeoDist(x *ctx, args [][]byte, toMeters float64) Reply {
 	c, exists, err := x.loadColl(args[1], typeZSet)
-	if err != nil {
-		return errReply(err)
-	}
-	if !exists {
-		return Nil
+	if err != nil || !exists {
+		return errOr(err, Nil)
 	}
 	z := x.zview(c)
 	lon1, lat1, ok1, err := geoMemberPos(z, args[2])
-	if err != nil {
-		return errReply(err)
-	}
-	if !ok1 {
-		return Nil
+	if err != nil || !ok1 {
+		return errOr(err, Nil)
 	}
 	lon2, lat2, ok2, err := geoMemberPos(z, args[3])
-	if err != nil {
-		return errReply(err)
-	}
-	if !ok2 {
-		return Nil
+	if err != nil || !ok2 {
+		return errOr(err, Nil)
 	}
 	return Bulk(redisnum.FormatFixed4(geohash.Distance(lon1, lat1, lon2, lat2) / toMeters))
 }

@@ -133,18 +133,12 @@ func cmdHSetNX(x *ctx, args [][]byte) Reply {
 
 func cmdHGet(x *ctx, args [][]byte) Reply {
 	c, ok, err := x.loadColl(args[1], typeHash)
-	if err != nil {
-		return errReply(err)
-	}
-	if !ok {
-		return Nil
+	if err != nil || !ok {
+		return errOr(err, Nil)
 	}
 	v, ok, err := x.getElem(c, args[2])
-	if err != nil {
-		return errReply(err)
-	}
-	if !ok {
-		return Nil
+	if err != nil || !ok {
+		return errOr(err, Nil)
 	}
 	return Bulk(v)
 }
@@ -218,11 +212,8 @@ func cmdHLen(x *ctx, args [][]byte) Reply { return collLength(x, args, typeHash)
 
 func cmdHStrlen(x *ctx, args [][]byte) Reply {
 	c, ok, err := x.loadColl(args[1], typeHash)
-	if err != nil {
-		return errReply(err)
-	}
-	if !ok {
-		return Int(0)
+	if err != nil || !ok {
+		return errOr(err, Int(0))
 	}
 	v, _, err := x.getElem(c, args[2])
 	if err != nil {

@@ -72,22 +72,16 @@ func countKeys(x *ctx, keys [][]byte, del bool) Reply {
 
 func cmdType(x *ctx, args [][]byte) Reply {
 	rec, ok, err := x.loadHeader(args[1])
-	if err != nil {
-		return errReply(err)
-	}
-	if !ok {
-		return Status("none")
+	if err != nil || !ok {
+		return errOr(err, Status("none"))
 	}
 	return Status(typeName(rec.typ))
 }
 
 func cmdTTL(x *ctx, args [][]byte) Reply {
 	rec, ok, err := x.loadHeader(args[1])
-	if err != nil {
-		return errReply(err)
-	}
-	if !ok {
-		return Int(-2)
+	if err != nil || !ok {
+		return errOr(err, Int(-2))
 	}
 	if rec.expire == 0 {
 		return Int(-1)
@@ -173,11 +167,8 @@ func cmdExpire(x *ctx, args [][]byte, a expireArgs) Reply {
 		when += x.now
 	}
 	rec, exists, err := x.load(args[1])
-	if err != nil {
-		return errReply(err)
-	}
-	if !exists {
-		return Int(0)
+	if err != nil || !exists {
+		return errOr(err, Int(0))
 	}
 	cur := rec.expire
 	switch {
@@ -223,11 +214,8 @@ func cmdPersist(x *ctx, args [][]byte) Reply {
 func cmdRename(x *ctx, args [][]byte) Reply {
 	nx := strings.EqualFold(string(args[0]), "renamenx")
 	rec, ok, err := x.load(args[1])
-	if err != nil {
-		return errReply(err)
-	}
-	if !ok {
-		return errNoSuchKey
+	if err != nil || !ok {
+		return errOr(err, errNoSuchKey)
 	}
 	if string(args[1]) == string(args[2]) {
 		if nx {

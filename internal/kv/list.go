@@ -391,15 +391,6 @@ func (x *ctx) popFirst(keys [][]byte, left bool, count int64) (key []byte, vals 
 	return nil, nil, nil
 }
 
-// errOr is the reply of a command that ends early, after a lookup that
-// failed (err) or found nothing: errReply(err) if err is not nil, else r.
-func errOr(err error, r Reply) Reply {
-	if err != nil {
-		return errReply(err)
-	}
-	return r
-}
-
 func bulks(vals [][]byte) Reply {
 	out := make([]Reply, len(vals))
 	for i, v := range vals {

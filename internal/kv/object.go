@@ -45,11 +45,8 @@ func cmdObject(x *ctx, args [][]byte) Reply {
 		return wrongArity("object|" + sub)
 	}
 	rec, ok, err := x.load(args[2])
-	if err != nil {
-		return errReply(err)
-	}
-	if !ok {
-		return Nil
+	if err != nil || !ok {
+		return errOr(err, Nil)
 	}
 	switch sub {
 	case "refcount":

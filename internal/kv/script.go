@@ -148,11 +148,8 @@ func cmdEvalSha(x *ctx, args [][]byte, numKeys int) Reply {
 	// removes it on every replica); the compile cache only saves work.
 	sha := strings.ToLower(string(args[1]))
 	body, ok, err := x.loadScript(sha)
-	if err != nil {
-		return errReply(err)
-	}
-	if !ok {
-		return errNoScript
+	if err != nil || !ok {
+		return errOr(err, errNoScript)
 	}
 	cs, r := script.Compile(sha, body)
 	if cs == nil {

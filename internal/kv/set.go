@@ -106,11 +106,8 @@ func (x *ctx) setMembers(c *coll) ([]Reply, error) {
 
 func cmdSMembers(x *ctx, args [][]byte) Reply {
 	c, ok, err := x.loadColl(args[1], typeSet)
-	if err != nil {
-		return errReply(err)
-	}
-	if !ok {
-		return setReply(nil)
+	if err != nil || !ok {
+		return errOr(err, setReply(nil))
 	}
 	out, err := x.setMembers(c)
 	if err != nil {
@@ -248,11 +245,8 @@ func cmdSRandMember(x *ctx, args [][]byte, a randArgs) Reply {
 // destination holds; then the source's type, then the destination's.
 func cmdSMove(x *ctx, args [][]byte) Reply {
 	src, ok, err := x.loadColl(args[1], typeSet)
-	if err != nil {
-		return errReply(err)
-	}
-	if !ok {
-		return Int(0)
+	if err != nil || !ok {
+		return errOr(err, Int(0))
 	}
 	dst, err := x.collForWrite(args[2], typeSet)
 	if err != nil {
@@ -260,11 +254,8 @@ func cmdSMove(x *ctx, args [][]byte) Reply {
 	}
 	m := args[3]
 	had, err := x.hasElem(src, m)
-	if err != nil {
-		return errReply(err)
-	}
-	if !had {
-		return Int(0)
+	if err != nil || !had {
+		return errOr(err, Int(0))
 	}
 	if bytes.Equal(args[1], args[2]) {
 		return Int(1) // the same set: nothing moves

@@ -165,11 +165,8 @@ func checkPairs(name string, from int) func([][]byte) (Reply, bool) {
 
 func cmdGet(x *ctx, args [][]byte) Reply {
 	rec, ok, err := getString(x, args[1])
-	if err != nil {
-		return errReply(err)
-	}
-	if !ok {
-		return Nil
+	if err != nil || !ok {
+		return errOr(err, Nil)
 	}
 	return Bulk(rec.value)
 }
@@ -428,11 +425,8 @@ func cmdGetSet(x *ctx, args [][]byte) Reply {
 
 func cmdGetDel(x *ctx, args [][]byte) Reply {
 	rec, ok, err := getString(x, args[1])
-	if err != nil {
-		return errReply(err)
-	}
-	if !ok {
-		return Nil
+	if err != nil || !ok {
+		return errOr(err, Nil)
 	}
 	if err := x.remove(args[1]); err != nil {
 		return errReply(err)
@@ -446,11 +440,8 @@ func parseGetEx(args [][]byte) (strOpts, Reply, bool) { return parseStrOpts(args
 
 func cmdGetEx(x *ctx, args [][]byte, o strOpts) Reply {
 	rec, exists, err := getString(x, args[1])
-	if err != nil {
-		return errReply(err)
-	}
-	if !exists {
-		return Nil
+	if err != nil || !exists {
+		return errOr(err, Nil)
 	}
 	switch {
 	case o.flags&optExpiry != 0:
