@@ -15,6 +15,7 @@ import (
 
 	"github.com/kvorum/kvorum/internal/kvdiff"
 	"github.com/kvorum/kvorum/internal/redisnum"
+	"github.com/kvorum/kvorum/internal/reply"
 )
 
 // TestDifferentialKV runs the command files of testdata/diff (datadriven
@@ -135,26 +136,26 @@ func runKV(db *pebble.DB, sargs []string) Reply {
 // it: "<nil>", int64, string, "ERR:<text>", []any.
 func normalizeKV(cmd string, r Reply) any {
 	switch r.Kind {
-	case KindNil, KindNilArray:
+	case reply.KindNil, reply.KindNilArray:
 		return "<nil>"
-	case KindError:
+	case reply.KindError:
 		return "ERR:" + string(r.Str)
-	case KindInt, KindBool:
+	case reply.KindInt, reply.KindBool:
 		return r.Int
-	case KindStatus, KindBulk, KindVerbatim:
+	case reply.KindStatus, reply.KindBulk, reply.KindVerbatim:
 		return string(r.Str)
-	case KindDouble:
+	case reply.KindDouble:
 		if len(r.Str) > 0 {
 			return string(r.Str) // the text the writer sends
 		}
 		return string(redisnum.AppendDouble(nil, r.Float)) // what RESP2 carries
-	case KindNestedMap: // RESP2: [key, value] arrays
+	case reply.KindNestedMap: // RESP2: [key, value] arrays
 		out := make([]any, 0, len(r.Elems)/2)
 		for i := 0; i+1 < len(r.Elems); i += 2 {
 			out = append(out, []any{normalizeKV("", r.Elems[i]), normalizeKV("", r.Elems[i+1])})
 		}
 		return out
-	case KindArray, KindSet, KindMap, KindPairs: // RESP2: flat
+	case reply.KindArray, reply.KindSet, reply.KindMap, reply.KindPairs: // RESP2: flat
 		out := make([]any, len(r.Elems))
 		for i := range r.Elems {
 			out[i] = normalizeKV("", r.Elems[i])

@@ -1,6 +1,10 @@
 package kv
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/kvorum/kvorum/internal/reply"
+)
 
 // Effects is what applied commands did besides their replies and their
 // writes to the batch, as data for the node to act on once the entry is
@@ -114,10 +118,10 @@ func ForEachPublish(cmds [][][]byte, replies []Reply, fn func(shard bool, channe
 		switch {
 		case d == nil:
 		case d.spec.Name == "publish" || d.spec.Name == "spublish":
-			if r := &replies[i]; r.Kind == KindInt && len(args) == 3 {
+			if r := &replies[i]; r.Kind == reply.KindInt && len(args) == 3 {
 				fn(d.spec.Name == "spublish", args[1], r)
 			}
-		case d.spec.Name == "kvorum.exec" && replies[i].Kind == KindArray:
+		case d.spec.Name == "kvorum.exec" && replies[i].Kind == reply.KindArray:
 			queued := execQueued(args)
 			if len(queued) == len(replies[i].Elems) {
 				ForEachPublish(queued, replies[i].Elems, fn)

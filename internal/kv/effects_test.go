@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/kvorum/kvorum/internal/reply"
 )
 
 // showEffects renders fx as "written=[...] published=[...] leases=[...]".
@@ -164,7 +166,7 @@ func TestForEachPublish(t *testing.T) {
 	for _, r := range replies {
 		got = append(got, show(r))
 	}
-	if fmt.Sprint(got) != "[10 OK [OK 20 30] 40 ]" || replies[4].Kind != KindNilArray {
+	if fmt.Sprint(got) != "[10 OK [OK 20 30] 40 ]" || replies[4].Kind != reply.KindNilArray {
 		t.Fatalf("replies %v", got)
 	}
 }

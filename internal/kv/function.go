@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvorum/kvorum/internal/glob"
 	"github.com/kvorum/kvorum/internal/redisnum"
+	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/script"
 )
 
@@ -430,7 +431,7 @@ func functionList(x *ctx, pattern []byte, withCode bool) Reply {
 				flags = append(flags, Status(n))
 			}
 			fns[i] = Map(BulkString("name"), BulkString(f.Name), BulkString("description"), desc,
-				BulkString("flags"), Reply{Kind: KindSet, Elems: flags})
+				BulkString("flags"), Reply{Kind: reply.KindSet, Elems: flags})
 		}
 		lib := []Reply{BulkString("library_name"), BulkString(name), BulkString("engine"), BulkString("LUA"),
 			BulkString("functions"), Array(fns...)}

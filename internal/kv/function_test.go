@@ -7,6 +7,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/script"
 )
 
@@ -47,7 +49,7 @@ func TestFunctionSurvivesReopen(t *testing.T) {
 	if got := show(list); !strings.Contains(got, "tget description reads flags") {
 		t.Fatalf("list after reopen: %s", got)
 	}
-	if fl := list.Elems[0].Elems[5].Elems[1].Elems[5]; fl.Kind != KindSet || len(fl.Elems) != 1 || string(fl.Elems[0].Str) != "no-writes" {
+	if fl := list.Elems[0].Elems[5].Elems[1].Elems[5]; fl.Kind != reply.KindSet || len(fl.Elems) != 1 || string(fl.Elems[0].Str) != "no-writes" {
 		t.Fatalf("flags after reopen: %+v", fl)
 	}
 	if got := show(Read(db, toArgs("FUNCTION", "STATS"), 0)); got != "[running_script (nil) engines [LUA [libraries_count 1 functions_count 2]]]" {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvorum/kvorum/internal/geohash"
 	"github.com/kvorum/kvorum/internal/redisnum"
+	"github.com/kvorum/kvorum/internal/reply"
 )
 
 // GEO commands, a port of Redis 7.0's geo.c (package geohash has the
@@ -141,7 +142,7 @@ func geoCoordReply(f float64) Reply {
 	if err != nil {
 		v = f
 	}
-	return Reply{Kind: KindDouble, Float: v, Str: t}
+	return Reply{Kind: reply.KindDouble, Float: v, Str: t}
 }
 
 // ---------------------------------------------------------------------------

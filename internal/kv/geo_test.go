@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/kvorum/kvorum/internal/kvdiff"
+	"github.com/kvorum/kvorum/internal/reply"
 )
 
 // geoSameAsRedis compares a kv reply with redis-server's RESP2 reply (as
@@ -24,14 +25,14 @@ func geoSameAsRedis(r Reply, want any) bool { return geoMatch(r, want, nil) }
 // package geohash), each such double counted in *inexact.
 func geoMatch(r Reply, want any, inexact *int) bool {
 	switch {
-	case r.Kind == KindDouble && r.Str != nil:
+	case r.Kind == reply.KindDouble && r.Str != nil:
 		s, ok := want.(string)
 		if !ok {
 			return false
 		}
 		f, err := strconv.ParseFloat(s, 64)
 		return err == nil && f == r.Float && s == string(r.Str)
-	case r.Kind == KindDouble && inexact != nil:
+	case r.Kind == reply.KindDouble && inexact != nil:
 		s, ok := want.(string)
 		if !ok {
 			return false
@@ -45,7 +46,7 @@ func geoMatch(r Reply, want any, inexact *int) bool {
 			return math.Abs(f-r.Float) <= 1e-14*math.Abs(f)
 		}
 		return true
-	case r.Kind == KindArray, r.Kind == KindPairs, r.Kind == KindMap, r.Kind == KindSet:
+	case r.Kind == reply.KindArray, r.Kind == reply.KindPairs, r.Kind == reply.KindMap, r.Kind == reply.KindSet:
 		w, ok := want.([]any)
 		if !ok || len(w) != len(r.Elems) {
 			return false

@@ -16,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/kvorum/kvorum/internal/kvdiff"
+	"github.com/kvorum/kvorum/internal/reply"
 )
 
 // Tests of hashes and sets (hash.go, set.go) for what the differential
@@ -32,18 +33,18 @@ func hsRun(t testing.TB, db *pebble.DB, args ...string) Reply {
 // hsShow renders any reply kind, sets and maps included.
 func hsShow(r Reply) string {
 	switch r.Kind {
-	case KindNil, KindNilArray:
+	case reply.KindNil, reply.KindNilArray:
 		return "(nil)"
-	case KindInt:
+	case reply.KindInt:
 		return strconv.FormatInt(r.Int, 10)
-	case KindError:
+	case reply.KindError:
 		return "ERR<" + string(r.Str) + ">"
-	case KindArray, KindSet, KindMap, KindPairs:
+	case reply.KindArray, reply.KindSet, reply.KindMap, reply.KindPairs:
 		parts := make([]string, len(r.Elems))
 		for i, e := range r.Elems {
 			parts[i] = hsShow(e)
 		}
-		open := map[Kind]string{KindArray: "[", KindSet: "~[", KindMap: "%[", KindPairs: "pairs["}[r.Kind]
+		open := map[reply.Kind]string{reply.KindArray: "[", reply.KindSet: "~[", reply.KindMap: "%[", reply.KindPairs: "pairs["}[r.Kind]
 		return open + strings.Join(parts, " ") + "]"
 	}
 	return string(r.Str)
@@ -52,7 +53,7 @@ func hsShow(r Reply) string {
 // hsStrings returns the bulk strings of an array, set or map reply.
 func hsStrings(t testing.TB, r Reply) []string {
 	t.Helper()
-	if r.Kind != KindArray && r.Kind != KindSet && r.Kind != KindMap && r.Kind != KindPairs {
+	if r.Kind != reply.KindArray && r.Kind != reply.KindSet && r.Kind != reply.KindMap && r.Kind != reply.KindPairs {
 		t.Fatalf("not an aggregate: %s", hsShow(r))
 	}
 	out := make([]string, len(r.Elems))
@@ -549,7 +550,7 @@ func TestHashSetRandomShapes(t *testing.T) {
 		}
 		// Without a count: one element.
 		r := hsRun(t, db, cmd, c.key)
-		if r.Kind != KindBulk {
+		if r.Kind != reply.KindBulk {
 			t.Fatalf("%s %s = %s", cmd, c.key, hsShow(r))
 		}
 	}
@@ -709,18 +710,18 @@ func TestHashSetReplyKinds(t *testing.T) {
 	hsRun(t, db, "SADD", "s", "a")
 	for _, c := range []struct {
 		args []string
-		kind Kind
+		kind reply.Kind
 	}{
-		{[]string{"HGETALL", "h"}, KindMap}, {[]string{"HGETALL", "nokey"}, KindMap},
-		{[]string{"HKEYS", "h"}, KindArray}, {[]string{"HVALS", "nokey"}, KindArray},
-		{[]string{"HMGET", "h", "f"}, KindArray}, {[]string{"HRANDFIELD", "h", "1"}, KindArray},
-		{[]string{"HSCAN", "h", "0"}, KindArray}, {[]string{"SSCAN", "s", "0"}, KindArray},
-		{[]string{"SMEMBERS", "s"}, KindSet}, {[]string{"SMEMBERS", "nokey"}, KindSet},
-		{[]string{"SINTER", "s", "nokey"}, KindSet}, {[]string{"SUNION", "s"}, KindSet},
-		{[]string{"SDIFF", "s"}, KindSet}, {[]string{"SRANDMEMBER", "s", "2"}, KindArray},
-		{[]string{"SMISMEMBER", "s", "a"}, KindArray}, {[]string{"SPOP", "nokey", "1"}, KindSet},
-		{[]string{"SPOP", "s", "0"}, KindSet}, {[]string{"SPOP", "s", "5"}, KindSet},
-		{[]string{"HRANDFIELD", "nokey"}, KindNil}, {[]string{"SPOP", "nokey"}, KindNil},
+		{[]string{"HGETALL", "h"}, reply.KindMap}, {[]string{"HGETALL", "nokey"}, reply.KindMap},
+		{[]string{"HKEYS", "h"}, reply.KindArray}, {[]string{"HVALS", "nokey"}, reply.KindArray},
+		{[]string{"HMGET", "h", "f"}, reply.KindArray}, {[]string{"HRANDFIELD", "h", "1"}, reply.KindArray},
+		{[]string{"HSCAN", "h", "0"}, reply.KindArray}, {[]string{"SSCAN", "s", "0"}, reply.KindArray},
+		{[]string{"SMEMBERS", "s"}, reply.KindSet}, {[]string{"SMEMBERS", "nokey"}, reply.KindSet},
+		{[]string{"SINTER", "s", "nokey"}, reply.KindSet}, {[]string{"SUNION", "s"}, reply.KindSet},
+		{[]string{"SDIFF", "s"}, reply.KindSet}, {[]string{"SRANDMEMBER", "s", "2"}, reply.KindArray},
+		{[]string{"SMISMEMBER", "s", "a"}, reply.KindArray}, {[]string{"SPOP", "nokey", "1"}, reply.KindSet},
+		{[]string{"SPOP", "s", "0"}, reply.KindSet}, {[]string{"SPOP", "s", "5"}, reply.KindSet},
+		{[]string{"HRANDFIELD", "nokey"}, reply.KindNil}, {[]string{"SPOP", "nokey"}, reply.KindNil},
 	} {
 		if r := hsRun(t, db, c.args...); r.Kind != c.kind {
 			t.Errorf("%q: kind %d (%s), want %d", c.args, r.Kind, hsShow(r), c.kind)

@@ -8,7 +8,9 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/kvorum/kvorum/internal/redisnum"
+	"github.com/kvorum/kvorum/internal/reply"
 )
 
 func toArgs(s ...string) [][]byte {
@@ -41,19 +43,19 @@ func run(t testing.TB, db *pebble.DB, now int64, s ...string) Reply {
 
 func show(r Reply) string {
 	switch r.Kind {
-	case KindNil:
+	case reply.KindNil:
 		return "(nil)"
-	case KindInt:
+	case reply.KindInt:
 		return fmt.Sprint(r.Int)
-	case KindDouble:
+	case reply.KindDouble:
 		return string(redisnum.AppendDouble(nil, r.Float)) // as RESP2 carries it
-	case KindArray, KindMap, KindPairs:
+	case reply.KindArray, reply.KindMap, reply.KindPairs:
 		var parts []string
 		for _, e := range r.Elems {
 			parts = append(parts, show(e))
 		}
 		return "[" + strings.Join(parts, " ") + "]"
-	case KindError:
+	case reply.KindError:
 		return "ERR<" + string(r.Str) + ">"
 	}
 	return string(r.Str)
@@ -279,7 +281,7 @@ func FuzzCommands(f *testing.F) {
 				}
 			}
 			if r, ok := Check(a, Limits{MaxKeySize: 64, MaxValueSize: 1 << 20}); !ok {
-				if r.Kind != KindError {
+				if r.Kind != reply.KindError {
 					t.Fatalf("Check refused %q without an error reply", args)
 				}
 				continue

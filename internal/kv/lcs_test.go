@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kvorum/kvorum/internal/kvdiff"
+	"github.com/kvorum/kvorum/internal/reply"
 )
 
 // TestLCSRandomAgainstRedis compares LCS (the string, LEN, and the IDX
@@ -53,13 +54,13 @@ func TestLCSReplyKinds(t *testing.T) {
 	db := openMem(t)
 	run(t, db, 0, "MSET", "a", "ohmytext", "b", "mynewtext")
 	r := run(t, db, 0, "LCS", "a", "b", "IDX", "MINMATCHLEN", "4", "WITHMATCHLEN")
-	if r.Kind != KindMap || show(r) != "[matches [[[4 7] [5 8] 4]] len 6]" {
+	if r.Kind != reply.KindMap || show(r) != "[matches [[[4 7] [5 8] 4]] len 6]" {
 		t.Fatalf("LCS IDX: kind %d %s", r.Kind, show(r))
 	}
-	if r := run(t, db, 0, "LCS", "a", "b", "LEN"); r.Kind != KindInt || r.Int != 6 {
+	if r := run(t, db, 0, "LCS", "a", "b", "LEN"); r.Kind != reply.KindInt || r.Int != 6 {
 		t.Fatalf("LCS LEN: %s", show(r))
 	}
-	if r := run(t, db, 0, "LCS", "a", "b"); r.Kind != KindBulk || string(r.Str) != "mytext" {
+	if r := run(t, db, 0, "LCS", "a", "b"); r.Kind != reply.KindBulk || string(r.Str) != "mytext" {
 		t.Fatalf("LCS: %s", show(r))
 	}
 }

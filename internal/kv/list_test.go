@@ -15,8 +15,10 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/kvorum/kvorum/internal/kvdiff"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/kvorum/kvorum/internal/kvdiff"
+	"github.com/kvorum/kvorum/internal/reply"
 )
 
 // countingReader records the point reads and iterators a read command uses.
@@ -60,7 +62,7 @@ func pushMany(t testing.TB, db *pebble.DB, cmd, key string, vals []string) {
 
 func replyStrings(t testing.TB, r Reply) []string {
 	t.Helper()
-	if r.Kind != KindArray {
+	if r.Kind != reply.KindArray {
 		t.Fatalf("not an array: %s", show(r))
 	}
 	out := make([]string, len(r.Elems))
@@ -450,25 +452,25 @@ func TestListNullReplies(t *testing.T) {
 	runKV(db, []string{"RPUSH", "l", "a"})
 	for _, c := range []struct {
 		args []string
-		kind Kind
+		kind reply.Kind
 		n    int
 	}{
-		{[]string{"LPOP", "none"}, KindNil, 0},
-		{[]string{"LPOP", "none", "0"}, KindNilArray, 0},
-		{[]string{"RPOP", "none", "2"}, KindNilArray, 0},
-		{[]string{"LPOP", "l", "0"}, KindArray, 0},
-		{[]string{"BLPOP", "none", "none2", "0"}, KindNilArray, 0},
-		{[]string{"BRPOP", "none", "1.5"}, KindNilArray, 0},
-		{[]string{"BLMOVE", "none", "l", "LEFT", "LEFT", "0"}, KindNil, 0},
-		{[]string{"BRPOPLPUSH", "none", "l", "0"}, KindNil, 0},
-		{[]string{"LMOVE", "none", "l", "LEFT", "LEFT"}, KindNil, 0},
-		{[]string{"BLMPOP", "0", "1", "none", "LEFT"}, KindNilArray, 0},
-		{[]string{"LMPOP", "1", "none", "LEFT"}, KindNilArray, 0},
-		{[]string{"LPOS", "none", "a"}, KindNil, 0},
-		{[]string{"LPOS", "none", "a", "COUNT", "0"}, KindArray, 0},
-		{[]string{"LRANGE", "none", "0", "-1"}, KindArray, 0},
-		{[]string{"BRPOP", "none", "l", "0"}, KindArray, 2},
-		{[]string{"LLEN", "l"}, KindInt, 0},
+		{[]string{"LPOP", "none"}, reply.KindNil, 0},
+		{[]string{"LPOP", "none", "0"}, reply.KindNilArray, 0},
+		{[]string{"RPOP", "none", "2"}, reply.KindNilArray, 0},
+		{[]string{"LPOP", "l", "0"}, reply.KindArray, 0},
+		{[]string{"BLPOP", "none", "none2", "0"}, reply.KindNilArray, 0},
+		{[]string{"BRPOP", "none", "1.5"}, reply.KindNilArray, 0},
+		{[]string{"BLMOVE", "none", "l", "LEFT", "LEFT", "0"}, reply.KindNil, 0},
+		{[]string{"BRPOPLPUSH", "none", "l", "0"}, reply.KindNil, 0},
+		{[]string{"LMOVE", "none", "l", "LEFT", "LEFT"}, reply.KindNil, 0},
+		{[]string{"BLMPOP", "0", "1", "none", "LEFT"}, reply.KindNilArray, 0},
+		{[]string{"LMPOP", "1", "none", "LEFT"}, reply.KindNilArray, 0},
+		{[]string{"LPOS", "none", "a"}, reply.KindNil, 0},
+		{[]string{"LPOS", "none", "a", "COUNT", "0"}, reply.KindArray, 0},
+		{[]string{"LRANGE", "none", "0", "-1"}, reply.KindArray, 0},
+		{[]string{"BRPOP", "none", "l", "0"}, reply.KindArray, 2},
+		{[]string{"LLEN", "l"}, reply.KindInt, 0},
 	} {
 		r := runKV(db, c.args)
 		if r.Kind != c.kind || len(r.Elems) != c.n {

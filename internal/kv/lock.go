@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/kvorum/kvorum/internal/redisnum"
+	"github.com/kvorum/kvorum/internal/reply"
 )
 
 // Locks (issue 7; docs/design-locks.md): a replicated state machine with
@@ -52,7 +54,7 @@ func (x *ctx) waitingReply() Reply {
 // so a token at or below it in a lagging replica's state is an earlier,
 // released grant to the same lease, not the one being waited for.
 func LockWaiting(r Reply) (index uint64, ok bool) {
-	if r.Kind != KindStatus || !strings.HasPrefix(string(r.Str), waitingPrefix) {
+	if r.Kind != reply.KindStatus || !strings.HasPrefix(string(r.Str), waitingPrefix) {
 		return 0, false
 	}
 	n, err := strconv.ParseUint(string(r.Str[len(waitingPrefix):]), 10, 64)

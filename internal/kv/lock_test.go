@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/kvorum/kvorum/internal/reply"
 )
 
 // lockLog applies commands as successive log entries (index 100, 101, ...)
@@ -50,7 +52,7 @@ func (l *lockLog) do(s ...string) Reply {
 func (l *lockLog) id(s ...string) string {
 	l.t.Helper()
 	r := l.do(s...)
-	if r.Kind != KindInt || r.Int <= 0 {
+	if r.Kind != reply.KindInt || r.Int <= 0 {
 		l.t.Fatalf("%v: want a positive integer, got %s", s, show(r))
 	}
 	return strconv.FormatInt(r.Int, 10)

@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/kvorum/kvorum/internal/redisnum"
 )
 

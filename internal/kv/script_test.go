@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/script"
 )
 
@@ -52,7 +54,7 @@ func wantReply(t *testing.T, what string, got Reply, want any) {
 
 func wantErrorPrefix(t *testing.T, what string, got Reply, prefix string) {
 	t.Helper()
-	if got.Kind != KindError || !strings.HasPrefix(string(got.Str), prefix) {
+	if got.Kind != reply.KindError || !strings.HasPrefix(string(got.Str), prefix) {
 		t.Errorf("%s: got %s, want an error starting with %q", what, fmtScriptReply(got), prefix)
 	}
 }
@@ -327,7 +329,7 @@ func TestScriptErrorsAndConversions(t *testing.T) {
 	runKV(db, []string{"HSET", "h", "a", "1"})
 	// A RESP3 map reply converts to {map = {...}} and back to a map.
 	r := evalKV(t, db, "redis.setresp(3) local m = redis.call('hgetall', 'h') return m", "0")
-	if r.Kind != KindMap || len(r.Elems) != 2 || string(r.Elems[0].Str) != "a" {
+	if r.Kind != reply.KindMap || len(r.Elems) != 2 || string(r.Elems[0].Str) != "a" {
 		t.Errorf("resp3 map: %s", fmtScriptReply(r))
 	}
 	// Unknown Redis commands kvorum does not implement say why.

@@ -8,7 +8,9 @@ import (
 	"strconv"
 
 	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/kvorum/kvorum/internal/redisnum"
+	"github.com/kvorum/kvorum/internal/reply"
 )
 
 // Sets. A set is a collection (coll.go): each member is one element
@@ -57,7 +59,7 @@ var (
 )
 
 // setReply is a RESP3 set (an array in RESP2).
-func setReply(elems []Reply) Reply { return Reply{Kind: KindSet, Elems: elems} }
+func setReply(elems []Reply) Reply { return Reply{Kind: reply.KindSet, Elems: elems} }
 
 func cmdSAdd(x *ctx, args [][]byte) Reply {
 	c, err := x.collForWrite(args[1], typeSet)

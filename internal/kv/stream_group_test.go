@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/kvorum/kvorum/internal/reply"
 )
 
 type groupStep struct {
@@ -30,7 +32,7 @@ func sa(s ...string) []string { return s }
 // showGroup is show with XREADGROUP's NestedMap shown as RESP2 sends it:
 // an array of [key, entries] pairs.
 func showGroup(r Reply) string {
-	if r.Kind == KindNestedMap {
+	if r.Kind == reply.KindNestedMap {
 		pairs := make([]Reply, 0, len(r.Elems)/2)
 		for i := 0; i+1 < len(r.Elems); i += 2 {
 			pairs = append(pairs, Array(r.Elems[i], r.Elems[i+1]))
@@ -220,7 +222,7 @@ func TestStreamGroupBlockingHelpers(t *testing.T) {
 	// Inside MULTI a blocking XREADGROUP never blocks: the kernel replies null.
 	db := openMem(t)
 	run(t, db, 1000, "XGROUP", "CREATE", "s", "g", "$", "MKSTREAM")
-	if r := run(t, db, 1000, "XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "s", ">"); r.Kind != KindNilArray {
+	if r := run(t, db, 1000, "XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "s", ">"); r.Kind != reply.KindNilArray {
 		t.Fatalf("empty XREADGROUP: %s", showGroup(r))
 	}
 	if n := countElems(t, db, "s"); n != 1 { // only the group: no consumer was created
@@ -287,7 +289,7 @@ func TestStreamGroupWatchAndWake(t *testing.T) {
 		t.Fatalf("history read: %s %v", showGroup(r), written)
 	}
 	apply("XREADGROUP", "GROUP", "g0", "c", "STREAMS", "s", ">")
-	if r, written := apply("XREADGROUP", "GROUP", "g0", "c", "STREAMS", "s", ">"); r.Kind != KindNilArray || len(written) != 0 {
+	if r, written := apply("XREADGROUP", "GROUP", "g0", "c", "STREAMS", "s", ">"); r.Kind != reply.KindNilArray || len(written) != 0 {
 		t.Fatalf("empty read: %s %v", showGroup(r), written)
 	}
 	if r := run(t, db, 1000, "XINFO", "STREAM", "s"); !strings.Contains(show(r), "groups 1 ") {

@@ -13,6 +13,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/kvorum/kvorum/internal/kvdiff"
+	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/streamid"
 	"github.com/kvorum/kvorum/internal/streamrec"
 )
@@ -231,7 +232,7 @@ func TestStreamBlockingHelpers(t *testing.T) {
 		t.Fatalf("wrong type: %s", got)
 	}
 	// The kernel never blocks: with nothing to read it answers a null array.
-	if r := run(t, db, 0, "XREAD", "BLOCK", "0", "STREAMS", "a", "$"); r.Kind != KindNilArray {
+	if r := run(t, db, 0, "XREAD", "BLOCK", "0", "STREAMS", "a", "$"); r.Kind != reply.KindNilArray {
 		t.Fatalf("XREAD BLOCK $ = %s", show(r))
 	}
 }

@@ -3,30 +3,9 @@ package kv
 import "github.com/kvorum/kvorum/internal/reply"
 
 // The command code in this package speaks the reply vocabulary of package
-// reply unqualified: these are aliases, not new types, so a kv.Reply is a
-// reply.Reply everywhere.
-type (
-	Reply = reply.Reply
-	Kind  = reply.Kind
-)
-
-const (
-	KindNil       = reply.KindNil
-	KindStatus    = reply.KindStatus
-	KindError     = reply.KindError
-	KindInt       = reply.KindInt
-	KindBulk      = reply.KindBulk
-	KindArray     = reply.KindArray
-	KindNilArray  = reply.KindNilArray
-	KindDouble    = reply.KindDouble
-	KindMap       = reply.KindMap
-	KindSet       = reply.KindSet
-	KindBool      = reply.KindBool
-	KindVerbatim  = reply.KindVerbatim
-	KindPush      = reply.KindPush
-	KindPairs     = reply.KindPairs
-	KindNestedMap = reply.KindNestedMap
-)
+// reply unqualified: Reply is an alias, not a new type, so a kv.Reply is a
+// reply.Reply everywhere; the kinds are spelled reply.KindX.
+type Reply = reply.Reply
 
 var (
 	OK       = reply.OK
@@ -46,5 +25,3 @@ func Double(f float64) Reply       { return reply.Double(f) }
 func Map(kvs ...Reply) Reply       { return reply.Map(kvs...) }
 func Pairs(ab ...Reply) Reply      { return reply.Pairs(ab...) }
 func NestedMap(kvs ...Reply) Reply { return reply.NestedMap(kvs...) }
-func Bool(b bool) Reply            { return reply.Bool(b) }
-func Verbatim(s string) Reply      { return reply.Verbatim(s) }

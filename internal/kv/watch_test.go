@@ -5,6 +5,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/kvorum/kvorum/internal/reply"
 )
 
 // TestWatchSeesEveryChangeOfAnAbsentKey: a key absent at WATCH and absent
@@ -44,7 +46,7 @@ func TestWatchSeesEveryChangeOfAnAbsentKey(t *testing.T) {
 		}
 		return apply(s...)
 	}
-	aborted := func(r Reply) bool { return r.Kind == KindNil || r.Kind == KindNilArray }
+	aborted := func(r Reply) bool { return r.Kind == reply.KindNil || r.Kind == reply.KindNilArray }
 
 	// Untouched absent key: EXEC runs.
 	st := stamp("a")

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/kvorum/kvorum/internal/redisnum"
 )
 

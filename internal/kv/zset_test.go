@@ -18,6 +18,7 @@ import (
 
 	"github.com/kvorum/kvorum/internal/kvdiff"
 	"github.com/kvorum/kvorum/internal/redisnum"
+	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/zrange"
 )
 
@@ -708,7 +709,7 @@ func TestZSetRandMember(t *testing.T) {
 			hits[m]++
 		}
 		one := zRun(t, db, "ZRANDMEMBER", "z")
-		if one.Kind != KindBulk || !strings.HasPrefix(string(one.Str), "r") {
+		if one.Kind != reply.KindBulk || !strings.HasPrefix(string(one.Str), "r") {
 			t.Fatalf("ZRANDMEMBER = %s", show(one))
 		}
 		hits[string(one.Str)]++
@@ -1028,30 +1029,30 @@ func TestZSetReplyKinds(t *testing.T) {
 	zRun(t, db, "ZADD", "z", "1.5", "a")
 	for _, c := range []struct {
 		args []string
-		kind Kind
+		kind reply.Kind
 		n    int
 	}{
-		{[]string{"ZSCORE", "z", "a"}, KindDouble, 0},
-		{[]string{"ZRANGE", "z", "0", "-1", "WITHSCORES"}, KindPairs, 2},
-		{[]string{"ZRANGE", "z", "0", "-1"}, KindArray, 1},
-		{[]string{"ZRANDMEMBER", "z", "1", "WITHSCORES"}, KindPairs, 2},
-		{[]string{"ZMSCORE", "z", "a"}, KindArray, 1},
-		{[]string{"ZSCORE", "z", "nope"}, KindNil, 0},
-		{[]string{"ZSCORE", "none", "a"}, KindNil, 0},
-		{[]string{"ZINCRBY", "z", "1", "a"}, KindDouble, 0},
-		{[]string{"ZADD", "z", "NX", "INCR", "1", "a"}, KindNil, 0},
-		{[]string{"ZMSCORE", "none", "a", "b"}, KindArray, 2},
-		{[]string{"ZRANK", "none", "a"}, KindNil, 0},
-		{[]string{"ZRANK", "z", "nope"}, KindNil, 0},
-		{[]string{"ZPOPMIN", "none"}, KindArray, 0},
-		{[]string{"ZPOPMIN", "none", "3"}, KindArray, 0},
-		{[]string{"ZRANGE", "none", "0", "-1"}, KindArray, 0},
-		{[]string{"ZRANDMEMBER", "none"}, KindNil, 0},
-		{[]string{"ZRANDMEMBER", "none", "3"}, KindArray, 0},
-		{[]string{"ZSCAN", "none", "0"}, KindArray, 2},
-		{[]string{"ZADD", "z", "1", "b", "2", "c"}, KindInt, 0},
-		{[]string{"ZPOPMAX", "z", "1"}, KindPairs, 2},
-		{[]string{"ZPOPMAX", "z"}, KindArray, 2},
+		{[]string{"ZSCORE", "z", "a"}, reply.KindDouble, 0},
+		{[]string{"ZRANGE", "z", "0", "-1", "WITHSCORES"}, reply.KindPairs, 2},
+		{[]string{"ZRANGE", "z", "0", "-1"}, reply.KindArray, 1},
+		{[]string{"ZRANDMEMBER", "z", "1", "WITHSCORES"}, reply.KindPairs, 2},
+		{[]string{"ZMSCORE", "z", "a"}, reply.KindArray, 1},
+		{[]string{"ZSCORE", "z", "nope"}, reply.KindNil, 0},
+		{[]string{"ZSCORE", "none", "a"}, reply.KindNil, 0},
+		{[]string{"ZINCRBY", "z", "1", "a"}, reply.KindDouble, 0},
+		{[]string{"ZADD", "z", "NX", "INCR", "1", "a"}, reply.KindNil, 0},
+		{[]string{"ZMSCORE", "none", "a", "b"}, reply.KindArray, 2},
+		{[]string{"ZRANK", "none", "a"}, reply.KindNil, 0},
+		{[]string{"ZRANK", "z", "nope"}, reply.KindNil, 0},
+		{[]string{"ZPOPMIN", "none"}, reply.KindArray, 0},
+		{[]string{"ZPOPMIN", "none", "3"}, reply.KindArray, 0},
+		{[]string{"ZRANGE", "none", "0", "-1"}, reply.KindArray, 0},
+		{[]string{"ZRANDMEMBER", "none"}, reply.KindNil, 0},
+		{[]string{"ZRANDMEMBER", "none", "3"}, reply.KindArray, 0},
+		{[]string{"ZSCAN", "none", "0"}, reply.KindArray, 2},
+		{[]string{"ZADD", "z", "1", "b", "2", "c"}, reply.KindInt, 0},
+		{[]string{"ZPOPMAX", "z", "1"}, reply.KindPairs, 2},
+		{[]string{"ZPOPMAX", "z"}, reply.KindArray, 2},
 	} {
 		r := runKV(db, c.args)
 		if r.Kind != c.kind || len(r.Elems) != c.n {
