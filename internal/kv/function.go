@@ -114,8 +114,8 @@ func parseFunction(args [][]byte) (functionArgs, Reply, bool) {
 	case !ok:
 		return a, r, false
 	case sub == "flush" && len(args) > 3:
-		b := appendCString([]byte("ERR unknown subcommand or wrong number of arguments for '"), args[1], 128)
-		return a, Error(string(sanitizeError(append(b, "'. Try FUNCTION HELP."...)))), false
+		b := reply.AppendCString([]byte("ERR unknown subcommand or wrong number of arguments for '"), args[1], 128)
+		return a, reply.ErrorText(append(b, "'. Try FUNCTION HELP."...)), false
 	case sub == "flush" && len(args) == 3 && !eq(args[2], "sync") && !eq(args[2], "async"):
 		return a, Error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option"), false
 	case sub == "list":
@@ -155,8 +155,8 @@ func parseFunctionList(args [][]byte) (pattern []byte, withCode bool, r Reply, o
 			pattern = append([]byte{}, args[i]...)
 			continue
 		}
-		b := appendCString([]byte("ERR Unknown argument "), a, len(a))
-		return nil, false, Error(string(sanitizeError(b))), false
+		b := reply.AppendCString([]byte("ERR Unknown argument "), a, len(a))
+		return nil, false, reply.ErrorText(b), false
 	}
 	return pattern, withCode, Reply{}, true
 }
@@ -166,8 +166,8 @@ func parseFunctionLoad(args [][]byte) (replace bool, code []byte, r Reply, ok bo
 	i := 2
 	for ; i < len(args)-1; i++ {
 		if !eq(args[i], "replace") {
-			b := appendCString([]byte("ERR Unknown option given: "), args[i], len(args[i]))
-			return false, nil, Error(string(sanitizeError(b))), false
+			b := reply.AppendCString([]byte("ERR Unknown option given: "), args[i], len(args[i]))
+			return false, nil, reply.ErrorText(b), false
 		}
 		replace = true
 	}
@@ -395,7 +395,7 @@ func functionLoad(x *ctx, a functionArgs) Reply {
 			return errReply(err)
 		}
 		if taken && (old == nil || string(owner) != lib.Name) {
-			return Error(string(sanitizeError([]byte("ERR Function " + cStr(f.Name) + " already exists"))))
+			return reply.ErrorText([]byte("ERR Function " + cStr(f.Name) + " already exists"))
 		}
 	}
 	if old != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/kvorum/kvorum/internal/cursor"
 	"github.com/kvorum/kvorum/internal/glob"
 	"github.com/kvorum/kvorum/internal/redisnum"
+	"github.com/kvorum/kvorum/internal/reply"
 )
 
 func init() {
@@ -124,8 +125,8 @@ func parseExpire(args [][]byte) (expireArgs, Reply, bool) {
 		case eq(o, "LT"):
 			a.lt = true
 		default:
-			b := appendCString([]byte("ERR Unsupported option "), o, len(o))
-			return a, Error(string(sanitizeError(b))), false
+			b := reply.AppendCString([]byte("ERR Unsupported option "), o, len(o))
+			return a, reply.ErrorText(b), false
 		}
 	}
 	if a.nx && (a.xx || a.gt || a.lt) {

@@ -8,6 +8,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/kvorum/kvorum/internal/redisnum"
+	"github.com/kvorum/kvorum/internal/reply"
 )
 
 // Leases (issue 7; docs/design-locks.md).
@@ -85,7 +86,7 @@ func parseLease(args [][]byte) (leaseArgs, Reply, bool) {
 	case eq(sub, "LIST"):
 		a.sub = "list"
 	default:
-		return a, Error("ERR unknown subcommand '" + string(sanitizeError([]byte(sub))) + "'. Try LEASE GRANT|KEEPALIVE|REVOKE|TTL|LIST."), false
+		return a, reply.ErrorText([]byte("ERR unknown subcommand '" + string(sub) + "'. Try LEASE GRANT|KEEPALIVE|REVOKE|TTL|LIST.")), false
 	}
 	want := 3
 	if a.sub == "list" {

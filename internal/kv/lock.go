@@ -134,7 +134,7 @@ func parseLock(args [][]byte) (lockArgs, Reply, bool) {
 	case eq(sub, "FENCED"):
 		a.sub, minArgs = "fenced", 5
 	default:
-		return a, Error("ERR unknown subcommand '" + string(sanitizeError([]byte(sub))) + "'. Try LOCK ACQUIRE|TRYACQUIRE|RELEASE|CANCEL|INFO|FENCED."), false
+		return a, reply.ErrorText([]byte("ERR unknown subcommand '" + string(sub) + "'. Try LOCK ACQUIRE|TRYACQUIRE|RELEASE|CANCEL|INFO|FENCED.")), false
 	}
 	if len(args) < minArgs || (maxArgs > 0 && len(args) > maxArgs) {
 		return a, wrongArity("lock|" + a.sub), false
@@ -158,7 +158,7 @@ func parseLock(args [][]byte) (lockArgs, Reply, bool) {
 	case "fenced":
 		d := lookup(args[4])
 		if d == nil || d.internal {
-			return a, UnknownCommand(args[4:]), false
+			return a, reply.UnknownCommand(args[4:]), false
 		}
 		if d.spec.Name == "lock" || d.spec.Name == "lease" || slices.Contains(d.spec.Flags, "noscript") {
 			return a, Error("ERR LOCK FENCED cannot run '" + d.spec.Name + "'"), false
@@ -242,7 +242,7 @@ func cmdLock(x *ctx, args [][]byte, a lockArgs) Reply {
 			return errReply(err)
 		}
 		if l.holderByToken(a.id) < 0 {
-			return Error("FENCED token " + strconv.FormatUint(a.id, 10) + " is not the current holder of lock '" + string(sanitizeError([]byte(name))) + "'; nothing was written")
+			return reply.ErrorText([]byte("FENCED token " + strconv.FormatUint(a.id, 10) + " is not the current holder of lock '" + string(name) + "'; nothing was written"))
 		}
 		return x.call(args[4:])
 	}
@@ -351,7 +351,7 @@ func (x *ctx) release(name []byte, tok uint64) Reply {
 		if len(l.holders) > 0 {
 			cur = "current token " + strconv.FormatUint(l.holders[len(l.holders)-1].token, 10)
 		}
-		return Error("STALE fencing token " + strconv.FormatUint(tok, 10) + " does not hold lock '" + string(sanitizeError([]byte(name))) + "' (" + cur + "); nothing changed")
+		return reply.ErrorText([]byte("STALE fencing token " + strconv.FormatUint(tok, 10) + " does not hold lock '" + string(name) + "' (" + cur + "); nothing changed"))
 	}
 	id := l.holders[i].lease
 	l.holders = append(l.holders[:i], l.holders[i+1:]...)

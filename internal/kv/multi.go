@@ -6,6 +6,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/kvorum/kvorum/internal/redisnum"
+	"github.com/kvorum/kvorum/internal/reply"
 )
 
 // Transactions (MULTI/EXEC) and PUBLISH.
@@ -150,7 +151,7 @@ func CheckQueued(args [][]byte, lim Limits) (Reply, bool) {
 	}
 	d := lookup(args[0])
 	if d == nil || d.internal {
-		return UnknownCommand(args), false
+		return reply.UnknownCommand(args), false
 	}
 	return checkWith(d, args, lim, nil)
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/kvorum/kvorum/internal/redisnum"
+	"github.com/kvorum/kvorum/internal/reply"
 )
 
 // OBJECT. Every collection is stored one element per Pebble key whatever
@@ -38,8 +39,8 @@ func cmdObject(x *ctx, args [][]byte) Reply {
 	switch sub {
 	case "encoding", "refcount", "idletime", "freq":
 	default:
-		b := appendCString([]byte("ERR unknown subcommand '"), args[1], len(args[1]))
-		return Error(string(sanitizeError(append(b, "'. Try OBJECT HELP."...))))
+		b := reply.AppendCString([]byte("ERR unknown subcommand '"), args[1], len(args[1]))
+		return reply.ErrorText(append(b, "'. Try OBJECT HELP."...))
 	}
 	if len(args) != 3 {
 		return wrongArity("object|" + sub)

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/script"
 )
 
@@ -98,8 +99,8 @@ func parseSub(args [][]byte, container string, arities map[string]int) (string, 
 	sub := strings.ToLower(string(args[1]))
 	ar, ok := arities[sub]
 	if !ok {
-		b := appendCString([]byte("ERR unknown subcommand '"), args[1], 128)
-		return "", Error(string(sanitizeError(append(b, "'. Try "+container+" HELP."...)))), false
+		b := reply.AppendCString([]byte("ERR unknown subcommand '"), args[1], 128)
+		return "", reply.ErrorText(append(b, "'. Try "+container+" HELP."...)), false
 	}
 	if !subArityOK(ar, args) {
 		return "", wrongArity(strings.ToLower(container) + "|" + sub), false

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/kvorum/kvorum/internal/redisnum"
+	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/streamid"
 	"github.com/kvorum/kvorum/internal/streamrec"
 )
@@ -49,10 +50,10 @@ func init() {
 }
 
 // cstr is a C "%s" of b: up to the first NUL byte.
-func cstr(b []byte) string { return string(appendCString(nil, b, len(b))) }
+func cstr(b []byte) string { return string(reply.AppendCString(nil, b, len(b))) }
 
 func errf(parts ...string) Reply {
-	return Error(string(sanitizeError([]byte(strings.Join(parts, "")))))
+	return reply.ErrorText([]byte(strings.Join(parts, "")))
 }
 
 func errNoGroupKey(key, group []byte) Reply {

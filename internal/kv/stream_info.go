@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/kvorum/kvorum/internal/redisnum"
+	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/streamid"
 	"github.com/kvorum/kvorum/internal/streamrec"
 )
@@ -38,8 +39,8 @@ func subSyntaxErr(args [][]byte, cmd string) Reply {
 // subcommandErr is Redis's error for a container's bad subcommand: text,
 // the subcommand as a C string, cut at 128 bytes, and ". Try CMD HELP.".
 func subcommandErr(text string, args [][]byte, cmd string) Reply {
-	b := appendCString([]byte(text), args[1], 128)
-	return Error(string(sanitizeError(append(b, "'. Try "+cmd+" HELP."...))))
+	b := reply.AppendCString([]byte(text), args[1], 128)
+	return reply.ErrorText(append(b, "'. Try "+cmd+" HELP."...))
 }
 
 func cmdXInfo(x *ctx, args [][]byte, sub string) Reply {

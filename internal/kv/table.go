@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvorum/kvorum/internal/cmdspec"
+	"github.com/kvorum/kvorum/internal/reply"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -178,50 +179,6 @@ func IsInternal(name []byte) bool {
 	return d != nil && d.internal
 }
 
-// UnknownCommand is Redis 7's reply for an unknown command: the name and
-// the first arguments, quoted, cut at 128 bytes like Redis does.
-func UnknownCommand(args [][]byte) Reply {
-	b := make([]byte, 0, 256)
-	b = append(b, "ERR unknown command '"...)
-	b = appendCString(b, args[0], 128)
-	b = append(b, "', with args beginning with: "...)
-	quoted := 0 // Redis bounds the length of the quoted list, not of the whole text
-	for _, a := range args[1:] {
-		if quoted >= 128 {
-			break
-		}
-		n := len(b)
-		b = append(b, '\'')
-		b = appendCString(b, a, 128-quoted)
-		b = append(b, '\'', ' ')
-		quoted += len(b) - n
-	}
-	return Error(string(sanitizeError(b)))
-}
-
-// appendCString appends at most max bytes of s, stopping at a NUL byte as
-// C's "%.*s" does.
-func appendCString(b, s []byte, max int) []byte {
-	for i, c := range s {
-		if c == 0 || i >= max {
-			break
-		}
-		b = append(b, c)
-	}
-	return b
-}
-
-// sanitizeError replaces CR and LF with spaces, as Redis does for every
-// error it formats, so the reply stays one RESP line.
-func sanitizeError(b []byte) []byte {
-	for i, c := range b {
-		if c == '\r' || c == '\n' {
-			b[i] = ' '
-		}
-	}
-	return b
-}
-
 func arityOK(s *Spec, args [][]byte) bool {
 	return (s.Arity > 0 && len(args) == s.Arity) || (s.Arity < 0 && len(args) >= -s.Arity)
 }
@@ -251,7 +208,7 @@ func Check(args [][]byte, lim Limits) (r Reply, ok bool) {
 	}
 	d := lookup(args[0])
 	if d == nil || d.internal {
-		return UnknownCommand(args), false
+		return reply.UnknownCommand(args), false
 	}
 	return checkWith(d, args, lim, d.check)
 }
@@ -302,7 +259,7 @@ func Apply(b *pebble.Batch, args [][]byte, env Env) (r Reply) {
 	}
 	d := lookup(args[0])
 	if d == nil {
-		return UnknownCommand(args)
+		return reply.UnknownCommand(args)
 	}
 	if !d.spec.Write {
 		return Error("ERR internal: read-only command sent to Apply")
@@ -328,7 +285,7 @@ func Read(r pebble.Reader, args [][]byte, nowMs int64) (rep Reply) {
 	}
 	d := lookup(args[0])
 	if d == nil || d.internal {
-		return UnknownCommand(args)
+		return reply.UnknownCommand(args)
 	}
 	if d.spec.Write && (d.readOnly == nil || !d.readOnly(args)) {
 		return Error("ERR internal: write command sent to Read")
@@ -351,7 +308,7 @@ func (x *ctx) call(args [][]byte) Reply {
 	}
 	d := lookup(args[0])
 	if d == nil || d.internal {
-		return UnknownCommand(args)
+		return reply.UnknownCommand(args)
 	}
 	if d.spec.Write && x.w == nil {
 		return Error("ERR Write commands are not allowed from read-only scripts.")

@@ -1,38 +1,20 @@
 package kv
 
-import "strings"
+import (
+	"strings"
 
-// Redis commands kvorum knows about but does not implement answer with why,
-// instead of Redis's generic "unknown command".
-var unsupported = map[string]string{}
-
-func init() {
-	add := func(reason string, names ...string) {
-		for _, n := range names {
-			unsupported[n] = reason
-		}
-	}
-	add("values are not kept in Redis's RDB serialization format; copy keys with a client instead",
-		"dump", "restore", "restore-asking", "migrate")
-	add("kvorum has a single database (0)", "move", "swapdb")
-	add("persistence is always on: every acknowledged write is fsynced on a majority",
-		"save", "bgsave", "bgrewriteaof", "lastsave", "wait", "waitaof")
-	add("replication is Raft's; use `kvorum ctl` to manage members",
-		"replicaof", "slaveof", "sync", "psync", "failover", "cluster", "readonly", "readwrite", "asking")
-	add("kvorum does not expose server internals through this command; see /metrics on the admin port",
-		"debug", "pfdebug", "pfselftest", "monitor", "module", "latency", "memory", "slowlog", "config", "acl", "shutdown", "lolwut")
-}
+	"github.com/kvorum/kvorum/internal/cmdspec"
+)
 
 // Unsupported returns the reply for a Redis command kvorum deliberately
-// does not implement, ok=false if name is not one.
+// does not implement (cmdspec.Unsupported), ok=false if name is not one.
 func Unsupported(name []byte) (Reply, bool) {
-	n := strings.ToLower(string(name))
 	if lookup(name) != nil {
 		return Reply{}, false
 	}
-	reason, ok := unsupported[n]
+	reason, ok := cmdspec.Unsupported(string(name))
 	if !ok {
 		return Reply{}, false
 	}
-	return Error("ERR '" + strings.ToUpper(n) + "' is not supported by kvorum: " + reason), true
+	return Error("ERR '" + strings.ToUpper(string(name)) + "' is not supported by kvorum: " + reason), true
 }

@@ -3,6 +3,7 @@ package reply
 import (
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -44,4 +45,27 @@ func normalizeNilSlices(r Reply) Reply {
 		r.Elems[i] = normalizeNilSlices(r.Elems[i])
 	}
 	return r
+}
+
+// UnknownCommand quotes as Redis 7's "%.128s" does: at most 128 bytes of
+// the name and of the quoted arguments together, stopping at a NUL byte;
+// CR and LF become spaces so the reply stays one line.
+func TestUnknownCommand(t *testing.T) {
+	long := strings.Repeat("a", 200)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"foo", "x", "y"}, "ERR unknown command 'foo', with args beginning with: 'x' 'y' "},
+		{[]string{"fo\x00o", "x\r\ny"}, "ERR unknown command 'fo', with args beginning with: 'x  y' "},
+		{[]string{long, long, "b"}, "ERR unknown command '" + long[:128] + "', with args beginning with: '" + long[:128] + "' "},
+	} {
+		args := make([][]byte, len(tc.args))
+		for i, a := range tc.args {
+			args[i] = []byte(a)
+		}
+		if r := UnknownCommand(args); r.Kind != KindError || string(r.Str) != tc.want {
+			t.Errorf("%q: got %q", tc.args, r.Str)
+		}
+	}
 }

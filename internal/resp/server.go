@@ -566,22 +566,7 @@ func (s *Server) unknownCommand(args [][]byte) reply.Reply {
 	if r, ok := s.table.Unsupported(args[0]); ok {
 		return r
 	}
-	b := make([]byte, 0, 64)
-	b = append(b, "ERR unknown command '"...)
-	b = append(b, args[0][:min(len(args[0]), 128)]...)
-	b = append(b, "', with args beginning with: "...)
-	n := 0
-	for _, a := range args[1:] {
-		if n >= 128 {
-			break
-		}
-		start := len(b)
-		b = append(b, '\'')
-		b = append(b, a[:min(len(a), 128-n)]...)
-		b = append(b, '\'', ' ')
-		n += len(b) - start
-	}
-	return reply.Reply{Kind: reply.KindError, Str: b}
+	return reply.UnknownCommand(args)
 }
 
 // lower writes the ASCII lower case of name into buf, for map lookups that

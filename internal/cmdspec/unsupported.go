@@ -1,0 +1,44 @@
+package cmdspec
+
+import (
+	"slices"
+	"strings"
+)
+
+// Redis commands kvorum knows about but does not implement answer with why,
+// instead of Redis's generic "unknown command".
+var unsupported = map[string]string{}
+
+func init() {
+	add := func(reason string, names ...string) {
+		for _, n := range names {
+			unsupported[n] = reason
+		}
+	}
+	add("values are not kept in Redis's RDB serialization format; copy keys with a client instead",
+		"dump", "restore", "restore-asking", "migrate")
+	add("kvorum has a single database (0)", "move", "swapdb")
+	add("persistence is always on: every acknowledged write is fsynced on a majority",
+		"save", "bgsave", "bgrewriteaof", "lastsave", "wait", "waitaof")
+	add("replication is Raft's; use `kvorum ctl` to manage members",
+		"replicaof", "slaveof", "sync", "psync", "failover", "cluster", "readonly", "readwrite", "asking")
+	add("kvorum does not expose server internals through this command; see /metrics on the admin port",
+		"debug", "pfdebug", "pfselftest", "monitor", "module", "latency", "memory", "slowlog", "config", "acl", "shutdown", "lolwut")
+}
+
+// Unsupported returns why kvorum does not implement the Redis command
+// name (any case), ok=false if it is not one of those.
+func Unsupported(name string) (reason string, ok bool) {
+	reason, ok = unsupported[strings.ToLower(name)]
+	return reason, ok
+}
+
+// UnsupportedNames lists the commands Unsupported knows, sorted.
+func UnsupportedNames() []string {
+	names := make([]string, 0, len(unsupported))
+	for n := range unsupported {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
