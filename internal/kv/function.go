@@ -1,8 +1,6 @@
 package kv
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -177,96 +175,24 @@ func parseFunctionLoad(args [][]byte) (replace bool, code []byte, r Reply, ok bo
 // ---------------------------------------------------------------------------
 // Stored libraries.
 
-// library is a stored library: its code (FUNCTION LOAD's payload) and what
-// its body registered when it was loaded.
-type library struct {
-	code  []byte
-	funcs []script.Function
-}
-
 func fnLibKey(name string) []byte { return append(append([]byte(nil), fnLibPrefix...), name...) }
 
 func fnNameKey(name string) []byte {
 	return append(append([]byte(nil), fnNamePrefix...), strings.ToLower(name)...)
 }
 
-func encodeLibrary(l *library) []byte {
-	b := binary.AppendUvarint(nil, uint64(len(l.code)))
-	b = append(b, l.code...)
-	b = binary.AppendUvarint(b, uint64(len(l.funcs)))
-	for _, f := range l.funcs {
-		b = binary.AppendUvarint(b, uint64(len(f.Name)))
-		b = append(b, f.Name...)
-		if f.HasDescription {
-			b = append(b, 1)
-		} else {
-			b = append(b, 0)
-		}
-		b = binary.AppendUvarint(b, uint64(len(f.Description)))
-		b = append(b, f.Description...)
-		b = binary.AppendUvarint(b, f.Flags)
-	}
-	return b
-}
-
-var errBadLibrary = errors.New("corrupt function library record")
-
-func decodeLibrary(b []byte) (*library, error) {
-	bytesField := func() ([]byte, bool) {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || uint64(len(b)-k) < n {
-			return nil, false
-		}
-		v := b[k : k+int(n)]
-		b = b[k+int(n):]
-		return v, true
-	}
-	l := &library{}
-	code, ok := bytesField()
-	if !ok {
-		return nil, errBadLibrary
-	}
-	l.code = append([]byte(nil), code...)
-	n, k := binary.Uvarint(b)
-	if k <= 0 || n > uint64(len(b)) {
-		return nil, errBadLibrary
-	}
-	b = b[k:]
-	for i := uint64(0); i < n; i++ {
-		name, ok := bytesField()
-		if !ok || len(b) == 0 {
-			return nil, errBadLibrary
-		}
-		f := script.Function{Name: string(name), HasDescription: b[0] == 1}
-		b = b[1:]
-		desc, ok := bytesField()
-		if !ok {
-			return nil, errBadLibrary
-		}
-		f.Description = string(desc)
-		fl, k := binary.Uvarint(b)
-		if k <= 0 {
-			return nil, errBadLibrary
-		}
-		b = b[k:]
-		f.Flags = fl
-		l.funcs = append(l.funcs, f)
-	}
-	return l, nil
-}
-
-func (x *ctx) loadLibrary(name string) (*library, error) {
+func (x *ctx) loadLibrary(name string) (*script.Stored, error) {
 	v, ok, err := getCopy(x.r, fnLibKey(name))
 	if !ok || err != nil {
 		return nil, err
 	}
-	return decodeLibrary(v)
+	return script.DecodeStored(v)
 }
 
 // eachLibrary calls f for every stored library, in name order.
-func (x *ctx) eachLibrary(f func(name string, l *library) error) error {
+func (x *ctx) eachLibrary(f func(name string, l *script.Stored) error) error {
 	return iterPrefix(x.r, fnLibPrefix, func(k, v []byte) error {
-		l, err := decodeLibrary(v)
+		l, err := script.DecodeStored(v)
 		if err != nil {
 			return err
 		}
@@ -363,8 +289,8 @@ func cmdFunction(x *ctx, args [][]byte, a functionArgs) Reply {
 	return Error("ERR internal: unknown FUNCTION subcommand")
 }
 
-func (x *ctx) unlinkLibrary(name string, l *library) error {
-	for _, f := range l.funcs {
+func (x *ctx) unlinkLibrary(name string, l *script.Stored) error {
+	for _, f := range l.Funcs {
 		if err := x.w.Delete(fnNameKey(f.Name), nil); err != nil {
 			return err
 		}
@@ -403,7 +329,7 @@ func functionLoad(x *ctx, a functionArgs) Reply {
 			return errReply(err)
 		}
 	}
-	if err := x.w.Set(fnLibKey(lib.Name), encodeLibrary(&library{code: a.code, funcs: funcs}), nil); err != nil {
+	if err := x.w.Set(fnLibKey(lib.Name), (&script.Stored{Code: a.code, Funcs: funcs}).Encode(), nil); err != nil {
 		return errReply(err)
 	}
 	for _, f := range funcs {
@@ -416,12 +342,12 @@ func functionLoad(x *ctx, a functionArgs) Reply {
 
 func functionList(x *ctx, pattern []byte, withCode bool) Reply {
 	var out []Reply
-	err := x.eachLibrary(func(name string, l *library) error {
+	err := x.eachLibrary(func(name string, l *script.Stored) error {
 		if pattern != nil && !glob.Match(pattern, []byte(name), true) {
 			return nil
 		}
-		fns := make([]Reply, len(l.funcs))
-		for i, f := range l.funcs {
+		fns := make([]Reply, len(l.Funcs))
+		for i, f := range l.Funcs {
 			desc := Nil
 			if f.HasDescription {
 				desc = BulkString(f.Description)
@@ -436,7 +362,7 @@ func functionList(x *ctx, pattern []byte, withCode bool) Reply {
 		lib := []Reply{BulkString("library_name"), BulkString(name), BulkString("engine"), BulkString("LUA"),
 			BulkString("functions"), Array(fns...)}
 		if withCode {
-			lib = append(lib, BulkString("library_code"), Bulk(l.code))
+			lib = append(lib, BulkString("library_code"), Bulk(l.Code))
 		}
 		out = append(out, Map(lib...))
 		return nil
@@ -449,9 +375,9 @@ func functionList(x *ctx, pattern []byte, withCode bool) Reply {
 
 func functionStats(x *ctx) Reply {
 	var libs, fns int64
-	err := x.eachLibrary(func(_ string, l *library) error {
+	err := x.eachLibrary(func(_ string, l *script.Stored) error {
 		libs++
-		fns += int64(len(l.funcs))
+		fns += int64(len(l.Funcs))
 		return nil
 	})
 	if err != nil {
@@ -485,9 +411,9 @@ func cmdFcall(x *ctx, args [][]byte) Reply {
 		return errReply(fmt.Errorf("library %q of function %q is missing", owner, args[1]))
 	}
 	var fi *script.Function
-	for i := range l.funcs {
-		if strings.EqualFold(l.funcs[i].Name, string(args[1])) {
-			fi = &l.funcs[i]
+	for i := range l.Funcs {
+		if strings.EqualFold(l.Funcs[i].Name, string(args[1])) {
+			fi = &l.Funcs[i]
 		}
 	}
 	if fi == nil {
@@ -497,7 +423,7 @@ func cmdFcall(x *ctx, args [][]byte) Reply {
 	if ro && !fi.NoWrites() {
 		return Error("ERR Can not execute a script with write flag using *_ro command.")
 	}
-	lib, r := script.ParseLibrary(l.code)
+	lib, r := script.ParseLibrary(l.Code)
 	if lib == nil {
 		return r
 	}

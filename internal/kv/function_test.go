@@ -9,7 +9,6 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kvorum/kvorum/internal/reply"
-	"github.com/kvorum/kvorum/internal/script"
 )
 
 const testLib = "#!lua name=tlib\n" +
@@ -193,16 +192,5 @@ func TestFunctionBudget(t *testing.T) {
 	}
 	if got := show(Read(db, toArgs("FUNCTION", "STATS"), 0)); !strings.Contains(got, "libraries_count 1") {
 		t.Fatalf("stats: %s", got)
-	}
-}
-
-func TestLibraryRecordRoundTrip(t *testing.T) {
-	l := &library{code: []byte("#!lua name=x\n..."), funcs: []script.Function{{Name: "a", Flags: 3}, {Name: "b", Description: "d", HasDescription: true}}}
-	got, err := decodeLibrary(encodeLibrary(l))
-	if err != nil || string(got.code) != string(l.code) || len(got.funcs) != 2 || got.funcs[0] != l.funcs[0] || got.funcs[1] != l.funcs[1] {
-		t.Fatalf("round trip: %+v %v", got, err)
-	}
-	if _, err := decodeLibrary([]byte{5, 'a'}); err == nil {
-		t.Fatal("truncated record decoded")
 	}
 }
