@@ -14,8 +14,6 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kvorum/kvorum/internal/kvdiff"
-	"github.com/kvorum/kvorum/internal/redisnum"
-	"github.com/kvorum/kvorum/internal/reply"
 )
 
 // TestDifferentialKV runs the command files of testdata/diff (datadriven
@@ -132,39 +130,6 @@ func runKV(db *pebble.DB, sargs []string) Reply {
 	return r
 }
 
-// normalizeKV is kvdiff.Normalize for a kv.Reply as a RESP2 client reads
-// it: "<nil>", int64, string, "ERR:<text>", []any.
-func normalizeKV(cmd string, r Reply) any {
-	switch r.Kind {
-	case reply.KindNil, reply.KindNilArray:
-		return "<nil>"
-	case reply.KindError:
-		return "ERR:" + string(r.Str)
-	case reply.KindInt, reply.KindBool:
-		return r.Int
-	case reply.KindStatus, reply.KindBulk, reply.KindVerbatim:
-		return string(r.Str)
-	case reply.KindDouble:
-		if len(r.Str) > 0 {
-			return string(r.Str) // the text the writer sends
-		}
-		return string(redisnum.AppendDouble(nil, r.Float)) // what RESP2 carries
-	case reply.KindNestedMap: // RESP2: [key, value] arrays
-		out := make([]any, 0, len(r.Elems)/2)
-		for i := 0; i+1 < len(r.Elems); i += 2 {
-			out = append(out, []any{normalizeKV("", r.Elems[i]), normalizeKV("", r.Elems[i+1])})
-		}
-		return out
-	case reply.KindArray, reply.KindSet, reply.KindMap, reply.KindPairs: // RESP2: flat
-		out := make([]any, len(r.Elems))
-		for i := range r.Elems {
-			out[i] = normalizeKV("", r.Elems[i])
-		}
-		return kvdiff.SortUnordered(cmd, out)
-	}
-	return fmt.Sprintf("<kind %d>", r.Kind)
-}
-
 func openMem(t testing.TB) *pebble.DB {
 	t.Helper()
 	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem(), Logger: quietLogger{}})
@@ -208,7 +173,7 @@ func TestGlobAgainstRedis(t *testing.T) {
 			pat := word("abAB*?[]^-\\", 7)
 			wv, werr := rc.Do(ctx, "KEYS", pat).Result()
 			want := kvdiff.Normalize("KEYS", wv, werr)
-			got := normalizeKV("KEYS", runKV(db, []string{"KEYS", pat}))
+			got := kvdiff.NormalizeReply("KEYS", runKV(db, []string{"KEYS", pat}))
 			if !reflect.DeepEqual(want, got) {
 				t.Fatalf("KEYS %q\n  redis: %q\n  kv:    %q", pat, want, got)
 			}
@@ -276,7 +241,7 @@ func TestIncrByFloatAgainstRedis(t *testing.T) {
 		}
 		wv, werr := rc.Do(ctx, "INCRBYFLOAT", "f", incr).Result()
 		want := kvdiff.Normalize("INCRBYFLOAT", wv, werr)
-		got := normalizeKV("INCRBYFLOAT", runKV(db, []string{"INCRBYFLOAT", "f", incr}))
+		got := kvdiff.NormalizeReply("INCRBYFLOAT", runKV(db, []string{"INCRBYFLOAT", "f", incr}))
 		if !reflect.DeepEqual(want, got) {
 			t.Fatalf("step %d: INCRBYFLOAT f %s\n  redis: %#v\n  kv:    %#v", i, incr, want, got)
 		}

@@ -58,7 +58,7 @@ func geoMatch(r Reply, want any, inexact *int) bool {
 		}
 		return true
 	}
-	return fmt.Sprint(normalizeKV("", r)) == fmt.Sprint(want)
+	return fmt.Sprint(kvdiff.NormalizeReply("", r)) == fmt.Sprint(want)
 }
 
 // TestGeoAgainstRedis sends random GEO commands over random points
@@ -88,7 +88,7 @@ func TestGeoAgainstRedis(t *testing.T) {
 			stored += len(got.Elems) / 2
 		}
 		if !geoMatch(got, want, in) {
-			t.Fatalf("%s\n  redis: %#v\n  kv:    %#v", strings.Join(args, " "), want, normalizeKV("", got))
+			t.Fatalf("%s\n  redis: %#v\n  kv:    %#v", strings.Join(args, " "), want, kvdiff.NormalizeReply("", got))
 		}
 	}
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
@@ -246,7 +246,7 @@ func TestGeoEdgesAgainstRedis(t *testing.T) {
 		wv, werr := rc.Do(ctx, iargs...).Result()
 		want := kvdiff.Normalize(strings.ToUpper(args[0]), wv, werr)
 		if got := runKV(db, args); !geoSameAsRedis(got, want) {
-			t.Errorf("%s\n  redis: %#v\n  kv:    %#v", line, want, normalizeKV("", got))
+			t.Errorf("%s\n  redis: %#v\n  kv:    %#v", line, want, kvdiff.NormalizeReply("", got))
 		}
 	}
 }
@@ -407,7 +407,7 @@ func TestGeoErrorsAgainstRedis(t *testing.T) {
 		got := runKV(db, args)
 		n++
 		if !geoSameAsRedis(got, want) {
-			t.Fatalf("%q\n  redis: %#v\n  kv:    %#v", args, want, normalizeKV("", got))
+			t.Fatalf("%q\n  redis: %#v\n  kv:    %#v", args, want, kvdiff.NormalizeReply("", got))
 		}
 	}
 	t.Logf("%d commands compared", n)

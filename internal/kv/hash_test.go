@@ -762,7 +762,7 @@ func TestHashSetRandomAgainstRedis(t *testing.T) {
 			}
 			wv, werr := rc.Do(ctx, iargs...).Result()
 			want := kvdiff.Normalize(name, wv, werr)
-			got := normalizeKV(name, runKV(db, args))
+			got := kvdiff.NormalizeReply(name, runKV(db, args))
 			if name == "SPOP" {
 				for _, v := range []any{want, got} {
 					if s, ok := v.([]any); ok {

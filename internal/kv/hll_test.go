@@ -44,7 +44,7 @@ func newHLLPair(t *testing.T) *hllPair {
 	}
 	p.kv = func(args ...string) any {
 		name := strings.ToUpper(args[0])
-		return normalizeKV(name, runKV(db, args))
+		return kvdiff.NormalizeReply(name, runKV(db, args))
 	}
 	return p
 }

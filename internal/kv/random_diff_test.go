@@ -86,7 +86,7 @@ func diffOne(ctx context.Context, rc *redis.Client, db *pebble.DB, c []string) (
 	}
 	name := strings.ToUpper(c[0])
 	wv, werr := rc.Do(ctx, iargs...).Result()
-	return kvdiff.Normalize(name, wv, werr), normalizeKV(name, runKV(db, c))
+	return kvdiff.Normalize(name, wv, werr), kvdiff.NormalizeReply(name, runKV(db, c))
 }
 
 // replay returns the replies of the last command of seq on both sides.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/kvorum/kvorum/internal/kvdiff"
 	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/script"
 )
@@ -47,7 +48,7 @@ func evalKV(t testing.TB, db *pebble.DB, script string, keysAndArgs ...string) R
 
 func wantReply(t *testing.T, what string, got Reply, want any) {
 	t.Helper()
-	if g := normalizeKV("", got); fmt.Sprint(g) != fmt.Sprint(want) {
+	if g := kvdiff.NormalizeReply("", got); fmt.Sprint(g) != fmt.Sprint(want) {
 		t.Errorf("%s: got %#v, want %#v", what, g, want)
 	}
 }
@@ -59,7 +60,7 @@ func wantErrorPrefix(t *testing.T, what string, got Reply, prefix string) {
 	}
 }
 
-func fmtScriptReply(r Reply) string { return fmt.Sprintf("%#v", normalizeKV("", r)) }
+func fmtScriptReply(r Reply) string { return fmt.Sprintf("%#v", kvdiff.NormalizeReply("", r)) }
 
 // budgetErr is the error of a script that exceeds its budget.
 var budgetErr = fmt.Sprintf("ERR script exceeded its budget of %d Lua instructions; kvorum runs scripts at apply time on every replica, see README", script.Budget)

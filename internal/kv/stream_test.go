@@ -334,7 +334,7 @@ func TestStreamAgainstRedis(t *testing.T) {
 		}
 		wv, werr := rc.Do(ctx, args...).Result()
 		want := kvdiff.Normalize(strings.ToUpper(c[0]), wv, werr)
-		got := normalizeKV(strings.ToUpper(c[0]), runKV(db, c))
+		got := kvdiff.NormalizeReply(strings.ToUpper(c[0]), runKV(db, c))
 		if c[0] == "XINFO" {
 			want, got = streamInfo(want), streamInfo(got)
 		}
@@ -353,7 +353,7 @@ func TestStreamAgainstRedis(t *testing.T) {
 				}
 				wv, werr := rc.Do(ctx, qa...).Result()
 				want := kvdiff.Normalize(q[0], wv, werr)
-				got := normalizeKV(q[0], runKV(db, q))
+				got := kvdiff.NormalizeReply(q[0], runKV(db, q))
 				if q[0] == "XINFO" {
 					want, got = streamInfo(want), streamInfo(got)
 				}

@@ -756,7 +756,7 @@ func TestZSetSetsAsInputs(t *testing.T) {
 			zSAdd(t, db, args[1], args[2:]...)
 			got = want
 		} else {
-			got = normalizeKV(name, runKV(db, args))
+			got = kvdiff.NormalizeReply(name, runKV(db, args))
 		}
 		if !reflect.DeepEqual(want, got) {
 			t.Fatalf("%q\n  redis: %#v\n  kv:    %#v", args, want, got)

@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/kvorum/kvorum/internal/redisnum"
+	"github.com/kvorum/kvorum/internal/reply"
 )
 
 // SplitArgs splits a line into arguments: spaces separate, double quotes
@@ -132,4 +135,38 @@ func StartRedis(t testing.TB) *redis.Client {
 	cl := redis.NewClient(&redis.Options{Addr: startServer(t), Protocol: 2})
 	t.Cleanup(func() { cl.Close() })
 	return cl
+}
+
+// NormalizeReply is Normalize for a reply.Reply as a RESP2 client reads
+// it: "<nil>", int64, string, "ERR:<text>", []any; cmd says which
+// unordered replies to sort (SortUnordered).
+func NormalizeReply(cmd string, r reply.Reply) any {
+	switch r.Kind {
+	case reply.KindNil, reply.KindNilArray:
+		return "<nil>"
+	case reply.KindError:
+		return "ERR:" + string(r.Str)
+	case reply.KindInt, reply.KindBool:
+		return r.Int
+	case reply.KindStatus, reply.KindBulk, reply.KindVerbatim:
+		return string(r.Str)
+	case reply.KindDouble:
+		if len(r.Str) > 0 {
+			return string(r.Str) // the text the writer sends
+		}
+		return string(redisnum.AppendDouble(nil, r.Float)) // what RESP2 carries
+	case reply.KindNestedMap: // RESP2: [key, value] arrays
+		out := make([]any, 0, len(r.Elems)/2)
+		for i := 0; i+1 < len(r.Elems); i += 2 {
+			out = append(out, []any{NormalizeReply("", r.Elems[i]), NormalizeReply("", r.Elems[i+1])})
+		}
+		return out
+	case reply.KindArray, reply.KindSet, reply.KindMap, reply.KindPairs: // RESP2: flat
+		out := make([]any, len(r.Elems))
+		for i := range r.Elems {
+			out[i] = NormalizeReply("", r.Elems[i])
+		}
+		return SortUnordered(cmd, out)
+	}
+	return fmt.Sprintf("<kind %d>", r.Kind)
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvorum/kvorum/internal/kvdiff"
 	"github.com/kvorum/kvorum/internal/reply"
 )
 
@@ -73,25 +74,7 @@ func bytesOf(ss []string) [][]byte {
 
 // norm is a reply as a RESP2 client reads it: "<nil>", int64, string,
 // "ERR:<text>", []any.
-func norm(r reply.Reply) any {
-	switch r.Kind {
-	case reply.KindNil, reply.KindNilArray:
-		return "<nil>"
-	case reply.KindError:
-		return "ERR:" + string(r.Str)
-	case reply.KindInt, reply.KindBool:
-		return r.Int
-	case reply.KindStatus, reply.KindBulk, reply.KindVerbatim:
-		return string(r.Str)
-	case reply.KindDouble:
-		return fmt.Sprint(r.Float)
-	}
-	out := make([]any, len(r.Elems))
-	for i, e := range r.Elems {
-		out[i] = norm(e)
-	}
-	return out
-}
+func norm(r reply.Reply) any { return kvdiff.NormalizeReply("", r) }
 
 func show(r reply.Reply) string { return fmt.Sprintf("%#v", norm(r)) }
 
