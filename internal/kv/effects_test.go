@@ -174,17 +174,5 @@ func TestForEachPublish(t *testing.T) {
 // BenchmarkApplySetEffects is BenchmarkApplySet recording effects as the
 // node does: one Effects reused round after round (a round = 1000 SETs).
 func BenchmarkApplySetEffects(b *testing.B) {
-	db := openMem(b)
-	args := toArgs("SET", "key:000001", strings.Repeat("v", 1024))
-	batch := db.NewIndexedBatch()
-	var fx Effects
-	b.ReportAllocs()
-	for i := 0; i < b.N; i++ {
-		if i%1000 == 0 {
-			batch.Close()
-			batch = db.NewIndexedBatch()
-			fx.Reset()
-		}
-		Apply(batch, args, Env{Now: 1000, Effects: &fx})
-	}
+	benchApply(b, openMem(b), new(Effects), toArgs("SET", "key:000001", strings.Repeat("v", 1024)))
 }

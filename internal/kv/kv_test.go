@@ -327,18 +327,26 @@ func popByte(b *[]byte) byte {
 	return c
 }
 
-func BenchmarkApplySet(b *testing.B) {
-	db := openMem(b)
-	args := toArgs("SET", "key:000001", strings.Repeat("v", 1024))
+// benchApply applies cmds[i%len(cmds)] for i < b.N into indexed batches of
+// a thousand commands each, as Ready rounds would, recording effects in fx
+// (reset every round) unless it is nil.
+func benchApply(b *testing.B, db *pebble.DB, fx *Effects, cmds ...[][]byte) {
 	batch := db.NewIndexedBatch()
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		if i%1000 == 0 {
 			batch.Close()
 			batch = db.NewIndexedBatch()
+			if fx != nil {
+				fx.Reset()
+			}
 		}
-		Apply(batch, args, Env{Now: 1000})
+		Apply(batch, cmds[i%len(cmds)], Env{Now: 1000, Effects: fx})
 	}
+}
+
+func BenchmarkApplySet(b *testing.B) {
+	benchApply(b, openMem(b), nil, toArgs("SET", "key:000001", strings.Repeat("v", 1024)))
 }
 
 // BenchmarkApplyZAdd: ZADD of one member into one of many small sorted
@@ -355,15 +363,7 @@ func BenchmarkApplyZAdd(b *testing.B) {
 	for k := range args {
 		args[k] = toArgs("ZADD", fmt.Sprintf("zkey:%06d", k), strconv.Itoa(k%97)+".25", fmt.Sprintf("m%d", k%16))
 	}
-	batch := db.NewIndexedBatch()
-	b.ReportAllocs()
-	for i := 0; i < b.N; i++ {
-		if i%1000 == 0 {
-			batch.Close()
-			batch = db.NewIndexedBatch()
-		}
-		Apply(batch, args[i%keys], Env{Now: 1000})
-	}
+	benchApply(b, db, nil, args...)
 }
 
 func BenchmarkReadGet(b *testing.B) {
