@@ -101,21 +101,25 @@ func (n *Node) effectsLoop(committed <-chan store.Effects) {
 }
 
 // progress is a log index that only grows, with a way to wait for it.
+// The wake channel is made only when someone waits, so advancing it on
+// every round allocates nothing while nobody does.
 type progress struct {
 	mu   sync.Mutex
 	idx  uint64
-	wake chan struct{} // closed and replaced when idx grows
+	wake chan struct{} // closed when idx grows; nil: nobody waits
 }
 
-func newProgress() *progress { return &progress{wake: make(chan struct{})} }
+func newProgress() *progress { return &progress{} }
 
 func (p *progress) advance(idx uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if idx > p.idx {
 		p.idx = idx
-		close(p.wake)
-		p.wake = make(chan struct{})
+		if p.wake != nil {
+			close(p.wake)
+			p.wake = nil
+		}
 	}
 }
 
@@ -123,11 +127,15 @@ func (p *progress) advance(idx uint64) {
 func (p *progress) wait(ctx context.Context, stop <-chan struct{}, idx uint64) bool {
 	for {
 		p.mu.Lock()
-		reached, wake := p.idx >= idx, p.wake
-		p.mu.Unlock()
-		if reached {
+		if p.idx >= idx {
+			p.mu.Unlock()
 			return true
 		}
+		if p.wake == nil {
+			p.wake = make(chan struct{})
+		}
+		wake := p.wake
+		p.mu.Unlock()
 		select {
 		case <-wake:
 		case <-ctx.Done():
