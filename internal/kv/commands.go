@@ -24,12 +24,7 @@ func (Table) Blocks(args [][]byte) bool { return Blocks(args) }
 // Unsupported is Unsupported.
 func (Table) Unsupported(name []byte) (Reply, bool) { return Unsupported(name) }
 
-// Exec builds the KVORUM.EXEC command of a transaction: keys[i] was
-// watched at stamps[i]; cmds are the queued data commands.
+// Exec is EncodeExec.
 func (Table) Exec(keys [][]byte, stamps []uint64, cmds [][][]byte) [][]byte {
-	w := make([]WatchedKey, len(keys))
-	for i := range keys {
-		w[i] = WatchedKey{Key: keys[i], Stamp: stamps[i]}
-	}
-	return EncodeExec(w, cmds)
+	return EncodeExec(keys, stamps, cmds)
 }

@@ -48,7 +48,7 @@ func TestEffectsOfNestedCommandsInOrder(t *testing.T) {
 		return r
 	}
 
-	tx := EncodeExec(nil, [][][]byte{
+	tx := EncodeExec(nil, nil, [][][]byte{
 		toArgs("SET", "a", "1"),
 		toArgs("PUBLISH", "ch", "m1"),
 		toArgs("RPUSH", "l", "x"),
@@ -145,12 +145,12 @@ func TestEffectsSetAllocatesNothingMore(t *testing.T) {
 // TestForEachPublish finds the replies a node fills with its receiver
 // count: PUBLISH and SPUBLISH at top level and inside a transaction.
 func TestForEachPublish(t *testing.T) {
-	tx := EncodeExec([]WatchedKey{{Key: []byte("w"), Stamp: 3}}, [][][]byte{
+	tx := EncodeExec([][]byte{[]byte("w")}, []uint64{3}, [][][]byte{
 		toArgs("SET", "a", "1"),
 		toArgs("SPUBLISH", "s", "m"),
 		toArgs("PUBLISH", "c", "m"),
 	})
-	cmds := [][][]byte{toArgs("PUBLISH", "c1", "m"), toArgs("SET", "k", "v"), tx, toArgs("spublish", "s2", "m"), EncodeExec(nil, [][][]byte{toArgs("PUBLISH", "c", "m")})}
+	cmds := [][][]byte{toArgs("PUBLISH", "c1", "m"), toArgs("SET", "k", "v"), tx, toArgs("spublish", "s2", "m"), EncodeExec(nil, nil, [][][]byte{toArgs("PUBLISH", "c", "m")})}
 	replies := []Reply{Int(0), OK, Array(OK, Int(0), Int(0)), Int(0), NilArray}
 	var seen []string
 	n := int64(0)

@@ -241,7 +241,7 @@ func TestLockTimeoutAndTransactions(t *testing.T) {
 	// Granted before its timeout was applied: the timeout returns the token.
 	l.want(strconv.FormatUint(tb, 10), "KVORUM.LOCKTIMEOUT", "x", b)
 	// In a transaction nobody can park: ACQUIRE acts as TRYACQUIRE.
-	exec := EncodeExec(nil, [][][]byte{toArgs("LOCK", "ACQUIRE", "x", a), toArgs("LOCK", "INFO", "x")})
+	exec := EncodeExec(nil, nil, [][][]byte{toArgs("LOCK", "ACQUIRE", "x", a), toArgs("LOCK", "INFO", "x")})
 	strs := make([]string, len(exec))
 	for i, s := range exec {
 		strs[i] = string(s)

@@ -39,12 +39,6 @@ func init() {
 	table["spublish"].spec.Write = true
 }
 
-// WatchedKey is a key and its stamp at WATCH time.
-type WatchedKey struct {
-	Key   []byte
-	Stamp uint64
-}
-
 // WatchStamp returns key's stamp: 0 if absent (or expired at nowMs), else
 // one more than the log index of the last write to it.
 func WatchStamp(r pebble.Reader, key []byte, nowMs int64) (uint64, error) {
@@ -80,16 +74,17 @@ func (x *ctx) watchStamp(key []byte) (uint64, error) {
 	return 1<<63 | max(del, flush), nil
 }
 
-// EncodeExec builds the KVORUM.EXEC command for a transaction.
-func EncodeExec(watched []WatchedKey, cmds [][][]byte) [][]byte {
-	n := 2 + 2*len(watched)
+// EncodeExec builds the KVORUM.EXEC command for a transaction: keys[i]
+// was watched at stamps[i]; cmds are the queued data commands.
+func EncodeExec(keys [][]byte, stamps []uint64, cmds [][][]byte) [][]byte {
+	n := 2 + 2*len(keys)
 	for _, c := range cmds {
 		n += 1 + len(c)
 	}
 	args := make([][]byte, 0, n)
-	args = append(args, []byte("KVORUM.EXEC"), strconv.AppendInt(nil, int64(len(watched)), 10))
-	for _, w := range watched {
-		args = append(args, w.Key, strconv.AppendUint(nil, w.Stamp, 10))
+	args = append(args, []byte("KVORUM.EXEC"), strconv.AppendInt(nil, int64(len(keys)), 10))
+	for i, k := range keys {
+		args = append(args, k, strconv.AppendUint(nil, stamps[i], 10))
 	}
 	for _, c := range cmds {
 		args = append(args, strconv.AppendInt(nil, int64(len(c)), 10))

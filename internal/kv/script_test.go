@@ -231,7 +231,7 @@ func TestScriptReadOnly(t *testing.T) {
 		"ERR:ERR Can not execute a script with write flag using *_ro command.")
 	// A read-only script inside a transaction (KVORUM.EXEC applies it).
 	b := db.NewIndexedBatch()
-	r := Apply(b, EncodeExec(nil, [][][]byte{
+	r := Apply(b, EncodeExec(nil, nil, [][][]byte{
 		{[]byte("EVAL_RO"), []byte("return redis.call('set', 'k', 'x')"), []byte("0")},
 		{[]byte("EVAL"), []byte("return redis.call('set', 'k', 'in exec')"), []byte("0")},
 		{[]byte("EVAL"), []byte("return redis.call('get', 'k')"), []byte("0")},

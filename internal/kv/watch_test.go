@@ -39,7 +39,7 @@ func TestWatchSeesEveryChangeOfAnAbsentKey(t *testing.T) {
 		return s
 	}
 	run := func(k string, st uint64) Reply {
-		args := EncodeExec([]WatchedKey{{Key: []byte(k), Stamp: st}}, [][][]byte{toArgs("SET", k, "tx")})
+		args := EncodeExec([][]byte{[]byte(k)}, []uint64{st}, [][][]byte{toArgs("SET", k, "tx")})
 		s := make([]string, len(args))
 		for i, a := range args {
 			s[i] = string(a)

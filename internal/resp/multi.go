@@ -17,14 +17,15 @@ type txState struct {
 	multi   bool
 	dirty   bool       // a queued command was refused: EXEC aborts
 	queued  [][][]byte // copies of the queued commands
-	watched []watchedKey
+	watched [][]byte   // keys WATCHed, in order
+	stamps  []uint64   // their stamps when WATCHed
 }
 
 func (t *txState) reset() {
 	t.multi, t.dirty = false, false
 	clear(t.queued)
 	t.queued = t.queued[:0]
-	t.watched = nil
+	t.watched, t.stamps = nil, nil
 }
 
 var (
@@ -118,13 +119,14 @@ func watchCmd(c *conn, args [][]byte) reply.Reply {
 		return *errReply
 	}
 	for i, k := range keys {
-		c.tx.watched = append(c.tx.watched, watchedKey{key: bytes.Clone(k), stamp: stamps[i]})
+		c.tx.watched = append(c.tx.watched, bytes.Clone(k))
+		c.tx.stamps = append(c.tx.stamps, stamps[i])
 	}
 	return reply.OK
 }
 
 func unwatchCmd(c *conn, args [][]byte) reply.Reply {
-	c.tx.watched = nil
+	c.tx.watched, c.tx.stamps = nil, nil
 	return reply.OK
 }
 
@@ -145,7 +147,7 @@ func execCmd(c *conn, args [][]byte) reply.Reply {
 	}
 	var dataReplies []reply.Reply
 	if len(data) > 0 || len(c.tx.watched) > 0 {
-		r := c.s.b.Do(c.ctx, [][][]byte{c.tx.exec(c.s.table, data)})[0]
+		r := c.s.b.Do(c.ctx, [][][]byte{c.s.table.Exec(c.tx.watched, c.tx.stamps, data)})[0]
 		switch {
 		case r.Kind == reply.KindNilArray:
 			return reply.NilArray
@@ -168,20 +170,4 @@ func execCmd(c *conn, args [][]byte) reply.Reply {
 		j++
 	}
 	return reply.Array(out...)
-}
-
-// watchedKey is a key and its stamp at WATCH time.
-type watchedKey struct {
-	key   []byte
-	stamp uint64
-}
-
-// exec encodes the transaction's data commands with its watched keys.
-func (t *txState) exec(table Commands, data [][][]byte) [][]byte {
-	keys := make([][]byte, len(t.watched))
-	stamps := make([]uint64, len(t.watched))
-	for i, w := range t.watched {
-		keys[i], stamps[i] = w.key, w.stamp
-	}
-	return table.Exec(keys, stamps, data)
 }
