@@ -75,9 +75,6 @@ func TestDifferentialKV(t *testing.T) {
 				total++
 				r := runKV(db, args)
 				resp2, resp3 := kvdiff.FromReply(r, 2), kvdiff.FromReply(r, 3)
-				if d.HasArg("bulk") {
-					resp2, resp3 = kvdiff.BulkAsStatus(resp2), kvdiff.BulkAsStatus(resp3)
-				}
 				got := kvdiff.Expected(args[0], resp2, resp3)
 				if ref == nil {
 					return got

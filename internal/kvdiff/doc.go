@@ -22,8 +22,7 @@
 //     wire), renders it (Render, after Canonical has put the parts whose
 //     order Redis leaves open in order) and compares it with the recorded
 //     text (ExpectedFor picks one protocol's form). Load reads a file's
-//     commands for tests that run them outside datadriven. BulkAsStatus
-//     covers the known differences marked "run bulk=status".
+//     commands for tests that run them outside datadriven.
 //   - Live comparisons with go-redis: StartRedis starts one private
 //     redis-server; Normalize and SortUnordered make go-redis replies
 //     comparable.

@@ -22,15 +22,9 @@ import (
 // "sequence" starts a new sequence of commands (both sides get FLUSHALL);
 // "run" holds one command in its input, quoted as SplitArgs reads it, and
 // redis-server's reply below the separator, as Expected renders it.
-//
-// A run block may carry OptionBulkAsStatus ("run bulk=status"): a known
-// difference, kvorum answers with bulk strings where Redis sends status
-// strings, and kvorum's reply is compared as if they were status strings
-// (BulkAsStatus).
 const (
-	DirectiveSequence  = "sequence"
-	DirectiveRun       = "run"
-	OptionBulkAsStatus = "bulk=status"
+	DirectiveSequence = "sequence"
+	DirectiveRun      = "run"
 )
 
 // Cmd is one command of a sequence.
@@ -38,8 +32,6 @@ type Cmd struct {
 	Line int    // the command's line in the file
 	Text string // the command as written
 	Args []string
-	// BulkAsStatus is set by "run bulk=status" (OptionBulkAsStatus).
-	BulkAsStatus bool
 	// Expected is the recorded reply, as Expected rendered it (ending in
 	// a newline); ExpectedFor picks one protocol version's form.
 	Expected string
@@ -98,12 +90,10 @@ func Load(file string) ([][]Cmd, error) {
 			if err != nil || len(args) == 0 {
 				return nil, bad("bad command %q: %v", text, err)
 			}
-			for _, o := range fields[1:] {
-				if o != OptionBulkAsStatus {
-					return nil, bad("unknown argument %s (want %s)", o, OptionBulkAsStatus)
-				}
+			if len(fields) > 1 {
+				return nil, bad("unknown argument %s", fields[1])
 			}
-			cmd := Cmd{Line: lineNo, Text: text, Args: args, BulkAsStatus: len(fields) > 1}
+			cmd := Cmd{Line: lineNo, Text: text, Args: args}
 			if sep, _ := next(); sep != "----" {
 				return nil, bad("one command per run block, then ----")
 			}

@@ -157,7 +157,7 @@ func TestLoad(t *testing.T) {
 		"# comment",
 		"sequence", "----", "",
 		"run", `SET k "a b"`, "----", "OK", "",
-		"run bulk=status", "XINFO HELP", "----", "1) HELP", "2) x", "",
+		"run", "XINFO HELP", "----", "1) HELP", "2) x", "",
 		"sequence", "----", "",
 		"run", "GET k", "----", "----", "two", "", "paragraphs", "----", "----", "",
 		"run", "GET k", "----", "(nil)",
@@ -172,7 +172,7 @@ func TestLoad(t *testing.T) {
 	want := [][]kvdiff.Cmd{
 		{
 			{Line: 6, Text: `SET k "a b"`, Args: []string{"SET", "k", "a b"}, Expected: "OK\n"},
-			{Line: 11, Text: "XINFO HELP", Args: []string{"XINFO", "HELP"}, BulkAsStatus: true, Expected: "1) HELP\n2) x\n"},
+			{Line: 11, Text: "XINFO HELP", Args: []string{"XINFO", "HELP"}, Expected: "1) HELP\n2) x\n"},
 		},
 		{
 			{Line: 20, Text: "GET k", Args: []string{"GET", "k"}, Expected: "two\n\nparagraphs\n"},

@@ -237,10 +237,8 @@ const RedisChanged = "redis-server no longer gives the recorded reply: re-run th
 // RunArgs checks a run block (its arguments, a single command) and returns
 // the command's arguments.
 func RunArgs(d *datadriven.TestData) ([]string, error) {
-	for _, arg := range d.CmdArgs {
-		if s := arg.String(); s != OptionBulkAsStatus {
-			return nil, fmt.Errorf("unknown argument %s (want %s)", s, OptionBulkAsStatus)
-		}
+	if len(d.CmdArgs) > 0 {
+		return nil, fmt.Errorf("unknown argument %s", d.CmdArgs[0].String())
 	}
 	if strings.Contains(d.Input, "\n") {
 		return nil, fmt.Errorf("one command per run block")

@@ -257,20 +257,3 @@ func labelled(label, s string) string {
 	}
 	return label + ": " + s + "\n"
 }
-
-// BulkAsStatus is v with its bulk strings turned into status strings. A
-// "run bulk=status" block applies it to kvorum's reply: for a known
-// difference where kvorum sends bulk strings and Redis status strings.
-func BulkAsStatus(v Value) Value {
-	if v.Type == '$' && !v.Null {
-		v.Type = '+'
-	}
-	if len(v.Elems) > 0 {
-		elems := make([]Value, len(v.Elems))
-		for i := range v.Elems {
-			elems[i] = BulkAsStatus(v.Elems[i])
-		}
-		v.Elems = elems
-	}
-	return v
-}

@@ -89,9 +89,6 @@ func differentialThroughCluster(t *testing.T, files []string, proto int) {
 			}
 			for _, cmd := range seq {
 				v := do(cmd.Args...)
-				if cmd.BulkAsStatus {
-					v = kvdiff.BulkAsStatus(v)
-				}
 				got := kvdiff.Render(kvdiff.Canonical(cmd.Args[0], v)) + "\n"
 				want := kvdiff.ExpectedFor(cmd.Expected, proto)
 				total++
