@@ -16,6 +16,7 @@ import (
 
 	"github.com/kvorum/kvorum/internal/admin"
 	"github.com/kvorum/kvorum/internal/server"
+	"github.com/kvorum/kvorum/internal/storage"
 	"github.com/kvorum/kvorum/internal/store"
 )
 
@@ -44,7 +45,7 @@ a single-node cluster. A restarted node needs only --data-dir.`,
 		{"Listen addresses", []string{"client-addr", "peer-addr", "admin-addr"}},
 		{"Raft", []string{"tick-interval", "election-ticks", "heartbeat-ticks", "snapshot-threshold"}},
 		{"Clients (sizes accept K, M, G suffixes: powers of 1024)", []string{"request-timeout", "max-key-size", "max-value-size", "max-args", "max-frame-size", "max-clients"}},
-		{"Storage", []string{"min-free-disk"}},
+		{"Storage", []string{"min-free-disk", "cache-size"}},
 		{"Logging", []string{"log-level", "log-format"}},
 	},
 }
@@ -83,6 +84,8 @@ func newStartFlags() *startFlags {
 	fs.IntVar(&c.MaxClients, "max-clients", server.DefaultMaxClients, "most simultaneous client connections (`N`)")
 	f.minFreeDisk = server.DefaultMinFreeDisk
 	fs.Var(sizeValue{&f.minFreeDisk}, "min-free-disk", "refuse writes, with an error, while the data directory's filesystem has less\nthan `SIZE` available (reads keep working; writes resume once space is freed);\n0 disables the check")
+	c.CacheSize = storage.DefaultCacheSize
+	fs.Var(sizeValue{&c.CacheSize}, "cache-size", "`SIZE` of the block cache: the memory that holds recently read data blocks\n(uncompressed) so that reads and writes of hot keys need no disk read; the\nnode's resident memory is roughly this plus 2-3 memtables of 32 MiB")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "`LEVEL` of logs written to stderr: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "`FORMAT` of logs: text or json")
 	return f
@@ -154,7 +157,7 @@ func parseStart(args []string, stdout io.Writer) (*startFlags, error) {
 		v    int
 	}{
 		{"max-key-size", c.MaxKeySize}, {"max-value-size", c.MaxValueSize}, {"max-args", c.MaxArgs},
-		{"max-frame-size", c.MaxFrameSize}, {"max-clients", c.MaxClients},
+		{"max-frame-size", c.MaxFrameSize}, {"max-clients", c.MaxClients}, {"cache-size", c.CacheSize},
 	} {
 		if l.v <= 0 {
 			return nil, bad("--%s must be positive", l.name)

@@ -263,6 +263,16 @@ func (x *ctx) load(k []byte) (record, bool, error) { return x.get(k, true) }
 func (x *ctx) loadHeader(k []byte) (record, bool, error) { return x.get(k, false) }
 
 func (x *ctx) get(k []byte, withValue bool) (record, bool, error) {
+	rec, ok, err := x.raw(k, withValue)
+	if err != nil || !ok || rec.expired(x.now) {
+		return record{}, false, err
+	}
+	return rec, true, nil
+}
+
+// raw returns k's metadata record (with the value if withValue) even if
+// expired; ok=false if absent.
+func (x *ctx) raw(k []byte, withValue bool) (record, bool, error) {
 	v, c, err := x.r.Get(x.metaKey(k))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return record{}, false, nil
@@ -277,25 +287,11 @@ func (x *ctx) get(k []byte, withValue bool) (record, bool, error) {
 		rec, err = decodeHeader(v)
 	}
 	_ = c.Close()
-	if err != nil || rec.expired(x.now) {
-		return record{}, false, err
-	}
-	return rec, true, nil
+	return rec, err == nil, err
 }
 
 // rawHeader returns k's metadata header even if expired; ok=false if absent.
-func (x *ctx) rawHeader(k []byte) (record, bool, error) {
-	v, c, err := x.r.Get(x.metaKey(k))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return record{}, false, nil
-	}
-	if err != nil {
-		return record{}, false, err
-	}
-	rec, err := decodeHeader(v)
-	_ = c.Close()
-	return rec, err == nil, err
-}
+func (x *ctx) rawHeader(k []byte) (record, bool, error) { return x.raw(k, false) }
 
 // store writes k's metadata record, stamping it with the entry's index. If
 // it replaces a different incarnation of a collection (another version),
@@ -305,6 +301,12 @@ func (x *ctx) store(k []byte, rec *record) error {
 	if err != nil {
 		return err
 	}
+	return x.replace(k, old, had, rec)
+}
+
+// replace is store for a caller that has just read k's raw header (old,
+// had: as rawHeader returned them), so that k is looked up once per write.
+func (x *ctx) replace(k []byte, old record, had bool, rec *record) error {
 	if had && isCollection(old.typ) && (old.version != rec.version || !isCollection(rec.typ)) {
 		if err := x.dropElements(k, old.version); err != nil {
 			return err

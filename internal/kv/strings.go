@@ -327,17 +327,13 @@ func cmdSet(x *ctx, args [][]byte, a setArgs) Reply {
 		}
 	}
 	get := a.flags&optGet != 0
-	var rec record
-	var exists bool
-	var err error
-	if get {
-		rec, exists, err = x.load(args[1])
-	} else {
-		rec, exists, err = x.loadHeader(args[1]) // the old value is not needed
-	}
+	// One lookup of the key serves both the command (exists, type, TTL,
+	// the old value for GET) and the write (the incarnation it replaces).
+	raw, had, err := x.raw(args[1], get) // the old value only for GET
 	if err != nil {
 		return errReply(err)
 	}
+	rec, exists := raw, had && !raw.expired(x.now)
 	if get && exists && rec.typ != typeString {
 		return errWrongType
 	}
@@ -358,8 +354,8 @@ func cmdSet(x *ctx, args [][]byte, a setArgs) Reply {
 				return errReply(err)
 			}
 		}
-	} else if r := putString(x, args[1], args[2], expire); r.IsError() {
-		return r
+	} else if err := x.replace(args[1], raw, had, &record{typ: typeString, expire: expire, value: args[2]}); err != nil {
+		return errReply(err)
 	} else if a.lease != 0 {
 		if err := x.attachKey(a.lease, args[1]); err != nil {
 			return errReply(err)

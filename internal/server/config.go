@@ -65,6 +65,9 @@ type Config struct {
 	MinFreeDisk int
 	// DiskCheckInterval is how often free space is polled. 0 means 500ms.
 	DiskCheckInterval time.Duration
+	// CacheSize is the size in bytes of the storage engine's block cache.
+	// 0 means storage.DefaultCacheSize (64 MiB).
+	CacheSize int
 
 	// RequestTimeout bounds how long a client command waits for a leader,
 	// a commit or a read barrier before it gets an error. Default 10s.
