@@ -94,3 +94,18 @@ func TestStartExitsOnStorageFailure(t *testing.T) {
 		t.Errorf("stderr shows a panic:\n%s", errOut)
 	}
 }
+
+func TestParseCacheSize(t *testing.T) {
+	f, err := parseStart([]string{"--data-dir", "/d", "--cache-size", "256M"}, nil)
+	if err != nil || f.cfg.CacheSize != 256<<20 {
+		t.Fatalf("--cache-size 256M: CacheSize %v, %v", f.cfg.CacheSize, err)
+	}
+	if f, err := parseStart([]string{"--data-dir", "/d"}, nil); err != nil || f.cfg.CacheSize != 0 {
+		t.Fatalf("no --cache-size: CacheSize %v (want 0, the storage default), %v", f.cfg.CacheSize, err)
+	}
+	for _, bad := range []string{"0", "-1", "lots"} {
+		if _, err := parseStart([]string{"--data-dir", "/d", "--cache-size", bad}, nil); err == nil {
+			t.Errorf("--cache-size %s accepted", bad)
+		}
+	}
+}

@@ -57,6 +57,7 @@ type startFlags struct {
 	logLevel       string
 	logFormat      string
 	minFreeDisk    int
+	cacheSize      int
 }
 
 func newStartFlags() *startFlags {
@@ -84,8 +85,8 @@ func newStartFlags() *startFlags {
 	fs.IntVar(&c.MaxClients, "max-clients", server.DefaultMaxClients, "most simultaneous client connections (`N`)")
 	f.minFreeDisk = server.DefaultMinFreeDisk
 	fs.Var(sizeValue{&f.minFreeDisk}, "min-free-disk", "refuse writes, with an error, while the data directory's filesystem has less\nthan `SIZE` available (reads keep working; writes resume once space is freed);\n0 disables the check")
-	c.CacheSize = storage.DefaultCacheSize
-	fs.Var(sizeValue{&c.CacheSize}, "cache-size", "`SIZE` of the block cache: the memory that holds recently read data blocks\n(uncompressed) so that reads and writes of hot keys need no disk read; the\nnode's resident memory is roughly this plus 2-3 memtables of 32 MiB")
+	f.cacheSize = storage.DefaultCacheSize
+	fs.Var(sizeValue{&f.cacheSize}, "cache-size", "`SIZE` of the block cache: the memory that holds recently read data blocks\n(uncompressed) so that reads and writes of hot keys need no disk read; the\nnode's resident memory is roughly this plus 2-3 memtables of 32 MiB")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "`LEVEL` of logs written to stderr: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "`FORMAT` of logs: text or json")
 	return f
@@ -157,7 +158,7 @@ func parseStart(args []string, stdout io.Writer) (*startFlags, error) {
 		v    int
 	}{
 		{"max-key-size", c.MaxKeySize}, {"max-value-size", c.MaxValueSize}, {"max-args", c.MaxArgs},
-		{"max-frame-size", c.MaxFrameSize}, {"max-clients", c.MaxClients}, {"cache-size", c.CacheSize},
+		{"max-frame-size", c.MaxFrameSize}, {"max-clients", c.MaxClients}, {"cache-size", f.cacheSize},
 	} {
 		if l.v <= 0 {
 			return nil, bad("--%s must be positive", l.name)
@@ -169,6 +170,9 @@ func parseStart(args []string, stdout io.Writer) (*startFlags, error) {
 	}
 	if _, err := newLogger(io.Discard, f.logLevel, f.logFormat); err != nil {
 		return nil, bad("%v", err)
+	}
+	if set["cache-size"] {
+		c.CacheSize = f.cacheSize
 	}
 	if set["min-free-disk"] {
 		c.MinFreeDisk = f.minFreeDisk

@@ -418,7 +418,7 @@ func (n *ddNode) hasReady() bool {
 	r := n.replica()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.mu.readQueue) > 0 || r.mu.rn.HasReady()
+	return len(r.mu.readQueue) > 0 || len(r.mu.pending) > 0 || r.mu.rn.HasReady()
 }
 
 // handleReady is the Ready loop of node n, run until it has no more work.
@@ -552,7 +552,11 @@ func ddFormatEntry(data []byte) string {
 		}
 		return fmt.Sprintf("%q", data)
 	}
-	return ddCmds(p.cmds)
+	var cmds [][][]byte
+	for _, pr := range p.props {
+		cmds = append(cmds, pr.cmds...)
+	}
+	return ddCmds(cmds)
 }
 
 func ddCmds(cmds [][][]byte) string {

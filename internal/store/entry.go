@@ -6,100 +6,180 @@ import (
 	"errors"
 )
 
-// Entry payloads. A normal Raft entry carries one proposal: a batch of
-// client commands that is applied atomically, in order, with one timestamp
-// chosen by the leader (so every replica computes the same TTL deadlines).
+// Entry payloads. A normal Raft entry carries the proposals that the leader
+// collected since its previous Ready round (group commit into one entry):
+// each is a batch of client commands (one client's run of writes), and
+// all of them are applied in order, with one timestamp chosen by the
+// leader (so every replica computes the same TTL deadlines).
 //
-//	version byte (1)
-//	uvarint proposal id      (unique per proposing node and process)
+//	version byte (2)
 //	uvarint proposing node id
 //	varint  timestamp        (Unix milliseconds, chosen by the leader)
-//	uvarint number of commands
-//	per command: uvarint argc, then per arg uvarint len + bytes
+//	uvarint number of proposals
+//	per proposal: uvarint proposal id (unique per proposing node and
+//	  process), uvarint number of commands, and per command: uvarint argc,
+//	  then per arg uvarint len + bytes
+//
+// Version 1, written before proposals were grouped, is still read:
+// version byte (1), uvarint proposal id, uvarint node, varint timestamp,
+// then the commands of its one proposal as above.
 //
 // Conf change entries carry a confContext in ConfChangeV2.Context.
 
-const entryVersion = 1
+const (
+	entryVersion1 = 1
+	entryVersion  = 2
+)
 
 var errBadEntry = errors.New("store: malformed entry payload")
 
 type entryPayload struct {
+	node  uint64
+	ts    int64
+	props []entryProposal
+}
+
+// entryProposal is one proposal in an entry: its id on the proposing node
+// and its commands.
+type entryProposal struct {
 	id   uint64
-	node uint64
-	ts   int64
 	cmds [][][]byte
+}
+
+// cmdsSize is an upper bound of the encoded size of cmds.
+func cmdsSize(cmds [][][]byte) int {
+	n := 20
+	for _, c := range cmds {
+		n += 10
+		for _, a := range c {
+			n += len(a) + 10
+		}
+	}
+	return n
 }
 
 func encodeEntry(p *entryPayload) []byte {
 	n := 24
-	for _, c := range p.cmds {
-		n += 2
-		for _, a := range c {
-			n += len(a) + 3
-		}
+	for _, pr := range p.props {
+		n += cmdsSize(pr.cmds)
 	}
 	b := make([]byte, 0, n)
 	b = append(b, entryVersion)
-	b = binary.AppendUvarint(b, p.id)
 	b = binary.AppendUvarint(b, p.node)
 	b = binary.AppendVarint(b, p.ts)
-	b = binary.AppendUvarint(b, uint64(len(p.cmds)))
-	for _, c := range p.cmds {
-		b = binary.AppendUvarint(b, uint64(len(c)))
-		for _, a := range c {
-			b = binary.AppendUvarint(b, uint64(len(a)))
-			b = append(b, a...)
+	b = binary.AppendUvarint(b, uint64(len(p.props)))
+	for _, pr := range p.props {
+		b = binary.AppendUvarint(b, pr.id)
+		b = binary.AppendUvarint(b, uint64(len(pr.cmds)))
+		for _, c := range pr.cmds {
+			b = binary.AppendUvarint(b, uint64(len(c)))
+			for _, a := range c {
+				b = binary.AppendUvarint(b, uint64(len(a)))
+				b = append(b, a...)
+			}
 		}
 	}
 	return b
 }
 
-// decodeEntry decodes a payload; the returned args alias b.
-func decodeEntry(b []byte) (*entryPayload, error) {
-	if len(b) == 0 || b[0] != entryVersion {
-		return nil, errBadEntry
+// entryReader decodes a payload; everything it returns aliases the payload.
+type entryReader struct {
+	b  []byte
+	ok bool
+}
+
+func (d *entryReader) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.ok = false
+		return 0
 	}
-	b = b[1:]
-	p := &entryPayload{}
-	var ok bool
-	next := func() uint64 {
-		v, n := binary.Uvarint(b)
-		if n <= 0 {
-			ok = false
-			return 0
-		}
-		b = b[n:]
-		return v
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *entryReader) varint() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.ok = false
+		return 0
 	}
-	ok = true
-	p.id = next()
-	p.node = next()
-	ts, n := binary.Varint(b)
-	if !ok || n <= 0 {
-		return nil, errBadEntry
+	d.b = d.b[n:]
+	return v
+}
+
+// count reads a count of items of at least one byte each.
+func (d *entryReader) count() int {
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.ok = false
+		return 0
 	}
-	b = b[n:]
-	p.ts = ts
-	nc := next()
-	if !ok || nc > uint64(len(b)) {
-		return nil, errBadEntry
+	return int(n)
+}
+
+func (d *entryReader) cmds() [][][]byte {
+	nc := d.count()
+	if !d.ok {
+		return nil
 	}
-	p.cmds = make([][][]byte, nc)
-	for i := range p.cmds {
-		argc := next()
-		if !ok || argc > uint64(len(b)) {
-			return nil, errBadEntry
+	cmds := make([][][]byte, nc)
+	for i := range cmds {
+		argc := d.count()
+		if !d.ok {
+			return nil
 		}
 		args := make([][]byte, argc)
 		for j := range args {
-			l := next()
-			if !ok || l > uint64(len(b)) {
+			l := d.count()
+			if !d.ok {
+				return nil
+			}
+			args[j] = d.b[:l:l]
+			d.b = d.b[l:]
+		}
+		cmds[i] = args
+	}
+	return cmds
+}
+
+// decodeEntry decodes a payload (either version); the returned args alias
+// b.
+func decodeEntry(b []byte) (*entryPayload, error) {
+	if len(b) == 0 {
+		return nil, errBadEntry
+	}
+	d := &entryReader{b: b[1:], ok: true}
+	p := &entryPayload{}
+	switch b[0] {
+	case entryVersion1:
+		id := d.uvarint()
+		p.node = d.uvarint()
+		p.ts = d.varint()
+		if !d.ok {
+			return nil, errBadEntry
+		}
+		p.props = []entryProposal{{id: id, cmds: d.cmds()}}
+	case entryVersion:
+		p.node = d.uvarint()
+		p.ts = d.varint()
+		n := d.count()
+		if !d.ok {
+			return nil, errBadEntry
+		}
+		p.props = make([]entryProposal, n)
+		for i := range p.props {
+			p.props[i].id = d.uvarint()
+			p.props[i].cmds = d.cmds()
+			if !d.ok {
 				return nil, errBadEntry
 			}
-			args[j] = b[:l:l]
-			b = b[l:]
 		}
-		p.cmds[i] = args
+	default:
+		return nil, errBadEntry
+	}
+	if !d.ok {
+		return nil, errBadEntry
 	}
 	return p, nil
 }

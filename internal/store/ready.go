@@ -80,6 +80,7 @@ func (s *Store) processReady() (more bool, err error) {
 			r.mu.Lock()
 			defer r.mu.Unlock() // also if raft panics: see processReadyGuarded
 			r.issueReadsLocked()
+			r.flushProposalsLocked()
 			if r.mu.rn.HasReady() {
 				items = append(items, &readyItem{r: r, rd: r.mu.rn.Ready(), leader: r.mu.rn.BasicStatus().RaftState == raft.StateLeader})
 			}
@@ -209,16 +210,19 @@ func (r *Replica) trackProposalIndexes(ents []*raftpb.Entry) {
 	if len(r.mu.proposals) == 0 {
 		return
 	}
+	self := uint64(r.store.cfg.NodeID)
 	for _, e := range ents {
 		if e.GetType() != raftpb.EntryType_EntryNormal || len(e.GetData()) < 2 {
 			continue
 		}
-		id, n := binary.Uvarint(e.GetData()[1:])
-		if n <= 0 {
+		p, err := decodeEntry(e.GetData())
+		if err != nil || p.node != self {
 			continue
 		}
-		if p, ok := r.mu.proposals[id]; ok {
-			r.mu.byIndex[e.GetIndex()] = p
+		for _, pr := range p.props {
+			if prop, ok := r.mu.proposals[pr.id]; ok {
+				r.mu.byIndex[e.GetIndex()] = append(r.mu.byIndex[e.GetIndex()], prop)
+			}
 		}
 	}
 }
@@ -240,16 +244,27 @@ func (r *Replica) stageApply(b *pebble.Batch, it *readyItem) error {
 		switch e.GetType() {
 		case raftpb.EntryType_EntryNormal:
 			if len(e.GetData()) == 0 {
-				r.resolveIndex(it, e.GetIndex(), 0)
-				continue
+				break // a new leader's empty entry
 			}
 			p, err := decodeEntry(e.GetData())
 			if err != nil {
 				return fmt.Errorf("entry %d: %w", e.GetIndex(), err)
 			}
-			replies := make([]reply.Reply, len(p.cmds))
-			for i, args := range p.cmds {
-				replies[i] = r.store.cfg.StateMachine.Apply(b, args, ApplyEnv{Now: p.ts, Index: e.GetIndex(), Seq: i})
+			seq := 0
+			for _, pr := range p.props {
+				replies := make([]reply.Reply, len(pr.cmds))
+				for i, args := range pr.cmds {
+					replies[i] = r.store.cfg.StateMachine.Apply(b, args, ApplyEnv{Now: p.ts, Index: e.GetIndex(), Seq: seq})
+					seq++
+				}
+				if p.node == self {
+					r.mu.Lock()
+					if prop, ok := r.mu.proposals[pr.id]; ok {
+						delete(r.mu.proposals, pr.id)
+						it.completions = append(it.completions, completion{p: prop, replies: replies})
+					}
+					r.mu.Unlock()
+				}
 			}
 			r.mu.Lock()
 			if p.ts > r.mu.lastTS {
@@ -258,17 +273,6 @@ func (r *Replica) stageApply(b *pebble.Batch, it *readyItem) error {
 				r.mu.lastTS = p.ts
 			}
 			r.mu.Unlock()
-			if p.node == self {
-				r.resolveIndex(it, e.GetIndex(), p.id)
-				r.mu.Lock()
-				if prop, ok := r.mu.proposals[p.id]; ok {
-					delete(r.mu.proposals, p.id)
-					it.completions = append(it.completions, completion{p: prop, replies: replies})
-				}
-				r.mu.Unlock()
-			} else {
-				r.resolveIndex(it, e.GetIndex(), 0)
-			}
 		case raftpb.EntryType_EntryConfChange, raftpb.EntryType_EntryConfChangeV2:
 			newCS, err := r.applyConfChange(b, it, e)
 			if err != nil {
@@ -276,6 +280,7 @@ func (r *Replica) stageApply(b *pebble.Batch, it *readyItem) error {
 			}
 			cs = newCS
 		}
+		r.resolveIndex(it, e.GetIndex())
 	}
 	if last == nil {
 		return nil
@@ -290,17 +295,18 @@ func (r *Replica) stageApply(b *pebble.Batch, it *readyItem) error {
 	return storage.SetAppliedState(b, r.id, it.applied)
 }
 
-// resolveIndex fails a local proposal that was appended at index but lost
-// to another entry there (id is the proposal id found at index, 0 if none).
-func (r *Replica) resolveIndex(it *readyItem, index, id uint64) {
+// resolveIndex fails the local proposals that were appended at index but
+// lost to another entry there: called once the entry committed at index
+// has been applied, which completed (and forgot) the proposals it held.
+func (r *Replica) resolveIndex(it *readyItem, index uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	p, ok := r.mu.byIndex[index]
+	ps, ok := r.mu.byIndex[index]
 	if !ok {
 		return
 	}
 	delete(r.mu.byIndex, index)
-	if p.id != id {
+	for _, p := range ps {
 		if _, pending := r.mu.proposals[p.id]; pending {
 			delete(r.mu.proposals, p.id)
 			it.completions = append(it.completions, completion{p: p, err: ErrProposalDropped})

@@ -38,9 +38,13 @@ type Replica struct {
 		// proposals never stamp an earlier one.
 		lastTS   int64
 		nextProp uint64
-		// proposals by id, and by log index once their entry was appended.
+		// proposals by id, and by log index once their entry was appended
+		// (several proposals share an entry); pending holds proposals not
+		// yet handed to raft: the Ready loop proposes them as one entry
+		// per round (flushProposalsLocked).
 		proposals map[uint64]*proposal
-		byIndex   map[uint64]*proposal
+		byIndex   map[uint64][]*proposal
+		pending   []*proposal
 		// readQueue holds reads not yet covered by a ReadIndex request;
 		// readSent holds requests sent, by context; readWait holds batches
 		// that know their index and wait for it to be applied.
@@ -56,6 +60,7 @@ type Replica struct {
 
 type proposal struct {
 	id      uint64
+	cmds    [][][]byte // until proposed
 	done    chan struct{}
 	replies []reply.Reply
 	err     error
@@ -166,7 +171,7 @@ func (s *Store) AddReplica(desc *storage.Descriptor) (*Replica, error) {
 	r.mu.rn = rn
 	r.mu.desc = desc
 	r.mu.proposals = map[uint64]*proposal{}
-	r.mu.byIndex = map[uint64]*proposal{}
+	r.mu.byIndex = map[uint64][]*proposal{}
 	r.mu.readSent = map[uint64]*readBatch{}
 	r.mu.staged = map[uint64]string{}
 	var seed [8]byte
@@ -272,17 +277,8 @@ func (r *Replica) Propose(ctx context.Context, cmds [][][]byte) ([]reply.Reply, 
 		r.mu.Unlock()
 		return nil, r.notLeader(st.Lead, r.mu.desc)
 	}
-	ts := r.store.cfg.Now()
-	if ts < r.mu.lastTS {
-		ts = r.mu.lastTS
-	}
-	r.mu.lastTS = ts
-	p := &proposal{id: r.nextProposalIDLocked(), done: make(chan struct{})}
-	data := encodeEntry(&entryPayload{id: p.id, node: uint64(r.store.cfg.NodeID), ts: ts, cmds: cmds})
-	if err := r.mu.rn.Propose(data); err != nil {
-		r.mu.Unlock()
-		return nil, ErrProposalDropped
-	}
+	p := &proposal{id: r.nextProposalIDLocked(), cmds: cmds, done: make(chan struct{})}
+	r.mu.pending = append(r.mu.pending, p)
 	r.mu.proposals[p.id] = p
 	r.mu.Unlock()
 	r.store.cfg.Metrics.Proposals.Inc()
@@ -293,6 +289,63 @@ func (r *Replica) Propose(ctx context.Context, cmds [][][]byte) ([]reply.Reply, 
 		r.store.cfg.Metrics.ProposalLatency.Observe(time.Since(start).Seconds())
 	}
 	return replies, err
+}
+
+// maxEntryPayload bounds the proposals grouped into one entry (raft's
+// MaxSizePerMsg): a larger proposal gets an entry of its own.
+const maxEntryPayload = 1 << 20
+
+// flushProposalsLocked proposes the pending proposals to raft, grouped into
+// as few entries as maxEntryPayload allows, with one timestamp: the
+// leader's clock, never below one it proposed or applied before. Called
+// by the Ready loop before it asks for a Ready, so that every proposal
+// that arrived during the previous round shares this round's entry,
+// fsync and messages. Proposals raft refuses (leadership lost meanwhile)
+// fail with ErrProposalDropped: never appended, so never applied.
+// REQUIRES: r.mu held.
+func (r *Replica) flushProposalsLocked() {
+	if len(r.mu.pending) == 0 {
+		return
+	}
+	pend := r.mu.pending
+	r.mu.pending = nil
+	if r.mu.rn.BasicStatus().RaftState != raft.StateLeader {
+		r.dropLocked(pend)
+		return
+	}
+	ts := r.store.cfg.Now()
+	if ts < r.mu.lastTS {
+		ts = r.mu.lastTS
+	}
+	r.mu.lastTS = ts
+	e := entryPayload{node: uint64(r.store.cfg.NodeID), ts: ts}
+	for len(pend) > 0 {
+		e.props = e.props[:0]
+		size, n := 0, 0
+		for n < len(pend) && (n == 0 || size+cmdsSize(pend[n].cmds) <= maxEntryPayload) {
+			size += cmdsSize(pend[n].cmds)
+			e.props = append(e.props, entryProposal{id: pend[n].id, cmds: pend[n].cmds})
+			n++
+		}
+		if err := r.mu.rn.Propose(encodeEntry(&e)); err != nil {
+			r.dropLocked(pend[:n])
+		}
+		for _, p := range pend[:n] {
+			p.cmds = nil
+		}
+		pend = pend[n:]
+	}
+}
+
+// dropLocked fails proposals that never reached the log.
+// REQUIRES: r.mu held.
+func (r *Replica) dropLocked(ps []*proposal) {
+	for _, p := range ps {
+		if _, ok := r.mu.proposals[p.id]; ok {
+			delete(r.mu.proposals, p.id)
+			p.finish(nil, ErrProposalDropped)
+		}
+	}
 }
 
 func (r *Replica) wait(ctx context.Context, p *proposal) ([]reply.Reply, error) {
@@ -401,7 +454,8 @@ func (r *Replica) failAll(err error) {
 		p.finish(nil, err)
 		delete(r.mu.proposals, id)
 	}
-	r.mu.byIndex = map[uint64]*proposal{}
+	r.mu.pending = nil
+	r.mu.byIndex = map[uint64][]*proposal{}
 	r.failReadsLocked(err)
 	for _, b := range r.mu.readQueue {
 		b.err = err
