@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kvorum/kvorum/internal/localsrv"
 )
 
 // Time limits of one run besides its duration.
@@ -91,14 +93,14 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 					fmt.Fprintf(progress, "      %d acquisitions, avg %.2f ms, p99 %.2f ms, max %.2f ms\n", r.Ops, r.AvgMs, r.P99Ms, r.MaxMs)
 				}
 				if ctx.Err() != nil {
-					_ = stopAll(servers)
+					_ = localsrv.StopAll(servers)
 					return rep, fmt.Errorf("interrupted: %w", ctx.Err())
 				}
 			}
 		}
 		if len(servers) > 0 {
 			fmt.Fprintf(progress, "%s: stopping the local servers\n", target)
-			if err := stopAll(servers); err != nil {
+			if err := localsrv.StopAll(servers); err != nil {
 				return rep, err
 			}
 		}
@@ -127,7 +129,7 @@ func givenServers(cfg *Config, target string) ([]string, func(context.Context, s
 
 // setupTarget finds or starts the servers of a target. A skipped target has
 // info.Skipped set and no error.
-func setupTarget(ctx context.Context, cfg *Config, target, dir string, progress io.Writer) (info TargetInfo, addrs []string, servers []*child, err error) {
+func setupTarget(ctx context.Context, cfg *Config, target, dir string, progress io.Writer) (info TargetInfo, addrs []string, servers []*localsrv.Child, err error) {
 	info.Name = target
 	if target == TargetZookeeper {
 		info.Note = zkRecipe
@@ -144,7 +146,7 @@ func setupTarget(ctx context.Context, cfg *Config, target, dir string, progress 
 		}
 		fmt.Fprintf(progress, "kvorum: starting a local 3-node cluster ('%s start', data and logs in %s)\n", bin, dir)
 		start := time.Now()
-		addrs, servers, err = kvorumNodes(ctx, bin, dir)
+		addrs, servers, err = localsrv.KvorumCluster(ctx, bin, dir)
 		if err != nil {
 			return info, nil, nil, err
 		}
@@ -159,7 +161,7 @@ func setupTarget(ctx context.Context, cfg *Config, target, dir string, progress 
 			}
 		}
 		fmt.Fprintf(progress, "redlock: starting 3 standalone redis-server processes (%s, no persistence)\n", bin)
-		addrs, servers, err = redisServers(ctx, bin, dir, 3)
+		addrs, servers, err = localsrv.RedisServers(ctx, bin, dir, "redis", 3)
 		if err != nil {
 			return info, nil, nil, err
 		}
@@ -202,7 +204,7 @@ type worker struct {
 }
 
 // redisPing waits until the Redis-protocol server at addr answers PING.
-func redisPing(ctx context.Context, addr string) error { return waitPing(ctx, addr, nil) }
+func redisPing(ctx context.Context, addr string) error { return localsrv.WaitPing(ctx, addr, nil) }
 
 // waitAll waits until every given address answers; the first failure is
 // returned.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/kvorum/kvorum/internal/localsrv"
 	"github.com/kvorum/kvorum/internal/server"
 	"github.com/redis/go-redis/v9"
 )
@@ -282,8 +283,8 @@ func startKvorum(t *testing.T) []string {
 	cfgs := make([]server.Config, 3)
 	for i := range cfgs {
 		id := uint64(i + 1)
-		cl, _ := freeAddr()
-		peer, err := freeAddr()
+		cl, _ := localsrv.FreeAddr()
+		peer, err := localsrv.FreeAddr()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -421,11 +422,11 @@ func TestRunFailsOnWorkerError(t *testing.T) {
 	if err != nil {
 		t.Fatal("redis-server not found: apt-get install redis-server (make test does this, via scripts/ensure-test-deps.sh)")
 	}
-	addrs, procs, err := redisServers(context.Background(), bin, t.TempDir(), 1)
+	addrs, procs, err := localsrv.RedisServers(context.Background(), bin, t.TempDir(), "redis", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stopAll(procs)
+	defer localsrv.StopAll(procs)
 	cfg := testConfig(t)
 	cfg.Targets, cfg.Procs, cfg.Modes, cfg.KvorumAddrs = []string{TargetKvorum}, []int{2}, []string{ModeOwn, ModeShared}, addrs
 	rep, err := Run(context.Background(), cfg)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/kvorum/kvorum/internal/localsrv"
 )
 
 // The ZooKeeper target: the fair lock recipe of the ZooKeeper docs, as the
@@ -307,26 +308,26 @@ func zkConfig(dataDir, clientAddr string, peers [][2]string) string {
 // zkEnsemble starts n ZooKeeper servers (n = 1: standalone; else an
 // ensemble on 127.0.0.1) under dir and waits until each one serves a
 // session. It returns their client addresses.
-func zkEnsemble(ctx context.Context, javaBin, classPath, dir string, n int) (addrs []string, procs []*child, err error) {
+func zkEnsemble(ctx context.Context, javaBin, classPath, dir string, n int) (addrs []string, procs []*localsrv.Child, err error) {
 	defer func() {
 		if err != nil {
-			_ = stopAll(procs)
+			_ = localsrv.StopAll(procs)
 			procs = nil
 		}
 	}()
 	var peers [][2]string
 	for i := 0; i < n; i++ {
-		a, err := freeAddr()
+		a, err := localsrv.FreeAddr()
 		if err != nil {
 			return nil, nil, err
 		}
 		addrs = append(addrs, a)
 		if n > 1 {
-			q, err := freeAddr()
+			q, err := localsrv.FreeAddr()
 			if err != nil {
 				return nil, nil, err
 			}
-			e, err := freeAddr()
+			e, err := localsrv.FreeAddr()
 			if err != nil {
 				return nil, nil, err
 			}
@@ -345,7 +346,7 @@ func zkEnsemble(ctx context.Context, javaBin, classPath, dir string, n int) (add
 		if err := os.WriteFile(cfg, []byte(zkConfig(zdir, addrs[i-1], peers)), 0o644); err != nil {
 			return nil, procs, err
 		}
-		c, err := startChild(fmt.Sprintf("zookeeper %d", i), zdir+".log", javaBin,
+		c, err := localsrv.Start(fmt.Sprintf("zookeeper %d", i), zdir+".log", javaBin,
 			"-Xms64m", "-Xmx512m", "-Dzookeeper.log.dir="+dir, "-Dorg.slf4j.simpleLogger.showDateTime=true",
 			"-cp", classPath, "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg)
 		if err != nil {
@@ -359,8 +360,8 @@ func zkEnsemble(ctx context.Context, javaBin, classPath, dir string, n int) (add
 	for i, a := range addrs {
 		for {
 			select {
-			case <-procs[i].exited:
-				return nil, procs, fmt.Errorf("%s exited during startup (%v); log %s:\n%s", procs[i].name, procs[i].err, procs[i].log, procs[i].logTail())
+			case <-procs[i].Exited():
+				return nil, procs, procs[i].ExitedError()
 			default:
 			}
 			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -374,7 +375,7 @@ func zkEnsemble(ctx context.Context, javaBin, classPath, dir string, n int) (add
 				return nil, procs, ctx.Err()
 			}
 			if time.Now().After(deadline) {
-				return nil, procs, fmt.Errorf("zookeeper %s serves no session within 60s: %v (log %s)", a, err, procs[i].log)
+				return nil, procs, fmt.Errorf("zookeeper %s serves no session within 60s: %v (log %s)", a, err, procs[i].Log)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}

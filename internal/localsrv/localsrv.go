@@ -1,4 +1,4 @@
-package lockbench
+package localsrv
 
 import (
 	"context"
@@ -20,16 +20,17 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// child is a server process the benchmark started.
-type child struct {
-	name   string
+// Child is a server process started by Start.
+type Child struct {
+	Name   string // for messages, e.g. "kvorum node 2"
+	Log    string // the file its stdout and stderr go to
 	cmd    *exec.Cmd
-	log    string
 	exited chan struct{}
 	err    error // the exit status, once exited is closed
 }
 
-func startChild(name, logPath, bin string, args ...string) (*child, error) {
+// Start starts bin with args, its output going to the file logPath.
+func Start(name, logPath, bin string, args ...string) (*Child, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -40,7 +41,7 @@ func startChild(name, logPath, bin string, args ...string) (*child, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	c := &child{name: name, cmd: cmd, log: logPath, exited: make(chan struct{})}
+	c := &Child{Name: name, Log: logPath, cmd: cmd, exited: make(chan struct{})}
 	go func() {
 		c.err = cmd.Wait()
 		close(c.exited)
@@ -48,8 +49,20 @@ func startChild(name, logPath, bin string, args ...string) (*child, error) {
 	return c, nil
 }
 
-// stop ends the process by its PID: SIGTERM, then SIGKILL after d.
-func (c *child) stop(d time.Duration) error {
+// Pid is the process id.
+func (c *Child) Pid() int { return c.cmd.Process.Pid }
+
+// Exited is closed once the process has exited.
+func (c *Child) Exited() <-chan struct{} { return c.exited }
+
+// ExitedError describes an exit during startup, with the log's end. Call
+// it once Exited is closed.
+func (c *Child) ExitedError() error {
+	return fmt.Errorf("%s exited during startup (%v); log %s:\n%s", c.Name, c.err, c.Log, c.LogTail())
+}
+
+// Stop ends the process by its PID: SIGTERM, then SIGKILL after d.
+func (c *Child) Stop(d time.Duration) error {
 	select {
 	case <-c.exited:
 		return nil
@@ -63,12 +76,12 @@ func (c *child) stop(d time.Duration) error {
 	}
 	_ = c.cmd.Process.Kill()
 	<-c.exited
-	return fmt.Errorf("%s (pid %d) did not stop within %v of SIGTERM; killed (log %s)", c.name, c.cmd.Process.Pid, d, c.log)
+	return fmt.Errorf("%s (pid %d) did not stop within %v of SIGTERM; killed (log %s)", c.Name, c.cmd.Process.Pid, d, c.Log)
 }
 
-// logTail is the end of the child's log, for error messages.
-func (c *child) logTail() string {
-	b, err := os.ReadFile(c.log)
+// LogTail is the end of the child's log, for error messages.
+func (c *Child) LogTail() string {
+	b, err := os.ReadFile(c.Log)
 	if err != nil {
 		return ""
 	}
@@ -79,35 +92,37 @@ func (c *child) logTail() string {
 	return strings.Join(lines, "\n")
 }
 
-func stopAll(cs []*child) error {
+// StopAll stops every child in parallel (SIGTERM, SIGKILL after 15s).
+func StopAll(cs []*Child) error {
 	errs := make([]error, len(cs))
 	var wg sync.WaitGroup
 	for i, c := range cs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = c.stop(15 * time.Second)
+			errs[i] = c.Stop(15 * time.Second)
 		}()
 	}
 	wg.Wait()
 	return errors.Join(errs...)
 }
 
-// freeAddr is a 127.0.0.1 address below the kernel's ephemeral port range,
-// so that no outgoing connection takes it between the check and the
-// server's bind.
-func freeAddr() (string, error) { return testport.Addr() }
+// FreeAddr is a 127.0.0.1 address below the kernel's ephemeral port
+// range, so that no outgoing connection takes it between the check and
+// the server's bind.
+func FreeAddr() (string, error) { return testport.Addr() }
 
-// kvorumNodes starts a local 3-node kvorum cluster of child processes
+// KvorumCluster starts a local 3-node kvorum cluster of child processes
 // (bin start ...) under dir and waits until every node is ready and agrees
-// on a leader. It returns the nodes' client addresses.
-func kvorumNodes(ctx context.Context, bin, dir string) (addrs []string, nodes []*child, err error) {
+// on a leader. It returns the nodes' client addresses. On error every node
+// it started is stopped.
+func KvorumCluster(ctx context.Context, bin, dir string) (addrs []string, nodes []*Child, err error) {
 	type node struct{ client, peer, admin string }
 	ns := make([]node, 3)
 	var initial []string
 	for i := range ns {
 		for _, p := range []*string{&ns[i].client, &ns[i].peer, &ns[i].admin} {
-			if *p, err = freeAddr(); err != nil {
+			if *p, err = FreeAddr(); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -115,13 +130,13 @@ func kvorumNodes(ctx context.Context, bin, dir string) (addrs []string, nodes []
 	}
 	defer func() {
 		if err != nil {
-			_ = stopAll(nodes)
+			_ = StopAll(nodes)
 			nodes = nil
 		}
 	}()
 	for i, n := range ns {
 		id := strconv.Itoa(i + 1)
-		c, err := startChild("kvorum node "+id, filepath.Join(dir, "kvorum-node-"+id+".log"), bin,
+		c, err := Start("kvorum node "+id, filepath.Join(dir, "kvorum-node-"+id+".log"), bin,
 			"start", "--id", id, "--data-dir", filepath.Join(dir, "kvorum-node-"+id),
 			"--client-addr", n.client, "--peer-addr", n.peer, "--admin-addr", n.admin,
 			"--initial-cluster", strings.Join(initial, ","), "--log-level", "info")
@@ -142,7 +157,7 @@ func kvorumNodes(ctx context.Context, bin, dir string) (addrs []string, nodes []
 		for i, n := range ns {
 			select {
 			case <-nodes[i].exited:
-				return nil, nodes, fmt.Errorf("kvorum node %d exited during startup (%v); log %s:\n%s", i+1, nodes[i].err, nodes[i].log, nodes[i].logTail())
+				return nil, nodes, fmt.Errorf("kvorum node %d exited during startup (%v); log %s:\n%s", i+1, nodes[i].err, nodes[i].Log, nodes[i].LogTail())
 			default:
 			}
 			var st struct {
@@ -181,28 +196,30 @@ func kvorumNodes(ctx context.Context, bin, dir string) (addrs []string, nodes []
 	}
 }
 
-// redisServers starts n standalone redis-server processes without
-// persistence (--save "" --appendonly no), each on its own port, and waits
-// until they answer PING.
-func redisServers(ctx context.Context, bin, dir string, n int) (addrs []string, procs []*child, err error) {
+// RedisServers starts n standalone redis-server processes without
+// persistence (--save "" --appendonly no, unless extra overrides it: later
+// arguments win), each on its own port with its own directory
+// dir/name-i, and waits until they answer PING. On error every server it
+// started is stopped.
+func RedisServers(ctx context.Context, bin, dir, name string, n int, extra ...string) (addrs []string, procs []*Child, err error) {
 	defer func() {
 		if err != nil {
-			_ = stopAll(procs)
+			_ = StopAll(procs)
 			procs = nil
 		}
 	}()
 	for i := 1; i <= n; i++ {
-		addr, err := freeAddr()
+		addr, err := FreeAddr()
 		if err != nil {
 			return nil, procs, err
 		}
 		_, port, _ := net.SplitHostPort(addr)
-		rdir := filepath.Join(dir, fmt.Sprintf("redis-%d", i))
+		rdir := filepath.Join(dir, fmt.Sprintf("%s-%d", name, i))
 		if err := os.MkdirAll(rdir, 0o755); err != nil {
 			return nil, procs, err
 		}
-		c, err := startChild(fmt.Sprintf("redis-server %d", i), rdir+".log", bin,
-			"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", rdir)
+		args := append([]string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", rdir}, extra...)
+		c, err := Start(fmt.Sprintf("redis-server %d", i), rdir+".log", bin, args...)
 		if err != nil {
 			return nil, procs, err
 		}
@@ -210,14 +227,16 @@ func redisServers(ctx context.Context, bin, dir string, n int) (addrs []string, 
 		addrs = append(addrs, addr)
 	}
 	for i, a := range addrs {
-		if err := waitPing(ctx, a, procs[i]); err != nil {
+		if err := WaitPing(ctx, a, procs[i]); err != nil {
 			return nil, procs, err
 		}
 	}
 	return addrs, procs, nil
 }
 
-func waitPing(ctx context.Context, addr string, c *child) error {
+// WaitPing waits up to 10s until the Redis-protocol server at addr answers
+// PING. With c given, it fails at once if c exits.
+func WaitPing(ctx context.Context, addr string, c *Child) error {
 	cl := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, MaxRetries: -1, DialTimeout: time.Second})
 	defer cl.Close()
 	deadline := time.Now().Add(10 * time.Second)
@@ -231,7 +250,7 @@ func waitPing(ctx context.Context, addr string, c *child) error {
 		if c != nil {
 			select {
 			case <-c.exited:
-				return fmt.Errorf("%s exited during startup (%v); log %s:\n%s", c.name, c.err, c.log, c.logTail())
+				return c.ExitedError()
 			default:
 			}
 		}
