@@ -106,6 +106,25 @@ func newBenchFlags() *benchFlags {
 	return f
 }
 
+// writeBenchOverview is `kvorum bench --help`: the benchmarks there are.
+func writeBenchOverview(w io.Writer) {
+	fmt.Fprint(w, `Usage:
+  kvorum bench locks [flags]
+  kvorum bench kv [flags]
+
+Benchmarks:
+  locks   distributed locks: kvorum's LOCK commands vs Redlock on Redis and
+          ZooKeeper's fair lock recipe; lock acquire times as in paper 000's
+          Tables 1 and 2
+  kv      YCSB-style key-value workloads (load, a, b, c, 90/10, 5/95, insert;
+          paper 002): throughput, latency percentiles, server CPU and memory of
+          kvorum vs Redis (with and without fsync) and etcd, or any
+          Redis-protocol or etcd server
+
+Run 'kvorum bench locks --help' or 'kvorum bench kv --help' for the flags of each.
+`)
+}
+
 // splitList splits a comma-separated flag value, dropping empty items.
 func splitList(s string) []string {
 	var out []string
@@ -121,15 +140,15 @@ func splitList(s string) []string {
 func parseBench(args []string, stdout io.Writer) (*benchFlags, error) {
 	f := newBenchFlags()
 	if len(args) == 0 {
-		return nil, usageErrorf("bench", "missing the benchmark: kvorum bench locks [flags]")
+		return nil, usageErrorf("bench", "missing the benchmark: kvorum bench locks [flags] or kvorum bench kv [flags]")
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
-		writeUsage(stdout, f.fs, benchHelp)
+		writeBenchOverview(stdout)
 		return nil, errHelp
 	case "locks":
 	default:
-		return nil, usageErrorf("bench", "unknown benchmark %q (there is one: locks)", args[0])
+		return nil, usageErrorf("bench", "unknown benchmark %q (there are two: locks, kv)", args[0])
 	}
 	if err := parseFlags("bench", f.fs, benchHelp, args[1:], stdout); err != nil {
 		return nil, err
@@ -166,6 +185,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return &exitErr{code: exitError}
 		}
 		return nil
+	}
+	if len(args) > 0 && args[0] == "kv" {
+		return runBenchKV(ctx, args[1:], stdout, stderr)
 	}
 	f, err := parseBench(args, stdout)
 	if err != nil {
