@@ -234,10 +234,10 @@ type Config struct {
 	Warmup       time.Duration
 	Seed         uint64
 
-	Targets  []Target        // given by URL
-	Start    []string        // servers to start (Startable), each a target of that name
+	Targets  []Target         // given by URL
+	Start    []string         // servers to start (Startable), each a target of that name
 	PIDs     map[string][]int // server PIDs of given targets
-	Baseline string          // target the ratios are relative to ("": none)
+	Baseline string           // target the ratios are relative to ("": none)
 
 	KvorumNodes string // KvorumNodesAll or KvorumNodesLeader
 	Executable  string // the kvorum binary for --start kvorum

@@ -63,7 +63,7 @@ type Cell struct {
 	P50Ms       float64     `json:"p50_ms"`      // over every operation kind
 	P99Ms       float64     `json:"p99_ms"`
 	Kinds       []KindStats `json:"kinds"`
-	ServerCPUS  float64     `json:"server_cpu_s"`   // utime+stime of the target's processes in the window
+	ServerCPUS  float64     `json:"server_cpu_s"` // utime+stime of the target's processes in the window
 	CPUUsPerOp  float64     `json:"server_cpu_us_per_op"`
 	BenchCPUS   float64     `json:"bench_cpu_s"` // this benchmark process's CPU in the window
 	RSS         []ProcRSS   `json:"rss,omitempty"`

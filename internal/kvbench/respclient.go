@@ -113,7 +113,7 @@ func (c *respConn) readReply() (isNil bool, err error) {
 		return true, nil
 	case '-', '!':
 		if line[0] == '!' { // RESP3 blob error
-			n, ok := codec.ParseInt(body)
+			n, ok := parseLen(body)
 			if !ok || n < 0 {
 				return false, fmt.Errorf("%s: malformed reply line %q", c.addr, line)
 			}
@@ -125,7 +125,7 @@ func (c *respConn) readReply() (isNil bool, err error) {
 		}
 		return false, replyError(body)
 	case '$', '=':
-		n, ok := codec.ParseInt(body)
+		n, ok := parseLen(body)
 		if !ok || n < -1 {
 			return false, fmt.Errorf("%s: malformed bulk header %q", c.addr, line)
 		}
@@ -135,7 +135,7 @@ func (c *respConn) readReply() (isNil bool, err error) {
 		_, err := c.r.Discard(int(n) + 2)
 		return false, err
 	case '*', '%', '~', '>':
-		n, ok := codec.ParseInt(body)
+		n, ok := parseLen(body)
 		if !ok || n < -1 {
 			return false, fmt.Errorf("%s: malformed aggregate header %q", c.addr, line)
 		}
@@ -159,7 +159,7 @@ func (c *respConn) readReply() (isNil bool, err error) {
 }
 
 // do sends one command and returns its reply if it is a bulk or simple
-// string (for INFO and PING outside the hot path).
+// string or an integer (for INFO and PING outside the hot path).
 func (c *respConn) do(args ...string) (string, error) {
 	bs := make([][]byte, len(args))
 	for i, a := range args {
@@ -177,7 +177,7 @@ func (c *respConn) do(args ...string) (string, error) {
 	}
 	body := string(line[1 : len(line)-2])
 	switch line[0] {
-	case '+':
+	case '+', ':':
 		return body, nil
 	case '-':
 		return "", replyError(body)
@@ -193,4 +193,28 @@ func (c *respConn) do(args ...string) (string, error) {
 		return string(b[:n]), nil
 	}
 	return "", fmt.Errorf("%s: unexpected reply %q", c.addr, line)
+}
+
+// parseLen parses a reply header's count (a decimal, maybe negative).
+// codec.ParseInt would do, but it copies its argument (an allocation per
+// reply).
+func parseLen(b []byte) (int64, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
 }
