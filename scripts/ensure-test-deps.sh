@@ -3,6 +3,7 @@
 #   redis-server, redis-cli  the differential tests compare kvorum with Redis
 #   gcc, libc headers        `go test -race` needs cgo
 #   python3-redis            the redis-py smoke suite (run with /usr/bin/python3)
+#   etcd (etcd-server)       the etcd target of `kvorum bench kv` (its test)
 # Uses apt-get (Debian/Ubuntu), through sudo when not root. Packages are
 # installed without starting their services (no redis-server left running
 # on port 6379).
@@ -13,6 +14,7 @@ command -v redis-server >/dev/null 2>&1 || pkgs+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || pkgs+=(redis-tools)
 command -v gcc >/dev/null 2>&1 || pkgs+=(gcc libc6-dev)
 /usr/bin/python3 -c 'import redis' >/dev/null 2>&1 || pkgs+=(python3 python3-redis)
+[ -x /usr/bin/etcd ] || command -v etcd >/dev/null 2>&1 || pkgs+=(etcd-server)
 if [ ${#pkgs[@]} -eq 0 ]; then
 	exit 0
 fi

@@ -12,7 +12,19 @@ import (
 )
 
 func TestBenchHelp(t *testing.T) {
-	for _, args := range [][]string{{"bench", "locks", "--help"}, {"bench", "locks", "-h"}, {"bench", "--help"}, {"help", "bench"}} {
+	for _, args := range [][]string{{"bench", "--help"}, {"help", "bench"}, {"bench", "help"}} {
+		code, out, errOut := runCmd(args...)
+		if code != 0 || errOut != "" {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
+		}
+		for _, want := range []string{"Usage:\n  kvorum bench locks [flags]\n  kvorum bench kv [flags]\n", "Redlock", "YCSB", "etcd",
+			"'kvorum bench locks --help' or 'kvorum bench kv --help'"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%v: overview lacks %q:\n%s", args, want, out)
+			}
+		}
+	}
+	for _, args := range [][]string{{"bench", "locks", "--help"}, {"bench", "locks", "-h"}} {
 		code, out, errOut := runCmd(args...)
 		if code != 0 || errOut != "" {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
@@ -36,7 +48,7 @@ func TestBenchBadArgs(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{nil, "missing the benchmark: kvorum bench locks"},
+		{nil, "missing the benchmark: kvorum bench locks [flags] or kvorum bench kv [flags]"},
 		{[]string{"mutex"}, `unknown benchmark "mutex"`},
 		{[]string{"locks", "--bogus"}, "flag provided but not defined: --bogus"},
 		{[]string{"locks", "extra"}, `unexpected argument "extra"`},

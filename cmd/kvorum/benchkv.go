@@ -40,7 +40,8 @@ Workloads (--workloads, run in the order given):
 Keys are YCSB's ("user" + the FNV hash of the record number); reads are
 GET (etcd: Range, linearizable), updates and inserts SET of a --value-size
 value (etcd: Put). Record numbers are uniform or YCSB's scrambled zipfian
-(theta 0.99: the hottest 1% of the keys get about half of the operations).
+(theta 0.99: of 100,000 records, the hottest 1% get about 30% of the
+operations, the hottest 10% about 45%).
 Run load first: reads of absent keys are counted as misses, not errors.
 
 Clients are closed-loop: each has one connection and keeps --pipeline
@@ -50,12 +51,13 @@ runs on the same machine as the servers and takes CPU from them; the
 benchmark's own CPU time is reported (bench CPU s).
 
 Targets:
-  --target NAME=URL  a running server: redis://host:port (kvorum or any
-           Redis) or etcd://host:port; several addresses in one URL
+  running  --target NAME=URL: redis://host:port (kvorum or any Redis) or
+           etcd://host:port; several addresses in one URL
            (redis://h1:p1,h2:p2,h3:p3) spread the clients over them
            round-robin. Give --pids NAME=PID,... for its CPU and memory.
-  --start  servers the benchmark starts on 127.0.0.1 and stops at the end
-           (also on Ctrl-C; only those, by PID), each a target of its name:
+  started  --start: servers the benchmark starts on 127.0.0.1 and stops at
+           the end (also on Ctrl-C; only those, by PID), each a target of
+           its name:
     kvorum     a 3-node cluster of this binary ('kvorum start'), writes
                fsynced on a majority; clients on all 3 nodes (or the
                leader: --kvorum-nodes leader)
@@ -119,8 +121,8 @@ func newBenchKVFlags() *benchKVFlags {
 	fs.StringVar(&f.workloads, "workloads", "load,a,b,c", "comma-separated `LIST` of workloads, run in order: "+strings.Join(kvbench.WorkloadNames(), ", "))
 	fs.StringVar(&c.Distribution, "distribution", kvbench.DistZipfian, "key distribution: uniform or zipfian (`NAME`; YCSB's scrambled zipfian, theta 0.99)")
 	fs.IntVar(&c.Records, "records", kvbench.DefaultRecords, "number of records (`N`): load inserts them, the others read and update them")
-	fs.Var(sizeValue{&c.ValueSize}, "value-size", "value size (`BYTES`, e.g. 1024, 4KiB)")
 	c.ValueSize = kvbench.DefaultValueSize
+	fs.Var(sizeValue{&c.ValueSize}, "value-size", "value size (`BYTES`, e.g. 1024, 4KiB)")
 	fs.StringVar(&f.clients, "clients", "16", "comma-separated `LIST` of client counts; each workload runs once per count")
 	fs.IntVar(&c.Pipeline, "pipeline", kvbench.DefaultPipeline, "operations in flight per client (`N`): written together, then the replies read")
 	fs.DurationVar(&c.Duration, "duration", kvbench.DefaultDuration, "measured time of each cell (`DURATION`); 0 with --ops: until --ops")

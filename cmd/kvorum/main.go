@@ -125,6 +125,9 @@ func exitCode(cmd string, err error, stderr io.Writer) int {
 	case errors.Is(err, errHelp):
 		return exitOK
 	case errors.As(err, &ue):
+		if ue.cmd != "" {
+			cmd = ue.cmd // a sub-subcommand, e.g. "bench kv"
+		}
 		fmt.Fprintf(stderr, "kvorum %s: %s\nRun 'kvorum %s --help' for usage.\n", cmd, ue.msg, cmd)
 		return exitUsage
 	case errors.As(err, &ee):

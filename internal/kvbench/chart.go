@@ -3,6 +3,7 @@ package kvbench
 import (
 	"fmt"
 	"os"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -81,11 +82,13 @@ func (r *Report) WritePNG(path string) error {
 		p.NominalX(labels...)
 		p.Legend.Top = true
 		p.Add(plotter.NewGrid())
-		w := vg.Points(min(60, 360/float64(max(1, len(targets)*len(groups)/2+1))))
+		w := vg.Points(min(60, 480/float64(max(1, len(targets)*len(groups)))))
+		top := 0.0
 		for i, t := range targets {
 			vals := make(plotter.Values, len(groups))
 			for j, g := range groups {
 				vals[j] = value(t, g, f)
+				top = max(top, vals[j])
 			}
 			b, err := plotter.NewBarChart(vals, w)
 			if err != nil {
@@ -97,6 +100,10 @@ func (r *Report) WritePNG(path string) error {
 			p.Add(b)
 			p.Legend.Add(t, b)
 		}
+		// Room for the legend above the bars, and for the outer bars.
+		p.Y.Max = top * 1.25
+		p.X.Min, p.X.Max = -0.5, float64(len(groups))-0.5
+		p.Y.Tick.Marker = plainTicks{}
 		return p, nil
 	}
 	p1, err := panel("kvorum bench kv: throughput ("+setup+")", "operations per second", func(c Cell) float64 { return c.OpsPerSec })
@@ -123,4 +130,18 @@ func (r *Report) WritePNG(path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// plainTicks are plot's default ticks labelled without trailing zeros
+// (50000, not 50000.00).
+type plainTicks struct{}
+
+func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', -1, 64)
+		}
+	}
+	return ts
 }

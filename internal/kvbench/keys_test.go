@@ -93,7 +93,8 @@ func TestScrambledZipfian(t *testing.T) {
 	}
 	counts := run(42)
 	// Skew: the hottest 1% of the keys take far more than 1% of the draws
-	// (about half with theta 0.99 over 10^10 items hashed down); uniform
+	// (about 30% with theta 0.99 over 10^10 items hashed down to 10^5,
+	// more with this few draws); uniform
 	// draws would give the hottest 1% only a little over 1%.
 	sorted := append([]int(nil), counts...)
 	slicesSortDesc(sorted)
@@ -101,7 +102,7 @@ func TestScrambledZipfian(t *testing.T) {
 	for _, c := range sorted[:n/100] {
 		top += c
 	}
-	if frac := float64(top) / draws; frac < 0.3 || frac > 0.8 {
+	if frac := float64(top) / draws; frac < 0.25 || frac > 0.6 {
 		t.Errorf("hottest 1%% of keys got %.1f%% of draws", 100*frac)
 	}
 	// Scrambled: the hottest key is not item 0, and the 10 hottest are not
