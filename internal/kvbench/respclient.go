@@ -28,6 +28,9 @@ type respConn struct {
 	val  []byte   // the value every SET writes
 }
 
+// respTimeout bounds a batch: its write and the reading of its replies.
+const respTimeout = 30 * time.Second
+
 var (
 	cmdGET = []byte("GET")
 	cmdSET = []byte("SET")
@@ -68,6 +71,8 @@ func (c *respConn) batch(ops []op, res []opResult) error {
 		c.w = codec.AppendCommand(c.w, c.args...)
 	}
 	t0 := time.Now()
+	// A server that stops answering shows as errors, not a hung benchmark.
+	_ = c.nc.SetDeadline(t0.Add(respTimeout))
 	if _, err := c.nc.Write(c.w); err != nil {
 		for i := range res[:len(ops)] {
 			res[i] = opResult{lat: time.Since(t0), err: err}
