@@ -103,7 +103,8 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			return nil, err
 		}
 		defer func() {
-			if (err == nil && !rep.Failed()) || ctx.Err() != nil {
+			ents, _ := os.ReadDir(dir)
+			if (err == nil && !rep.Failed()) || ctx.Err() != nil || len(ents) == 0 {
 				os.RemoveAll(dir)
 			} else {
 				fmt.Fprintf(progress, "server data and logs kept in %s\n", dir)
@@ -304,6 +305,9 @@ func runCell(ctx context.Context, cfg *Config, t *target, wl Workload, nclients 
 					if now.Before(sh.measureAt) {
 						fmt.Fprintf(progress, "%s: warming up, %d errors\n", label, sh.errorsSeen.Load())
 						continue
+					}
+					if now.Sub(lastAt) < 500*time.Millisecond {
+						continue // just after the warmup: too short to rate
 					}
 					m := sh.measured.Load()
 					rate := float64(m-last) / now.Sub(lastAt).Seconds()

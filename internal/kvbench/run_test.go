@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func checkCells(t *testing.T, rep *Report, want int) {
 // the server is gone afterwards.
 func TestRunStartRedis(t *testing.T) {
 	cfg := shortConfig(t, "load,a")
-	cfg.Clients, cfg.Pipeline, cfg.Warmup = []int{1, 3}, 4, 0
+	cfg.Clients, cfg.Pipeline, cfg.Warmup, cfg.Duration = []int{1, 3}, 4, 0, 1500*time.Millisecond
 	cfg.Start = []string{StartRedis, StartEtcd}
 	cfg.EtcdBin = filepath.Join(t.TempDir(), "no-etcd")
 	cfg.Dir = t.TempDir()
@@ -81,7 +82,8 @@ func TestRunStartRedis(t *testing.T) {
 	if len(rep.Targets) != 2 || rep.Targets[1].Skipped == "" || !strings.Contains(rep.Targets[1].Skipped, "no-etcd") {
 		t.Errorf("targets %+v", rep.Targets)
 	}
-	if !strings.Contains(progress.String(), "ops/s") || !strings.Contains(progress.String(), "etcd: skipped") {
+	if !regexp.MustCompile(`\] a, 3 clients, redis: +1s +\d+ ops/s  0 errors\n`).MatchString(progress.String()) ||
+		!strings.Contains(progress.String(), "etcd: skipped") {
 		t.Errorf("progress lacks per-second lines or the skip note")
 	}
 	var text bytes.Buffer
