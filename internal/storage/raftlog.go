@@ -37,11 +37,25 @@ type RaftLog struct {
 		lastTerm uint64
 		// cache holds the most recent entries, contiguous and ending at last.
 		cache []*raftpb.Entry
+		// cacheBytes is the size of the cached entries' data.
+		cacheBytes int
 	}
 }
 
-// maxCachedEntries bounds the in-memory tail of the log.
-const maxCachedEntries = 4096
+// maxCachedEntries and maxCachedBytes bound the in-memory tail of the log
+// (an entry holds every proposal of a Ready round: its size varies).
+const (
+	maxCachedEntries = 4096
+	maxCachedBytes   = 8 << 20
+)
+
+// recountLocked recomputes cacheBytes after entries left the cache.
+func (l *RaftLog) recountLocked() {
+	l.mu.cacheBytes = 0
+	for _, e := range l.mu.cache {
+		l.mu.cacheBytes += len(e.GetData())
+	}
+}
 
 var _ raft.Storage = (*RaftLog)(nil)
 
@@ -280,10 +294,28 @@ func (l *RaftLog) Append(ents []*raftpb.Entry) {
 		default:
 			l.mu.cache = l.mu.cache[:0]
 		}
+		if len(l.mu.cache) < n { // a conflicting tail was replaced
+			l.recountLocked()
+		}
 	}
 	l.mu.cache = append(l.mu.cache, ents...)
-	if n := len(l.mu.cache); n > maxCachedEntries {
-		l.mu.cache = append([]*raftpb.Entry(nil), l.mu.cache[n-maxCachedEntries/2:]...)
+	for _, e := range ents {
+		l.mu.cacheBytes += len(e.GetData())
+	}
+	if n := len(l.mu.cache); n > maxCachedEntries || l.mu.cacheBytes > maxCachedBytes {
+		// Keep the newest half (by count and by size), in a new array so
+		// that the dropped entries can be collected.
+		keep, size := 0, 0
+		for keep < n && keep < maxCachedEntries/2 {
+			d := len(l.mu.cache[n-1-keep].GetData())
+			if keep > 0 && size+d > maxCachedBytes/2 {
+				break
+			}
+			size += d
+			keep++
+		}
+		l.mu.cache = append([]*raftpb.Entry(nil), l.mu.cache[n-keep:]...)
+		l.mu.cacheBytes = size
 	}
 	e := ents[len(ents)-1]
 	l.mu.last, l.mu.lastTerm = e.GetIndex(), e.GetTerm()
@@ -348,6 +380,7 @@ func (l *RaftLog) SetTruncated(t TruncatedState) {
 		} else {
 			l.mu.cache = l.mu.cache[drop:]
 		}
+		l.recountLocked()
 	}
 	if l.mu.last < t.Index {
 		l.mu.last, l.mu.lastTerm = t.Index, t.Term
@@ -377,7 +410,7 @@ func (l *RaftLog) ApplySnapshot(meta *raftpb.SnapshotMetadata, applied AppliedSt
 	defer l.mu.Unlock()
 	l.mu.trunc = TruncatedState{Index: meta.GetIndex(), Term: meta.GetTerm()}
 	l.mu.last, l.mu.lastTerm = meta.GetIndex(), meta.GetTerm()
-	l.mu.cache = l.mu.cache[:0]
+	l.mu.cache, l.mu.cacheBytes = l.mu.cache[:0], 0
 	l.mu.applied = applied
 }
 

@@ -199,3 +199,43 @@ func TestSnapshotRegistryStreamsPinnedState(t *testing.T) {
 		t.Fatalf("second open: %v", err)
 	}
 }
+
+// The in-memory tail of the log is bounded by size as well as by count:
+// an entry holds a whole Ready round of proposals. Entries that left the
+// cache are read back from Pebble.
+func TestRaftLogCacheBoundedBySize(t *testing.T) {
+	db := openMem(t, vfs.NewMem())
+	l, err := LoadRaftLog(db, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := func(lo, hi uint64) []*raftpb.Entry {
+		es := ents(lo, hi, 1)
+		for _, e := range es {
+			e.Data = bytes.Repeat([]byte{byte(e.GetIndex())}, 1<<20)
+		}
+		return es
+	}
+	for i := uint64(1); i <= 40; i += 4 {
+		appendCommit(t, db, l, big(i, i+4))
+		l.mu.Lock()
+		n, size := len(l.mu.cache), l.mu.cacheBytes
+		want := 0
+		for _, e := range l.mu.cache {
+			want += len(e.GetData())
+		}
+		l.mu.Unlock()
+		if size != want || size > maxCachedBytes {
+			t.Fatalf("after %d entries: %d cached, cacheBytes %d (counted %d), bound %d", i+3, n, size, want, maxCachedBytes)
+		}
+	}
+	got, err := l.Entries(1, 41, 1<<40)
+	if err != nil || len(got) != 40 {
+		t.Fatalf("Entries(1, 41) = %d entries, %v", len(got), err)
+	}
+	for _, e := range got {
+		if len(e.GetData()) != 1<<20 || e.GetData()[0] != byte(e.GetIndex()) {
+			t.Fatalf("entry %d read back wrong", e.GetIndex())
+		}
+	}
+}
