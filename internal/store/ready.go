@@ -34,6 +34,9 @@ type completion struct {
 	p       *proposal
 	replies []reply.Reply
 	err     error
+	// afterCommit: complete only once the round's batch is committed (a
+	// membership change: its caller reads the new descriptor).
+	afterCommit bool
 }
 
 // run is the Ready loop: see the package doc.
@@ -113,6 +116,18 @@ func (s *Store) processReady() (more bool, err error) {
 		}
 		mustSync = mustSync || it.rd.MustSync || it.snapApplied
 	}
+	// The waiters of the entries applied in this round get their replies
+	// now, before the round's fsync: those entries are committed, that is
+	// durable on a majority already, and applying them is deterministic,
+	// so a crash before this batch commits re-applies them from the log to
+	// the same result. What the batch's fsync covers is the round's new
+	// entries (whose own waiters complete in a later round) and the
+	// applied state; reads wait for it regardless (ReadBarrier waits for
+	// the applied index, which moves in afterCommit). Under load this
+	// takes one fsync off every write's latency.
+	for _, it := range items {
+		it.completeEarly()
+	}
 	effects := s.cfg.StateMachine.TakeEffects()
 	if !batch.Empty() {
 		opts := pebble.NoSync
@@ -122,8 +137,10 @@ func (s *Store) processReady() (more bool, err error) {
 		t := time.Now()
 		// storage.Commit: Pebble reports a failed WAL write or fsync through
 		// Logger.Fatalf or a panic, never as a plain error (see
-		// storage/fault.go). Nothing of this round is acknowledged: the
-		// waiters complete in afterCommit, which is not reached.
+		// storage/fault.go). Of this round, only the entries that were
+		// already committed (durable on a majority) were acknowledged
+		// (completeEarly); the round's new entries were not, and neither is
+		// a membership change (afterCommit is not reached).
 		if err := storage.Commit(batch, opts); err != nil {
 			return false, &StorageError{Err: err}
 		}
@@ -314,6 +331,16 @@ func (r *Replica) resolveIndex(it *readyItem, index uint64) {
 	}
 }
 
+// completeEarly completes the waiters of the round's applied entries (see
+// processReady), all but those that must wait for the commit.
+func (it *readyItem) completeEarly() {
+	for _, c := range it.completions {
+		if !c.afterCommit {
+			c.p.finish(c.replies, c.err)
+		}
+	}
+}
+
 // afterCommit updates in-memory state once the round's batch is durable and
 // completes waiters. Runs before messages are sent and before Advance.
 func (r *Replica) afterCommit(it *readyItem) {
@@ -342,7 +369,9 @@ func (r *Replica) afterCommit(it *readyItem) {
 		}
 	}
 	for _, c := range it.completions {
-		c.p.finish(c.replies, c.err)
+		if c.afterCommit {
+			c.p.finish(c.replies, c.err)
+		}
 	}
 
 	r.mu.Lock()
@@ -455,7 +484,7 @@ func (r *Replica) applyConfChange(b *pebble.Batch, it *readyItem, e *raftpb.Entr
 		r.mu.Lock()
 		if p, ok := r.mu.proposals[cctx.ProposalID]; ok {
 			delete(r.mu.proposals, cctx.ProposalID)
-			it.completions = append(it.completions, completion{p: p})
+			it.completions = append(it.completions, completion{p: p, afterCommit: true})
 		}
 		r.mu.Unlock()
 	}
