@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/kvorum/kvorum/internal/diskfloor"
 )
 
 // Report is the result of Run.
@@ -26,7 +28,10 @@ type Report struct {
 	Targets      []TargetInfo `json:"targets"`
 	Cells        []Cell       `json:"cells"`
 	Notes        []string     `json:"notes,omitempty"`
-	workloads    []Workload
+	// Disk is the fsync floor of the data directory, measured at the
+	// start of the run (nil if it could not be measured).
+	Disk      *diskfloor.Result `json:"disk,omitempty"`
+	workloads []Workload
 }
 
 // TargetInfo describes a target.
@@ -222,6 +227,9 @@ func (r *Report) WriteText(w io.Writer) {
 			}
 			fmt.Fprintf(w, "- **%s** (%s, %s%s)\n", t.Name, t.URL, how, note)
 		}
+	}
+	if r.Disk != nil {
+		fmt.Fprintf(w, "\n%s: the floor of every fsynced write on this machine.\n", r.Disk)
 	}
 	base := ""
 	if r.Baseline != "" {

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvorum/kvorum/internal/diskfloor"
 	"github.com/kvorum/kvorum/internal/localsrv"
 )
 
@@ -112,6 +113,12 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		}()
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
+	}
+	if d, err := diskfloor.Measure(dir, 200, 4096); err != nil {
+		fmt.Fprintf(progress, "disk floor not measured: %v\n", err)
+	} else {
+		rep.Disk = &d
+		fmt.Fprintln(progress, d.String())
 	}
 	var started []*localsrv.Child
 	defer func() {

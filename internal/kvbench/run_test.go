@@ -88,7 +88,10 @@ func TestRunStartRedis(t *testing.T) {
 	}
 	var text bytes.Buffer
 	rep.WriteText(&text)
-	for _, want := range []string{"| a | 3 | redis | ", "| load | 1 | redis | insert | 1000 |", "**etcd**: skipped"} {
+	if rep.Disk == nil || rep.Disk.Count != 200 || rep.Disk.P50Ms <= 0 {
+		t.Errorf("disk floor not measured: %+v", rep.Disk)
+	}
+	for _, want := range []string{"| a | 3 | redis | ", "| load | 1 | redis | insert | 1000 |", "**etcd**: skipped", "disk floor: fdatasync"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text report lacks %q:\n%s", want, text.String())
 		}

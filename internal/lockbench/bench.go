@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvorum/kvorum/internal/diskfloor"
 	"github.com/kvorum/kvorum/internal/localsrv"
 )
 
@@ -64,6 +65,12 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		return nil, err
 	}
 
+	if d, err := diskfloor.Measure(dir, 200, 4096); err != nil {
+		fmt.Fprintf(progress, "disk floor not measured: %v\n", err)
+	} else {
+		rep.Disk = &d
+		fmt.Fprintln(progress, d.String())
+	}
 	total := 0
 	for range cfg.Targets {
 		total += len(cfg.Modes) * len(cfg.Procs)

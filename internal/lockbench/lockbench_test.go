@@ -333,6 +333,9 @@ func TestRunBothTargets(t *testing.T) {
 	var text bytes.Buffer
 	rep.WriteText(&text)
 	t.Logf("report:\n%s", text.String())
+	if rep.Disk == nil || rep.Disk.P50Ms <= 0 || !strings.Contains(text.String(), "disk floor: fdatasync") {
+		t.Errorf("the disk's fsync floor is not in the report: %+v", rep.Disk)
+	}
 	if len(rep.Targets) != 2 || rep.Targets[0].Started || !rep.Targets[1].Started || len(rep.Targets[1].Addrs) != 3 {
 		t.Errorf("targets %+v: want kvorum as given and 3 local redis-servers", rep.Targets)
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/kvorum/kvorum/internal/diskfloor"
 )
 
 // Report is the outcome of a benchmark invocation.
@@ -20,6 +22,9 @@ type Report struct {
 	RedlockRetryDelay float64      `json:"redlock_retry_delay_ms"`
 	Targets           []TargetInfo `json:"targets"`
 	Runs              []RunResult  `json:"runs"`
+	// Disk is the fsync floor of the data directory, measured at the
+	// start of the run: the hand-off target is one fsync p50 + 0.3 ms.
+	Disk *diskfloor.Result `json:"disk,omitempty"`
 }
 
 // TargetInfo says what a target ran against, or why it was skipped.
@@ -218,6 +223,9 @@ func (r *Report) WriteText(w io.Writer) {
 			fmt.Fprintf(w, "  %s: %s%s\n", t.Name, strings.Join(t.Addrs, ","), note)
 		}
 	}
+	if r.Disk != nil {
+		fmt.Fprintf(w, "  %s\n", r.Disk)
+	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "target\tmode\tprocs\tops\tavg\tmedian\tmin\tmax\tp90\tp99\tops/s\tspread %\tper process\t")
@@ -238,8 +246,12 @@ func (r *Report) WriteText(w io.Writer) {
 	var notes []string
 	for _, x := range r.Runs {
 		if x.Handoff != nil && x.Handoff.Ops > 0 {
-			notes = append(notes, fmt.Sprintf("%s %s %d: hand-off (release sent -> next waiter's acquire returned) avg %.2f, median %.2f, p99 %.2f ms over %d; holds lasted %.2f ms on average",
-				x.Target, x.Mode, x.Procs, x.Handoff.AvgMs, x.Handoff.MedianMs, x.Handoff.P99Ms, x.Handoff.Ops, x.HeldMs))
+			floor := ""
+			if r.Disk != nil {
+				floor = fmt.Sprintf(" (median %.2f ms above the disk's fsync p50 of %.2f ms)", x.Handoff.MedianMs-r.Disk.P50Ms, r.Disk.P50Ms)
+			}
+			notes = append(notes, fmt.Sprintf("%s %s %d: hand-off (release sent -> next waiter's acquire returned) avg %.2f, median %.2f, p99 %.2f ms over %d%s; holds lasted %.2f ms on average",
+				x.Target, x.Mode, x.Procs, x.Handoff.AvgMs, x.Handoff.MedianMs, x.Handoff.P99Ms, x.Handoff.Ops, floor, x.HeldMs))
 		}
 		if x.Attempts > int64(x.Ops) && x.Ops > 0 {
 			notes = append(notes, fmt.Sprintf("%s %s %d: %d Redlock attempts for %d acquisitions (%.0f%% retried)",
