@@ -21,7 +21,7 @@ func init() {
 	add("persistence is always on: every acknowledged write is fsynced on a majority",
 		"save", "bgsave", "bgrewriteaof", "lastsave", "wait", "waitaof")
 	add("replication is Raft's; use `kvorum ctl` to manage members",
-		"replicaof", "slaveof", "sync", "psync", "failover", "cluster", "readonly", "readwrite", "asking")
+		"replicaof", "slaveof", "sync", "psync", "failover", "cluster", "asking")
 	add("kvorum does not expose server internals through this command; see /metrics on the admin port",
 		"debug", "pfdebug", "pfselftest", "monitor", "module", "latency", "memory", "slowlog", "config", "acl", "shutdown", "lolwut")
 }

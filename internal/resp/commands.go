@@ -110,6 +110,8 @@ func connCommands() []*command {
 		connCmd("quit", -1, connFlags, fastConn, "1.0.0", "Closes the connection", quit),
 		connCmd("reset", 1, connFlags, fastConn, "6.2.0", "Resets the connection", reset),
 		connCmd("time", 1, []string{"loading", "stale", "fast"}, []string{"@fast"}, "2.6.0", "Returns the server time", timeCmd),
+		connCmd("readonly", 1, []string{"loading", "stale", "fast"}, []string{"@fast", "@connection"}, "3.0.0", "Enables read queries for a connection to a cluster replica node", readOnlyCmd),
+		connCmd("readwrite", 1, []string{"loading", "stale", "fast"}, []string{"@fast", "@connection"}, "3.0.0", "Disables read queries for a connection to a cluster replica node", readWriteCmd),
 		connCmd("info", -1, []string{"loading", "stale"}, []string{"@slow", "@dangerous"}, "1.0.0", "Returns information and statistics about the server", info),
 		client,
 		cmdCmd,
@@ -131,6 +133,8 @@ func connCommands() []*command {
 	}
 	for _, c := range cmds {
 		switch c.spec.Name {
+		case "readonly", "readwrite":
+			c.spec.Group = "cluster"
 		case "multi", "exec", "discard", "watch", "unwatch":
 			c.spec.Group = "transactions"
 		case "subscribe", "psubscribe", "unsubscribe", "punsubscribe", "ssubscribe", "sunsubscribe", "pubsub":
@@ -355,7 +359,24 @@ func quit(c *conn, args [][]byte) reply.Reply {
 	return reply.OK
 }
 
+// readOnlyCmd: READONLY. As on a Redis Cluster replica, the connection
+// accepts that its reads are served by this node from its own state: no
+// read barrier, so a read may miss writes the leader acknowledged but this
+// node has not applied yet (never more than that: the state is always a
+// prefix of the log). Writes and WATCH stay linearizable. READWRITE or
+// RESET undoes it.
+func readOnlyCmd(c *conn, args [][]byte) reply.Reply {
+	c.readOnly = true
+	return reply.OK
+}
+
+func readWriteCmd(c *conn, args [][]byte) reply.Reply {
+	c.readOnly = false
+	return reply.OK
+}
+
 func reset(c *conn, args [][]byte) reply.Reply {
+	c.readOnly = false
 	c.tx.reset()
 	c.dropSubscriptions()
 	c.setProto(2)

@@ -63,6 +63,17 @@ type Backend interface {
 	Info() []InfoSection
 }
 
+type staleReadsKey struct{}
+
+// StaleReadsOK reports whether the connection that sent a Backend.Do's
+// commands asked, with READONLY, that its reads be served from the node's
+// local state without a linearizable read point (possibly stale: by as much
+// as this node lags behind the leader). Writes are unaffected.
+func StaleReadsOK(ctx context.Context) bool {
+	v, _ := ctx.Value(staleReadsKey{}).(bool)
+	return v
+}
+
 // InfoSection is one "# Name" block of INFO output.
 type InfoSection struct {
 	Name   string
@@ -342,6 +353,9 @@ type conn struct {
 
 	proto      int
 	closeAfter bool // QUIT: close once the replies are written
+	// readOnly: READONLY was sent; the data commands of this connection go
+	// to the backend with StaleReadsOK set (READWRITE clears it).
+	readOnly bool
 	out        []byte
 	batch      [][][]byte
 	replies    []reply.Reply
@@ -542,6 +556,9 @@ func (c *conn) doRun(replies []reply.Reply) {
 		var stop func()
 		ctx, stop = c.watchDisconnect()
 		defer stop()
+	}
+	if c.readOnly {
+		ctx = context.WithValue(ctx, staleReadsKey{}, true)
 	}
 	out := c.s.b.Do(ctx, c.run)
 	d := time.Since(start).Seconds()

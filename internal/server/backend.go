@@ -158,8 +158,11 @@ func (b *backend) Watch(ctx context.Context, keys [][]byte) ([]uint64, *reply.Re
 }
 
 // execRead waits for a linearizable read point, then reads local state.
+// A connection that sent READONLY reads local state without the barrier.
 func (n *Node) execRead(ctx context.Context, cmds [][][]byte, out []reply.Reply) {
-	if r := n.readBarrier(ctx); r != nil {
+	if resp.StaleReadsOK(ctx) {
+		// no read point: this node's applied state, possibly behind
+	} else if r := n.readBarrier(ctx); r != nil {
 		fill(out, *r)
 		return
 	}

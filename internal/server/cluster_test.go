@@ -333,3 +333,48 @@ func TestMetricsExportRaftState(t *testing.T) {
 		t.Fatalf("progress metrics: %v", got)
 	}
 }
+
+// READONLY: a connection that accepts possibly stale reads is served by a
+// node from its own applied state, even when that node is cut off from
+// the leader and a linearizable read would fail; its writes are refused
+// as before, and READWRITE restores linearizable reads.
+func TestReadOnlyConnectionServesLocalState(t *testing.T) {
+	c := newTestCluster(t, 3)
+	ctx := testCtx(t, 30*time.Second)
+	lead := c.waitLeader()
+	follower := lead%3 + 1
+	if err := c.client(lead).Set(ctx, "k", "v1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The follower has applied v1 once a linearizable read there sees it.
+	if got, err := c.client(follower).Get(ctx, "k").Result(); err != nil || got != "v1" {
+		t.Fatalf("follower read: %q, %v", got, err)
+	}
+	c.net.Isolate(follower)
+	defer c.net.Heal()
+	if err := c.client(lead).Set(ctx, "k", "v2", 0).Err(); err != nil {
+		t.Fatalf("majority write: %v", err)
+	}
+	conn := c.client(follower).Conn()
+	defer conn.Close()
+	if err := conn.ReadOnly(ctx).Err(); err != nil {
+		t.Fatalf("READONLY: %v", err)
+	}
+	start := time.Now()
+	got, err := conn.Get(ctx, "k").Result()
+	if err != nil || got != "v1" {
+		t.Fatalf("READONLY read on a cut-off follower: %q, %v; want its own state v1", got, err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("READONLY read took %v: it waited for a read point", d)
+	}
+	if err := conn.Set(ctx, "k", "v3", 0).Err(); err == nil || !strings.Contains(err.Error(), "CLUSTERDOWN") {
+		t.Fatalf("write through a READONLY connection on a cut-off node: %v, want CLUSTERDOWN", err)
+	}
+	if err := conn.ReadWrite(ctx).Err(); err != nil {
+		t.Fatalf("READWRITE: %v", err)
+	}
+	if _, err := conn.Get(ctx, "k").Result(); err == nil || !strings.Contains(err.Error(), "CLUSTERDOWN") {
+		t.Fatalf("linearizable read on a cut-off node after READWRITE: %v, want CLUSTERDOWN", err)
+	}
+}
