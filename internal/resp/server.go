@@ -356,12 +356,12 @@ type conn struct {
 	// readOnly: READONLY was sent; the data commands of this connection go
 	// to the backend with StaleReadsOK set (READWRITE clears it).
 	readOnly bool
-	out        []byte
-	batch      [][][]byte
-	replies    []reply.Reply
-	run        [][][]byte
-	runIdx     []int
-	runCmd     []*command
+	out      []byte
+	batch    [][][]byte
+	replies  []reply.Reply
+	run      [][][]byte
+	runIdx   []int
+	runCmd   []*command
 
 	tx     txState
 	peeked []byte   // bytes read while watching a blocked client (see watchDisconnect)
