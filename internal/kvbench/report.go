@@ -236,9 +236,9 @@ func (r *Report) WriteText(w io.Writer) {
 		base = " | vs " + r.Baseline
 	}
 	fmt.Fprintf(w, "\nThroughput and cost (server CPU: utime+stime of the target's processes in the window; bench CPU: this process, client side):\n\n")
-	fmt.Fprintf(w, "| workload | clients | target | ops/s%s | p50 ms | p99 ms%s | errors | server CPU s | CPU µs/op | bench CPU s | RSS MiB |\n", base, base)
+	fmt.Fprintf(w, "| workload | clients | target | ops/s%s | p50 ms | p99 ms%s | errors | server CPU s | CPU µs/op | bench CPU s | RSS MiB | RSS MiB per process |\n", base, base)
 	rc := strings.Repeat("--:|", boolInt(base != "")) // a ratio column
-	fmt.Fprintf(w, "|---|--:|---|--:|%s--:|--:|%s--:|--:|--:|--:|--:|\n", rc, rc)
+	fmt.Fprintf(w, "|---|--:|---|--:|%s--:|--:|%s--:|--:|--:|--:|--:|--:|\n", rc, rc)
 	for _, c := range r.Cells {
 		mark := ""
 		if c.Failed {
@@ -252,12 +252,17 @@ func (r *Report) WriteText(w io.Writer) {
 		if c.OtherErrors > 0 {
 			errs += fmt.Sprintf(" (+%d outside the window)", c.OtherErrors)
 		}
-		cpu, perOp, rss := "–", "–", "–"
+		cpu, perOp, rss, perProc := "–", "–", "–", "–"
 		if len(c.RSS) > 0 {
 			cpu, perOp, rss = fmt.Sprintf("%.2f", c.ServerCPUS), fmt.Sprintf("%.1f", c.CPUUsPerOp), fmt.Sprintf("%.0f", c.RSSMiB)
+			per := make([]string, len(c.RSS))
+			for i, p := range c.RSS {
+				per[i] = fmt.Sprintf("%.0f", p.MiB)
+			}
+			perProc = strings.Join(per, "/")
 		}
-		fmt.Fprintf(w, "| %s | %d | %s%s | %.0f%s | %s | %s%s | %s | %s | %s | %.2f | %s |\n",
-			c.Workload, c.Clients, c.Target, mark, c.OpsPerSec, ratio, fmtMs(c.P50Ms), fmtMs(c.P99Ms), p99ratio, errs, cpu, perOp, c.BenchCPUS, rss)
+		fmt.Fprintf(w, "| %s | %d | %s%s | %.0f%s | %s | %s%s | %s | %s | %s | %.2f | %s | %s |\n",
+			c.Workload, c.Clients, c.Target, mark, c.OpsPerSec, ratio, fmtMs(c.P50Ms), fmtMs(c.P99Ms), p99ratio, errs, cpu, perOp, c.BenchCPUS, rss, perProc)
 	}
 	fmt.Fprintf(w, "\nLatency per operation (ms, from the pipeline's send to the reply):\n\n")
 	fmt.Fprintln(w, "| workload | clients | target | op | count | mean | p50 | p95 | p99 | p99.9 | max |")
