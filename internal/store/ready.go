@@ -125,10 +125,13 @@ func (s *Store) processReady() (more bool, err error) {
 	// applied state; reads wait for it regardless (ReadBarrier waits for
 	// the applied index, which moves in afterCommit). Under load this
 	// takes one fsync off every write's latency.
+	// The round's effects are taken first: a waiter that wants them acted
+	// on (PUBLISH's receiver count) waits for the round the state machine
+	// last handed over.
+	effects := s.cfg.StateMachine.TakeEffects()
 	for _, it := range items {
 		it.completeEarly()
 	}
-	effects := s.cfg.StateMachine.TakeEffects()
 	if !batch.Empty() {
 		opts := pebble.NoSync
 		if mustSync && !s.cfg.UnsafeNoSync {
