@@ -69,6 +69,15 @@ type Config struct {
 	// 0 means storage.DefaultCacheSize (64 MiB).
 	CacheSize int
 
+	// LeaseReads lets the leader serve linearizable reads from a leader
+	// lease, with no Raft message per read batch (store.Config.LeaseReads;
+	// see docs/architecture.md, "Life of a read"). It assumes that the
+	// nodes' clocks run at rates within 10% of each other (never their
+	// wall-clock time: leases use the monotonic clock). False, the zero
+	// value: every read batch costs a ReadIndex round. `kvorum start`
+	// turns it on unless --lease-reads=false.
+	LeaseReads bool
+
 	// RequestTimeout bounds how long a client command waits for a leader,
 	// a commit or a read barrier before it gets an error. Default 10s.
 	RequestTimeout time.Duration

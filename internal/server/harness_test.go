@@ -62,6 +62,7 @@ func nodeConfig(t testing.TB, id uint64, p *transport.Partitioner) Config {
 		HeartbeatTicks:    1,
 		SnapshotThreshold: 50,
 		RequestTimeout:    3 * time.Second,
+		LeaseReads:        true, // as `kvorum start` by default
 		PeerInterceptor:   p,
 		Logger:            testLogger(),
 	}

@@ -106,6 +106,7 @@ func Start(cfg Config) (n *Node, err error) {
 		TickInterval: cfg.TickInterval, ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
 		SnapshotThreshold: cfg.SnapshotThreshold, Logger: log, Metrics: store.NewMetrics(n.reg),
 		StateMachine: n.machine, Now: cfg.Now, UnsafeNoSync: cfg.Unsafe.NoSync,
+		LeaseReads: cfg.LeaseReads,
 	})
 	n.wg.Add(1)
 	go n.effectsLoop(n.store.Effects())

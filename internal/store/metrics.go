@@ -12,12 +12,17 @@ type Metrics struct {
 	Proposals       prometheus.Counter
 	ProposalLatency prometheus.Histogram
 	ReadIndexRounds prometheus.Counter
-	ReadyRounds     prometheus.Counter
-	ReadyDuration   prometheus.Histogram
-	FsyncDuration   prometheus.Histogram
-	EntriesApplied  prometheus.Counter
-	SnapshotsSent   prometheus.Counter
-	SnapshotsRecv   prometheus.Counter
+	// LeaseReads counts reads a leader served from its lease, without a
+	// ReadIndex round; LeaseProbes the ReadIndex requests sent only to
+	// renew the lease (those sent for reads count in ReadIndexRounds).
+	LeaseReads     prometheus.Counter
+	LeaseProbes    prometheus.Counter
+	ReadyRounds    prometheus.Counter
+	ReadyDuration  prometheus.Histogram
+	FsyncDuration  prometheus.Histogram
+	EntriesApplied prometheus.Counter
+	SnapshotsSent  prometheus.Counter
+	SnapshotsRecv  prometheus.Counter
 }
 
 // NewMetrics creates the instruments and registers them on reg (if non-nil).
@@ -27,6 +32,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Proposals:       prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_proposals_total", Help: "Raft proposals made by this node."}),
 		ProposalLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kvorum_raft_proposal_duration_seconds", Help: "Time from proposal to apply on the proposing node.", Buckets: lat}),
 		ReadIndexRounds: prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_read_index_rounds_total", Help: "ReadIndex requests issued (each serves a batch of reads)."}),
+		LeaseReads:      prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_lease_reads_total", Help: "Reads the leader served from its lease, without a ReadIndex round."}),
+		LeaseProbes:     prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_lease_probes_total", Help: "ReadIndex requests sent only to renew the leader's lease."}),
 		ReadyRounds:     prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_ready_rounds_total", Help: "Rounds of Ready handling (one storage batch each)."}),
 		ReadyDuration:   prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kvorum_raft_ready_duration_seconds", Help: "Time to handle one round of Ready: persist, send, apply, advance.", Buckets: lat}),
 		FsyncDuration:   prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kvorum_storage_fsync_duration_seconds", Help: "Time to commit one synced batch.", Buckets: lat}),
@@ -35,7 +42,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		SnapshotsRecv:   prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_snapshots_applied_total", Help: "Snapshots received and applied."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Proposals, m.ProposalLatency, m.ReadIndexRounds, m.ReadyRounds,
+		reg.MustRegister(m.Proposals, m.ProposalLatency, m.ReadIndexRounds, m.LeaseReads, m.LeaseProbes, m.ReadyRounds,
 			m.ReadyDuration, m.FsyncDuration, m.EntriesApplied, m.SnapshotsSent, m.SnapshotsRecv)
 	}
 	return m

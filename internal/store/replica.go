@@ -29,6 +29,9 @@ type Replica struct {
 	applied atomic.Uint64
 	// broken is set once raft panicked; the store is stopping.
 	broken atomic.Bool
+	// created is when AddReplica made this replica (store.mono): it drops
+	// vote requests for an electionTimeout after that (lease.go).
+	created time.Time
 
 	mu struct {
 		sync.Mutex
@@ -53,6 +56,8 @@ type Replica struct {
 		readWait  []*readBatch
 		readSeq   uint64
 		leader    uint64
+		// lease is the leader's read lease (lease.go).
+		lease leaseState
 		// staged maps snapshot index to the staged file path.
 		staged map[uint64]string
 	}
@@ -71,11 +76,18 @@ func (p *proposal) finish(replies []reply.Reply, err error) {
 	close(p.done)
 }
 
-// readBatch is a group of reads served by one ReadIndex round.
+// readBatch is a group of reads served by one ReadIndex round (or a
+// lease read waiting for the commit index to be applied, or a lease probe
+// that no read waits for).
 type readBatch struct {
 	done  chan struct{}
 	index uint64
 	err   error
+	// probe: the leader sent this ReadIndex at probeSent in probeTerm;
+	// once its ReadState is released it extends the lease (lease.go).
+	probe     bool
+	probeSent time.Time
+	probeTerm uint64
 }
 
 // Errors a caller may retry (the command was certainly not applied).
@@ -166,7 +178,7 @@ func (s *Store) AddReplica(desc *storage.Descriptor) (*Replica, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: range %d: %w", desc.RangeID, err)
 	}
-	r := &Replica{store: s, id: desc.RangeID, log: log}
+	r := &Replica{store: s, id: desc.RangeID, log: log, created: s.mono()}
 	r.applied.Store(applied.Index)
 	r.mu.rn = rn
 	r.mu.desc = desc
@@ -231,6 +243,14 @@ func (r *Replica) step(m *raftpb.Message) {
 	defer r.recoverRaftPanic()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.votesDelayed(m) {
+		r.store.log.Debug("vote request dropped: replica started less than an election timeout ago",
+			"range", r.id, "type", m.GetType(), "from", m.GetFrom(), "term", m.GetTerm())
+		return
+	}
+	if m.GetType() == raftpb.MessageType_MsgTransferLeader {
+		r.dropLeaseLocked(r.mu.rn.BasicStatus().GetTerm())
+	}
 	if err := r.mu.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 		r.store.log.Debug("raft step", "range", r.id, "type", m.GetType(), "from", m.GetFrom(), "err", err)
 	}
@@ -372,14 +392,28 @@ func (r *Replica) forget(p *proposal) {
 }
 
 // ReadBarrier returns once this replica has applied everything committed
-// before the call (a linearizable read point). Concurrent callers share one
-// ReadIndex round. Errors: ErrNoLeader, ErrLeaderChanged (retry), ctx errors.
+// before the call (a linearizable read point). A leader that holds a lease
+// (Config.LeaseReads, lease.go) takes its commit index as the read point
+// and returns as soon as that is applied, with no Raft message; otherwise
+// concurrent callers share one ReadIndex round. Errors: ErrNoLeader,
+// ErrLeaderChanged (retry), ctx errors.
 func (r *Replica) ReadBarrier(ctx context.Context) error {
 	if r.store.failed.Load() {
 		return ErrStopped
 	}
 	r.mu.Lock()
-	var b *readBatch
+	b, leased, renew := r.leaseReadLocked()
+	if leased {
+		r.mu.Unlock()
+		r.store.cfg.Metrics.LeaseReads.Inc()
+		if renew || b != nil {
+			r.store.signal()
+		}
+		if b == nil {
+			return nil
+		}
+		return r.waitRead(ctx, b)
+	}
 	if n := len(r.mu.readQueue); n > 0 {
 		b = r.mu.readQueue[n-1]
 	} else {
@@ -388,6 +422,10 @@ func (r *Replica) ReadBarrier(ctx context.Context) error {
 	}
 	r.mu.Unlock()
 	r.store.signal()
+	return r.waitRead(ctx, b)
+}
+
+func (r *Replica) waitRead(ctx context.Context, b *readBatch) error {
 	select {
 	case <-b.done:
 		return b.err
@@ -398,13 +436,19 @@ func (r *Replica) ReadBarrier(ctx context.Context) error {
 	}
 }
 
-// issueReadsLocked sends one ReadIndex for all queued reads.
+// issueReadsLocked sends one ReadIndex for all queued reads. On a leader
+// with leases on, that request is also a lease probe; and if a lease read
+// asked for a renewal and no probe is in flight, it sends a probe that no
+// read waits for.
 // REQUIRES: r.mu held.
 func (r *Replica) issueReadsLocked() {
-	if len(r.mu.readQueue) == 0 {
+	renew := r.mu.lease.renew
+	r.mu.lease.renew = false
+	if len(r.mu.readQueue) == 0 && !renew {
 		return
 	}
-	if r.mu.rn.BasicStatus().Lead == raft.None {
+	st := r.mu.rn.BasicStatus()
+	if st.Lead == raft.None {
 		for _, b := range r.mu.readQueue {
 			b.err = ErrNoLeader
 			close(b.done)
@@ -412,15 +456,31 @@ func (r *Replica) issueReadsLocked() {
 		r.mu.readQueue = r.mu.readQueue[:0]
 		return
 	}
+	now := r.store.mono()
+	if renew && len(r.mu.readQueue) == 0 && !r.probeInFlightLocked(st.GetTerm(), now) {
+		b := &readBatch{done: make(chan struct{})}
+		r.leaseProbeLocked(b, &st, now)
+		if b.probe {
+			r.sendReadIndexLocked(b)
+			r.store.cfg.Metrics.LeaseProbes.Inc()
+		}
+	}
 	for _, b := range r.mu.readQueue {
-		r.mu.readSeq++
-		var ctx [8]byte
-		binary.BigEndian.PutUint64(ctx[:], r.mu.readSeq)
-		r.mu.readSent[r.mu.readSeq] = b
-		r.mu.rn.ReadIndex(ctx[:])
+		r.leaseProbeLocked(b, &st, now)
+		r.sendReadIndexLocked(b)
 		r.store.cfg.Metrics.ReadIndexRounds.Inc()
 	}
 	r.mu.readQueue = r.mu.readQueue[:0]
+}
+
+// sendReadIndexLocked sends a ReadIndex request for b.
+// REQUIRES: r.mu held.
+func (r *Replica) sendReadIndexLocked(b *readBatch) {
+	r.mu.readSeq++
+	var ctx [8]byte
+	binary.BigEndian.PutUint64(ctx[:], r.mu.readSeq)
+	r.mu.readSent[r.mu.readSeq] = b
+	r.mu.rn.ReadIndex(ctx[:])
 }
 
 // failReadsLocked fails every read round in flight.
@@ -439,6 +499,9 @@ func (r *Replica) releaseReadsLocked(applied uint64) {
 	keep := r.mu.readWait[:0]
 	for _, b := range r.mu.readWait {
 		if b.index <= applied {
+			if b.probe {
+				r.probeAnsweredLocked(b)
+			}
 			close(b.done)
 		} else {
 			keep = append(keep, b)

@@ -109,6 +109,8 @@ func (r *Replica) TransferLeader(ctx context.Context, id uint64) error {
 			return nil
 		}
 		if st.RaftState == raft.StateLeader && st.LeadTransferee != id {
+			// No lease reads from now on in this term (lease.go).
+			r.dropLeaseLocked(st.GetTerm())
 			r.mu.rn.TransferLeader(id)
 		} else if st.RaftState != raft.StateLeader && st.Lead != 0 && st.Lead != id && st.Lead != uint64(r.store.cfg.NodeID) {
 			r.mu.Unlock()

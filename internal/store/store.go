@@ -57,6 +57,12 @@ type Config struct {
 	// acknowledged before they are durable. Only for showing that the
 	// fault suites catch lost writes; see server.Config.Unsafe.
 	UnsafeNoSync bool
+	// LeaseReads lets a leader that holds a lease serve reads without a
+	// ReadIndex round (see lease.go). It assumes that the nodes' clocks
+	// and tickers run at rates within leaseDriftPercent of each other.
+	// Needs TickInterval > 0. False: every read batch costs a ReadIndex
+	// round.
+	LeaseReads bool
 }
 
 // StateMachine is the replicated state machine the store drives (package
@@ -126,6 +132,10 @@ type Store struct {
 	failErr error
 	// writeGate, if set, may refuse proposals: see SetWriteGate.
 	writeGate atomic.Pointer[WriteGate]
+	// mono is the monotonic clock that times leases and the vote delay
+	// (lease.go): time.Now, never Config.Now. Tests replace it before
+	// AddReplica.
+	mono func() time.Time
 }
 
 // ErrStopped is returned for operations on a stopped store.
@@ -154,6 +164,7 @@ func New(cfg Config) *Store {
 		stopper: make(chan struct{}),
 		effects: make(chan Effects, effectsBacklog),
 		fatal:   make(chan error, 1),
+		mono:    time.Now,
 	}
 	s.mu.replicas = map[storage.RangeID]*Replica{}
 	return s

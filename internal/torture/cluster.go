@@ -87,6 +87,7 @@ func (c *cluster) baseConfig(s *slot) (server.Config, error) {
 		HeartbeatTicks:    1,
 		SnapshotThreshold: 40,
 		RequestTimeout:    time.Second,
+		LeaseReads:        true, // as `kvorum start` by default
 		PeerInterceptor:   c.net,
 		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Now:               func() int64 { return time.Now().UnixMilli() + s.offset.Load() },

@@ -1,0 +1,201 @@
+package store
+
+import (
+	"bytes"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// Leader leases (Config.LeaseReads).
+//
+// A leader that holds a lease serves a linearizable read without any Raft
+// message: the read index is its own commit index. The lease rests on
+// raft's CheckQuorum rule (raft's inLease): a follower that heard from the
+// leader less than ElectionTicks ticks ago ignores MsgVote and MsgPreVote
+// (unless they belong to a leadership transfer). So once a quorum has
+// acknowledged a message the leader sent at time T, no other leader can be
+// elected before T + electionTimeout, measured on the clocks of that
+// quorum; until then this leader's commit index covers every committed
+// entry.
+//
+// Acquisition and renewal use raft's own ReadIndex: a ReadIndex request
+// issued by the leader at T (monotonic clock, time.Now) is answered only
+// after a quorum acknowledged a heartbeat that carries it, and only after
+// the leader committed an entry of its term. When its ReadState is
+// released, the lease runs until T + leaseDuration(). Every ReadIndex the
+// leader issues for queued reads counts as such a probe; and a read that
+// finds less than half of the lease left asks for a probe of its own in
+// the next Ready round (issueReadsLocked), so a steady read load renews
+// the lease ahead of expiry and never waits for a probe.
+//
+// The lease is kept per term and checked under Replica.mu at every read:
+// a different term, not leading, or a leadership transfer under way
+// (BasicStatus().LeadTransferee != 0) means no lease. A transfer also
+// forfeits leases for the rest of the term (noLeaseTerm): the target's
+// vote requests are forced past the followers' inLease check, and one
+// delayed in the network may still win after an aborted transfer.
+//
+// The restart hole: a node that restarts forgets the leader it heard
+// from (raft's lead is None), so raft would grant its vote at once,
+// although its acknowledgement before the restart may be part of the
+// quorum behind a lease still running. So a replica drops MsgVote and
+// MsgPreVote during the first electionTimeout after it was created (a
+// restart, or a node newly added), except the forced votes of a
+// leadership transfer (see votesDelayed). Its own campaigns are not
+// delayed, so a single-node cluster still elects itself at once. The rule
+// holds whatever Config.LeaseReads says, so that a cluster switched node
+// by node stays safe.
+
+// leaseDriftPercent is the share of the election timeout the lease gives
+// up for clock-rate drift: a follower counts the election timeout in ticks
+// of its own ticker, and the leader times its lease with its own
+// monotonic clock; the lease stays safe as long as no follower's ticks
+// run more than this much faster than the leader's clock. Quartz clocks
+// differ by parts per million, and a late or stalled ticker only makes a
+// follower wait longer, so 10% is a wide margin.
+const leaseDriftPercent = 10
+
+// electionTimeout is the base election timeout in real time: ElectionTicks
+// × TickInterval (0 without a ticker: no leases, no vote delay).
+func (s *Store) electionTimeout() time.Duration {
+	return time.Duration(s.cfg.ElectionTicks) * s.cfg.TickInterval
+}
+
+// leaseDuration is how long after sending a probe at T the leader may
+// serve lease reads: electionTimeout minus the drift margin
+// (leaseDriftPercent of it) minus one tick, since a follower's first tick
+// may come right after the heartbeat that reset its election timer, so
+// ElectionTicks ticks can take as little as (ElectionTicks−1) ×
+// TickInterval. 0 means no leases.
+func (s *Store) leaseDuration() time.Duration {
+	if !s.cfg.LeaseReads {
+		return 0
+	}
+	et := s.electionTimeout()
+	d := et - et*leaseDriftPercent/100 - s.cfg.TickInterval
+	if d <= 0 {
+		return 0
+	}
+	return d
+}
+
+// leaseState is a replica's lease, under Replica.mu.
+type leaseState struct {
+	// term is the term the lease was granted in (0: none); expires is the
+	// end of it on the monotonic clock.
+	term    uint64
+	expires time.Time
+	// noLeaseTerm: a leadership transfer began in this term.
+	noLeaseTerm uint64
+	// probeSent is when the probe in flight was issued, in probeTerm
+	// (zero: none in flight).
+	probeSent time.Time
+	probeTerm uint64
+	// renew: a read found less than half of the lease left; the next
+	// Ready round issues a probe.
+	renew bool
+}
+
+// campaignTransferCtx is the Context raft puts on the MsgVote of a
+// leadership transfer (raft's campaignTransfer; unexported there). Raft
+// forces those votes past its inLease check, and so does votesDelayed.
+const campaignTransferCtx = "CampaignTransfer"
+
+// votesDelayed reports whether m is a vote request this replica must drop
+// because it was created less than an electionTimeout ago (see the
+// restart hole above).
+func (r *Replica) votesDelayed(m *raftpb.Message) bool {
+	t := m.GetType()
+	if t != raftpb.MessageType_MsgVote && t != raftpb.MessageType_MsgPreVote {
+		return false
+	}
+	if bytes.Equal(m.GetContext(), []byte(campaignTransferCtx)) {
+		return false
+	}
+	et := r.store.electionTimeout()
+	return et > 0 && r.store.mono().Sub(r.created) < et
+}
+
+// leaseReadLocked serves a read from the lease if this replica holds one:
+// ok reports that it does; then b is nil if the read may run at once, or a
+// batch in readWait to wait for (the commit index is not applied yet).
+// REQUIRES: r.mu held.
+func (r *Replica) leaseReadLocked() (b *readBatch, ok, renew bool) {
+	l := &r.mu.lease
+	if l.term == 0 {
+		return nil, false, false
+	}
+	st := r.mu.rn.BasicStatus()
+	now := r.store.mono()
+	if st.RaftState != raft.StateLeader || st.GetTerm() != l.term || st.LeadTransferee != raft.None {
+		l.term = 0
+		return nil, false, false
+	}
+	left := l.expires.Sub(now)
+	if left <= 0 {
+		l.term = 0
+		return nil, false, false
+	}
+	if left < r.store.leaseDuration()/2 && !l.renew && !r.probeInFlightLocked(l.term, now) {
+		l.renew, renew = true, true
+	}
+	commit := st.GetCommit()
+	if r.applied.Load() >= commit {
+		return nil, true, renew
+	}
+	b = &readBatch{done: make(chan struct{}), index: commit}
+	r.mu.readWait = append(r.mu.readWait, b)
+	return b, true, renew
+}
+
+// leaseProbeLocked marks b, about to be sent as a ReadIndex request, as a
+// lease probe if this replica leads and may hold a lease in its term.
+// REQUIRES: r.mu held.
+func (r *Replica) leaseProbeLocked(b *readBatch, st *raft.BasicStatus, now time.Time) {
+	if r.store.leaseDuration() == 0 || st.RaftState != raft.StateLeader ||
+		st.LeadTransferee != raft.None || st.GetTerm() == r.mu.lease.noLeaseTerm {
+		return
+	}
+	b.probe, b.probeSent, b.probeTerm = true, now, st.GetTerm()
+	r.mu.lease.probeSent, r.mu.lease.probeTerm = now, st.GetTerm()
+}
+
+// probeInFlightLocked reports whether a probe of the current term is in
+// flight and not older than a lease (raft keeps an unanswered ReadIndex
+// and answers it with a later heartbeat quorum, but never after a leader
+// change, which also changes the term).
+// REQUIRES: r.mu held.
+func (r *Replica) probeInFlightLocked(term uint64, now time.Time) bool {
+	l := &r.mu.lease
+	return !l.probeSent.IsZero() && l.probeTerm == term && now.Sub(l.probeSent) < r.store.leaseDuration()
+}
+
+// probeAnsweredLocked extends the lease once the ReadState of a probe sent
+// at b.probeSent in b.probeTerm came back.
+// REQUIRES: r.mu held.
+func (r *Replica) probeAnsweredLocked(b *readBatch) {
+	l := &r.mu.lease
+	if l.probeTerm == b.probeTerm && !l.probeSent.After(b.probeSent) {
+		l.probeSent = time.Time{}
+	}
+	st := r.mu.rn.BasicStatus()
+	if st.RaftState != raft.StateLeader || st.GetTerm() != b.probeTerm ||
+		st.LeadTransferee != raft.None || b.probeTerm == l.noLeaseTerm {
+		return
+	}
+	exp := b.probeSent.Add(r.store.leaseDuration())
+	if l.term != b.probeTerm || exp.After(l.expires) {
+		l.term, l.expires = b.probeTerm, exp
+	}
+}
+
+// dropLeaseLocked forfeits the lease for the rest of term (a leadership
+// transfer begins).
+// REQUIRES: r.mu held.
+func (r *Replica) dropLeaseLocked(term uint64) {
+	r.mu.lease.term = 0
+	r.mu.lease.noLeaseTerm = term
+	r.mu.lease.renew = false
+}
