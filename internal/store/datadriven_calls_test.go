@@ -238,7 +238,12 @@ func (e *ddEnv) read(n *ddNode, key string) {
 		return
 	}
 	r.mu.Lock()
-	b := r.mu.readQueue[len(r.mu.readQueue)-1]
+	var b *readBatch
+	if n := len(r.mu.readQueue); n > 0 {
+		b = r.mu.readQueue[n-1]
+	} else {
+		b = r.mu.readWait[len(r.mu.readWait)-1] // a lease read waiting for its index
+	}
 	r.mu.Unlock()
 	n.pending(op, func() bool { return isClosed(b.done) || isClosed(s.stopper) })
 }

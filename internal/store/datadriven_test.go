@@ -6,11 +6,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/datadriven"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -32,10 +35,19 @@ import (
 // Commands (node ids are positional; every node serves range 1):
 //
 //	add-nodes 3 [election=10] [heartbeat=1] [snapshot-threshold=0]
+//	          [tick-interval=100ms] [lease-reads]
 //	    The first call bootstraps nodes 1..3 as the range's voters (index
 //	    10, term 5) and fixes the store config for the file; later calls
-//	    add empty nodes that wait for a snapshot (see add-member).
+//	    add empty nodes that wait for a snapshot (see add-member). With a
+//	    tick-interval, each node has a monotonic clock of its own (leases,
+//	    the vote delay after a start) that every tick of the node advances
+//	    by that much; without, there is no such clock (no leases, no
+//	    delay). lease-reads sets Config.LeaseReads.
 //	tick 1 [2 ...] [n=K]       K (default 1) ticks of each node's clock.
+//	clock 1 [2 ...] d=300ms    advances the nodes' monotonic clocks without
+//	                           a tick (a stalled ticker).
+//	reads 1                    the node's read counters: lease reads,
+//	                           ReadIndex rounds for reads, lease probes.
 //	tick-election 2            ticks node 2 until its election timer fires
 //	                           (the randomized count is not printed).
 //	stabilize [quiet]          handles Ready on every node and delivers every
@@ -95,6 +107,8 @@ type ddEnv struct {
 
 	election, heartbeat int
 	threshold           uint64
+	tickInterval        time.Duration
+	leaseReads          bool
 
 	nodes []*ddNode // nodes[i] has id i+1
 
@@ -111,6 +125,10 @@ type ddNode struct {
 	db    *pebble.DB
 	store *Store // nil while stopped
 	ops   []*ddOp
+	// clock is the node's monotonic clock (Store.mono) in ns since
+	// ddEpoch; it survives restarts. reg holds the store's metrics.
+	clock atomic.Int64
+	reg   *prometheus.Registry
 
 	// seen is the state line and members line last printed.
 	seen, seenMembers string
@@ -127,6 +145,20 @@ func (e *ddEnv) run(d *datadriven.TestData) {
 			for i := 0; i < n; i++ {
 				e.tick(nd)
 			}
+		}
+	case "clock":
+		var s string
+		d.ScanArgs(e.t, "d", &s)
+		dur, err := time.ParseDuration(s)
+		if err != nil {
+			d.Fatalf(e.t, "clock: %v", err)
+		}
+		for _, nd := range e.nodeArgs(d) {
+			nd.clock.Add(int64(dur))
+		}
+	case "reads":
+		for _, nd := range e.nodeArgs(d) {
+			e.printReads(nd)
 		}
 	case "tick-election":
 		e.tickElection(e.nodeArg(d))
@@ -236,6 +268,16 @@ func (e *ddEnv) addNodes(d *datadriven.TestData) {
 		d.MaybeScanArgs(e.t, "election", &e.election)
 		d.MaybeScanArgs(e.t, "heartbeat", &e.heartbeat)
 		d.MaybeScanArgs(e.t, "snapshot-threshold", &e.threshold)
+		if d.HasArg("tick-interval") {
+			var s string
+			d.ScanArgs(e.t, "tick-interval", &s)
+			ti, err := time.ParseDuration(s)
+			if err != nil {
+				d.Fatalf(e.t, "tick-interval: %v", err)
+			}
+			e.tickInterval = ti
+		}
+		e.leaseReads = d.HasArg("lease-reads")
 		e.cut, e.isolated = map[[2]uint64]bool{}, map[uint64]bool{}
 	}
 	first := len(e.nodes) + 1
@@ -280,15 +322,21 @@ func (e *ddEnv) start(n *ddNode) {
 	if n.db == nil {
 		e.openDB(n)
 	}
+	n.reg = prometheus.NewRegistry()
 	s := New(Config{
 		NodeID: storage.NodeID(n.id), DB: n.db, FS: n.fs, Dir: "/db",
 		Transport:     ddTransport{e},
 		ElectionTicks: e.election, HeartbeatTicks: e.heartbeat,
+		// TickInterval > 0 starts no ticker here: Start is never called.
+		TickInterval:      e.tickInterval,
+		LeaseReads:        e.leaseReads,
 		SnapshotThreshold: e.threshold,
 		StateMachine:      &regMachine{},
 		Logger:            testLog(),
+		Metrics:           NewMetrics(n.reg),
 		Now:               func() int64 { return 1 },
 	})
+	s.mono = func() time.Time { return ddEpoch.Add(time.Duration(n.clock.Load())) }
 	if _, err := s.AddReplica(&storage.Descriptor{RangeID: 1}); err != nil {
 		e.t.Fatal(err)
 	}
@@ -366,9 +414,32 @@ func (e *ddEnv) tick(n *ddNode) {
 	if n.store == nil {
 		e.t.Fatalf("tick: node %d is down", n.id)
 	}
+	n.clock.Add(int64(e.tickInterval))
 	n.store.Tick()
 	e.settle()
 	e.printState(n)
+}
+
+// ddEpoch is what the nodes' monotonic clocks start from.
+var ddEpoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// printReads implements reads.
+func (e *ddEnv) printReads(n *ddNode) {
+	if n.store == nil {
+		e.t.Fatalf("reads: node %d is down", n.id)
+	}
+	mfs, err := n.reg.Gather()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	v := map[string]float64{}
+	for _, mf := range mfs {
+		if ms := mf.GetMetric(); len(ms) == 1 && ms[0].GetCounter() != nil {
+			v[mf.GetName()] = ms[0].GetCounter().GetValue()
+		}
+	}
+	e.printf("%d: lease-reads=%v read-index-rounds=%v lease-probes=%v\n", n.id,
+		v["kvorum_raft_lease_reads_total"], v["kvorum_raft_read_index_rounds_total"], v["kvorum_raft_lease_probes_total"])
 }
 
 // tickElection ticks n until its election timer fires, that is until it is
@@ -418,7 +489,7 @@ func (n *ddNode) hasReady() bool {
 	r := n.replica()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.mu.readQueue) > 0 || len(r.mu.pending) > 0 || r.mu.rn.HasReady()
+	return len(r.mu.readQueue) > 0 || len(r.mu.pending) > 0 || r.mu.lease.renew || r.mu.rn.HasReady()
 }
 
 // handleReady is the Ready loop of node n, run until it has no more work.

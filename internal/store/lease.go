@@ -43,10 +43,14 @@ import (
 // quorum behind a lease still running. So a replica drops MsgVote and
 // MsgPreVote during the first electionTimeout after it was created (a
 // restart, or a node newly added), except the forced votes of a
-// leadership transfer (see votesDelayed). Its own campaigns are not
-// delayed, so a single-node cluster still elects itself at once. The rule
-// holds whatever Config.LeaseReads says, so that a cluster switched node
-// by node stays safe.
+// leadership transfer (see votesDelayed). A replica whose persisted term
+// is still the bootstrap term (a brand-new cluster, or a new node that
+// never heard from a leader) has never acknowledged a leader, since a
+// follower persists a new term before any reply in it goes out: it needs
+// no delay, so a new cluster elects its first leader as fast as before.
+// Its own campaigns are never delayed. The rule holds whatever
+// Config.LeaseReads says, so that a cluster switched node by node stays
+// safe.
 
 // leaseDriftPercent is the share of the election timeout the lease gives
 // up for clock-rate drift: a follower counts the election timeout in ticks
@@ -106,16 +110,16 @@ const campaignTransferCtx = "CampaignTransfer"
 // votesDelayed reports whether m is a vote request this replica must drop
 // because it was created less than an electionTimeout ago (see the
 // restart hole above).
+// REQUIRES: r.mu held (voteDelayUntil is set before the replica is shared).
 func (r *Replica) votesDelayed(m *raftpb.Message) bool {
 	t := m.GetType()
 	if t != raftpb.MessageType_MsgVote && t != raftpb.MessageType_MsgPreVote {
 		return false
 	}
-	if bytes.Equal(m.GetContext(), []byte(campaignTransferCtx)) {
+	if r.voteDelayUntil.IsZero() || bytes.Equal(m.GetContext(), []byte(campaignTransferCtx)) {
 		return false
 	}
-	et := r.store.electionTimeout()
-	return et > 0 && r.store.mono().Sub(r.created) < et
+	return r.store.mono().Before(r.voteDelayUntil)
 }
 
 // leaseReadLocked serves a read from the lease if this replica holds one:

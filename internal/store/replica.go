@@ -29,9 +29,9 @@ type Replica struct {
 	applied atomic.Uint64
 	// broken is set once raft panicked; the store is stopping.
 	broken atomic.Bool
-	// created is when AddReplica made this replica (store.mono): it drops
-	// vote requests for an electionTimeout after that (lease.go).
-	created time.Time
+	// voteDelayUntil: the replica drops vote requests until then
+	// (store.mono; zero: never). See lease.go.
+	voteDelayUntil time.Time
 
 	mu struct {
 		sync.Mutex
@@ -131,11 +131,14 @@ func (r *Replica) notLeader(lead uint64, desc *storage.Descriptor) *NotLeaderErr
 	return e
 }
 
+// The log position and term BootstrapRange starts a range at.
+const bootstrapIndex, bootstrapTerm = 10, 5
+
 // BootstrapRange writes the initial state of a brand-new range whose members
 // are desc.Replicas (all voters). Every initial member writes the same state,
 // so they agree without any message.
 func BootstrapRange(w storage.Writer, desc *storage.Descriptor) error {
-	const initIndex, initTerm = 10, 5
+	const initIndex, initTerm = bootstrapIndex, bootstrapTerm
 	cs := &raftpb.ConfState{}
 	for _, r := range desc.Replicas {
 		if r.Learner {
@@ -178,7 +181,11 @@ func (s *Store) AddReplica(desc *storage.Descriptor) (*Replica, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: range %d: %w", desc.RangeID, err)
 	}
-	r := &Replica{store: s, id: desc.RangeID, log: log, created: s.mono()}
+	r := &Replica{store: s, id: desc.RangeID, log: log}
+	if hs, _, _, _ := log.State(); hs.GetTerm() > bootstrapTerm {
+		// It may have acknowledged a leader before it stopped: see lease.go.
+		r.voteDelayUntil = s.mono().Add(s.electionTimeout())
+	}
 	r.applied.Store(applied.Index)
 	r.mu.rn = rn
 	r.mu.desc = desc
