@@ -57,11 +57,16 @@
 //
 // # Life of a read
 //
-// ReadBarrier queues the caller; the Ready loop issues one ReadIndex for all
-// callers queued since the last round. When the ReadState comes back with
-// the leader's commit index, callers wait until this replica has applied up
-// to that index and then read Pebble directly. Followers serve reads this
-// way too, so every node answers linearizably.
+// A leader that holds a leader lease (Config.LeaseReads; lease.go) takes its
+// own commit index as the read index: ReadBarrier returns at once if that is
+// applied, or waits for it, with no Raft message. Otherwise ReadBarrier
+// queues the caller; the Ready loop issues one ReadIndex for all callers
+// queued since the last round (on the leader, that request also renews the
+// lease). When the ReadState comes back with the leader's commit index,
+// callers wait until this replica has applied up to that index and then
+// read Pebble directly. Followers serve reads this way too, so every node
+// answers linearizably. Replicas drop vote requests for an election
+// timeout after they start (lease.go, "the restart hole").
 //
 // # Tests
 //
