@@ -1,0 +1,44 @@
+package server
+
+import (
+	"testing"
+	"time"
+)
+
+// TestLeaseReads: with LeaseReads on (as `kvorum start` by default) the
+// leader serves GETs from its lease, followers through ReadIndex rounds;
+// with it off every read batch takes a ReadIndex round. Reads see the
+// writes either way (the linearizability of both paths is what
+// internal/torture checks under faults).
+func TestLeaseReads(t *testing.T) {
+	for _, lease := range []bool{true, false} {
+		c := newClusterWith(t, 3, func(_ uint64, cfg *Config) { cfg.LeaseReads = lease })
+		ctx := testCtx(t, 20*time.Second)
+		lead := c.waitLeader()
+		lc := c.client(lead)
+		if err := lc.Set(ctx, "k", "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 50; i++ {
+			if v, err := lc.Get(ctx, "k").Result(); err != nil || v != "v" {
+				t.Fatalf("lease=%v: GET on the leader: %q %v", lease, v, err)
+			}
+		}
+		f := followersOf(lead, 3)[0]
+		if v, err := c.client(f).Get(ctx, "k").Result(); err != nil || v != "v" {
+			t.Fatalf("lease=%v: GET on a follower: %q %v", lease, v, err)
+		}
+		leaseReads := gauge(t, c.node(lead), "kvorum_raft_lease_reads_total")
+		rounds := gauge(t, c.node(lead), "kvorum_raft_read_index_rounds_total")
+		t.Logf("lease=%v: leader: %v lease reads, %v ReadIndex rounds", lease, leaseReads, rounds)
+		if lease && (leaseReads < 40 || rounds > 10) {
+			t.Errorf("lease reads on: %v of 50 GETs served from the lease, %v ReadIndex rounds", leaseReads, rounds)
+		}
+		if !lease && (leaseReads != 0 || rounds < 50) {
+			t.Errorf("lease reads off: %v lease reads, %v ReadIndex rounds for 50 GETs", leaseReads, rounds)
+		}
+		if v := gauge(t, c.node(f), "kvorum_raft_lease_reads_total"); v != 0 {
+			t.Errorf("lease=%v: a follower served %v lease reads", lease, v)
+		}
+	}
+}
