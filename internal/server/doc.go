@@ -48,8 +48,9 @@
 //     written, messages published, lease renewals); the node acts on that
 //     once the round is committed (effects.go).
 //   - A run of reads waits for a linearizable read point
-//     (Replica.ReadBarrier, a batched ReadIndex) and then reads this
-//     node's Pebble directly, on any node.
+//     (Replica.ReadBarrier: on a leader holding a lease, with
+//     Config.LeaseReads, its own commit index; else a batched ReadIndex)
+//     and then reads this node's Pebble directly, on any node.
 //   - Failures become error replies here, in one place. A write certainly
 //     not applied (no leader, not the leader, proposal dropped) is retried
 //     while RequestTimeout allows; a client that still finds no leader
