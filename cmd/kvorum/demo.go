@@ -105,6 +105,7 @@ func demoNodeConfigs(nodes, port int, dataDir string) []server.Config {
 			PeerAddr:       demoAddr(port + demoPeerOffset + i - 1),
 			AdminAddr:      demoAddr(port + demoAdminOffset + i - 1),
 			InitialCluster: cluster,
+			LeaseReads:     true, // as 'kvorum start' has it by default
 		}
 	}
 	return cfgs
