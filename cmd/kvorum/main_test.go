@@ -228,6 +228,7 @@ func TestParseStart(t *testing.T) {
 		TickInterval:   50 * time.Millisecond, ElectionTicks: 20, HeartbeatTicks: 2, SnapshotThreshold: 500,
 		RequestTimeout: 3 * time.Second,
 		MaxKeySize:     1024, MaxValueSize: 2 << 20, MaxArgs: 100, MaxFrameSize: 4 << 20, MaxClients: 5,
+		LeaseReads: true, // --lease-reads defaults to true
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("config\n got %+v\nwant %+v", c, want)
@@ -247,11 +248,14 @@ func TestParseStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	def := server.Config{DataDir: "/d"}
+	def := server.Config{DataDir: "/d", LeaseReads: true}
 	def.EnsureDefaults()
 	def.FS, def.Logger, def.Now = nil, nil, nil // set by EnsureDefaults at start
 	if !reflect.DeepEqual(f.cfg, def) {
 		t.Errorf("restart config\n got %+v\nwant %+v", f.cfg, def)
+	}
+	if f, err := parseStart([]string{"--data-dir", "/d", "--lease-reads=false"}, nil); err != nil || f.cfg.LeaseReads {
+		t.Errorf("--lease-reads=false: LeaseReads %v, %v", f.cfg.LeaseReads, err)
 	}
 
 	// Join.
