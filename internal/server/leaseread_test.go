@@ -6,7 +6,8 @@ import (
 )
 
 // TestLeaseReads: with LeaseReads on (as `kvorum start` by default) the
-// leader serves GETs from its lease, followers through ReadIndex rounds;
+// leader serves GETs from its lease, and answers a follower's ReadIndex
+// from it too (no heartbeat round);
 // with it off every read batch takes a ReadIndex round. Reads see the
 // writes either way (the linearizability of both paths is what
 // internal/torture checks under faults).
@@ -24,11 +25,20 @@ func TestLeaseReads(t *testing.T) {
 				t.Fatalf("lease=%v: GET on the leader: %q %v", lease, v, err)
 			}
 		}
+		leaderLeaseReads := gauge(t, c.node(lead), "kvorum_raft_lease_reads_total")
 		f := followersOf(lead, 3)[0]
 		if v, err := c.client(f).Get(ctx, "k").Result(); err != nil || v != "v" {
 			t.Fatalf("lease=%v: GET on a follower: %q %v", lease, v, err)
 		}
 		leaseReads := gauge(t, c.node(lead), "kvorum_raft_lease_reads_total")
+		// The follower's ReadIndex is answered by the leader from its
+		// lease (one more lease read there), not by a heartbeat round.
+		if lease && leaseReads != leaderLeaseReads+1 {
+			t.Errorf("a follower's read: the leader's lease reads went %v -> %v, want one more", leaderLeaseReads, leaseReads)
+		}
+		if !lease && leaseReads != leaderLeaseReads {
+			t.Errorf("lease reads off: a follower's read counted as a lease read on the leader")
+		}
 		rounds := gauge(t, c.node(lead), "kvorum_raft_read_index_rounds_total")
 		t.Logf("lease=%v: leader: %v lease reads, %v ReadIndex rounds", lease, leaseReads, rounds)
 		if lease && (leaseReads < 40 || rounds > 10) {

@@ -6,6 +6,7 @@ import (
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 )
 
 // Leader leases (Config.LeaseReads).
@@ -122,36 +123,73 @@ func (r *Replica) votesDelayed(m *raftpb.Message) bool {
 	return r.store.mono().Before(r.voteDelayUntil)
 }
 
-// leaseReadLocked serves a read from the lease if this replica holds one:
-// ok reports that it does; then b is nil if the read may run at once, or a
-// batch in readWait to wait for (the commit index is not applied yet).
+// leaseIndexLocked returns the index a read may use under the lease: the
+// leader's commit index, if this replica leads and holds a valid lease in
+// its term (ok). renew reports that the lease needs a probe in the next
+// Ready round (the caller signals the Ready loop).
 // REQUIRES: r.mu held.
-func (r *Replica) leaseReadLocked() (b *readBatch, ok, renew bool) {
+func (r *Replica) leaseIndexLocked() (index, term uint64, ok, renew bool) {
 	l := &r.mu.lease
 	if l.term == 0 {
-		return nil, false, false
+		return 0, 0, false, false
 	}
 	st := r.mu.rn.BasicStatus()
 	now := r.store.mono()
 	if st.RaftState != raft.StateLeader || st.GetTerm() != l.term || st.LeadTransferee != raft.None {
 		l.term = 0
-		return nil, false, false
+		return 0, 0, false, false
 	}
 	left := l.expires.Sub(now)
 	if left <= 0 {
 		l.term = 0
-		return nil, false, false
+		return 0, 0, false, false
 	}
 	if left < r.store.leaseDuration()/2 && !l.renew && !r.probeInFlightLocked(l.term, now) {
 		l.renew, renew = true, true
 	}
-	commit := st.GetCommit()
+	return st.GetCommit(), l.term, true, renew
+}
+
+// leaseReadLocked serves a read from the lease if this replica holds one:
+// ok reports that it does; then b is nil if the read may run at once, or a
+// batch in readWait to wait for (the commit index is not applied yet).
+// REQUIRES: r.mu held.
+func (r *Replica) leaseReadLocked() (b *readBatch, ok, renew bool) {
+	commit, _, ok, renew := r.leaseIndexLocked()
+	if !ok {
+		return nil, false, false
+	}
 	if r.applied.Load() >= commit {
 		return nil, true, renew
 	}
 	b = &readBatch{done: make(chan struct{}), index: commit}
 	r.mu.readWait = append(r.mu.readWait, b)
 	return b, true, renew
+}
+
+// answerReadIndexLocked answers a follower's ReadIndex request (m, a
+// MsgReadIndex from another node) from the lease, as raft's leader would
+// after a heartbeat quorum: a MsgReadIndexResp in this term with the
+// commit index and the request's context. ok=false: no lease, step m into
+// raft (which confirms leadership with a heartbeat round).
+// REQUIRES: r.mu held.
+func (r *Replica) answerReadIndexLocked(m *raftpb.Message) (resp *raftpb.Message, renew, ok bool) {
+	if len(m.GetEntries()) != 1 || m.GetFrom() == uint64(r.store.cfg.NodeID) {
+		return nil, false, false
+	}
+	commit, term, ok, renew := r.leaseIndexLocked()
+	if !ok {
+		return nil, false, false
+	}
+	resp = &raftpb.Message{
+		Type:    raftpb.MessageType_MsgReadIndexResp.Enum(),
+		To:      proto.Uint64(m.GetFrom()),
+		From:    proto.Uint64(uint64(r.store.cfg.NodeID)),
+		Term:    proto.Uint64(term),
+		Index:   proto.Uint64(commit),
+		Entries: m.GetEntries(),
+	}
+	return resp, renew, true
 }
 
 // leaseProbeLocked marks b, about to be sent as a ReadIndex request, as a

@@ -248,6 +248,21 @@ func (r *Replica) step(m *raftpb.Message) {
 		return
 	}
 	defer r.recoverRaftPanic()
+	if m.GetType() == raftpb.MessageType_MsgReadIndex {
+		r.mu.Lock()
+		resp, renew, ok := r.answerReadIndexLocked(m)
+		r.mu.Unlock()
+		if ok {
+			// A follower's read batch served by the lease: no heartbeat
+			// round to a quorum.
+			r.store.cfg.Metrics.LeaseReads.Inc()
+			r.store.cfg.Transport.Send([]*raftpb.Message{resp})
+			if renew {
+				r.store.signal()
+			}
+			return
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.votesDelayed(m) {
