@@ -51,6 +51,7 @@ const (
 	methodRaft     = "/kvorum.Peer/Raft"
 	methodSnapshot = "/kvorum.Peer/Snapshot"
 	methodCall     = "/kvorum.Peer/Call"
+	methodCalls    = "/kvorum.Peer/Calls"
 )
 
 // peerService is the HandlerType of the service: *Transport implements it.
@@ -58,6 +59,7 @@ type peerService interface {
 	serveRaft(grpc.ServerStream) error
 	serveSnapshot(grpc.ServerStream) error
 	serveCall(ctx context.Context, req []byte) ([]byte, error)
+	serveCalls(grpc.ServerStream) error
 }
 
 var raftStreamDesc = grpc.StreamDesc{
@@ -93,6 +95,6 @@ var serviceDesc = grpc.ServiceDesc{
 			return &frame{b: resp}, nil
 		},
 	}},
-	Streams:  []grpc.StreamDesc{raftStreamDesc, snapshotStreamDesc},
+	Streams:  []grpc.StreamDesc{raftStreamDesc, snapshotStreamDesc, callsStreamDesc},
 	Metadata: "kvorum/peer",
 }

@@ -24,10 +24,12 @@ type Stats struct {
 	MessagesDropped  uint64 // for any reason
 	SnapshotsSent    uint64 // successfully
 	SnapshotsFailed  uint64
+	CallFramesSent   uint64 // request frames written to call streams
+	CallsSent        uint64 // pipelined calls written to call streams
 }
 
 type stats struct {
-	framesSent, msgsSent, msgsRecv, msgsDropped, snapsSent, snapsFailed atomic.Uint64
+	framesSent, msgsSent, msgsRecv, msgsDropped, snapsSent, snapsFailed, callFramesSent, callsSent atomic.Uint64
 }
 
 func (s *stats) get() Stats {
@@ -38,6 +40,8 @@ func (s *stats) get() Stats {
 		MessagesDropped:  s.msgsDropped.Load(),
 		SnapshotsSent:    s.snapsSent.Load(),
 		SnapshotsFailed:  s.snapsFailed.Load(),
+		CallFramesSent:   s.callFramesSent.Load(),
+		CallsSent:        s.callsSent.Load(),
 	}
 }
 
@@ -52,6 +56,9 @@ type metrics struct {
 	snapshots *prometheus.CounterVec   // direction, result
 	snapBytes *prometheus.CounterVec   // direction
 	callDur   *prometheus.HistogramVec // method, result
+	// Pipelined calls: requests per frame is callsPipelined / callFrames.
+	callFrames     prometheus.Counter
+	callsPipelined prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -84,6 +91,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "kvorum_transport_call_duration_seconds", Help: "Latency of outgoing peer calls, by method and result.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 17),
 		}, []string{"method", "result"}),
+		callFrames: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvorum_transport_call_frames_sent_total", Help: "Request frames written to peer call streams (pipelined calls).",
+		}),
+		callsPipelined: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvorum_transport_pipelined_calls_sent_total", Help: "Pipelined calls written to peer call streams.",
+		}),
 	}
 	if reg != nil {
 		m.sent = kvmetrics.Register(reg, m.sent)
@@ -95,6 +108,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.snapshots = kvmetrics.Register(reg, m.snapshots)
 		m.snapBytes = kvmetrics.Register(reg, m.snapBytes)
 		m.callDur = kvmetrics.Register(reg, m.callDur)
+		m.callFrames = kvmetrics.Register(reg, m.callFrames)
+		m.callsPipelined = kvmetrics.Register(reg, m.callsPipelined)
 	}
 	return m
 }

@@ -14,11 +14,12 @@ import (
 
 // peer is one remote node: its address and connection, the queue of raft
 // messages for it and the goroutine (loop) that drains that queue into a
-// long-lived Raft stream.
+// long-lived Raft stream, and the pipe of its pipelined calls (calls.go).
 type peer struct {
 	t      *Transport
 	id     uint64
 	out    *outbox
+	calls  *pipe           // the call stream (calls.go)
 	ctx    context.Context // canceled by RemovePeer or Close
 	cancel context.CancelFunc
 

@@ -225,9 +225,11 @@ func (t *Transport) SetPeer(id uint64, addr string) {
 	p := &peer{t: t, id: id, out: newOutbox(t.cfg.QueueSize)}
 	p.ctx, p.cancel = context.WithCancel(t.ctx)
 	p.setAddr(addr)
+	p.calls = newPipe(p)
 	t.peers[id] = p
-	t.wg.Add(1)
+	t.wg.Add(2)
 	go p.loop()
+	go p.calls.run()
 }
 
 // HasPeer reports whether the transport knows an address for peer id.
@@ -237,8 +239,9 @@ func (t *Transport) HasPeer(id uint64) bool {
 	return t.peers[id] != nil
 }
 
-// RemovePeer forgets a peer: queued messages are discarded, its stream and
-// any snapshot in flight to it are canceled. It does not block.
+// RemovePeer forgets a peer: queued messages are discarded, its streams and
+// any snapshot in flight to it are canceled; pipelined calls still queued
+// fail with ErrNotSent, those already written with an ambiguous error. It does not block.
 func (t *Transport) RemovePeer(id uint64) {
 	t.mu.Lock()
 	p := t.peers[id]

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -188,4 +189,154 @@ func decodeCall(b []byte) (from uint64, method string, payload []byte, err error
 		return 0, "", nil, r.err
 	}
 	return from, method, r.b, nil
+}
+
+// Call stream frames (the Calls method, calls.go). A request frame carries
+// every call queued for the peer when the sender woke; a response frame
+// every reply ready when the server's writer woke, in any order.
+//
+//	requests:  v=1 | from | to | count | count × (id | timeout µs (0 = none) | len(method) | method | len(payload) | payload)
+//	responses: v=1 | count | count × (id | kind | len(body) | body)
+//	           kind 0: body is the handler's response
+//	           kind 1: body is proto(google.rpc.Status) of the handler's error
+const (
+	callOK     = 0
+	callStatus = 1
+)
+
+// callReq is one request of a call stream frame.
+type callReq struct {
+	id      uint64
+	timeout time.Duration // 0: none
+	method  string
+	payload []byte
+}
+
+// callResp is one response of a call stream frame.
+type callResp struct {
+	id   uint64
+	kind uint64
+	body []byte
+}
+
+func appendLenBytes(b, v []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+// encodeCallReqs encodes reqs into frames of at most about maxFrameBytes
+// each (a single larger request gets a frame of its own).
+func encodeCallReqs(from, to uint64, reqs []callReq) [][]byte {
+	var frames [][]byte
+	for len(reqs) > 0 {
+		var body []byte
+		n := 0
+		for n < len(reqs) && (n == 0 || len(body) < maxFrameBytes) {
+			r := &reqs[n]
+			body = binary.AppendUvarint(body, r.id)
+			body = binary.AppendUvarint(body, uint64(r.timeout/time.Microsecond))
+			body = binary.AppendUvarint(body, uint64(len(r.method)))
+			body = append(body, r.method...)
+			body = appendLenBytes(body, r.payload)
+			n++
+		}
+		b := make([]byte, 0, 1+3*binary.MaxVarintLen64+len(body))
+		b = append(b, wireVersion)
+		b = binary.AppendUvarint(b, from)
+		b = binary.AppendUvarint(b, to)
+		b = binary.AppendUvarint(b, uint64(n))
+		frames = append(frames, append(b, body...))
+		reqs = reqs[n:]
+	}
+	return frames
+}
+
+// maxCallTimeout caps a decoded timeout (a garbage value must not overflow).
+const maxCallTimeout = 24 * time.Hour
+
+func decodeCallReqs(b []byte) (from, to uint64, reqs []callReq, err error) {
+	r := reader{b: b}
+	r.version()
+	from = r.uvarint()
+	to = r.uvarint()
+	count := r.uvarint()
+	if r.err != nil {
+		return 0, 0, nil, r.err
+	}
+	if count > uint64(len(r.b))/4 { // each request takes at least 4 bytes
+		return 0, 0, nil, errBadFrame
+	}
+	reqs = make([]callReq, 0, count)
+	for i := uint64(0); i < count; i++ {
+		var q callReq
+		q.id = r.uvarint()
+		us := r.uvarint()
+		q.method = string(r.bytes(r.uvarint()))
+		q.payload = r.bytes(r.uvarint())
+		if r.err != nil {
+			return 0, 0, nil, r.err
+		}
+		if us > uint64(maxCallTimeout/time.Microsecond) {
+			us = uint64(maxCallTimeout / time.Microsecond)
+		}
+		q.timeout = time.Duration(us) * time.Microsecond
+		reqs = append(reqs, q)
+	}
+	if len(r.b) != 0 {
+		return 0, 0, nil, fmt.Errorf("%w: trailing bytes", errBadFrame)
+	}
+	return from, to, reqs, nil
+}
+
+// encodeCallResps encodes resps into frames of at most about
+// maxFrameBytes each.
+func encodeCallResps(resps []callResp) [][]byte {
+	var frames [][]byte
+	for len(resps) > 0 {
+		var body []byte
+		n := 0
+		for n < len(resps) && (n == 0 || len(body) < maxFrameBytes) {
+			r := &resps[n]
+			body = binary.AppendUvarint(body, r.id)
+			body = binary.AppendUvarint(body, r.kind)
+			body = appendLenBytes(body, r.body)
+			n++
+		}
+		b := make([]byte, 0, 1+binary.MaxVarintLen64+len(body))
+		b = append(b, wireVersion)
+		b = binary.AppendUvarint(b, uint64(n))
+		frames = append(frames, append(b, body...))
+		resps = resps[n:]
+	}
+	return frames
+}
+
+func decodeCallResps(b []byte) ([]callResp, error) {
+	r := reader{b: b}
+	r.version()
+	count := r.uvarint()
+	if r.err != nil {
+		return nil, r.err
+	}
+	if count > uint64(len(r.b))/3 { // each response takes at least 3 bytes
+		return nil, errBadFrame
+	}
+	resps := make([]callResp, 0, count)
+	for i := uint64(0); i < count; i++ {
+		var q callResp
+		q.id = r.uvarint()
+		q.kind = r.uvarint()
+		q.body = r.bytes(r.uvarint())
+		if r.err != nil {
+			return nil, r.err
+		}
+		if q.kind != callOK && q.kind != callStatus {
+			return nil, fmt.Errorf("%w: unknown response kind %d", errBadFrame, q.kind)
+		}
+		resps = append(resps, q)
+	}
+	if len(r.b) != 0 {
+		return nil, fmt.Errorf("%w: trailing bytes", errBadFrame)
+	}
+	return resps, nil
 }
