@@ -147,8 +147,16 @@ func decodeCmds(b []byte) ([][][]byte, error) {
 	return cmds, nil
 }
 
+// forwardExec sends a run of writes to the leader and waits for its
+// replies. It goes over the transport's pipelined call stream to the
+// leader (CallPipelined): the runs of every client of this node share one
+// gRPC stream, several to a frame, rather than one unary RPC each (which
+// cost the leader a gRPC stream, headers and a server goroutine per run).
+// The error contract is Call's: ErrNotSent means the leader never saw the
+// run (retried as ErrNoLeader), anything else after it may have been
+// written is ambiguous.
 func (n *Node) forwardExec(ctx context.Context, lead uint64, cmds [][][]byte) ([]reply.Reply, error) {
-	resp, err := n.trans.Call(ctx, lead, methodExec, encodeCmds(cmds))
+	resp, err := n.trans.CallPipelined(ctx, lead, methodExec, encodeCmds(cmds))
 	if err != nil {
 		switch {
 		case errors.Is(err, transport.ErrNotSent):

@@ -15,9 +15,10 @@ import (
 
 // Errors on the peer wire.
 //
-// A follower forwards client writes (methodExec) and membership changes
-// (methodJoin, methodRemoveMember, methodTransferLeader) to the leader over
-// the transport's unary Call. An error of the leader's handler crosses back
+// A follower forwards client writes (methodExec, over the transport's
+// pipelined call stream, CallPipelined) and membership changes (methodJoin,
+// methodRemoveMember, methodTransferLeader, over its unary Call) to the
+// leader. An error of the leader's handler crosses back
 // as a code and its fields, and the follower rebuilds the same typed error:
 // both ends match errors with errors.Is and errors.As, never by their text.
 // The encoding travels

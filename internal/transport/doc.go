@@ -1,11 +1,11 @@
-// Package transport carries Raft messages, snapshots and unary calls
-// between kvorum nodes.
+// Package transport carries Raft messages, snapshots and calls between
+// kvorum nodes.
 //
 // Transport does it over gRPC without generated code: the service
 // kvorum.Peer is registered by hand (a grpc.ServiceDesc) and every message
 // on the wire is an opaque frame passed through by a forced pass-through
 // codec ("kvorum-raw"); frame layouts are described in wire.go. The service
-// has three methods:
+// has four methods:
 //
 //   - Raft, client-streaming: one long-lived stream per (sender, receiver)
 //     pair; each frame is a batch of proto-marshalled raftpb.Messages with a
@@ -14,13 +14,19 @@
 //   - Snapshot, client-streaming: one stream per MsgSnap: the message, then
 //     1 MiB chunks of the data from the SnapshotSource; the receiver answers
 //     after Handler.HandleSnapshot returns (failure as a gRPC status).
-//   - Call, unary: (method, payload) → payload, for forwarding commands to
-//     the leader and for joins. Payloads are not interpreted; a handler's
-//     error comes back as a gRPC status (codes.Unknown with its text unless
-//     it is a status or a context error already). A handler error that is a
+//   - Call, unary: (method, payload) → payload, for joins and membership
+//     changes. Payloads are not interpreted; a handler's error comes back
+//     as a gRPC status (codes.Unknown with its text unless it is a status
+//     or a context error already). A handler error that is a
 //     WireError also carries its own encoding (a status detail), which the
 //     caller gets back with WireDetail: that is how a typed error crosses
 //     from one node to another (package server defines the encoding).
+//   - Calls, bidirectional: one long-lived stream per (caller, callee) pair
+//     carrying the calls of CallPipelined (forwarded writes): requests
+//     queued by concurrent callers go out together in one frame, each with
+//     an id and the caller's remaining time; the callee runs each on its
+//     own goroutine and sends the responses ready at once in one frame, in
+//     any order. Same payloads, statuses and WireDetail as Call.
 //
 // Local implements the same methods in process (LocalNetwork routes by node
 // id), with the same asynchrony, copying, bounded queues and Interceptor,
@@ -51,6 +57,11 @@
 //   - One reporter goroutine per transport calls Handler.ReportUnreachable
 //     (coalesced per peer) and Handler.ReportSnapshot, so that feedback
 //     never runs on the goroutine that called Send.
+//   - (Transport only: Local has no CallPipelined.) One call sender
+//     goroutine per known peer (started by SetPeer) writes the pipelined
+//     calls queued for it (all at once, in one frame) on the peer's Calls
+//     stream, opening it when there is none; one receiver goroutine per
+//     open Calls stream hands the responses to the waiting callers.
 //   - Call and CallAddr run on the caller's goroutine (Local runs the
 //     remote handler on a goroutine of its own, as a server would).
 //
@@ -58,7 +69,9 @@
 // stream or call. HandleRaft is called on the stream's goroutine, in order,
 // so it runs concurrently for different senders but never for the same
 // one; HandleSnapshot reads the data straight off its stream's goroutine;
-// HandleCall runs on the call's goroutine with the call's context.
+// HandleCall runs on the call's goroutine with the call's context, or, for
+// the Calls stream, on a goroutine per request under the caller's deadline
+// (the stream's goroutine reads requests, another writes responses).
 //
 // Close cancels everything in flight (streams, snapshots, queued messages,
 // the handler contexts of incoming calls), stops the gRPC server and waits
