@@ -482,10 +482,10 @@ func TestCallsMalformedResponse(t *testing.T) {
 	a := startNode(t, 1, "", newRecorder(), Config{}, nil)
 	for _, bad := range [][]byte{
 		{9},
-		{wireVersion, 1, 1, 7, 0},                  // unknown kind
-		{wireVersion, 1, 1, callStatus, 2, 8, 0},   // status with code OK
+		{wireVersion, 1, 1, 7, 0},                // unknown kind
+		{wireVersion, 1, 1, callStatus, 2, 8, 0}, // status with code OK
 		{wireVersion, 1, 1, callStatus, 2, 0xff, 1}, // not a status
-		{wireVersion, 2, 1, 0, 0},                  // truncated
+		{wireVersion, 2, 1, 0, 0},                   // truncated
 	} {
 		fake := New(Config{NodeID: 2}, newRecorder(), nil)
 		srv := grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}))
