@@ -25,7 +25,7 @@ func startServer(ctx context.Context, cfg *Config, name, dir string, progress io
 	case StartKvorum:
 		fmt.Fprintf(progress, "kvorum: starting a local 3-node cluster ('%s start', data and logs in %s)\n", cfg.Executable, dir)
 		t.Addrs, procs, err = localsrv.KvorumCluster(ctx, cfg.Executable, dir)
-		note = "3-node cluster of this binary: every write fsynced on a majority; reads linearizable (ReadIndex)"
+		note = "3-node cluster of this binary: every write fsynced on a majority; reads linearizable (leader lease, else ReadIndex)"
 		if err == nil && cfg.KvorumNodes == KvorumNodesLeader {
 			var leader string
 			if leader, err = kvorumLeader(ctx, t.Addrs); err == nil {
