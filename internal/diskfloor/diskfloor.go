@@ -9,6 +9,7 @@ package diskfloor
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -81,4 +82,17 @@ func summarize(lat []float64, size int, dir string) Result {
 func (r Result) String() string {
 	return fmt.Sprintf("disk floor: fdatasync of a %d-byte append in %s: p50 %.3f ms, p90 %.3f ms, p99 %.3f ms (%d syncs)",
 		r.Bytes, r.Dir, r.P50Ms, r.P90Ms, r.P99Ms, r.Count)
+}
+
+// ForBenchmark measures the floor as the benchmarks do (200 syncs of 4 KiB
+// in dir) and writes its summary, or why it could not be measured, to
+// progress; nil if it could not.
+func ForBenchmark(dir string, progress io.Writer) *Result {
+	r, err := Measure(dir, 200, 4096)
+	if err != nil {
+		fmt.Fprintf(progress, "disk floor not measured: %v\n", err)
+		return nil
+	}
+	fmt.Fprintln(progress, r.String())
+	return &r
 }

@@ -40,3 +40,14 @@ func TestSummarize(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 }
+
+func TestForBenchmark(t *testing.T) {
+	var out strings.Builder
+	if r := ForBenchmark(t.TempDir(), &out); r == nil || r.Count != 200 || !strings.Contains(out.String(), "disk floor: fdatasync") {
+		t.Fatalf("ForBenchmark: %+v, said %q", r, out.String())
+	}
+	out.Reset()
+	if r := ForBenchmark(filepath.Join(t.TempDir(), "missing"), &out); r != nil || !strings.Contains(out.String(), "not measured") {
+		t.Fatalf("ForBenchmark on a missing dir: %+v, said %q", r, out.String())
+	}
+}

@@ -98,28 +98,14 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		progress = io.Discard
 	}
 	rep = newReport(&cfg)
-	dir := cfg.Dir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "kvorum-bench-kv-*"); err != nil {
-			return nil, err
-		}
-		defer func() {
-			ents, _ := os.ReadDir(dir)
-			if (err == nil && !rep.Failed()) || ctx.Err() != nil || len(ents) == 0 {
-				os.RemoveAll(dir)
-			} else {
-				fmt.Fprintf(progress, "server data and logs kept in %s\n", dir)
-			}
-		}()
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+	dir, finish, err := localsrv.WorkDir(cfg.Dir, "kvorum-bench-kv-*", progress)
+	if err != nil {
 		return nil, err
 	}
-	if d, err := diskfloor.Measure(dir, 200, 4096); err != nil {
-		fmt.Fprintf(progress, "disk floor not measured: %v\n", err)
-	} else {
-		rep.Disk = &d
-		fmt.Fprintln(progress, d.String())
-	}
+	// Keep the servers' logs when something went wrong, unless the user
+	// interrupted the benchmark.
+	defer func() { finish(!(err == nil && !rep.Failed()) && ctx.Err() == nil) }()
+	rep.Disk = diskfloor.ForBenchmark(dir, progress)
 	var started []*localsrv.Child
 	defer func() {
 		if len(started) > 0 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -259,4 +260,25 @@ func WaitPing(ctx context.Context, addr string, c *Child) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// WorkDir returns the directory a benchmark keeps its servers' data and
+// logs in: dir (created if needed), or, when dir is "", a new temporary
+// directory named after pattern. finish is to be called at the end: a
+// temporary directory is removed unless keep is true and it holds
+// something, in which case its path is written to progress.
+func WorkDir(dir, pattern string, progress io.Writer) (path string, finish func(keep bool), err error) {
+	if dir != "" {
+		return dir, func(bool) {}, os.MkdirAll(dir, 0o755)
+	}
+	if dir, err = os.MkdirTemp("", pattern); err != nil {
+		return "", nil, err
+	}
+	return dir, func(keep bool) {
+		if ents, _ := os.ReadDir(dir); !keep || len(ents) == 0 {
+			os.RemoveAll(dir)
+			return
+		}
+		fmt.Fprintf(progress, "server data and logs kept in %s\n", dir)
+	}, nil
 }
