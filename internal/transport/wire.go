@@ -36,9 +36,9 @@ const maxWireMsg = 512 << 20
 
 var marshalCached = proto.MarshalOptions{UseCachedSize: true}
 
-// appendMsg appends len | proto(m).
-func appendMsg(b []byte, m *raftpb.Message) ([]byte, error) {
-	n := proto.Size(m)
+// appendMsg appends len | proto(m), where n is proto.Size(m), computed
+// just before (MarshalAppend uses the size it cached).
+func appendMsg(b []byte, m *raftpb.Message, n int) ([]byte, error) {
 	b = binary.AppendUvarint(b, uint64(n))
 	start := len(b)
 	b, err := marshalCached.MarshalAppend(b, m)
@@ -55,24 +55,30 @@ func appendMsg(b []byte, m *raftpb.Message) ([]byte, error) {
 // about maxFrameBytes each. It returns the frames and, per frame, how many
 // messages it holds.
 func encodeBatch(from, to uint64, msgs []*raftpb.Message) (frames [][]byte, counts []int, err error) {
+	var sizes []int
 	for len(msgs) > 0 {
-		b := []byte{wireVersion}
-		b = binary.AppendUvarint(b, from)
-		b = binary.AppendUvarint(b, to)
-		// Reserve room for the count: encode messages into body first.
-		var body []byte
-		n := 0
-		for n < len(msgs) {
-			if n > 0 && len(body) >= maxFrameBytes {
-				break
-			}
-			if body, err = appendMsg(body, msgs[n]); err != nil {
-				return nil, nil, err
-			}
+		// Size the frame first (proto.Size caches each message's size for
+		// the marshal below), so that the messages are marshalled straight
+		// into a frame of the right capacity: one allocation per frame,
+		// no copy of a body into it.
+		body, n := 0, 0
+		sizes = sizes[:0]
+		for n < len(msgs) && (n == 0 || body < maxFrameBytes) {
+			sz := proto.Size(msgs[n])
+			sizes = append(sizes, sz)
+			body += binary.MaxVarintLen64 + sz
 			n++
 		}
+		b := make([]byte, 0, 1+3*binary.MaxVarintLen64+body)
+		b = append(b, wireVersion)
+		b = binary.AppendUvarint(b, from)
+		b = binary.AppendUvarint(b, to)
 		b = binary.AppendUvarint(b, uint64(n))
-		b = append(b, body...)
+		for i, m := range msgs[:n] {
+			if b, err = appendMsg(b, m, sizes[i]); err != nil {
+				return nil, nil, err
+			}
+		}
 		frames = append(frames, b)
 		counts = append(counts, n)
 		msgs = msgs[n:]
