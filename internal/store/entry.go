@@ -83,9 +83,11 @@ func encodeEntry(p *entryPayload) []byte {
 }
 
 // entryReader decodes a payload; everything it returns aliases the payload.
+// With skipCmds it only steps over the commands (nil, no allocation).
 type entryReader struct {
-	b  []byte
-	ok bool
+	b        []byte
+	ok       bool
+	skipCmds bool
 }
 
 func (d *entryReader) uvarint() uint64 {
@@ -123,33 +125,51 @@ func (d *entryReader) cmds() [][][]byte {
 	if !d.ok {
 		return nil
 	}
-	cmds := make([][][]byte, nc)
-	for i := range cmds {
+	var cmds [][][]byte
+	if !d.skipCmds {
+		cmds = make([][][]byte, nc)
+	}
+	for i := range nc {
 		argc := d.count()
 		if !d.ok {
 			return nil
 		}
-		args := make([][]byte, argc)
-		for j := range args {
+		var args [][]byte
+		if !d.skipCmds {
+			args = make([][]byte, argc)
+		}
+		for j := range argc {
 			l := d.count()
 			if !d.ok {
 				return nil
 			}
-			args[j] = d.b[:l:l]
+			if args != nil {
+				args[j] = d.b[:l:l]
+			}
 			d.b = d.b[l:]
 		}
-		cmds[i] = args
+		if cmds != nil {
+			cmds[i] = args
+		}
 	}
 	return cmds
 }
 
 // decodeEntry decodes a payload (either version); the returned args alias
 // b.
-func decodeEntry(b []byte) (*entryPayload, error) {
+func decodeEntry(b []byte) (*entryPayload, error) { return decodeEntryOf(b, false) }
+
+// decodeEntryIDs decodes a payload's node, timestamp and proposal ids,
+// leaving every proposal's cmds nil: what the leader needs to know which
+// of its proposals an appended entry holds, without the allocations of the
+// commands (they are decoded once, at apply).
+func decodeEntryIDs(b []byte) (*entryPayload, error) { return decodeEntryOf(b, true) }
+
+func decodeEntryOf(b []byte, idsOnly bool) (*entryPayload, error) {
 	if len(b) == 0 {
 		return nil, errBadEntry
 	}
-	d := &entryReader{b: b[1:], ok: true}
+	d := &entryReader{b: b[1:], ok: true, skipCmds: idsOnly}
 	p := &entryPayload{}
 	switch b[0] {
 	case entryVersion1:

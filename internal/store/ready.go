@@ -235,7 +235,7 @@ func (r *Replica) trackProposalIndexes(ents []*raftpb.Entry) {
 		if e.GetType() != raftpb.EntryType_EntryNormal || len(e.GetData()) < 2 {
 			continue
 		}
-		p, err := decodeEntry(e.GetData())
+		p, err := decodeEntryIDs(e.GetData())
 		if err != nil || p.node != self {
 			continue
 		}

@@ -364,8 +364,12 @@ func (r *Replica) flushProposalsLocked() {
 	for len(pend) > 0 {
 		e.props = e.props[:0]
 		size, n := 0, 0
-		for n < len(pend) && (n == 0 || size+cmdsSize(pend[n].cmds) <= maxEntryPayload) {
-			size += cmdsSize(pend[n].cmds)
+		for n < len(pend) {
+			sz := cmdsSize(pend[n].cmds)
+			if n > 0 && size+sz > maxEntryPayload {
+				break
+			}
+			size += sz
 			e.props = append(e.props, entryProposal{id: pend[n].id, cmds: pend[n].cmds})
 			n++
 		}
