@@ -446,23 +446,7 @@ func (t *Transport) serveCalls(st grpc.ServerStream) error {
 // readCalls reads request frames and starts a handler per request. It
 // returns nil when the client closed its side, else the stream's error.
 func (t *Transport) readCalls(ctx context.Context, st grpc.ServerStream, w *callWriter, handlers *sync.WaitGroup) error {
-	for {
-		var f frame
-		if err := st.RecvMsg(&f); err != nil {
-			if err == io.EOF {
-				return nil
-			}
-			return err
-		}
-		from, to, reqs, err := decodeCallReqs(f.b)
-		if err != nil {
-			t.log.Warn("bad call frame", "err", err)
-			return status.Error(codes.InvalidArgument, err.Error())
-		}
-		if err := t.checkTo(to); err != nil {
-			t.log.Warn("call frame for another node", "from", from, "to", to)
-			return err
-		}
+	return readFrames(t, st, "call", decodeCallReqs, func(_ int, reqs []callReq) {
 		for _, q := range reqs {
 			handlers.Add(1)
 			go func() {
@@ -470,7 +454,7 @@ func (t *Transport) readCalls(ctx context.Context, st grpc.ServerStream, w *call
 				w.push(t.runCall(ctx, q))
 			}()
 		}
-	}
+	})
 }
 
 // runCall runs one request's handler under the caller's deadline.

@@ -408,26 +408,42 @@ func (t *Transport) checkTo(to uint64) error {
 // serveRaft runs on a gRPC server goroutine, one per incoming stream (so
 // one per sending peer): it hands every frame to HandleRaft in order.
 func (t *Transport) serveRaft(st grpc.ServerStream) error {
+	err := readFrames(t, st, "raft", decodeBatch, func(size int, msgs []*raftpb.Message) {
+		t.m.bytesRecv.Add(float64(size))
+		t.m.receivedMsgs(msgs)
+		t.h.HandleRaft(msgs)
+	})
+	if err != nil {
+		return err
+	}
+	return st.SendMsg(&frame{})
+}
+
+// readFrames receives frames from st until the peer closes its side (nil)
+// or the stream fails (its error): each is decoded with decode, checked
+// to be addressed to this node and handed to handle with its size. A
+// frame that does not decode or is addressed to another node ends the
+// stream with an error status (kind names the stream in the log).
+func readFrames[T any](t *Transport, st grpc.ServerStream, kind string,
+	decode func([]byte) (from, to uint64, v T, err error), handle func(size int, v T)) error {
 	for {
 		var f frame
 		if err := st.RecvMsg(&f); err != nil {
 			if err == io.EOF {
-				return st.SendMsg(&frame{})
+				return nil
 			}
 			return err
 		}
-		from, to, msgs, err := decodeBatch(f.b)
+		from, to, v, err := decode(f.b)
 		if err != nil {
-			t.log.Warn("bad raft frame", "err", err)
+			t.log.Warn("bad "+kind+" frame", "err", err)
 			return status.Error(codes.InvalidArgument, err.Error())
 		}
 		if err := t.checkTo(to); err != nil {
-			t.log.Warn("raft frame for another node", "from", from, "to", to)
+			t.log.Warn(kind+" frame for another node", "from", from, "to", to)
 			return err
 		}
-		t.m.bytesRecv.Add(float64(len(f.b)))
-		t.m.receivedMsgs(msgs)
-		t.h.HandleRaft(msgs)
+		handle(len(f.b), v)
 	}
 }
 
