@@ -66,7 +66,8 @@ type Config struct {
 	// DiskCheckInterval is how often free space is polled. 0 means 500ms.
 	DiskCheckInterval time.Duration
 	// CacheSize is the size in bytes of the storage engine's block cache.
-	// 0 means storage.DefaultCacheSize (64 MiB).
+	// 0 means storage.DefaultCacheSize (32 MiB). Pebble's memtables come on
+	// top of it (storage.pebbleCacheSize).
 	CacheSize int
 
 	// LeaseReads lets the leader serve linearizable reads from a leader
