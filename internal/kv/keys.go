@@ -273,12 +273,32 @@ func (x *ctx) get(k []byte, withValue bool) (record, bool, error) {
 // raw returns k's metadata record (with the value if withValue) even if
 // expired; ok=false if absent.
 func (x *ctx) raw(k []byte, withValue bool) (record, bool, error) {
-	v, c, err := x.r.Get(x.metaKey(k))
+	mk := x.metaKey(k)
+	if x.cache != nil {
+		if e, ok := x.cache.lookup(mk); ok && (e.full || !withValue) {
+			if !e.present {
+				return record{}, false, nil
+			}
+			rec := e.rec
+			rec.value = nil
+			if withValue {
+				rec.value = append([]byte(nil), e.rec.value...)
+			}
+			return rec, true, nil
+		}
+	}
+	v, c, err := x.r.Get(mk)
 	if errors.Is(err, pebble.ErrNotFound) {
+		if x.cache != nil {
+			x.cache.fill(mk, nil, false)
+		}
 		return record{}, false, nil
 	}
 	if err != nil {
 		return record{}, false, err
+	}
+	if x.cache != nil {
+		x.cache.fill(mk, v, true)
 	}
 	var rec record
 	if withValue {
@@ -320,8 +340,12 @@ func (x *ctx) replace(k []byte, old record, had bool, rec *record) error {
 func (x *ctx) storeOver(k []byte, rec *record) error {
 	rec.mod = x.index
 	x.vbuf = rec.appendTo(x.vbuf[:0])
-	if err := x.w.Set(x.metaKey(k), x.vbuf, nil); err != nil {
+	mk := x.metaKey(k)
+	if err := x.w.Set(mk, x.vbuf, nil); err != nil {
 		return err
+	}
+	if x.cache != nil {
+		x.cache.stored(mk, rec)
 	}
 	x.touched(k)
 	return nil
@@ -339,8 +363,12 @@ func (x *ctx) remove(k []byte) error {
 			return err
 		}
 	}
-	if err := x.w.Delete(x.metaKey(k), nil); err != nil {
+	mk := x.metaKey(k)
+	if err := x.w.Delete(mk, nil); err != nil {
 		return err
+	}
+	if x.cache != nil {
+		x.cache.fill(mk, nil, false)
 	}
 	tk := tombKey(k)
 	if err := x.setIndexKey(tk[:]); err != nil {

@@ -495,6 +495,9 @@ func cmdFlush(x *ctx, _ [][]byte) Reply {
 	if err := x.w.DeleteRange(firstUserKey, end, nil); err != nil {
 		return errReply(err)
 	}
+	if x.cache != nil {
+		x.cache.Clear()
+	}
 	if err := x.setIndexKey(flushKey); err != nil {
 		return errReply(err)
 	}

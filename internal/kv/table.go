@@ -31,7 +31,8 @@ type ctx struct {
 	nested     bool     // run by call: inside a transaction or FENCED (nobody can park)
 	kbuf, vbuf []byte   // scratch: storage key, encoded record
 	rng        *rand.PCG
-	calls      uint64 // nested commands run by call, for their seeds
+	calls      uint64       // nested commands run by call, for their seeds
+	cache      *RecordCache // Apply only: the records the batch and store hold; nil: none
 }
 
 // Env is what Apply knows about the log entry a command comes from.
@@ -43,6 +44,10 @@ type Env struct {
 	// its writes to the batch (keys written, messages published, leases
 	// renewed), appended in order, nested commands included; see Effects.
 	Effects *Effects
+	// Records, if set, is the state machine's record cache: the same one
+	// for every Apply on this store, and nothing else may write the
+	// store's user keys behind its back (see RecordCache).
+	Records *RecordCache
 }
 
 // rand returns the command's random source: seeded from the log position
@@ -68,7 +73,7 @@ func getCtx(r readerI, w writer, now int64) *ctx {
 }
 
 func putCtx(x *ctx) {
-	x.r, x.w, x.fx, x.index, x.seed, x.calls, x.nested = nil, nil, nil, 0, 0, 0, false
+	x.r, x.w, x.fx, x.index, x.seed, x.calls, x.nested, x.cache = nil, nil, nil, 0, 0, 0, false, nil
 	if cap(x.vbuf) > 64<<10 {
 		x.vbuf = nil
 	}
@@ -268,7 +273,7 @@ func Apply(b *pebble.Batch, args [][]byte, env Env) (r Reply) {
 		return r
 	}
 	x := getCtx(b, b, env.Now)
-	x.index, x.seed, x.fx = env.Index, uint64(env.Seq), env.Effects
+	x.index, x.seed, x.fx, x.cache = env.Index, uint64(env.Seq), env.Effects, env.Records
 	defer putCtx(x)
 	return d.run(x, args)
 }
@@ -319,6 +324,7 @@ func (x *ctx) call(args [][]byte) Reply {
 	x.calls++
 	y := getCtx(x.r, x.w, x.now)
 	y.index, y.seed, y.fx = x.index, x.seed<<20|x.calls, x.fx // effects: the same list, in order
+	y.cache = x.cache
 	y.nested = true
 	defer putCtx(y)
 	return d.run(y, args)

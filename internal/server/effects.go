@@ -35,7 +35,14 @@ type kvMachine struct {
 	// taken is the log index of the newest round whose effects were
 	// handed to the store; delivered (effectsLoop) catches up with it.
 	taken atomic.Uint64
+	// records spares write commands a search of the store for the record
+	// they replace (kv.RecordCache); only Apply uses it.
+	records *kv.RecordCache
 }
+
+// recordCacheBytes bounds the apply path's record cache: about 80,000
+// keys' headers (a string's value above 128 bytes is not kept).
+const recordCacheBytes = 8 << 20
 
 // roundEffects is one Ready round's effects and the index of its last
 // entry that had any.
@@ -45,7 +52,7 @@ type roundEffects struct {
 }
 
 func newKVMachine() *kvMachine {
-	return &kvMachine{free: make(chan *roundEffects, 4)}
+	return &kvMachine{free: make(chan *roundEffects, 4), records: kv.NewRecordCache(recordCacheBytes)}
 }
 
 func (m *kvMachine) Apply(b *pebble.Batch, args [][]byte, env store.ApplyEnv) reply.Reply {
@@ -57,8 +64,11 @@ func (m *kvMachine) Apply(b *pebble.Batch, args [][]byte, env store.ApplyEnv) re
 		}
 	}
 	m.fx.index = env.Index
-	return kv.Apply(b, args, kv.Env{Now: env.Now, Index: env.Index, Seq: env.Seq, Effects: &m.fx.Effects})
+	return kv.Apply(b, args, kv.Env{Now: env.Now, Index: env.Index, Seq: env.Seq, Effects: &m.fx.Effects, Records: m.records})
 }
+
+// Replaced: a snapshot replaces the whole keyspace (one range covers it).
+func (m *kvMachine) Replaced(start, end []byte) { m.records.Clear() }
 
 // TakeEffects hands the round's record to the store (nil if it is empty:
 // it is then kept for the next round).

@@ -106,6 +106,7 @@ func (r *Replica) stageSnapshot(b *pebble.Batch, it *readyItem) error {
 	if err := b.DeleteRange(start, end, nil); err != nil {
 		return err
 	}
+	r.store.cfg.StateMachine.Replaced(start, end)
 	desc, _, err := storage.ReadSnapshotStream(f, func(k, v []byte) error { return b.Set(k, v, nil) })
 	if err != nil {
 		return err

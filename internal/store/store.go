@@ -86,6 +86,10 @@ type StateMachine interface {
 	// Span is the storage span holding a range's user data: what a
 	// snapshot carries and replaces.
 	Span(d *storage.Descriptor) (start, end []byte)
+	// Replaced tells the state machine that the round being applied
+	// replaces its data in [start, end) (a snapshot is installed in the
+	// round's batch): whatever it keeps in memory about that data is stale.
+	Replaced(start, end []byte)
 }
 
 // ApplyEnv is what the state machine learns about the command it applies.

@@ -25,9 +25,15 @@ import (
 type regMachine struct {
 	record  bool
 	effects []string // since the last TakeEffects
+	// counts caches INCR's counters, as kv's RecordCache caches records:
+	// a snapshot that replaced the data without Replaced leaves it stale
+	// (snapshot.txt shows what INCR then writes).
+	counts map[string]int
 }
 
 func (*regMachine) Span(*storage.Descriptor) ([]byte, []byte) { return []byte{0x10}, []byte{0x11} }
+
+func (m *regMachine) Replaced(start, end []byte) { clear(m.counts) }
 
 func (m *regMachine) TakeEffects() Effects {
 	if len(m.effects) == 0 {
@@ -45,13 +51,20 @@ func (m *regMachine) Apply(b *pebble.Batch, args [][]byte, env ApplyEnv) reply.R
 	switch string(args[0]) {
 	case "SET":
 		val, r = args[2], reply.OK
+		delete(m.counts, string(key))
 	case "INCR":
-		n := 0
-		if v, c, err := b.Get(key); err == nil {
-			fmt.Sscan(string(v), &n)
-			c.Close()
+		n, ok := m.counts[string(key)]
+		if !ok {
+			if v, c, err := b.Get(key); err == nil {
+				fmt.Sscan(string(v), &n)
+				c.Close()
+			}
 		}
 		n++
+		if m.counts == nil {
+			m.counts = map[string]int{}
+		}
+		m.counts[string(key)] = n
 		val, r = []byte(fmt.Sprint(n)), reply.Int(int64(n))
 	default:
 		return reply.Error("ERR unknown")

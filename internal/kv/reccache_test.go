@@ -1,0 +1,146 @@
+package kv
+
+import (
+	"bytes"
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/kvorum/kvorum/internal/kvdiff"
+)
+
+// TestRecordCacheMatchesStore applies the same seeded random command
+// sequences (every data type, kvdiff.Gen) to a store with a RecordCache and
+// to one without, several commands per indexed batch as a Ready round
+// applies them, with a clock that moves so that keys expire. Replies must be
+// identical command by command and the stores identical key by key at the
+// end. The caches are tiny (constant eviction) and large (everything kept).
+func TestRecordCacheMatchesStore(t *testing.T) {
+	for _, size := range []int{1 << 10, 64 << 20} {
+		for seed := uint64(1); seed <= 6; seed++ {
+			t.Run(fmt.Sprintf("cache=%d/seed=%d", size, seed), func(t *testing.T) {
+				checkCacheSeq(t, seed, NewRecordCache(size))
+			})
+		}
+	}
+}
+
+func checkCacheSeq(t *testing.T, seed uint64, cache *RecordCache) {
+	plain, cached := openMem(t), openMem(t)
+	g := kvdiff.NewGen(seed, true)
+	now := int64(1_700_000_000_000)
+	var pb, cb *pebble.Batch
+	commit := func() {
+		if pb == nil {
+			return
+		}
+		for _, b := range []*pebble.Batch{pb, cb} {
+			if err := b.Commit(pebble.NoSync); err != nil {
+				t.Fatal(err)
+			}
+			b.Close()
+		}
+		pb, cb = nil, nil
+	}
+	index := uint64(0)
+	for i := 0; i < 1500; i++ {
+		c := g.Next()
+		if i%7 == 0 {
+			now += 400 // keys set with PX/EX expire along the way
+		}
+		args := toArgs(c...)
+		if _, ok := Check(args, Limits{}); !ok {
+			continue
+		}
+		if !Lookup(args[0]).Write {
+			commit()
+			if want, got := Read(plain, args, now), Read(cached, args, now); !reflect.DeepEqual(want, got) {
+				t.Fatalf("command %d %v: read without cache %v, with cache %v", i, c, want, got)
+			}
+			continue
+		}
+		if pb == nil {
+			pb, cb = plain.NewIndexedBatch(), cached.NewIndexedBatch()
+		}
+		index++
+		want := Apply(pb, args, Env{Now: now, Index: index})
+		got := Apply(cb, args, Env{Now: now, Index: index, Records: cache})
+		if !reflect.DeepEqual(want, got) {
+			t.Fatalf("command %d %v: reply without cache %v, with cache %v", i, c, want, got)
+		}
+		if i%5 == 4 {
+			commit()
+		}
+	}
+	commit()
+	if cache.Len() == 0 {
+		t.Fatal("the cache never held a record")
+	}
+	sameStores(t, plain, cached)
+}
+
+func sameStores(t *testing.T, a, b *pebble.DB) {
+	t.Helper()
+	ia, err := a.NewIter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ia.Close()
+	ib, err := b.NewIter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ib.Close()
+	va, vb := ia.First(), ib.First()
+	n := 0
+	for ; va && vb; va, vb = ia.Next(), ib.Next() {
+		if !bytes.Equal(ia.Key(), ib.Key()) || !bytes.Equal(ia.Value(), ib.Value()) {
+			t.Fatalf("stores differ at pair %d: %q=%q without cache, %q=%q with", n, ia.Key(), ia.Value(), ib.Key(), ib.Value())
+		}
+		n++
+	}
+	if va != vb {
+		t.Fatalf("stores differ in length after %d pairs (without cache more: %v)", n, va)
+	}
+	if n == 0 {
+		t.Fatal("empty stores: the sequence wrote nothing")
+	}
+}
+
+// TestRecordCacheBounded: the cache stays near its budget however many
+// keys pass through it, and a small value is kept with its header while a
+// large one is not.
+func TestRecordCacheBounded(t *testing.T) {
+	c := NewRecordCache(64 << 10)
+	db := openMem(t)
+	for i := 0; i < 20_000; i++ {
+		b := db.NewIndexedBatch()
+		Apply(b, toArgs("SET", fmt.Sprintf("key:%06d", i), "v"), Env{Now: 1, Index: uint64(i + 1), Records: c})
+		if err := b.Commit(pebble.NoSync); err != nil {
+			t.Fatal(err)
+		}
+		b.Close()
+		if c.bytes > c.max {
+			t.Fatalf("after %d keys the cache holds %d bytes, budget %d", i+1, c.bytes, c.max)
+		}
+	}
+	if c.Len() < 100 {
+		t.Fatalf("cache holds only %d keys", c.Len())
+	}
+	b := db.NewIndexedBatch()
+	defer b.Close()
+	Apply(b, toArgs("SET", "small", "12345"), Env{Now: 1, Index: 30_000, Records: c})
+	Apply(b, toArgs("SET", "large", string(make([]byte, 4096))), Env{Now: 1, Index: 30_001, Records: c})
+	if e, ok := c.lookup(metaKey([]byte("small"))); !ok || !e.full || string(e.rec.value) != "12345" {
+		t.Fatalf("small value: cached %+v, %v", e, ok)
+	}
+	if e, ok := c.lookup(metaKey([]byte("large"))); !ok || e.full || e.rec.value != nil || !e.present {
+		t.Fatalf("large value: cached %+v, %v", e, ok)
+	}
+	Apply(b, toArgs("FLUSHALL"), Env{Now: 1, Index: 30_002, Records: c})
+	if c.Len() != 0 || c.bytes != 0 {
+		t.Fatalf("FLUSHALL left %d keys, %d bytes", c.Len(), c.bytes)
+	}
+}
