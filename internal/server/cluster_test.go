@@ -319,8 +319,8 @@ func TestMetricsExportRaftState(t *testing.T) {
 		if len(mf.GetMetric()) == 1 && mf.GetMetric()[0].GetGauge() != nil {
 			got[mf.GetName()] = mf.GetMetric()[0].GetGauge().GetValue()
 		}
-		if mf.GetName() == "kvorum_raft_proposals_total" {
-			got[mf.GetName()] = mf.GetMetric()[0].GetCounter().GetValue()
+		if n := mf.GetName(); n == "kvorum_raft_proposals_total" || strings.HasPrefix(n, "kvorum_storage_") && strings.HasSuffix(n, "_total") {
+			got[n] = mf.GetMetric()[0].GetCounter().GetValue()
 		}
 		if mf.GetName() == "kvorum_raft_proposal_duration_seconds" {
 			got[mf.GetName()] = float64(mf.GetMetric()[0].GetHistogram().GetSampleCount())
@@ -331,6 +331,17 @@ func TestMetricsExportRaftState(t *testing.T) {
 	}
 	if got["kvorum_raft_applied_index"] < 11 || got["kvorum_raft_proposals_total"] < 1 || got["kvorum_raft_proposal_duration_seconds"] < 1 {
 		t.Fatalf("progress metrics: %v", got)
+	}
+	// The storage engine's figures, from pebble.DB.Metrics at scrape time.
+	for _, name := range []string{"kvorum_storage_block_cache_bytes", "kvorum_storage_block_cache_hits_total",
+		"kvorum_storage_block_cache_misses_total", "kvorum_storage_memtable_bytes", "kvorum_storage_flushes_total",
+		"kvorum_storage_compactions_total", "kvorum_storage_read_amplification", "kvorum_storage_disk_bytes"} {
+		if _, ok := got[name]; !ok {
+			t.Errorf("metric %s not exported", name)
+		}
+	}
+	if got["kvorum_storage_memtable_bytes"] <= 0 || got["kvorum_storage_disk_bytes"] <= 0 {
+		t.Fatalf("storage metrics: %v", got)
 	}
 }
 

@@ -39,7 +39,9 @@ type Node struct {
 	resp      *resp.Server
 	admin     *admin.Server
 	reg       *prometheus.Registry
-	started   time.Time
+	// storageMetrics exports the storage engine's figures (storage_metrics.go).
+	storageMetrics *storageCollector
+	started        time.Time
 
 	clientLis, peerLis, adminLis net.Listener
 
@@ -116,6 +118,8 @@ func Start(cfg Config) (n *Node, err error) {
 	}
 	n.store.Start()
 	n.registerRaftGauges()
+	n.storageMetrics = newStorageCollector(n.db)
+	n.reg.MustRegister(n.storageMetrics)
 	trans, peerLis := n.trans, n.peerLis // n is nil in the closure if Start fails
 	n.goServe("peer", func() error { return trans.Serve(peerLis) })
 
@@ -325,6 +329,9 @@ func (n *Node) closeAll() error {
 		_ = n.trans.Close()
 	} else if n.peerLis != nil {
 		_ = n.peerLis.Close()
+	}
+	if n.storageMetrics != nil {
+		n.storageMetrics.detach()
 	}
 	if n.db != nil && n.store != nil && n.store.DBWedged() {
 		// Pebble's commit pipeline is stuck (storage/fault.go): Close would

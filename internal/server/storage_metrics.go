@@ -1,0 +1,75 @@
+package server
+
+import (
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// storageCollector exports the storage engine's figures, read from
+// pebble.DB.Metrics once per scrape: above all the block cache's hit rate
+// (a cache that memtables crowded out showed as 12 % under load) and the
+// flush and compaction work that writes cost.
+type storageCollector struct {
+	descs []*prometheus.Desc
+	mu    sync.RWMutex
+	db    *pebble.DB // nil once the node closes it (a scrape may still run)
+}
+
+var storageMetrics = []struct {
+	name, help string
+	kind       prometheus.ValueType
+	value      func(m *pebble.Metrics) float64
+}{
+	{"kvorum_storage_block_cache_bytes", "Bytes of data blocks held by the storage engine's block cache (--cache-size).",
+		prometheus.GaugeValue, func(m *pebble.Metrics) float64 { return float64(m.BlockCache.Size) }},
+	{"kvorum_storage_block_cache_hits_total", "Block reads served by the block cache.",
+		prometheus.CounterValue, func(m *pebble.Metrics) float64 { return float64(m.BlockCache.Hits) }},
+	{"kvorum_storage_block_cache_misses_total", "Block reads that missed the block cache (read from the file system and decompressed).",
+		prometheus.CounterValue, func(m *pebble.Metrics) float64 { return float64(m.BlockCache.Misses) }},
+	{"kvorum_storage_memtable_bytes", "Bytes of the storage engine's memtables (write buffers).",
+		prometheus.GaugeValue, func(m *pebble.Metrics) float64 { return float64(m.MemTable.Size) }},
+	{"kvorum_storage_flushes_total", "Memtables flushed to tables.",
+		prometheus.CounterValue, func(m *pebble.Metrics) float64 { return float64(m.Flush.Count) }},
+	{"kvorum_storage_compactions_total", "Compactions run by the storage engine.",
+		prometheus.CounterValue, func(m *pebble.Metrics) float64 { return float64(m.Compact.Count) }},
+	{"kvorum_storage_read_amplification", "Table levels and sublevels a point read may search.",
+		prometheus.GaugeValue, func(m *pebble.Metrics) float64 { return float64(m.ReadAmp()) }},
+	{"kvorum_storage_disk_bytes", "Bytes of the storage engine's tables and WAL on disk.",
+		prometheus.GaugeValue, func(m *pebble.Metrics) float64 { return float64(m.DiskSpaceUsage()) }},
+}
+
+func newStorageCollector(db *pebble.DB) *storageCollector {
+	c := &storageCollector{db: db}
+	for _, m := range storageMetrics {
+		c.descs = append(c.descs, prometheus.NewDesc(m.name, m.help, nil, nil))
+	}
+	return c
+}
+
+func (c *storageCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+// detach is called before the DB closes: scrapes from then on report
+// nothing of it.
+func (c *storageCollector) detach() {
+	c.mu.Lock()
+	c.db = nil
+	c.mu.Unlock()
+}
+
+func (c *storageCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.db == nil {
+		return
+	}
+	m := c.db.Metrics()
+	for i, sm := range storageMetrics {
+		ch <- prometheus.MustNewConstMetric(c.descs[i], sm.kind, sm.value(m))
+	}
+}
