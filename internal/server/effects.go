@@ -40,9 +40,11 @@ type kvMachine struct {
 	records *kv.RecordCache
 }
 
-// recordCacheBytes bounds the apply path's record cache: about 80,000
-// keys' headers (a string's value above 128 bytes is not kept).
-const recordCacheBytes = 8 << 20
+// recordCacheBytes bounds the apply path's record cache: about 20,000
+// keys' headers (a string's value above 128 bytes is not kept), the hot
+// set of a skewed workload. Its live size; the Go heap around it is about
+// twice that (GOGC=100).
+const recordCacheBytes = 4 << 20
 
 // roundEffects is one Ready round's effects and the index of its last
 // entry that had any.
