@@ -87,7 +87,7 @@ func newStartFlags() *startFlags {
 	f.minFreeDisk = server.DefaultMinFreeDisk
 	fs.Var(sizeValue{&f.minFreeDisk}, "min-free-disk", "refuse writes, with an error, while the data directory's filesystem has less\nthan `SIZE` available (reads keep working; writes resume once space is freed);\n0 disables the check")
 	f.cacheSize = storage.DefaultCacheSize
-	fs.Var(sizeValue{&f.cacheSize}, "cache-size", "`SIZE` of the block cache: the memory that holds recently read data blocks\n(uncompressed) so that reads and writes of hot keys need no disk read; the\nnode's resident memory is roughly this, plus two memtables of 16 MiB (write\nbuffers), plus the process's own heap")
+	fs.Var(sizeValue{&f.cacheSize}, "cache-size", "`SIZE` of the block cache: the memory that holds recently read data blocks\n(uncompressed) so that reads and writes of hot keys need no disk read; the\nnode's resident memory is roughly this, plus two memtables of 32 MiB (write\nbuffers), plus the process's own heap")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "`LEVEL` of logs written to stderr: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "`FORMAT` of logs: text or json")
 	return f
