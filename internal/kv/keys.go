@@ -275,22 +275,17 @@ func (x *ctx) get(k []byte, withValue bool) (record, bool, error) {
 func (x *ctx) raw(k []byte, withValue bool) (record, bool, error) {
 	mk := x.metaKey(k)
 	if x.cache != nil {
-		if e, ok := x.cache.lookup(mk); ok && (e.full || !withValue) {
-			if !e.present {
+		if enc, full, ok := x.cache.Get(mk); ok && (full || !withValue) {
+			if enc == nil {
 				return record{}, false, nil
 			}
-			rec := e.rec
-			rec.value = nil
-			if withValue {
-				rec.value = append([]byte(nil), e.rec.value...)
-			}
-			return rec, true, nil
+			return decodeCached(enc, withValue)
 		}
 	}
 	v, c, err := x.r.Get(mk)
 	if errors.Is(err, pebble.ErrNotFound) {
 		if x.cache != nil {
-			x.cache.fill(mk, nil, false)
+			x.cache.PutAbsent(mk)
 		}
 		return record{}, false, nil
 	}
@@ -298,7 +293,7 @@ func (x *ctx) raw(k []byte, withValue bool) (record, bool, error) {
 		return record{}, false, err
 	}
 	if x.cache != nil {
-		x.cache.fill(mk, v, true)
+		x.cache.Put(mk, v, recordHeader)
 	}
 	var rec record
 	if withValue {
@@ -307,6 +302,16 @@ func (x *ctx) raw(k []byte, withValue bool) (record, bool, error) {
 		rec, err = decodeHeader(v)
 	}
 	_ = c.Close()
+	return rec, err == nil, err
+}
+
+// decodeCached decodes a record from the record cache (reccache.Cache).
+func decodeCached(enc []byte, withValue bool) (record, bool, error) {
+	if withValue {
+		rec, err := decodeRecord(enc)
+		return rec, err == nil, err
+	}
+	rec, err := decodeHeader(enc)
 	return rec, err == nil, err
 }
 
@@ -345,7 +350,7 @@ func (x *ctx) storeOver(k []byte, rec *record) error {
 		return err
 	}
 	if x.cache != nil {
-		x.cache.stored(mk, rec)
+		x.cache.Put(mk, x.vbuf, recordHeader)
 	}
 	x.touched(k)
 	return nil
@@ -368,7 +373,7 @@ func (x *ctx) remove(k []byte) error {
 		return err
 	}
 	if x.cache != nil {
-		x.cache.fill(mk, nil, false)
+		x.cache.PutAbsent(mk)
 	}
 	tk := tombKey(k)
 	if err := x.setIndexKey(tk[:]); err != nil {

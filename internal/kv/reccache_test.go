@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/kvorum/kvorum/internal/kvdiff"
+	"github.com/kvorum/kvorum/internal/reccache"
 )
 
 // TestRecordCacheMatchesStore applies the same seeded random command
@@ -18,16 +19,16 @@ import (
 // identical command by command and the stores identical key by key at the
 // end. The caches are tiny (constant eviction) and large (everything kept).
 func TestRecordCacheMatchesStore(t *testing.T) {
-	for _, size := range []int{1 << 10, 64 << 20} {
+	for _, size := range []int{4, 1 << 20} {
 		for seed := uint64(1); seed <= 6; seed++ {
 			t.Run(fmt.Sprintf("cache=%d/seed=%d", size, seed), func(t *testing.T) {
-				checkCacheSeq(t, seed, NewRecordCache(size))
+				checkCacheSeq(t, seed, reccache.New(size))
 			})
 		}
 	}
 }
 
-func checkCacheSeq(t *testing.T, seed uint64, cache *RecordCache) {
+func checkCacheSeq(t *testing.T, seed uint64, cache *reccache.Cache) {
 	plain, cached := openMem(t), openMem(t)
 	g := kvdiff.NewGen(seed, true)
 	now := int64(1_700_000_000_000)
@@ -109,38 +110,30 @@ func sameStores(t *testing.T, a, b *pebble.DB) {
 	}
 }
 
-// TestRecordCacheBounded: the cache stays near its budget however many
-// keys pass through it, and a small value is kept with its header while a
-// large one is not.
-func TestRecordCacheBounded(t *testing.T) {
-	c := NewRecordCache(64 << 10)
+// TestRecordCacheKeptByWrites: kv keeps the cache exact through writes:
+// a SET caches the new record (a small value with it, a large one header
+// only), DEL caches the key as absent, FLUSHALL empties the cache.
+func TestRecordCacheKeptByWrites(t *testing.T) {
+	c := reccache.New(100)
 	db := openMem(t)
-	for i := 0; i < 20_000; i++ {
-		b := db.NewIndexedBatch()
-		Apply(b, toArgs("SET", fmt.Sprintf("key:%06d", i), "v"), Env{Now: 1, Index: uint64(i + 1), Records: c})
-		if err := b.Commit(pebble.NoSync); err != nil {
-			t.Fatal(err)
-		}
-		b.Close()
-		if c.bytes > c.max {
-			t.Fatalf("after %d keys the cache holds %d bytes, budget %d", i+1, c.bytes, c.max)
-		}
-	}
-	if c.Len() < 100 {
-		t.Fatalf("cache holds only %d keys", c.Len())
-	}
 	b := db.NewIndexedBatch()
 	defer b.Close()
-	Apply(b, toArgs("SET", "small", "12345"), Env{Now: 1, Index: 30_000, Records: c})
-	Apply(b, toArgs("SET", "large", string(make([]byte, 4096))), Env{Now: 1, Index: 30_001, Records: c})
-	if e, ok := c.lookup(metaKey([]byte("small"))); !ok || !e.full || string(e.rec.value) != "12345" {
-		t.Fatalf("small value: cached %+v, %v", e, ok)
+	env := func(i uint64) Env { return Env{Now: 1, Index: i, Records: c} }
+	Apply(b, toArgs("SET", "small", "12345"), env(1))
+	Apply(b, toArgs("SET", "large", string(make([]byte, 4096))), env(2))
+	Apply(b, toArgs("SET", "gone", "x"), env(3))
+	Apply(b, toArgs("DEL", "gone"), env(4))
+	if enc, full, ok := c.Get(metaKey([]byte("small"))); !ok || !full || string(enc[recordHeader:]) != "12345" {
+		t.Fatalf("small value: cached %q full=%v ok=%v", enc, full, ok)
 	}
-	if e, ok := c.lookup(metaKey([]byte("large"))); !ok || e.full || e.rec.value != nil || !e.present {
-		t.Fatalf("large value: cached %+v, %v", e, ok)
+	if enc, full, ok := c.Get(metaKey([]byte("large"))); !ok || full || len(enc) != recordHeader {
+		t.Fatalf("large value: cached %d bytes full=%v ok=%v", len(enc), full, ok)
 	}
-	Apply(b, toArgs("FLUSHALL"), Env{Now: 1, Index: 30_002, Records: c})
-	if c.Len() != 0 || c.bytes != 0 {
-		t.Fatalf("FLUSHALL left %d keys, %d bytes", c.Len(), c.bytes)
+	if enc, _, ok := c.Get(metaKey([]byte("gone"))); !ok || enc != nil {
+		t.Fatalf("deleted key: cached %q ok=%v", enc, ok)
+	}
+	Apply(b, toArgs("FLUSHALL"), env(5))
+	if c.Len() != 0 {
+		t.Fatalf("FLUSHALL left %d keys", c.Len())
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvorum/kvorum/internal/cmdspec"
+	"github.com/kvorum/kvorum/internal/reccache"
 	"github.com/kvorum/kvorum/internal/reply"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -31,8 +32,8 @@ type ctx struct {
 	nested     bool     // run by call: inside a transaction or FENCED (nobody can park)
 	kbuf, vbuf []byte   // scratch: storage key, encoded record
 	rng        *rand.PCG
-	calls      uint64       // nested commands run by call, for their seeds
-	cache      *RecordCache // Apply only: the records the batch and store hold; nil: none
+	calls      uint64          // nested commands run by call, for their seeds
+	cache      *reccache.Cache // Apply only: the records the batch and store hold; nil: none
 }
 
 // Env is what Apply knows about the log entry a command comes from.
@@ -46,8 +47,8 @@ type Env struct {
 	Effects *Effects
 	// Records, if set, is the state machine's record cache: the same one
 	// for every Apply on this store, and nothing else may write the
-	// store's user keys behind its back (see RecordCache).
-	Records *RecordCache
+	// store's user keys behind its back (see package reccache).
+	Records *reccache.Cache
 }
 
 // rand returns the command's random source: seeded from the log position

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvorum/kvorum/internal/kv"
 	"github.com/kvorum/kvorum/internal/kvbench"
+	"github.com/kvorum/kvorum/internal/reccache"
 	"github.com/kvorum/kvorum/internal/storage"
 )
 
@@ -51,7 +52,7 @@ func BenchmarkStoreZipfian(b *testing.B) {
 			kv.Read(db, [][]byte{[]byte("GET"), keys[i%len(keys)]}, 1000)
 		}
 	})
-	set := func(b *testing.B, records *kv.RecordCache) {
+	set := func(b *testing.B, records *reccache.Cache) {
 		batch := db.NewIndexedBatch()
 		for i := 0; b.Loop(); i++ {
 			kv.Apply(batch, [][]byte{[]byte("SET"), keys[i%len(keys)], value}, kv.Env{Now: 1000, Records: records})
@@ -67,5 +68,5 @@ func BenchmarkStoreZipfian(b *testing.B) {
 	}
 	b.Run("SET", func(b *testing.B) { set(b, nil) })
 	// The node's apply path: with the record cache (kvMachine's size).
-	b.Run("SET-records", func(b *testing.B) { set(b, kv.NewRecordCache(recordCacheBytes)) })
+	b.Run("SET-records", func(b *testing.B) { set(b, reccache.New(recordCacheEntries)) })
 }
