@@ -105,11 +105,13 @@ func newClusterWith(t testing.TB, n int, adjust func(id uint64, cfg *Config)) *t
 func (c *testCluster) waitStopped(id uint64, within time.Duration) error {
 	c.t.Helper()
 	n := c.node(id)
+	start := time.Now()
 	select {
 	case err := <-n.Done():
 		c.mu.Lock()
 		delete(c.nodes, id)
 		c.mu.Unlock()
+		c.t.Logf("node %d stopped %v after its disk failed", id, time.Since(start).Round(time.Millisecond))
 		return err
 	case <-time.After(within):
 		c.t.Fatalf("node %d still running %v after its disk failed", id, within)
@@ -183,7 +185,7 @@ func TestDiskFsyncFailureStopsLeader(t *testing.T) {
 
 	freshMemtable(t, c.node(lead))
 	faults[lead].failSync.Store(true)
-	err := c.waitStopped(lead, 10*time.Second)
+	err := c.waitStopped(lead, 60*time.Second)
 	t.Logf("node %d stopped: %v", lead, err)
 	for _, want := range []string{"storage failure: fsync failed", "input/output error", "node stopped; it must be restarted after the disk is fixed"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -405,7 +407,7 @@ func TestDiskFullStopsFollower(t *testing.T) {
 
 	freshMemtable(t, c.node(f))
 	faults[f].failWrites.Store(true)
-	err := c.waitStopped(f, 10*time.Second)
+	err := c.waitStopped(f, 60*time.Second)
 	t.Logf("node %d stopped: %v", f, err)
 	for _, want := range []string{"storage failure: disk full", "no space left on device", "must be restarted after space is freed"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
