@@ -61,14 +61,9 @@ var callsStreamDesc = grpc.StreamDesc{
 //     is not canceled on the peer: its handler runs until it returns or its
 //     deadline passes.
 func (t *Transport) CallPipelined(ctx context.Context, to uint64, method string, payload []byte) ([]byte, error) {
-	p, err := t.peer(to)
+	p, err := t.callPeer(to)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrNotSent, err)
-	}
-	if ic := t.cfg.Interceptor; ic != nil {
-		if err := ic.Call(t.cfg.NodeID, to); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrNotSent, err)
-		}
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotSent, status.FromContextError(err).Err())

@@ -289,10 +289,9 @@ func (t *Transport) peer(id uint64) (*peer, error) {
 	return nil, fmt.Errorf("%w %d", ErrUnknownPeer, id)
 }
 
-// Call invokes method on peer `to`. A failure of the remote handler comes
-// back as a gRPC status error carrying its message (status.Code tells it
-// apart from transport failures such as codes.Unavailable).
-func (t *Transport) Call(ctx context.Context, to uint64, method string, payload []byte) ([]byte, error) {
+// callPeer is the peer a call to node to goes to, once the Interceptor
+// lets it through; an error wraps ErrNotSent.
+func (t *Transport) callPeer(to uint64) (*peer, error) {
 	p, err := t.peer(to)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotSent, err)
@@ -301,6 +300,17 @@ func (t *Transport) Call(ctx context.Context, to uint64, method string, payload 
 		if err := ic.Call(t.cfg.NodeID, to); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrNotSent, err)
 		}
+	}
+	return p, nil
+}
+
+// Call invokes method on peer `to`. A failure of the remote handler comes
+// back as a gRPC status error carrying its message (status.Code tells it
+// apart from transport failures such as codes.Unavailable).
+func (t *Transport) Call(ctx context.Context, to uint64, method string, payload []byte) ([]byte, error) {
+	p, err := t.callPeer(to)
+	if err != nil {
+		return nil, err
 	}
 	conn, err := p.getConn()
 	if err != nil {

@@ -233,26 +233,35 @@ func appendLenBytes(b, v []byte) []byte {
 // encodeCallReqs encodes reqs into frames of at most about maxFrameBytes
 // each (a single larger request gets a frame of its own).
 func encodeCallReqs(from, to uint64, reqs []callReq) [][]byte {
-	var frames [][]byte
-	for len(reqs) > 0 {
-		var body []byte
-		n := 0
-		for n < len(reqs) && (n == 0 || len(body) < maxFrameBytes) {
-			r := &reqs[n]
-			body = binary.AppendUvarint(body, r.id)
-			body = binary.AppendUvarint(body, uint64(r.timeout/time.Microsecond))
-			body = binary.AppendUvarint(body, uint64(len(r.method)))
-			body = append(body, r.method...)
-			body = appendLenBytes(body, r.payload)
-			n++
-		}
-		b := make([]byte, 0, 1+3*binary.MaxVarintLen64+len(body))
+	return splitFrames(reqs, func(n int) []byte {
+		b := make([]byte, 0, 1+3*binary.MaxVarintLen64)
 		b = append(b, wireVersion)
 		b = binary.AppendUvarint(b, from)
 		b = binary.AppendUvarint(b, to)
-		b = binary.AppendUvarint(b, uint64(n))
-		frames = append(frames, append(b, body...))
-		reqs = reqs[n:]
+		return binary.AppendUvarint(b, uint64(n))
+	}, func(body []byte, r *callReq) []byte {
+		body = binary.AppendUvarint(body, r.id)
+		body = binary.AppendUvarint(body, uint64(r.timeout/time.Microsecond))
+		body = binary.AppendUvarint(body, uint64(len(r.method)))
+		body = append(body, r.method...)
+		return appendLenBytes(body, r.payload)
+	})
+}
+
+// splitFrames encodes items into frames of at most about maxFrameBytes of
+// items each (at least one item per frame): each frame is header(count)
+// followed by the items appended by add.
+func splitFrames[T any](items []T, header func(count int) []byte, add func(body []byte, item *T) []byte) [][]byte {
+	var frames [][]byte
+	for len(items) > 0 {
+		var body []byte
+		n := 0
+		for n < len(items) && (n == 0 || len(body) < maxFrameBytes) {
+			body = add(body, &items[n])
+			n++
+		}
+		frames = append(frames, append(header(n), body...))
+		items = items[n:]
 	}
 	return frames
 }
@@ -297,24 +306,15 @@ func decodeCallReqs(b []byte) (from, to uint64, reqs []callReq, err error) {
 // encodeCallResps encodes resps into frames of at most about
 // maxFrameBytes each.
 func encodeCallResps(resps []callResp) [][]byte {
-	var frames [][]byte
-	for len(resps) > 0 {
-		var body []byte
-		n := 0
-		for n < len(resps) && (n == 0 || len(body) < maxFrameBytes) {
-			r := &resps[n]
-			body = binary.AppendUvarint(body, r.id)
-			body = binary.AppendUvarint(body, r.kind)
-			body = appendLenBytes(body, r.body)
-			n++
-		}
-		b := make([]byte, 0, 1+binary.MaxVarintLen64+len(body))
+	return splitFrames(resps, func(n int) []byte {
+		b := make([]byte, 0, 1+binary.MaxVarintLen64)
 		b = append(b, wireVersion)
-		b = binary.AppendUvarint(b, uint64(n))
-		frames = append(frames, append(b, body...))
-		resps = resps[n:]
-	}
-	return frames
+		return binary.AppendUvarint(b, uint64(n))
+	}, func(body []byte, r *callResp) []byte {
+		body = binary.AppendUvarint(body, r.id)
+		body = binary.AppendUvarint(body, r.kind)
+		return appendLenBytes(body, r.body)
+	})
 }
 
 func decodeCallResps(b []byte) ([]callResp, error) {
