@@ -321,6 +321,14 @@ func (l *RaftLog) Append(ents []*raftpb.Entry) {
 	l.mu.last, l.mu.lastTerm = e.GetIndex(), e.GetTerm()
 }
 
+// TermVote returns the term and vote of the persisted hard state: a new
+// hard state that differs in either must be synced before raft hears of it.
+func (l *RaftLog) TermVote() (term, vote uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.hs.GetTerm(), l.mu.hs.GetVote()
+}
+
 // SetHardState updates the in-memory hard state after it was persisted.
 func (l *RaftLog) SetHardState(hs *raftpb.HardState) {
 	l.mu.Lock()
