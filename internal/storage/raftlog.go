@@ -96,6 +96,17 @@ func LoadRaftLog(db *pebble.DB, id RangeID, snaps *SnapshotRegistry) (*RaftLog, 
 		return nil, fmt.Errorf("%w: range %d: applied index %d outside log (%d, %d]",
 			ErrCorrupt, id, applied.Index, trunc.Index, l.mu.last)
 	}
+	if applied.Index > hs.GetCommit() {
+		// The store applies entries in batches of their own, next to the
+		// batches that persist the log and hard state (raft's
+		// asynchronous storage writes): a crash can keep an applied
+		// state written after the newest persisted commit index. Only
+		// committed entries are applied, so they are committed: raft
+		// must not start with a commit index below its applied index.
+		c := proto.Clone(hs).(*raftpb.HardState)
+		c.Commit = &applied.Index
+		l.mu.hs = c
+	}
 	return l, nil
 }
 
