@@ -96,17 +96,6 @@ func LoadRaftLog(db *pebble.DB, id RangeID, snaps *SnapshotRegistry) (*RaftLog, 
 		return nil, fmt.Errorf("%w: range %d: applied index %d outside log (%d, %d]",
 			ErrCorrupt, id, applied.Index, trunc.Index, l.mu.last)
 	}
-	if applied.Index > hs.GetCommit() {
-		// The store applies entries in batches of their own, next to the
-		// batches that persist the log and hard state (raft's
-		// asynchronous storage writes): a crash can keep an applied
-		// state written after the newest persisted commit index. Only
-		// committed entries are applied, so they are committed: raft
-		// must not start with a commit index below its applied index.
-		c := proto.Clone(hs).(*raftpb.HardState)
-		c.Commit = &applied.Index
-		l.mu.hs = c
-	}
 	return l, nil
 }
 
@@ -330,14 +319,6 @@ func (l *RaftLog) Append(ents []*raftpb.Entry) {
 	}
 	e := ents[len(ents)-1]
 	l.mu.last, l.mu.lastTerm = e.GetIndex(), e.GetTerm()
-}
-
-// TermVote returns the term and vote of the persisted hard state: a new
-// hard state that differs in either must be synced before raft hears of it.
-func (l *RaftLog) TermVote() (term, vote uint64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.mu.hs.GetTerm(), l.mu.hs.GetVote()
 }
 
 // SetHardState updates the in-memory hard state after it was persisted.

@@ -239,38 +239,3 @@ func TestRaftLogCacheBoundedBySize(t *testing.T) {
 		}
 	}
 }
-
-// A crash can keep an applied state newer than the persisted commit index
-// (the store applies in batches of their own, next to the log writes):
-// the reloaded log must not hand raft a commit index below the applied
-// one (raft panics: "applied(x) is out of range [prevApplied, committed]").
-func TestRaftLogReloadRaisesCommitToApplied(t *testing.T) {
-	fs := vfs.NewMem()
-	db := openMem(t, fs)
-	l, err := LoadRaftLog(db, 1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	appendCommit(t, db, l, ents(1, 11, 1))
-	b := db.NewBatch()
-	if err := SetHardState(b, 1, &raftpb.HardState{Term: proto.Uint64(1), Vote: proto.Uint64(1), Commit: proto.Uint64(6)}); err != nil {
-		t.Fatal(err)
-	}
-	if err := SetAppliedState(b, 1, AppliedState{Index: 8, Term: 1, ConfState: &raftpb.ConfState{Voters: []uint64{1}}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		t.Fatal(err)
-	}
-	l2, err := LoadRaftLog(db, 1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs, _, err := l2.InitialState()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if hs.GetCommit() != 8 || hs.GetTerm() != 1 || hs.GetVote() != 1 {
-		t.Fatalf("initial hard state = %v, want term 1 vote 1 commit 8", hs)
-	}
-}

@@ -8,23 +8,12 @@
 //     replica. With TickInterval zero there is no ticker and the owner
 //     calls Tick.
 //   - The Ready loop goroutine (Store.run) is the only one that calls
-//     Ready. Raft runs with AsyncStorageWrites: each round collects the
-//     Ready of every replica that has one, sends the messages to other
-//     nodes at once, hands the log writes (MsgStorageAppend: entries, hard
-//     state) to the append worker, and applies the committed entries
-//     (MsgStorageApply) of every replica in ONE Pebble batch committed
-//     without sync (the entries are durable in the log; a restart
-//     re-applies from the persisted applied index). Then it hands the
-//     round's effects out (Store.Effects), completes proposals, releases
-//     reads and steps the apply responses. A snapshot is installed on this
-//     goroutine too, in a synced batch, after the append worker drained.
-//   - The append worker goroutine (Store.appendLoop, append.go) writes
-//     every log write queued since its previous batch in one synced batch
-//     (group commit across rounds, ranges and clients), then delivers the
-//     responses raft attached to them: the leader's own acknowledgement,
-//     a follower's MsgAppResp, a vote. The Ready loop never waits for the
-//     disk, so the leader's fsync, the followers' fsyncs and the apply of
-//     earlier entries overlap.
+//     Ready/Advance. Each round it collects the Ready of every replica that
+//     has one and writes all of them (new log entries, hard states, and the
+//     writes of committed entries, plus applied indexes) in ONE synced
+//     Pebble batch: group commit across ranges and across clients. Only
+//     then does it hand the round's effects out (Store.Effects), send
+//     messages, complete proposals, release reads and call Advance.
 //   - The owner of the state machine (the node) receives each committed
 //     round's effects from Store.Effects in a goroutine of its own; see
 //     Effects below.
@@ -35,23 +24,19 @@
 // # Lock order
 //
 // Store.mu before Replica.mu. RaftLog has its own leaf mutex, taken inside
-// RawNode calls (raft.Storage methods) while Replica.mu is held, and by
-// the append worker when it updates the in-memory log after a sync. The
-// Ready loop holds no lock while it hands effects out; the append queue's
-// mutex is a leaf.
+// RawNode calls (raft.Storage methods) while Replica.mu is held. The Ready
+// loop holds no lock while it hands effects out.
 //
 // # Life of a write
 //
 // Propose encodes the command batch with a proposal id and the leader's
-// timestamp, registers a waiter and queues it; the next Ready round
-// proposes every queued batch as one entry, sends it to the followers and
-// queues it for the append worker. Each follower's append worker syncs it
-// and sends the acknowledgement; the leader's own sync counts as its own
-// acknowledgement. Once a majority holds it, raft marks it committed, and
-// the first Ready round after this node's own copy is synced applies it
-// through StateMachine.Apply (package kv, through the node's adapter) and
-// hands the waiter the replies. Nothing is acknowledged before the entry
-// is committed on a majority (fsynced there) and applied here.
+// timestamp, registers a waiter and calls RawNode.Propose. The Ready loop
+// persists the entry, sends it to followers, and once it is committed
+// applies it through StateMachine.Apply (package kv, through the node's
+// adapter) inside the next group-commit batch; after that batch is synced
+// the round's effects go to the node and the waiter gets the replies.
+// Nothing is acknowledged before the entry is committed on a majority
+// (fsynced there) and applied here.
 //
 // # Effects
 //

@@ -19,13 +19,8 @@ type readyItem struct {
 	r      *Replica
 	rd     raft.Ready
 	leader bool
-	// The round's local storage messages (raft's AsyncStorageWrites): the
-	// log write (entries, hard state, snapshot) and the entries to apply,
-	// each nil if raft asked for none.
-	appendMsg *raftpb.Message
-	applyMsg  *raftpb.Message
 
-	// Filled while applying, used after the apply batch commits.
+	// Filled while staging, used after the batch commits.
 	applied     storage.AppliedState
 	appliedSet  bool
 	snapApplied bool
@@ -39,9 +34,8 @@ type completion struct {
 	p       *proposal
 	replies []reply.Reply
 	err     error
-	// afterCommit: complete only once the round's apply batch is
-	// committed (a membership change: its caller reads the new
-	// descriptor).
+	// afterCommit: complete only once the round's batch is committed (a
+	// membership change: its caller reads the new descriptor).
 	afterCommit bool
 }
 
@@ -81,20 +75,6 @@ func (s *Store) processReadyGuarded() (more bool, err error) {
 
 // processReady handles one round for every replica with work. It reports
 // whether another round is already due.
-//
-// Raft runs with AsyncStorageWrites: a round does not wait for the disk.
-// Messages to other nodes go out at once (raft holds back those that
-// depend on a local write: they come back as responses of the write);
-// the log writes (entries, hard state) go to the append worker
-// (append.go), which syncs them in one batch with whatever other rounds
-// queued meanwhile and then delivers their responses (the follower's
-// acknowledgement to the leader, the leader's own); the entries raft
-// says are committed and already stable here are applied by this round
-// in one batch committed without sync (the log holds them durably, and
-// a restart re-applies from the applied index). So a follower's fsync,
-// the leader's own fsync and the apply of earlier entries overlap, and a
-// commit is acted on as soon as its acknowledgement arrives, not after
-// the fsync in progress.
 func (s *Store) processReady() (more bool, err error) {
 	start := time.Now()
 	var items []*readyItem
@@ -114,121 +94,94 @@ func (s *Store) processReady() (more bool, err error) {
 	}
 	s.cfg.Metrics.ReadyRounds.Inc()
 
-	var out []*raftpb.Message
+	// A leader's messages may go out before its own fsync (Raft thesis
+	// 10.2.1): followers persist in parallel with the leader, and nothing is
+	// acknowledged to a client before this round's batch is durable, since
+	// entries are applied in the same batch that persists them.
+	var early []*raftpb.Message
 	for _, it := range items {
-		for _, m := range it.rd.Messages {
-			switch m.GetTo() {
-			case raft.LocalAppendThread:
-				it.appendMsg = m
-			case raft.LocalApplyThread:
-				it.applyMsg = m
-			default:
-				out = append(out, m)
-			}
+		if it.leader {
+			early = append(early, it.rd.Messages...)
+			it.rd.Messages = nil
 		}
 	}
-	s.send(out)
+	s.send(early)
 
-	// Log writes: to the append worker, or here and now for a snapshot
-	// (rare: it replaces the state machine's data, which only this
-	// goroutine touches) and when no worker runs (deterministic tests).
-	var jobs []appendJob
-	for _, it := range items {
-		m := it.appendMsg
-		if m == nil {
-			continue
-		}
-		if len(m.GetEntries()) > 0 {
-			it.r.trackProposalIndexes(m.GetEntries())
-		}
-		if m.GetSnapshot() != nil && !raft.IsEmptySnap(m.GetSnapshot()) {
-			if err := s.persistSnapshot(it); err != nil {
-				return false, err
-			}
-			continue
-		}
-		jobs = append(jobs, appendJob{r: it.r, m: m})
-	}
-	if len(jobs) > 0 {
-		if err := s.queueAppends(jobs); err != nil {
-			return false, err
-		}
-	}
-
-	if err := s.applyCommitted(items); err != nil {
-		return false, err
-	}
-
-	for _, it := range items {
-		it.r.afterApply(it)
-		if it.truncate {
-			if err := it.r.truncateLog(); err != nil {
-				return false, err
-			}
-		}
-	}
-	for _, it := range items {
-		it.r.mu.Lock()
-		more = more || it.r.mu.rn.HasReady()
-		it.r.mu.Unlock()
-	}
-	s.cfg.Metrics.ReadyDuration.Observe(time.Since(start).Seconds())
-	return more, nil
-}
-
-// applyCommitted applies the round's committed entries (every item's
-// MsgStorageApply) in one indexed batch, completes their waiters, commits
-// the batch without sync, hands the round's effects to the node and tells
-// raft the entries are applied.
-func (s *Store) applyCommitted(items []*readyItem) error {
-	var applying []*readyItem
-	for _, it := range items {
-		if it.applyMsg != nil {
-			applying = append(applying, it)
-		}
-	}
-	if len(applying) == 0 {
-		return nil
-	}
 	batch := s.db.NewIndexedBatch()
 	defer batch.Close()
-	for _, it := range applying {
-		if err := it.r.stageApply(batch, it, it.applyMsg.GetEntries()); err != nil {
-			return fmt.Errorf("range %d: apply: %w", it.r.id, err)
+	mustSync := false
+	for _, it := range items {
+		if err := it.r.stage(batch, it); err != nil {
+			return false, fmt.Errorf("range %d: stage ready: %w", it.r.id, err)
 		}
+		mustSync = mustSync || it.rd.MustSync || it.snapApplied
 	}
-	// The waiters get their replies now, before the batch is committed:
-	// the entries are committed (durable on a majority) and stable in
-	// this node's log, and applying them is deterministic, so a crash
-	// before this batch reaches the disk re-applies them from the log to
-	// the same result. Reads wait for the applied index, which moves
-	// only after the commit (afterApply). The round's effects are taken
-	// first: a waiter that wants them acted on (PUBLISH's receiver count)
-	// waits for the round the state machine last handed over.
+	// The waiters of the entries applied in this round get their replies
+	// now, before the round's fsync: those entries are committed, that is
+	// durable on a majority already, and applying them is deterministic,
+	// so a crash before this batch commits re-applies them from the log to
+	// the same result. What the batch's fsync covers is the round's new
+	// entries (whose own waiters complete in a later round) and the
+	// applied state; reads wait for it regardless (ReadBarrier waits for
+	// the applied index, which moves in afterCommit). Under load this
+	// takes one fsync off every write's latency.
+	// The round's effects are taken first: a waiter that wants them acted
+	// on (PUBLISH's receiver count) waits for the round the state machine
+	// last handed over.
 	effects := s.cfg.StateMachine.TakeEffects()
-	for _, it := range applying {
+	for _, it := range items {
 		it.completeEarly()
 	}
 	if !batch.Empty() {
-		// No sync: the entries are in the synced log; the applied state
-		// may lag on disk and is caught up by replay. Pebble's WAL keeps
-		// commit order, so the applied state never reaches the disk
-		// without the log entries the append worker synced before.
-		if err := storage.Commit(batch, pebble.NoSync); err != nil {
-			return &StorageError{Err: err}
+		opts := pebble.NoSync
+		if mustSync && !s.cfg.UnsafeNoSync {
+			opts = pebble.Sync
+		}
+		t := time.Now()
+		// storage.Commit: Pebble reports a failed WAL write or fsync through
+		// Logger.Fatalf or a panic, never as a plain error (see
+		// storage/fault.go). Of this round, only the entries that were
+		// already committed (durable on a majority) were acknowledged
+		// (completeEarly); the round's new entries were not, and neither is
+		// a membership change (afterCommit is not reached).
+		if err := storage.Commit(batch, opts); err != nil {
+			return false, &StorageError{Err: err}
+		}
+		if mustSync {
+			s.cfg.Metrics.FsyncDuration.Observe(time.Since(t).Seconds())
 		}
 	}
+	// Committed: the node may act on what the round did (wake clients
+	// blocked on the keys it wrote, deliver its messages). First, so that
+	// this happens as early as the replies to the round's waiters.
 	if effects != nil {
 		select {
 		case s.effects <- effects:
 		case <-s.stopper:
 		}
 	}
-	for _, it := range applying {
-		it.r.setApplied(it)
-		it.r.stepLocal(it.applyMsg.GetResponses())
+
+	var msgs []*raftpb.Message
+	for _, it := range items {
+		it.r.afterCommit(it)
+		msgs = append(msgs, it.rd.Messages...)
 	}
-	return nil
+	s.send(msgs)
+	for _, it := range items {
+		func() {
+			it.r.mu.Lock()
+			defer it.r.mu.Unlock()
+			it.r.mu.rn.Advance(it.rd)
+			more = more || it.r.mu.rn.HasReady()
+		}()
+		if it.truncate {
+			if err := it.r.truncateLog(); err != nil {
+				return false, err
+			}
+		}
+	}
+	s.cfg.Metrics.ReadyDuration.Observe(time.Since(start).Seconds())
+	return more, nil
 }
 
 func (s *Store) send(msgs []*raftpb.Message) {
@@ -241,6 +194,32 @@ func (s *Store) send(msgs []*raftpb.Message) {
 		}
 	}
 	s.cfg.Transport.Send(msgs)
+}
+
+// stage adds the replica's snapshot, entries, hard state and the writes of
+// its committed entries to b.
+func (r *Replica) stage(b *pebble.Batch, it *readyItem) error {
+	rd := &it.rd
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		if err := r.stageSnapshot(b, it); err != nil {
+			return err
+		}
+	}
+	if err := r.log.StageAppend(b, rd.Entries); err != nil {
+		return err
+	}
+	if len(rd.Entries) > 0 {
+		r.trackProposalIndexes(rd.Entries)
+	}
+	if !raft.IsEmptyHardState(rd.HardState) {
+		if err := storage.SetHardState(b, r.id, rd.HardState); err != nil {
+			return err
+		}
+	}
+	if len(rd.CommittedEntries) > 0 {
+		return r.stageApply(b, it)
+	}
+	return nil
 }
 
 // trackProposalIndexes records at which index each local proposal landed, so
@@ -269,12 +248,15 @@ func (r *Replica) trackProposalIndexes(ents []*raftpb.Entry) {
 }
 
 // stageApply applies committed entries into b.
-func (r *Replica) stageApply(b *pebble.Batch, it *readyItem, ents []*raftpb.Entry) error {
+func (r *Replica) stageApply(b *pebble.Batch, it *readyItem) error {
 	self := uint64(r.store.cfg.NodeID)
 	var last *raftpb.Entry
 	cur := r.log.Applied()
+	if it.snapApplied {
+		cur = it.applied
+	}
 	cs := cur.ConfState
-	for _, e := range ents {
+	for _, e := range it.rd.CommittedEntries {
 		if e.GetIndex() <= cur.Index {
 			continue // already applied (e.g. covered by the snapshot)
 		}
@@ -325,7 +307,7 @@ func (r *Replica) stageApply(b *pebble.Batch, it *readyItem, ents []*raftpb.Entr
 	}
 	it.applied = storage.AppliedState{Index: last.GetIndex(), Term: last.GetTerm(), ConfState: cs}
 	it.appliedSet = true
-	r.store.cfg.Metrics.EntriesApplied.Add(float64(len(ents)))
+	r.store.cfg.Metrics.EntriesApplied.Add(float64(len(it.rd.CommittedEntries)))
 	_, _, trunc, _ := r.log.State()
 	if th := r.store.cfg.SnapshotThreshold; th > 0 && last.GetIndex()-trunc.Index > th {
 		it.truncate = true
@@ -362,25 +344,22 @@ func (it *readyItem) completeEarly() {
 	}
 }
 
-// setApplied updates the in-memory applied state once the round's apply
-// batch is committed, and completes the waiters that waited for that.
-func (r *Replica) setApplied(it *readyItem) {
+// afterCommit updates in-memory state once the round's batch is durable and
+// completes waiters. Runs before messages are sent and before Advance.
+func (r *Replica) afterCommit(it *readyItem) {
+	rd := &it.rd
+	if it.snapApplied {
+		r.log.ApplySnapshot(rd.Snapshot.GetMetadata(), it.applied)
+		r.store.cfg.Metrics.SnapshotsRecv.Inc()
+	}
+	r.log.Append(rd.Entries)
+	if !raft.IsEmptyHardState(rd.HardState) {
+		r.log.SetHardState(rd.HardState)
+	}
 	if it.appliedSet {
 		r.log.SetApplied(it.applied)
 		r.applied.Store(it.applied.Index)
 	}
-	for _, c := range it.completions {
-		if c.afterCommit {
-			c.p.finish(c.replies, c.err)
-		}
-	}
-}
-
-// afterApply updates the replica's in-memory state at the end of a round:
-// a new descriptor (membership change or snapshot), the leader it knows,
-// the read rounds answered and the reads whose index is now applied.
-func (r *Replica) afterApply(it *readyItem) {
-	rd := &it.rd
 	desc := it.newDesc
 	if desc == nil {
 		desc = it.snapDesc
@@ -390,6 +369,11 @@ func (r *Replica) afterApply(it *readyItem) {
 			if rep.NodeID != r.store.cfg.NodeID {
 				r.store.cfg.Transport.SetPeer(uint64(rep.NodeID), rep.PeerAddr)
 			}
+		}
+	}
+	for _, c := range it.completions {
+		if c.afterCommit {
+			c.p.finish(c.replies, c.err)
 		}
 	}
 
@@ -420,46 +404,13 @@ func (r *Replica) afterApply(it *readyItem) {
 		}
 	}
 	r.releaseReadsLocked(r.applied.Load())
-	if it.snapApplied {
-		for idx := range r.mu.staged {
-			if idx <= it.applied.Index {
-				r.store.removeStaged(r.mu.staged[idx])
-				delete(r.mu.staged, idx)
-			}
+	for idx := range it.r.mu.staged {
+		if it.snapApplied && idx <= it.applied.Index {
+			r.store.removeStaged(r.mu.staged[idx])
+			delete(r.mu.staged, idx)
 		}
 	}
 	r.mu.Unlock()
-}
-
-// stepLocal hands raft the responses of a local storage write (append or
-// apply) once the write is done: those to this node are stepped here, the
-// others (a follower's acknowledgement, a vote) are sent.
-func (r *Replica) stepLocal(msgs []*raftpb.Message) {
-	if len(msgs) == 0 || r.broken.Load() {
-		return
-	}
-	self := uint64(r.store.cfg.NodeID)
-	var remote []*raftpb.Message
-	for _, m := range msgs {
-		if m.GetTo() != self {
-			remote = append(remote, m)
-		}
-	}
-	r.store.send(remote)
-	func() {
-		defer r.recoverRaftPanic()
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		for _, m := range msgs {
-			if m.GetTo() != self {
-				continue
-			}
-			if err := r.mu.rn.Step(m); err != nil {
-				r.store.log.Debug("raft step (local)", "range", r.id, "type", m.GetType(), "err", err)
-			}
-		}
-	}()
-	r.store.signal()
 }
 
 // truncateLog removes applied entries beyond the retained tail.

@@ -90,7 +90,7 @@ func (s *Store) ReceiveSnapshot(m *raftpb.Message, data io.Reader) (err error) {
 
 // stageSnapshot replaces the range's state with the snapshot raft accepted.
 func (r *Replica) stageSnapshot(b *pebble.Batch, it *readyItem) error {
-	meta := it.appendMsg.GetSnapshot().GetMetadata()
+	meta := it.rd.Snapshot.GetMetadata()
 	r.mu.Lock()
 	path, ok := r.mu.staged[meta.GetIndex()]
 	r.mu.Unlock()

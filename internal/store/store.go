@@ -118,11 +118,7 @@ type Store struct {
 
 	work    chan struct{}
 	stopper chan struct{}
-	// appender queues log writes for the append worker (append.go); nil
-	// until Start: deterministic tests that drive the Ready loop
-	// themselves get their log writes persisted within the round.
-	appender *appender
-	wg       sync.WaitGroup
+	wg      sync.WaitGroup
 	// effects carries each committed round's effects, in round order,
 	// from the Ready loop to the node. Closed by Stop once the loop ended.
 	effects chan Effects
@@ -201,9 +197,7 @@ func (s *Store) Start() {
 		s.wg.Add(1)
 		go s.tickLoop()
 	}
-	s.appender = newAppender()
-	s.wg.Add(2)
-	go s.appendLoop()
+	s.wg.Add(1)
 	go s.run()
 }
 
@@ -217,40 +211,12 @@ func (s *Store) Stop() {
 	s.mu.stopped = true
 	s.mu.Unlock()
 	close(s.stopper)
-	if !s.waitLoops() {
-		// A goroutine is stuck in a Pebble commit behind one that
-		// panicked with the commit mutex held (DBWedged): it will never
-		// return, and the DB is abandoned. Leave the effects channel
-		// open: its sender may still be alive.
-		s.log.Warn("store stopped with a goroutine blocked in the storage engine", "err", s.Failure())
-	} else {
-		close(s.effects) // the Ready loop, its only sender, has ended
-	}
+	s.wg.Wait()
+	close(s.effects) // the Ready loop, its only sender, has ended
 	for _, r := range s.Replicas() {
 		r.failAll(ErrStopped)
 	}
 	s.snaps.Close()
-}
-
-// waitLoops waits for the store's goroutines to end. After a storage
-// failure that wedged Pebble's commit pipeline, a goroutine blocked in a
-// commit never returns: then it gives up after a while and reports false.
-func (s *Store) waitLoops() bool {
-	ended := make(chan struct{})
-	go func() {
-		s.wg.Wait()
-		close(ended)
-	}()
-	for {
-		select {
-		case <-ended:
-			return true
-		case <-time.After(time.Second):
-			if s.DBWedged() {
-				return false
-			}
-		}
-	}
 }
 
 // Replica returns the replica of range id, or nil.
@@ -367,7 +333,6 @@ func (s *Store) raftConfig(log *storage.RaftLog, applied uint64) *raft.Config {
 		PreVote:                   true,
 		ReadOnlyOption:            raft.ReadOnlySafe,
 		DisableProposalForwarding: true,
-		AsyncStorageWrites:        true,
 		Logger:                    raftLogger{s.log},
 	}
 }
