@@ -179,7 +179,11 @@ func (r *Replica) answerReadIndexLocked(m *raftpb.Message) (resp *raftpb.Message
 	}
 	commit, term, ok, renew := r.leaseIndexLocked()
 	if !ok {
-		return nil, false, false
+		// No lease: it expired while only followers were reading (the
+		// leader's own reads renew it). Ask for a probe, so that the
+		// requests after this one are answered from the lease instead of
+		// a heartbeat round each.
+		return nil, r.wantLeaseLocked(), false
 	}
 	resp = &raftpb.Message{
 		Type:    raftpb.MessageType_MsgReadIndexResp.Enum(),
@@ -190,6 +194,24 @@ func (r *Replica) answerReadIndexLocked(m *raftpb.Message) (resp *raftpb.Message
 		Entries: m.GetEntries(),
 	}
 	return resp, renew, true
+}
+
+// wantLeaseLocked asks the next Ready round for a lease probe if this
+// replica leads, may hold a lease in its term, and has no probe in flight;
+// it reports whether it asked (the caller signals the Ready loop).
+// REQUIRES: r.mu held.
+func (r *Replica) wantLeaseLocked() bool {
+	l := &r.mu.lease
+	if r.store.leaseDuration() == 0 || l.renew {
+		return false
+	}
+	st := r.mu.rn.BasicStatus()
+	if st.RaftState != raft.StateLeader || st.LeadTransferee != raft.None || st.GetTerm() == l.noLeaseTerm ||
+		r.probeInFlightLocked(st.GetTerm(), r.store.mono()) {
+		return false
+	}
+	l.renew = true
+	return true
 }
 
 // leaseProbeLocked marks b, about to be sent as a ReadIndex request, as a
