@@ -489,7 +489,7 @@ func (n *ddNode) hasReady() bool {
 	r := n.replica()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.readsDueLocked(n.store.mono()) || len(r.mu.pending) > 0 || r.mu.lease.renew || r.mu.rn.HasReady()
+	return len(r.mu.readQueue) > 0 || len(r.mu.pending) > 0 || r.mu.lease.renew || r.mu.rn.HasReady()
 }
 
 // handleReady is the Ready loop of node n, run until it has no more work.

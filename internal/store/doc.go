@@ -61,9 +61,8 @@
 // own commit index as the read index: ReadBarrier returns at once if that is
 // applied, or waits for it, with no Raft message. Otherwise ReadBarrier
 // queues the caller; the Ready loop issues one ReadIndex for all callers
-// queued, at most one such request in flight at a time, so that reads
-// arriving meanwhile share the next one (on the leader, that request also
-// renews the lease). A leader answers a follower's ReadIndex from its
+// queued since the last round (on the leader, that request also renews the
+// lease). A leader answers a follower's ReadIndex from its
 // lease; when the lease has lapsed it falls back to a heartbeat round and
 // sends a probe that takes a new lease for the requests that follow. When the ReadState comes back with the leader's commit index,
 // callers wait until this replica has applied up to that index and then

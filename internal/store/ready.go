@@ -402,13 +402,6 @@ func (r *Replica) afterCommit(it *readyItem) {
 			b.index = rs.Index
 			r.mu.readWait = append(r.mu.readWait, b)
 		}
-		if seq == r.mu.readInflight {
-			r.mu.readInflight = 0
-		}
-	}
-	if len(r.mu.readQueue) > 0 && r.mu.readInflight == 0 {
-		// Reads queued behind the round that just came back.
-		r.store.signal()
 	}
 	r.releaseReadsLocked(r.applied.Load())
 	for idx := range it.r.mu.staged {

@@ -55,14 +55,7 @@ type Replica struct {
 		readSent  map[uint64]*readBatch
 		readWait  []*readBatch
 		readSeq   uint64
-		// readInflight is the context of the ReadIndex request sent for
-		// the newest batch of queued reads, readInflightAt when it was
-		// sent; 0 once its ReadState came back (or the round failed).
-		// While it is out, reads queue for the next request
-		// (readsDueLocked).
-		readInflight   uint64
-		readInflightAt time.Time
-		leader         uint64
+		leader    uint64
 		// lease is the leader's read lease (lease.go).
 		lease leaseState
 		// staged maps snapshot index to the staged file path.
@@ -498,36 +491,12 @@ func (r *Replica) issueReadsLocked() {
 			r.store.cfg.Metrics.LeaseProbes.Inc()
 		}
 	}
-	if !r.readsDueLocked(now) {
-		return
-	}
 	for _, b := range r.mu.readQueue {
 		r.leaseProbeLocked(b, &st, now)
 		r.sendReadIndexLocked(b)
 		r.store.cfg.Metrics.ReadIndexRounds.Inc()
 	}
-	r.mu.readInflight, r.mu.readInflightAt = r.mu.readSeq, now
 	r.mu.readQueue = r.mu.readQueue[:0]
-}
-
-// readIndexPatience is how long queued reads wait for the ReadIndex round
-// in flight before they get a request of their own (a message may have
-// been lost): the Ready loop looks again at the next tick or round.
-const readIndexPatience = 10 * time.Millisecond
-
-// readsDueLocked reports whether the queued reads should get their
-// ReadIndex request now. One request for queued reads is in flight at a
-// time: reads that arrive meanwhile queue behind it and share the next
-// one, so that under concurrency a ReadIndex round (a Ready round, a
-// message to the leader and back) serves a batch of reads, not one each.
-// A read still gets a request issued after it arrived (linearizability);
-// it waits at most for the round in flight to come back first.
-// REQUIRES: r.mu held.
-func (r *Replica) readsDueLocked(now time.Time) bool {
-	if len(r.mu.readQueue) == 0 {
-		return false
-	}
-	return r.mu.readInflight == 0 || now.Sub(r.mu.readInflightAt) >= readIndexPatience
 }
 
 // sendReadIndexLocked sends a ReadIndex request for b.
@@ -543,7 +512,6 @@ func (r *Replica) sendReadIndexLocked(b *readBatch) {
 // failReadsLocked fails every read round in flight.
 // REQUIRES: r.mu held.
 func (r *Replica) failReadsLocked(err error) {
-	r.mu.readInflight = 0
 	for k, b := range r.mu.readSent {
 		b.err = err
 		close(b.done)
