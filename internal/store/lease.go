@@ -182,8 +182,9 @@ func (r *Replica) answerReadIndexLocked(m *raftpb.Message) (resp *raftpb.Message
 		// No lease: it expired while only followers were reading (the
 		// leader's own reads renew it). Ask for a probe, so that the
 		// requests after this one are answered from the lease instead of
-		// a heartbeat round each.
-		return nil, r.wantLeaseLocked(), false
+		// a heartbeat round each; Store.Step signals the Ready loop.
+		r.wantLeaseLocked()
+		return nil, false, false
 	}
 	resp = &raftpb.Message{
 		Type:    raftpb.MessageType_MsgReadIndexResp.Enum(),
@@ -197,29 +198,30 @@ func (r *Replica) answerReadIndexLocked(m *raftpb.Message) (resp *raftpb.Message
 }
 
 // wantLeaseLocked asks the next Ready round for a lease probe if this
-// replica leads, may hold a lease in its term, and has no probe in flight;
-// it reports whether it asked (the caller signals the Ready loop).
+// replica may take a lease and has no probe in flight.
 // REQUIRES: r.mu held.
-func (r *Replica) wantLeaseLocked() bool {
-	l := &r.mu.lease
-	if r.store.leaseDuration() == 0 || l.renew {
-		return false
-	}
+func (r *Replica) wantLeaseLocked() {
 	st := r.mu.rn.BasicStatus()
-	if st.RaftState != raft.StateLeader || st.LeadTransferee != raft.None || st.GetTerm() == l.noLeaseTerm ||
-		r.probeInFlightLocked(st.GetTerm(), r.store.mono()) {
-		return false
+	if r.mu.lease.renew || !r.mayLeaseLocked(&st) || r.probeInFlightLocked(st.GetTerm(), r.store.mono()) {
+		return
 	}
-	l.renew = true
-	return true
+	r.mu.lease.renew = true
+}
+
+// mayLeaseLocked reports whether a replica in state st may hold a lease:
+// leases are on, it leads, no leadership transfer is under way and it did
+// not give up leases for this term.
+// REQUIRES: r.mu held.
+func (r *Replica) mayLeaseLocked(st *raft.BasicStatus) bool {
+	return r.store.leaseDuration() > 0 && st.RaftState == raft.StateLeader &&
+		st.LeadTransferee == raft.None && st.GetTerm() != r.mu.lease.noLeaseTerm
 }
 
 // leaseProbeLocked marks b, about to be sent as a ReadIndex request, as a
 // lease probe if this replica leads and may hold a lease in its term.
 // REQUIRES: r.mu held.
 func (r *Replica) leaseProbeLocked(b *readBatch, st *raft.BasicStatus, now time.Time) {
-	if r.store.leaseDuration() == 0 || st.RaftState != raft.StateLeader ||
-		st.LeadTransferee != raft.None || st.GetTerm() == r.mu.lease.noLeaseTerm {
+	if !r.mayLeaseLocked(st) {
 		return
 	}
 	b.probe, b.probeSent, b.probeTerm = true, now, st.GetTerm()
@@ -245,8 +247,7 @@ func (r *Replica) probeAnsweredLocked(b *readBatch) {
 		l.probeSent = time.Time{}
 	}
 	st := r.mu.rn.BasicStatus()
-	if st.RaftState != raft.StateLeader || st.GetTerm() != b.probeTerm ||
-		st.LeadTransferee != raft.None || b.probeTerm == l.noLeaseTerm {
+	if st.GetTerm() != b.probeTerm || !r.mayLeaseLocked(&st) {
 		return
 	}
 	exp := b.probeSent.Add(r.store.leaseDuration())
