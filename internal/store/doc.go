@@ -62,10 +62,7 @@
 // applied, or waits for it, with no Raft message. Otherwise ReadBarrier
 // queues the caller; the Ready loop issues one ReadIndex for all callers
 // queued since the last round (on the leader, that request also renews the
-// lease). A leader answers a follower's ReadIndex from its lease; when the
-// lease has lapsed it falls back to a heartbeat round and sends a probe
-// that takes a new lease for the requests that follow. When the ReadState
-// comes back with the leader's commit index,
+// lease). When the ReadState comes back with the leader's commit index,
 // callers wait until this replica has applied up to that index and then
 // read Pebble directly. Followers serve reads this way too, so every node
 // answers linearizably. Replicas drop vote requests for an election

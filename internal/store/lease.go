@@ -179,11 +179,6 @@ func (r *Replica) answerReadIndexLocked(m *raftpb.Message) (resp *raftpb.Message
 	}
 	commit, term, ok, renew := r.leaseIndexLocked()
 	if !ok {
-		// No lease: it expired while only followers were reading (the
-		// leader's own reads renew it). Ask for a probe, so that the
-		// requests after this one are answered from the lease instead of
-		// a heartbeat round each; Store.Step signals the Ready loop.
-		r.wantLeaseLocked()
 		return nil, false, false
 	}
 	resp = &raftpb.Message{
@@ -197,20 +192,10 @@ func (r *Replica) answerReadIndexLocked(m *raftpb.Message) (resp *raftpb.Message
 	return resp, renew, true
 }
 
-// wantLeaseLocked asks the next Ready round for a lease probe if this
-// replica may take a lease and has no probe in flight.
-// REQUIRES: r.mu held.
-func (r *Replica) wantLeaseLocked() {
-	st := r.mu.rn.BasicStatus()
-	if r.mu.lease.renew || !r.mayLeaseLocked(&st) || r.probeInFlightLocked(st.GetTerm(), r.store.mono()) {
-		return
-	}
-	r.mu.lease.renew = true
-}
-
 // mayLeaseLocked reports whether a replica in state st may hold a lease:
 // leases are on, it leads, no leadership transfer is under way and it did
-// not give up leases for this term.
+// not give up leases for this term (probes are marked, and answered
+// probes extend the lease, only then).
 // REQUIRES: r.mu held.
 func (r *Replica) mayLeaseLocked(st *raft.BasicStatus) bool {
 	return r.store.leaseDuration() > 0 && st.RaftState == raft.StateLeader &&
