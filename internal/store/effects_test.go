@@ -113,7 +113,8 @@ func TestStoreHandsOutEffectsAfterCommit(t *testing.T) {
 	want = append(want, "a=1", "n=1", "n=2")
 
 	// Every proposal has returned, so every round that applied one has
-	// handed out its effects (before completing its waiters).
+	// taken its effects (before completing its waiters) and sends them
+	// after its commit even if Stop comes first: the backlog has room.
 	s.Stop()
 	stopped = true
 	var got []string

@@ -154,10 +154,17 @@ func (s *Store) processReady() (more bool, err error) {
 	// Committed: the node may act on what the round did (wake clients
 	// blocked on the keys it wrote, deliver its messages). First, so that
 	// this happens as early as the replies to the round's waiters.
+	// A send that fits the backlog is never dropped, not even when Stop
+	// races with this round: its waiters may have their replies already
+	// (completeEarly), and what they did must still be acted on.
 	if effects != nil {
 		select {
 		case s.effects <- effects:
-		case <-s.stopper:
+		default:
+			select {
+			case s.effects <- effects:
+			case <-s.stopper:
+			}
 		}
 	}
 
