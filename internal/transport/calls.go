@@ -9,7 +9,6 @@ import (
 	"time"
 
 	spb "google.golang.org/genproto/googleapis/rpc/status"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -27,21 +26,11 @@ import (
 // ambiguous error: the peer may have run them); calls still queued are not
 // affected, they go out on the next stream.
 //
-// Server side (serveCalls, on the stream's gRPC goroutine): the reader
+// Server side (serveCalls, on the stream's goroutine): the reader
 // runs each request's HandleCall on a goroutine of its own (a forwarded
 // write blocks until it commits: they must run concurrently, and finish in
 // any order); one writer goroutine sends every response ready at once in
 // one frame.
-
-// callsStreamDesc is the Calls method: bidirectional.
-var callsStreamDesc = grpc.StreamDesc{
-	StreamName:    "Calls",
-	ClientStreams: true,
-	ServerStreams: true,
-	Handler: func(srv any, st grpc.ServerStream) error {
-		return srv.(peerService).serveCalls(st)
-	},
-}
 
 // CallPipelined is Call over the peer's call stream: many concurrent calls
 // to one peer share one gRPC stream and go out batched, several requests
@@ -113,9 +102,8 @@ func (pd *pending) complete(resp []byte, err error) {
 
 // callStream is one open Calls stream of a pipe.
 type callStream struct {
-	conn   *grpc.ClientConn
-	st     grpc.ClientStream
-	cancel context.CancelFunc
+	addr string // the address it was opened to
+	st   *connStream
 
 	// Guarded by pipe.mu.
 	inflight map[uint64]*pending // written, waiting for a response
@@ -291,26 +279,24 @@ func (pp *pipe) send(batch []*pending) {
 // stream returns the open call stream, opening one if there is none or the
 // peer's connection changed. Called by the sender only.
 func (pp *pipe) stream() (*callStream, error) {
-	conn, err := pp.p.getConn()
-	if err != nil {
+	if _, err := pp.p.getConn(); err != nil { // a bad address, or closed
 		return nil, err
 	}
+	addr := pp.p.getAddr()
 	pp.mu.Lock()
 	cs := pp.cur
 	pp.mu.Unlock()
 	if cs != nil {
-		if cs.conn == conn {
+		if cs.addr == addr {
 			return cs, nil
 		}
 		pp.fail(cs, errors.New("transport: peer address changed"))
 	}
-	ctx, cancel := context.WithCancel(pp.p.ctx)
-	st, err := conn.NewStream(ctx, &callsStreamDesc, methodCalls)
+	st, err := pp.p.t.dialStream(pp.p.ctx, addr, kindCalls)
 	if err != nil {
-		cancel()
 		return nil, err
 	}
-	cs = &callStream{conn: conn, st: st, cancel: cancel, inflight: map[uint64]*pending{}}
+	cs = &callStream{addr: addr, st: st, inflight: map[uint64]*pending{}}
 	pp.mu.Lock()
 	pp.cur = cs
 	pp.mu.Unlock()
@@ -393,7 +379,7 @@ func (pp *pipe) fail(cs *callStream, err error) {
 		pd.complete(nil, fmt.Errorf("transport: call stream to peer %d failed: %w", pp.p.id, err))
 	}
 	pp.mu.Unlock()
-	cs.cancel()
+	cs.st.cancel()
 }
 
 // shutdown runs when the peer is removed or the transport closes.
@@ -413,9 +399,9 @@ func (pp *pipe) shutdown() {
 
 // ---- server side ----
 
-// serveCalls runs on a gRPC server goroutine, one per incoming Calls
-// stream. It returns once every handler it started has returned.
-func (t *Transport) serveCalls(st grpc.ServerStream) error {
+// serveCalls runs on the goroutine of an incoming Calls stream. It returns
+// once every handler it started has returned.
+func (t *Transport) serveCalls(st frameStream) error {
 	ctx, cancel := context.WithCancel(st.Context())
 	defer cancel()
 	w := &callWriter{wake: make(chan struct{}, 1)}
@@ -440,7 +426,7 @@ func (t *Transport) serveCalls(st grpc.ServerStream) error {
 
 // readCalls reads request frames and starts a handler per request. It
 // returns nil when the client closed its side, else the stream's error.
-func (t *Transport) readCalls(ctx context.Context, st grpc.ServerStream, w *callWriter, handlers *sync.WaitGroup) error {
+func (t *Transport) readCalls(ctx context.Context, st frameStream, w *callWriter, handlers *sync.WaitGroup) error {
 	return readFrames(t, st, "call", decodeCallReqs, func(_ int, reqs []callReq) {
 		for _, q := range reqs {
 			handlers.Add(1)
@@ -494,7 +480,7 @@ func (w *callWriter) push(r callResp) {
 
 // writeCalls is the writer goroutine of one Calls stream: every response
 // ready when it wakes goes out in one frame.
-func (t *Transport) writeCalls(ctx context.Context, st grpc.ServerStream, w *callWriter) error {
+func (t *Transport) writeCalls(ctx context.Context, st frameStream, w *callWriter) error {
 	var batch []callResp
 	for {
 		select {

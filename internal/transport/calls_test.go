@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand"
 	"net"
 	"strconv"
@@ -14,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -413,65 +413,69 @@ func TestCallPipelinedRemoveAndClose(t *testing.T) {
 	}
 }
 
-// A peer that sends garbage on the Calls stream gets the stream closed
-// with InvalidArgument; the server goes on serving.
+// A peer that sends garbage on the Calls stream, or frames meant for
+// another node, gets the stream closed; the server goes on serving.
 func TestCallsMalformedRequest(t *testing.T) {
 	checkLeaks(t)
 	a, b := pair(t, Config{}, nil)
-	conn, err := a.t.newConn(b.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	for _, bad := range [][]byte{nil, {9}, {wireVersion, 1, 2, 200}, {wireVersion, 1, 2, 1, 1, 0, 5, 'a'}} {
+	bad := [][]byte{nil, {9}, {wireVersion, 1, 2, 200}, {wireVersion, 1, 2, 1, 1, 0, 5, 'a'},
+		encodeCallReqs(1, 9, []callReq{{id: 1, method: "x"}})[0]} // meant for node 9
+	for _, f := range bad {
 		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-		st, err := conn.NewStream(ctx, &callsStreamDesc, methodCalls)
+		st, err := a.t.dialStream(ctx, b.addr, kindCalls)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := st.SendMsg(&frame{b: bad}); err != nil {
+		if err := st.SendMsg(&frame{b: f}); err != nil {
 			t.Fatal(err)
 		}
-		var f frame
-		err = st.RecvMsg(&f)
+		var resp frame
+		err = st.RecvMsg(&resp)
+		st.cancel()
 		cancel()
-		if status.Code(err) != codes.InvalidArgument {
-			t.Fatalf("frame %q: %v", bad, err)
+		if err == nil {
+			t.Fatalf("frame %q answered %q, want the stream closed", f, resp.b)
 		}
 	}
-	// Meant for another node.
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	defer cancel()
-	st, err := conn.NewStream(ctx, &callsStreamDesc, methodCalls)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = st.SendMsg(&frame{b: encodeCallReqs(1, 9, []callReq{{id: 1, method: "x"}})[0]})
-	var f frame
-	if err := st.RecvMsg(&f); status.Code(err) != codes.FailedPrecondition {
-		t.Fatalf("frame for node 9: %v", err)
+	// A stream of an unknown kind is refused.
+	if st, err := a.t.dialStream(context.Background(), b.addr, 'Z'); err == nil {
+		st.cancel()
+		t.Fatal("stream of unknown kind opened")
 	}
 	if out, err := a.t.CallPipelined(context.Background(), 2, "x", nil); err != nil || string(out) != "x:" {
 		t.Fatalf("after bad frames: %q %v", out, err)
 	}
 }
 
-// badCalls is a peer whose Calls method answers every request frame with
-// the given bytes.
-type badCalls struct {
-	*Transport
-	resp []byte
-}
-
-func (s badCalls) serveCalls(st grpc.ServerStream) error {
+// serveBadCalls accepts framed streams on l and answers every request
+// frame with resp.
+func serveBadCalls(t *testing.T, l net.Listener, resp []byte) {
 	for {
-		var f frame
-		if err := st.RecvMsg(&f); err != nil {
-			return err
+		c, err := l.Accept()
+		if err != nil {
+			return
 		}
-		if err := st.SendMsg(&frame{b: s.resp}); err != nil {
-			return err
-		}
+		go func() {
+			defer c.Close()
+			head := make([]byte, len(streamMagic)+1)
+			if _, err := io.ReadFull(c, head); err != nil {
+				return
+			}
+			if _, err := c.Write([]byte(streamMagic)); err != nil {
+				return
+			}
+			st := newConnStream(context.Background(), c)
+			defer st.cancel()
+			for {
+				var f frame
+				if err := st.RecvMsg(&f); err != nil {
+					return
+				}
+				if err := st.SendMsg(&frame{b: resp}); err != nil {
+					return
+				}
+			}
+		}()
 	}
 }
 
@@ -487,19 +491,17 @@ func TestCallsMalformedResponse(t *testing.T) {
 		{wireVersion, 1, 1, callStatus, 2, 0xff, 1}, // not a status
 		{wireVersion, 2, 1, 0, 0},                   // truncated
 	} {
-		fake := New(Config{NodeID: 2}, newRecorder(), nil)
-		srv := grpc.NewServer(grpc.ForceServerCodecV2(rawCodec{}))
-		srv.RegisterService(&serviceDesc, badCalls{fake, bad})
 		l := listen(t, "")
-		go func() { _ = srv.Serve(l) }()
+		done := make(chan struct{})
+		go func() { defer close(done); serveBadCalls(t, l, bad) }()
 		a.t.SetPeer(2, l.Addr().String())
 		_, err := a.t.CallPipelined(context.Background(), 2, "x", nil)
 		if err == nil || errors.Is(err, ErrNotSent) {
 			t.Fatalf("response %q: %v", bad, err)
 		}
 		a.t.RemovePeer(2)
-		srv.Stop()
-		_ = fake.Close()
+		_ = l.Close()
+		<-done
 	}
 }
 

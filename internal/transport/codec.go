@@ -48,26 +48,14 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 // The kvorum.Peer service, registered by hand (no protoc).
 const (
 	serviceName    = "kvorum.Peer"
-	methodRaft     = "/kvorum.Peer/Raft"
 	methodSnapshot = "/kvorum.Peer/Snapshot"
 	methodCall     = "/kvorum.Peer/Call"
-	methodCalls    = "/kvorum.Peer/Calls"
 )
 
 // peerService is the HandlerType of the service: *Transport implements it.
 type peerService interface {
-	serveRaft(grpc.ServerStream) error
 	serveSnapshot(grpc.ServerStream) error
 	serveCall(ctx context.Context, req []byte) ([]byte, error)
-	serveCalls(grpc.ServerStream) error
-}
-
-var raftStreamDesc = grpc.StreamDesc{
-	StreamName:    "Raft",
-	ClientStreams: true,
-	Handler: func(srv any, st grpc.ServerStream) error {
-		return srv.(peerService).serveRaft(st)
-	},
 }
 
 var snapshotStreamDesc = grpc.StreamDesc{
@@ -95,6 +83,6 @@ var serviceDesc = grpc.ServiceDesc{
 			return &frame{b: resp}, nil
 		},
 	}},
-	Streams:  []grpc.StreamDesc{raftStreamDesc, snapshotStreamDesc, callsStreamDesc},
+	Streams:  []grpc.StreamDesc{snapshotStreamDesc},
 	Metadata: "kvorum/peer",
 }

@@ -1,32 +1,38 @@
 // Package transport carries Raft messages, snapshots and calls between
 // kvorum nodes.
 //
-// Transport does it over gRPC without generated code: the service
-// kvorum.Peer is registered by hand (a grpc.ServiceDesc) and every message
-// on the wire is an opaque frame passed through by a forced pass-through
-// codec ("kvorum-raw"); frame layouts are described in wire.go. The service
-// has four methods:
+// Transport serves one peer port. The two streams that carry every write
+// are framed TCP connections of their own (stream.go): a preface (magic and
+// kind), the server's answer, then length-prefixed frames, one write
+// system call per frame. The rare calls stay on gRPC without generated
+// code: the service kvorum.Peer is registered by hand (a grpc.ServiceDesc)
+// and every message is an opaque frame passed through by a forced
+// pass-through codec ("kvorum-raw"). The accept loop tells the two apart
+// by a connection's first bytes. Frame layouts are described in wire.go.
 //
-//   - Raft, client-streaming: one long-lived stream per (sender, receiver)
-//     pair; each frame is a batch of proto-marshalled raftpb.Messages with a
-//     header naming sender and receiver. A receiver rejects frames meant
-//     for another node id.
-//   - Snapshot, client-streaming: one stream per MsgSnap: the message, then
-//     1 MiB chunks of the data from the SnapshotSource; the receiver answers
-//     after Handler.HandleSnapshot returns (failure as a gRPC status).
-//   - Call, unary: (method, payload) → payload, for joins and membership
-//     changes. Payloads are not interpreted; a handler's error comes back
-//     as a gRPC status (codes.Unknown with its text unless it is a status
-//     or a context error already). A handler error that is a
+//   - Raft stream (framed): one long-lived connection per (sender,
+//     receiver) pair; each frame is a batch of proto-marshalled
+//     raftpb.Messages with a header naming sender and receiver. A
+//     receiver closes a stream whose frames are malformed or meant for
+//     another node id.
+//   - Snapshot, gRPC client-streaming: one stream per MsgSnap: the
+//     message, then 1 MiB chunks of the data from the SnapshotSource; the
+//     receiver answers after Handler.HandleSnapshot returns (failure as a
+//     gRPC status).
+//   - Call, gRPC unary: (method, payload) → payload, for joins and
+//     membership changes. Payloads are not interpreted; a handler's error
+//     comes back as a gRPC status (codes.Unknown with its text unless it
+//     is a status or a context error already). A handler error that is a
 //     WireError also carries its own encoding (a status detail), which the
 //     caller gets back with WireDetail: that is how a typed error crosses
 //     from one node to another (package server defines the encoding).
-//   - Calls, bidirectional: one long-lived stream per (caller, callee) pair
-//     carrying the calls of CallPipelined (forwarded writes): requests
-//     queued by concurrent callers go out together in one frame, each with
-//     an id and the caller's remaining time; the callee runs each on its
-//     own goroutine and sends the responses ready at once in one frame, in
-//     any order. Same payloads, statuses and WireDetail as Call.
+//   - Calls stream (framed, both ways): one long-lived connection per
+//     (caller, callee) pair carrying the calls of CallPipelined (forwarded
+//     writes): requests queued by concurrent callers go out together in
+//     one frame, each with an id and the caller's remaining time; the
+//     callee runs each on its own goroutine and sends the responses ready
+//     at once in one frame, in any order. Same payloads, statuses (encoded
+//     in the response frame) and WireDetail as Call.
 //
 // Local implements the same methods in process (LocalNetwork routes by node
 // id), with the same asynchrony, copying, bounded queues and Interceptor,
@@ -48,10 +54,10 @@
 //     ~4 MiB) on the peer's Raft stream, opening the stream first if
 //     needed. If that fails, the unsent messages are dropped, the peer is
 //     reported unreachable and the loop backs off (100ms doubling to 2s)
-//     before trying a fresh stream; gRPC's own reconnection uses the same
-//     backoff. In Local the loop calls the destination's HandleRaft itself
-//     (with copies of the messages), which is what the receiving server
-//     goroutine does over gRPC.
+//     before trying a fresh connection; gRPC's own reconnection (calls,
+//     snapshots) uses the same backoff. In Local the loop calls the
+//     destination's HandleRaft itself (with copies of the messages), which
+//     is what the receiving stream's goroutine does over TCP.
 //   - One goroutine per outgoing MsgSnap streams the message and its data,
 //     independently of the Raft stream, and then reports the outcome.
 //   - One reporter goroutine per transport calls Handler.ReportUnreachable
@@ -65,8 +71,14 @@
 //   - Call and CallAddr run on the caller's goroutine (Local runs the
 //     remote handler on a goroutine of its own, as a server would).
 //
-// Receiving side (Transport): gRPC's server goroutines, one per incoming
-// stream or call. HandleRaft is called on the stream's goroutine, in order,
+// Receiving side (Transport): the accept loop (Serve) starts a goroutine
+// per accepted connection, which reads its first bytes and then serves it
+// as a framed stream or hands it to gRPC, whose server goroutines run one
+// per incoming snapshot stream or call. A stream that opens must be
+// answered within the dial timeout, and a frame write that makes no
+// progress for 10 s fails its stream (gRPC's keepalive did that before):
+// a peer that accepts connections but serves nothing is unreachable, not
+// a sink. HandleRaft is called on the stream's goroutine, in order,
 // so it runs concurrently for different senders but never for the same
 // one; HandleSnapshot reads the data straight off its stream's goroutine;
 // HandleCall runs on the call's goroutine with the call's context, or, for
@@ -74,7 +86,8 @@
 // (the stream's goroutine reads requests, another writes responses).
 //
 // Close cancels everything in flight (streams, snapshots, queued messages,
-// the handler contexts of incoming calls), stops the gRPC server and waits
+// the handler contexts of incoming calls), closes the listeners and
+// accepted connections, stops the gRPC server and waits
 // until every goroutine of the transport has exited and no Handler method
 // is executing. Handler methods must therefore not call Close.
 //

@@ -29,10 +29,9 @@ type peer struct {
 	err  error // from creating conn
 
 	// Owned by loop.
-	stream       grpc.ClientStream
-	streamConn   *grpc.ClientConn
-	streamCancel context.CancelFunc
-	failing      bool
+	stream     *connStream // the Raft stream (stream.go); nil: none open
+	streamAddr string      // the address it was opened to
+	failing    bool
 }
 
 // setAddr points the peer at addr. A changed address gets a new
@@ -87,8 +86,8 @@ func (p *peer) loop() {
 
 func (p *peer) closeStream() {
 	if p.stream != nil {
-		p.streamCancel()
-		p.stream, p.streamConn, p.streamCancel = nil, nil, nil
+		p.stream.cancel()
+		p.stream = nil
 	}
 }
 
@@ -110,9 +109,6 @@ func (p *peer) deliver(batch []*raftpb.Message) error {
 	if err == nil {
 		for i, f := range frames {
 			if err = p.stream.SendMsg(&frame{b: f}); err != nil {
-				if err == io.EOF {
-					err = p.streamError()
-				}
 				p.closeStream()
 				break
 			}
@@ -144,33 +140,23 @@ func (p *peer) deliver(batch []*raftpb.Message) error {
 	return nil
 }
 
+// openStream opens the Raft stream to the peer's current address unless
+// one is open to it already.
 func (p *peer) openStream() error {
-	conn, err := p.getConn()
-	if err != nil {
+	if _, err := p.getConn(); err != nil { // a bad address, or closed
 		return err
 	}
-	if p.stream != nil && p.streamConn == conn {
+	addr := p.getAddr()
+	if p.stream != nil && p.streamAddr == addr {
 		return nil
 	}
 	p.closeStream()
-	ctx, cancel := context.WithCancel(p.ctx)
-	st, err := conn.NewStream(ctx, &raftStreamDesc, methodRaft)
+	st, err := p.t.dialStream(p.ctx, addr, kindRaft)
 	if err != nil {
-		cancel()
 		return err
 	}
-	p.stream, p.streamConn, p.streamCancel = st, conn, cancel
+	p.stream, p.streamAddr = st, addr
 	return nil
-}
-
-// streamError fetches the status that ended the stream after SendMsg
-// returned io.EOF.
-func (p *peer) streamError() error {
-	var f frame
-	if err := p.stream.RecvMsg(&f); err != nil && err != io.EOF {
-		return err
-	}
-	return errors.New("transport: raft stream closed by peer")
 }
 
 // sendSnapshot streams one MsgSnap and its data to p, on its own goroutine,

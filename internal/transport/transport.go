@@ -105,10 +105,14 @@ type Transport struct {
 	ctx    context.Context // canceled by Close
 	cancel context.CancelFunc
 
-	mu     sync.RWMutex
-	closed bool
-	peers  map[uint64]*peer
-	wg     sync.WaitGroup // peer loops, snapshot senders, the reporter
+	mu        sync.RWMutex
+	closed    bool
+	peers     map[uint64]*peer
+	listeners []net.Listener // given to Serve
+	wg        sync.WaitGroup // peer loops, snapshot senders, the reporter
+	// serverConns counts accepted connections being sniffed or served as
+	// framed streams (stream.go); added to under mu while not closed.
+	serverConns sync.WaitGroup
 }
 
 // New creates a transport. It does not listen: call Serve.
@@ -152,23 +156,6 @@ func New(cfg Config, h Handler, snaps SnapshotSource) *Transport {
 		t.rep.run(t.ctx.Done(), h)
 	}()
 	return t
-}
-
-// Serve accepts peer connections on l until Close. It returns nil after
-// Close, or ErrClosed if the transport was already closed.
-func (t *Transport) Serve(l net.Listener) error {
-	t.mu.RLock()
-	closed := t.closed
-	t.mu.RUnlock()
-	if closed {
-		_ = l.Close()
-		return ErrClosed
-	}
-	err := t.srv.Serve(l)
-	if errors.Is(err, grpc.ErrServerStopped) {
-		return ErrClosed
-	}
-	return err
 }
 
 // Stats returns cumulative counters.
@@ -399,10 +386,15 @@ func (t *Transport) Close() error {
 	}
 	t.closed = true
 	t.peers = nil
+	listeners := t.listeners
 	t.mu.Unlock()
-	t.cancel()   // peer loops, outgoing streams, snapshot sends, the reporter
-	t.srv.Stop() // listeners, connections; waits for handlers to return
-	t.wg.Wait()  // peer loops close their connections on the way out
+	t.cancel() // peer loops, streams both ways, snapshot sends, the reporter
+	for _, l := range listeners {
+		_ = l.Close()
+	}
+	t.srv.Stop()         // gRPC's connections; waits for its handlers to return
+	t.serverConns.Wait() // framed stream servers and their handlers
+	t.wg.Wait()          // peer loops close their connections on the way out
 	return nil
 }
 
@@ -415,9 +407,9 @@ func (t *Transport) checkTo(to uint64) error {
 	return nil
 }
 
-// serveRaft runs on a gRPC server goroutine, one per incoming stream (so
-// one per sending peer): it hands every frame to HandleRaft in order.
-func (t *Transport) serveRaft(st grpc.ServerStream) error {
+// serveRaft runs on the goroutine of an incoming Raft stream (one per
+// sending peer): it hands every frame to HandleRaft in order.
+func (t *Transport) serveRaft(st frameStream) error {
 	err := readFrames(t, st, "raft", decodeBatch, func(size int, msgs []*raftpb.Message) {
 		t.m.bytesRecv.Add(float64(size))
 		t.m.receivedMsgs(msgs)
@@ -434,7 +426,7 @@ func (t *Transport) serveRaft(st grpc.ServerStream) error {
 // to be addressed to this node and handed to handle with its size. A
 // frame that does not decode or is addressed to another node ends the
 // stream with an error status (kind names the stream in the log).
-func readFrames[T any](t *Transport, st grpc.ServerStream, kind string,
+func readFrames[T any](t *Transport, st frameStream, kind string,
 	decode func([]byte) (from, to uint64, v T, err error), handle func(size int, v T)) error {
 	for {
 		var f frame

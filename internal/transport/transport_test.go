@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"testing"
 	"time"
 
@@ -132,6 +133,38 @@ func TestWrongNodeRejected(t *testing.T) {
 	if c.rec.count() != 0 {
 		t.Fatalf("node 3 accepted messages for node 2")
 	}
+}
+
+// A malformed frame on a Raft stream closes that stream, delivers nothing,
+// and leaves the server serving; so does a connection that is neither a
+// framed stream nor gRPC.
+func TestRaftStreamMalformedFrame(t *testing.T) {
+	checkLeaks(t)
+	a, b := pair(t, Config{}, nil)
+	for _, bad := range [][]byte{nil, {9}, {wireVersion, 1, 2, 3, 200}} {
+		st, err := a.t.dialStream(context.Background(), b.addr, kindRaft)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SendMsg(&frame{b: bad}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.RecvMsg(&frame{}); err == nil {
+			t.Fatalf("frame %q: stream not closed", bad)
+		}
+		st.cancel()
+	}
+	c, err := net.Dial("tcp", b.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = c.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
+	_ = c.Close()
+	if b.rec.count() != 0 {
+		t.Fatal("a malformed frame delivered messages")
+	}
+	a.t.Send([]*raftpb.Message{heartbeat(1, 2)})
+	waitFor(t, "delivery after bad streams", func() bool { return b.rec.count() == 1 })
 }
 
 func TestQueueOverflowDropsWithoutBlocking(t *testing.T) {

@@ -1,0 +1,317 @@
+package transport
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// Framed streams: the Raft and Calls streams, the two that carry every
+// write, run on plain TCP connections of their own rather than on gRPC.
+// Under load, gRPC cost about 70 µs of CPU per message on each side (HTTP/2
+// framing, flow-control window updates, a hand-off to its writer goroutine
+// and another from its reader goroutine), and every replicated write
+// crosses a stream at least four times; a framed connection costs one
+// write system call per frame on the sending side and one read on the
+// receiving side, on the goroutines that produce and consume the frames.
+// Snapshots and unary calls (rare: joins, membership changes) stay on gRPC.
+//
+// Both share the peer port: a framed connection opens with streamMagic and
+// a kind byte, which an HTTP/2 client preface ("PRI * HTTP/2.0...") never
+// does, so the accept loop (Transport.Serve) reads the first bytes of each
+// connection and hands it either to a framed stream server or to gRPC.
+// A hand-written sniff rather than a connection multiplexer library: it is
+// one comparison of four bytes, and gRPC sees a plain net.Listener.
+//
+// On the connection, after the preface, each frame is a 4-byte big-endian
+// length and the frame's bytes (the layouts of wire.go). The client ends a
+// stream by closing its writing side (the server then answers what it was
+// asked and closes); any error closes the connection: the other side sees
+// it as a failed stream, as it saw a gRPC status before.
+const streamMagic = "KVR\x01"
+
+// Kinds of framed stream (the byte after streamMagic).
+const (
+	kindRaft  = 'R'
+	kindCalls = 'C'
+)
+
+// streamWriteTimeout bounds one frame write: a peer that accepts no data
+// for this long (gone without a reset, or stuck) fails the stream, which
+// is then reopened; gRPC's keepalive (10 s, 5 s timeout) did that before.
+const streamWriteTimeout = 10 * time.Second
+
+// sniffTimeout bounds how long an accepted connection may take to send its
+// first bytes.
+const sniffTimeout = 10 * time.Second
+
+// frameStream is what the stream code needs from a stream: gRPC's streams
+// and connStream both provide it.
+type frameStream interface {
+	SendMsg(m any) error
+	RecvMsg(m any) error
+	Context() context.Context
+}
+
+// connStream is one framed stream on a TCP connection. SendMsg and RecvMsg
+// may run concurrently with each other, but neither with itself.
+type connStream struct {
+	c      net.Conn
+	r      *bufio.Reader
+	ctx    context.Context
+	cancel context.CancelFunc // closes c
+	hdr    [4]byte            // SendMsg's length prefix
+	rhdr   [4]byte            // RecvMsg's
+}
+
+// newConnStream makes a stream of c that ends (c closed) when ctx is
+// canceled or its cancel function is called.
+func newConnStream(ctx context.Context, c net.Conn) *connStream {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
+	return &connStream{
+		c:   c,
+		r:   bufio.NewReaderSize(c, 64<<10),
+		ctx: ctx,
+		cancel: func() {
+			cancel()
+			if stop() { // AfterFunc had not run: close here, synchronously
+				_ = c.Close()
+			}
+		},
+	}
+}
+
+func (s *connStream) Context() context.Context { return s.ctx }
+
+// SendMsg writes one frame (m is a *frame) in one system call.
+func (s *connStream) SendMsg(m any) error {
+	f := m.(*frame)
+	if len(f.b) > maxWireMsg {
+		return fmt.Errorf("transport: frame of %d bytes exceeds %d", len(f.b), maxWireMsg)
+	}
+	binary.BigEndian.PutUint32(s.hdr[:], uint32(len(f.b)))
+	if err := s.c.SetWriteDeadline(time.Now().Add(streamWriteTimeout)); err != nil {
+		return err
+	}
+	bufs := net.Buffers{s.hdr[:], f.b}
+	_, err := bufs.WriteTo(s.c)
+	return err
+}
+
+// RecvMsg reads one frame into m (a *frame). It returns io.EOF when the
+// other side closed its writing side between frames.
+func (s *connStream) RecvMsg(m any) error {
+	f := m.(*frame)
+	if _, err := io.ReadFull(s.r, s.rhdr[:]); err != nil {
+		if err == io.ErrUnexpectedEOF {
+			return fmt.Errorf("transport: stream ended inside a frame header")
+		}
+		return err
+	}
+	n := binary.BigEndian.Uint32(s.rhdr[:])
+	if n > maxWireMsg {
+		return fmt.Errorf("%w: frame of %d bytes", errBadFrame, n)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(s.r, b); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return fmt.Errorf("transport: stream ended inside a frame: %w", err)
+	}
+	f.b = b
+	return nil
+}
+
+// CloseSend closes the writing side: the other end reads io.EOF.
+func (s *connStream) CloseSend() error {
+	if cw, ok := s.c.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return s.c.Close()
+}
+
+// dialStream opens a framed stream of kind to addr; canceling ctx or the
+// stream's cancel closes it.
+func (t *Transport) dialStream(ctx context.Context, addr string, kind byte) (*connStream, error) {
+	d := net.Dialer{Timeout: t.cfg.DialTimeout, KeepAlive: 10 * time.Second}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	// The preface, then the server's answer (streamMagic back) within the
+	// dial timeout: a peer that accepts connections but does not serve
+	// them (stuck, or not kvorum) fails here, before anything is sent.
+	_ = c.SetDeadline(time.Now().Add(t.cfg.DialTimeout))
+	var ack [len(streamMagic)]byte
+	if _, err := c.Write(append([]byte(streamMagic), kind)); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	if _, err := io.ReadFull(c, ack[:]); err != nil || string(ack[:]) != streamMagic {
+		_ = c.Close()
+		if err == nil {
+			err = fmt.Errorf("%w: bad stream answer %q", errBadFrame, ack[:])
+		}
+		return nil, fmt.Errorf("transport: opening stream to %s: %w", addr, err)
+	}
+	_ = c.SetDeadline(time.Time{})
+	return newConnStream(ctx, c), nil
+}
+
+// Serve accepts peer connections on l until Close: framed streams are
+// served here, everything else by the gRPC server. It returns nil after
+// Close, or ErrClosed if the transport was already closed.
+func (t *Transport) Serve(l net.Listener) error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		_ = l.Close()
+		return ErrClosed
+	}
+	t.listeners = append(t.listeners, l)
+	t.mu.Unlock()
+	gl := &grpcListener{addr: l.Addr(), conns: make(chan net.Conn), done: make(chan struct{})}
+	grpcDone := make(chan error, 1)
+	go func() { grpcDone <- t.srv.Serve(gl) }()
+	var err error
+	for {
+		var c net.Conn
+		c, err = l.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			break
+		}
+		if !t.track(c) {
+			_ = c.Close()
+			break
+		}
+		go t.sniff(c, gl)
+	}
+	gl.Close()
+	t.mu.RLock()
+	closed := t.closed
+	t.mu.RUnlock()
+	<-grpcDone
+	if closed {
+		return nil
+	}
+	return err
+}
+
+// track counts c as an open server-side connection (Close waits for its
+// goroutine); false once the transport is closed.
+func (t *Transport) track(c net.Conn) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.serverConns.Add(1)
+	return true
+}
+
+// sniff reads the first bytes of an accepted connection and serves it as a
+// framed stream, or hands it to gRPC.
+func (t *Transport) sniff(c net.Conn, gl *grpcListener) {
+	defer t.serverConns.Done()
+	// Close closes the connection until it is handed over (gRPC's Stop
+	// closes those it serves).
+	stop := context.AfterFunc(t.ctx, func() { _ = c.Close() })
+	defer stop()
+	_ = c.SetReadDeadline(time.Now().Add(sniffTimeout))
+	var head [len(streamMagic) + 1]byte
+	n, err := io.ReadFull(c, head[:len(streamMagic)])
+	if err != nil {
+		_ = c.Close()
+		return
+	}
+	if string(head[:n]) != streamMagic {
+		_ = c.SetReadDeadline(time.Time{})
+		if !stop() {
+			return // closed meanwhile
+		}
+		pc := &prefixConn{Conn: c, r: io.MultiReader(bytes.NewReader(head[:n]), c)}
+		select {
+		case gl.conns <- pc:
+		case <-gl.done:
+			_ = c.Close()
+		}
+		return
+	}
+	if _, err := io.ReadFull(c, head[n:]); err != nil {
+		_ = c.Close()
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	st := newConnStream(t.ctx, c)
+	defer st.cancel()
+	kind := head[n]
+	if kind != kindRaft && kind != kindCalls {
+		t.log.Warn("peer stream of unknown kind", "remote", c.RemoteAddr().String(), "kind", kind)
+		return
+	}
+	_ = c.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	if _, err := c.Write([]byte(streamMagic)); err != nil {
+		return
+	}
+	if kind == kindRaft {
+		err = t.serveRaft(st)
+	} else {
+		err = t.serveCalls(st)
+	}
+	if err != nil && t.ctx.Err() == nil {
+		t.log.Debug("peer stream ended", "remote", c.RemoteAddr().String(), "err", err)
+	}
+}
+
+// prefixConn is a connection whose first bytes were already read: Read
+// returns them first.
+type prefixConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c *prefixConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// grpcListener is the listener the gRPC server accepts from: the
+// connections sniff did not keep.
+type grpcListener struct {
+	addr  net.Addr
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func (l *grpcListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *grpcListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *grpcListener) Addr() net.Addr { return l.addr }
