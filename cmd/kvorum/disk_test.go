@@ -109,3 +109,18 @@ func TestParseCacheSize(t *testing.T) {
 		}
 	}
 }
+
+func TestParseRecordCache(t *testing.T) {
+	f, err := parseStart([]string{"--data-dir", "/d", "--record-cache", "5000"}, nil)
+	if err != nil || f.cfg.RecordCache != 5000 {
+		t.Fatalf("--record-cache 5000: RecordCache %v, %v", f.cfg.RecordCache, err)
+	}
+	if f, err := parseStart([]string{"--data-dir", "/d"}, nil); err != nil || f.cfg.RecordCache != server.DefaultRecordCache {
+		t.Fatalf("no --record-cache: RecordCache %v, %v", f.cfg.RecordCache, err)
+	}
+	for _, bad := range []string{"0", "-1", "lots"} {
+		if _, err := parseStart([]string{"--data-dir", "/d", "--record-cache", bad}, nil); err == nil {
+			t.Errorf("--record-cache %s accepted", bad)
+		}
+	}
+}

@@ -45,7 +45,7 @@ a single-node cluster. A restarted node needs only --data-dir.`,
 		{"Listen addresses", []string{"client-addr", "peer-addr", "admin-addr"}},
 		{"Raft", []string{"tick-interval", "election-ticks", "heartbeat-ticks", "snapshot-threshold"}},
 		{"Clients (sizes accept K, M, G suffixes: powers of 1024)", []string{"request-timeout", "max-key-size", "max-value-size", "max-args", "max-frame-size", "max-clients"}},
-		{"Storage", []string{"min-free-disk", "cache-size"}},
+		{"Storage", []string{"min-free-disk", "cache-size", "record-cache"}},
 		{"Logging", []string{"log-level", "log-format"}},
 	},
 }
@@ -88,6 +88,7 @@ func newStartFlags() *startFlags {
 	fs.Var(sizeValue{&f.minFreeDisk}, "min-free-disk", "refuse writes, with an error, while the data directory's filesystem has less\nthan `SIZE` available (reads keep working; writes resume once space is freed);\n0 disables the check")
 	f.cacheSize = storage.DefaultCacheSize
 	fs.Var(sizeValue{&f.cacheSize}, "cache-size", "`SIZE` of the block cache: the memory that holds recently read data blocks\n(uncompressed) so that reads and writes of hot keys need no disk read; the\nnode's resident memory is roughly this, plus two memtables of 32 MiB (write\nbuffers), plus the process's own heap")
+	fs.IntVar(&c.RecordCache, "record-cache", server.DefaultRecordCache, "how many keys' metadata records (`N`) the apply path keeps in memory, so that\na write need not look up the record it replaces on disk; about 400 bytes of\nresident memory per key (40 MiB at the default)")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "`LEVEL` of logs written to stderr: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "`FORMAT` of logs: text or json")
 	return f
@@ -160,6 +161,7 @@ func parseStart(args []string, stdout io.Writer) (*startFlags, error) {
 	}{
 		{"max-key-size", c.MaxKeySize}, {"max-value-size", c.MaxValueSize}, {"max-args", c.MaxArgs},
 		{"max-frame-size", c.MaxFrameSize}, {"max-clients", c.MaxClients}, {"cache-size", f.cacheSize},
+		{"record-cache", c.RecordCache},
 	} {
 		if l.v <= 0 {
 			return nil, bad("--%s must be positive", l.name)

@@ -69,6 +69,15 @@ type Config struct {
 	// 0 means storage.DefaultCacheSize (32 MiB). Pebble's memtables come on
 	// top of it (storage.pebbleCacheSize).
 	CacheSize int
+	// RecordCache is how many keys' metadata records (type, deadline,
+	// incarnation; the value too when at most 128 bytes) the apply path
+	// keeps in memory, so that a write need not look up in the storage
+	// engine the record it replaces (package reccache). A write to a key
+	// not cached does that lookup on the Ready loop: under workload A with
+	// 100,000 keys and 20,000 cached it was 13 % of a follower's CPU.
+	// About 200 bytes of heap per key (~400 of resident memory with Go's
+	// GC headroom). 0 means DefaultRecordCache.
+	RecordCache int
 
 	// LeaseReads lets the leader serve linearizable reads from a leader
 	// lease, with no Raft message per read batch (store.Config.LeaseReads;
@@ -136,6 +145,7 @@ const (
 	DefaultMaxArgs           = 1 << 20
 	DefaultMaxFrameSize      = 128 << 20
 	DefaultMaxClients        = 10000
+	DefaultRecordCache       = 100_000
 	DefaultRequestTimeout    = 10 * time.Second
 )
 
@@ -164,6 +174,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = DefaultSnapshotThreshold
+	}
+	if c.RecordCache == 0 {
+		c.RecordCache = DefaultRecordCache
 	}
 	if c.MaxKeySize == 0 {
 		c.MaxKeySize = DefaultMaxKeySize

@@ -41,11 +41,6 @@ type kvMachine struct {
 	records *reccache.Cache
 }
 
-// recordCacheEntries bounds the apply path's record cache: the hot set of
-// a skewed workload (20,000 keys' headers, a value only up to 128 bytes:
-// ~4 MiB measured after a 100k load, at most ~11 MiB with 256-byte keys).
-const recordCacheEntries = 20_000
-
 // roundEffects is one Ready round's effects and the index of its last
 // entry that had any.
 type roundEffects struct {
@@ -53,8 +48,10 @@ type roundEffects struct {
 	index uint64
 }
 
-func newKVMachine() *kvMachine {
-	return &kvMachine{free: make(chan *roundEffects, 4), records: reccache.New(recordCacheEntries)}
+// newKVMachine returns the state machine with a record cache of at most
+// records keys (Config.RecordCache).
+func newKVMachine(records int) *kvMachine {
+	return &kvMachine{free: make(chan *roundEffects, 4), records: reccache.New(records)}
 }
 
 func (m *kvMachine) Apply(b *pebble.Batch, args [][]byte, env store.ApplyEnv) reply.Reply {

@@ -72,7 +72,7 @@ func Start(cfg Config) (n *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	n = &Node{cfg: cfg, reg: prometheus.NewRegistry(), machine: newKVMachine(), delivered: newProgress(), stopper: make(chan struct{}), done: make(chan error, 1), started: time.Now()}
+	n = &Node{cfg: cfg, reg: prometheus.NewRegistry(), machine: newKVMachine(cfg.RecordCache), delivered: newProgress(), stopper: make(chan struct{}), done: make(chan error, 1), started: time.Now()}
 	node := n // the error returns below set n to nil
 	defer func() {
 		if err != nil {

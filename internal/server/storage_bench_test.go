@@ -68,5 +68,5 @@ func BenchmarkStoreZipfian(b *testing.B) {
 	}
 	b.Run("SET", func(b *testing.B) { set(b, nil) })
 	// The node's apply path: with the record cache (kvMachine's size).
-	b.Run("SET-records", func(b *testing.B) { set(b, reccache.New(recordCacheEntries)) })
+	b.Run("SET-records", func(b *testing.B) { set(b, reccache.New(DefaultRecordCache)) })
 }
