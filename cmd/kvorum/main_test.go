@@ -215,7 +215,7 @@ func TestParseStart(t *testing.T) {
 		"--client-addr", "0.0.0.0:6379", "--admin-addr", "-",
 		"--tick-interval", "50ms", "--election-ticks", "20", "--heartbeat-ticks", "2",
 		"--snapshot-threshold", "500", "--request-timeout", "3s", "--max-key-size", "1KiB", "--max-value-size", "2M",
-		"--max-args", "100", "--max-frame-size", "4MiB", "--max-clients", "5",
+		"--max-args", "100", "--max-frame-size", "4MiB", "--max-clients", "5", "--record-cache", "7",
 		"--log-level", "debug", "--log-format", "json",
 	}, nil)
 	if err != nil {
@@ -228,7 +228,8 @@ func TestParseStart(t *testing.T) {
 		TickInterval:   50 * time.Millisecond, ElectionTicks: 20, HeartbeatTicks: 2, SnapshotThreshold: 500,
 		RequestTimeout: 3 * time.Second,
 		MaxKeySize:     1024, MaxValueSize: 2 << 20, MaxArgs: 100, MaxFrameSize: 4 << 20, MaxClients: 5,
-		LeaseReads: true, // --lease-reads defaults to true
+		RecordCache: 7,
+		LeaseReads:  true, // --lease-reads defaults to true
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("config\n got %+v\nwant %+v", c, want)
