@@ -33,7 +33,7 @@ func (b *backend) Do(ctx context.Context, cmds [][][]byte) []reply.Reply {
 	n := (*Node)(b)
 	replies := make([]reply.Reply, len(cmds))
 	parent := ctx
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
+	ctx, cancel := n.withRequestTimeout(ctx)
 	defer cancel()
 	for i := 0; i < len(cmds); {
 		if timeout, keys, ok := blockingCommand(cmds[i]); ok {
@@ -139,7 +139,7 @@ func (n *Node) execWrite(ctx context.Context, cmds [][][]byte, out []reply.Reply
 // Watch reads the WATCH stamps of keys at a linearizable read point.
 func (b *backend) Watch(ctx context.Context, keys [][]byte) ([]uint64, *reply.Reply) {
 	n := (*Node)(b)
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
+	ctx, cancel := n.withRequestTimeout(ctx)
 	defer cancel()
 	if r := n.readBarrier(ctx); r != nil {
 		return nil, r

@@ -198,7 +198,7 @@ func (h *peerHandler) HandleCall(ctx context.Context, method string, payload []b
 		if err != nil {
 			return nil, err
 		}
-		ctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
+		ctx, cancel := n.withRequestTimeout(ctx)
 		defer cancel()
 		replies, err := n.store.Replica(firstRange).Propose(ctx, cmds)
 		if err != nil {

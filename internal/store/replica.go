@@ -452,6 +452,11 @@ func (r *Replica) ReadBarrier(ctx context.Context) error {
 }
 
 func (r *Replica) waitRead(ctx context.Context, b *readBatch) error {
+	select { // done already: ctx is not asked (making its Done may cost a timer)
+	case <-b.done:
+		return b.err
+	default:
+	}
 	select {
 	case <-b.done:
 		return b.err
