@@ -32,7 +32,12 @@ type peer struct {
 	stream     *connStream // the Raft stream (stream.go); nil: none open
 	streamAddr string      // the address it was opened to
 	failing    bool
+	encBuf     []byte // deliver's frame buffer, reused
 }
+
+// maxKeptEncBuf: a larger frame buffer (a burst of big entries) is not
+// kept for the next batch.
+const maxKeptEncBuf = 1 << 20
 
 // setAddr points the peer at addr. A changed address gets a new
 // connection; the old one is closed, which breaks the stream on it and
@@ -96,7 +101,11 @@ func (p *peer) closeStream() {
 // unreachable and the error makes loop back off.
 func (p *peer) deliver(batch []*raftpb.Message) error {
 	t := p.t
-	frames, counts, err := encodeBatch(t.cfg.NodeID, p.id, batch)
+	// The frames are written before deliver returns: the buffer is reused.
+	frames, counts, buf, err := encodeBatch(p.encBuf[:0], t.cfg.NodeID, p.id, batch)
+	if cap(buf) <= maxKeptEncBuf {
+		p.encBuf = buf
+	}
 	if err != nil {
 		// A message that cannot be marshalled is a bug, not a network
 		// problem: drop the batch without backing off.

@@ -69,6 +69,11 @@ type connStream struct {
 	cancel context.CancelFunc // closes c
 	hdr    [4]byte            // SendMsg's length prefix
 	rhdr   [4]byte            // RecvMsg's
+	// reuse: RecvMsg reads every frame into rbuf, so a frame is valid only
+	// until the next RecvMsg (the Raft stream's frames are decoded into
+	// copies at once; a Calls frame's payloads alias it, so not there).
+	reuse bool
+	rbuf  []byte
 }
 
 // newConnStream makes a stream of c that ends (c closed) when ctx is
@@ -120,7 +125,15 @@ func (s *connStream) RecvMsg(m any) error {
 	if n > maxWireMsg {
 		return fmt.Errorf("%w: frame of %d bytes", errBadFrame, n)
 	}
-	b := make([]byte, n)
+	var b []byte
+	if s.reuse && n <= maxReusedFrame {
+		if uint32(cap(s.rbuf)) < n {
+			s.rbuf = make([]byte, n)
+		}
+		b = s.rbuf[:n]
+	} else {
+		b = make([]byte, n)
+	}
 	if _, err := io.ReadFull(s.r, b); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
@@ -130,6 +143,10 @@ func (s *connStream) RecvMsg(m any) error {
 	f.b = b
 	return nil
 }
+
+// maxReusedFrame: a larger frame (a burst of big entries) gets a buffer
+// of its own, not kept.
+const maxReusedFrame = 1 << 20
 
 // CloseSend closes the writing side: the other end reads io.EOF.
 func (s *connStream) CloseSend() error {
@@ -273,6 +290,7 @@ func (t *Transport) sniff(c net.Conn, gl *grpcListener) {
 		return
 	}
 	if kind == kindRaft {
+		st.reuse = true // decodeBatch copies what it keeps
 		err = t.serveRaft(st)
 	} else {
 		err = t.serveCalls(st)

@@ -598,3 +598,41 @@ func TestLocalCallWireDetail(t *testing.T) {
 		return err
 	})
 }
+
+// encodeBatch splits big batches into frames, carves them out of the
+// buffer it is given when that has room, and every frame decodes to its
+// share of the messages, in order; a reused buffer gives the same frames.
+func TestEncodeBatchFramesAndReuse(t *testing.T) {
+	var msgs []*raftpb.Message
+	for i := 0; i < 12; i++ {
+		m := msg(raftpb.MsgApp, 1, 2, 3, uint64(i))
+		m.Entries = []*raftpb.Entry{{Data: bytes.Repeat([]byte{byte(i)}, maxFrameBytes/5)}}
+		msgs = append(msgs, m)
+	}
+	var buf []byte
+	for round := 0; round < 2; round++ {
+		frames, counts, out, err := encodeBatch(buf[:0], 1, 2, msgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(frames) < 2 || len(frames) != len(counts) {
+			t.Fatalf("round %d: %d frames, counts %v", round, len(frames), counts)
+		}
+		var got []*raftpb.Message
+		for i, f := range frames {
+			from, to, ms, err := decodeBatch(f)
+			if err != nil || from != 1 || to != 2 || len(ms) != counts[i] {
+				t.Fatalf("round %d frame %d: %d→%d %d msgs (want %d), %v", round, i, from, to, len(ms), counts[i], err)
+			}
+			got = append(got, ms...)
+		}
+		for _, f := range frames {
+			clear(f) // what was decoded must not alias the frame (RecvMsg reuses it)
+		}
+		sameMessages(t, got, msgs)
+		buf = out
+	}
+	if cap(buf) < maxFrameBytes {
+		t.Fatalf("buffer not kept for reuse: cap %d", cap(buf))
+	}
+}

@@ -53,14 +53,16 @@ func appendMsg(b []byte, m *raftpb.Message, n int) ([]byte, error) {
 
 // encodeBatch encodes msgs, all addressed to `to`, into frames of at most
 // about maxFrameBytes each. It returns the frames and, per frame, how many
-// messages it holds.
-func encodeBatch(from, to uint64, msgs []*raftpb.Message) (frames [][]byte, counts []int, err error) {
+// messages it holds. The frames are carved out of buf when it has room (a
+// sender that writes them before its next call may pass the previous
+// call's buf back: encodeBatch(buf[:0], ...)); buf is returned for that.
+func encodeBatch(buf []byte, from, to uint64, msgs []*raftpb.Message) (frames [][]byte, counts []int, _ []byte, err error) {
 	var sizes []int
 	for len(msgs) > 0 {
 		// Size the frame first (proto.Size caches each message's size for
 		// the marshal below), so that the messages are marshalled straight
-		// into a frame of the right capacity: one allocation per frame,
-		// no copy of a body into it.
+		// into a frame of the right capacity: no allocation when buf has
+		// room, no copy of a body into it.
 		body, n := 0, 0
 		sizes = sizes[:0]
 		for n < len(msgs) && (n == 0 || body < maxFrameBytes) {
@@ -69,21 +71,29 @@ func encodeBatch(from, to uint64, msgs []*raftpb.Message) (frames [][]byte, coun
 			body += binary.MaxVarintLen64 + sz
 			n++
 		}
-		b := make([]byte, 0, 1+3*binary.MaxVarintLen64+body)
+		need := 1 + 3*binary.MaxVarintLen64 + body
+		if cap(buf)-len(buf) < need {
+			buf = append(buf[:len(buf):len(buf)], make([]byte, need)...)[:len(buf)]
+		}
+		start := len(buf)
+		b := buf[start:start:cap(buf)]
 		b = append(b, wireVersion)
 		b = binary.AppendUvarint(b, from)
 		b = binary.AppendUvarint(b, to)
 		b = binary.AppendUvarint(b, uint64(n))
 		for i, m := range msgs[:n] {
 			if b, err = appendMsg(b, m, sizes[i]); err != nil {
-				return nil, nil, err
+				return nil, nil, buf, err
 			}
 		}
-		frames = append(frames, b)
+		frames = append(frames, b[:len(b):len(b)])
+		if start+len(b) <= cap(buf) { // else b outgrew buf's room: a copy of its own
+			buf = buf[:start+len(b)]
+		}
 		counts = append(counts, n)
 		msgs = msgs[n:]
 	}
-	return frames, counts, nil
+	return frames, counts, buf, nil
 }
 
 type reader struct {

@@ -20,7 +20,7 @@ func BenchmarkEncodeBatch(b *testing.B) {
 	msgs := []*raftpb.Message{app, hb}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := encodeBatch(1, 2, msgs); err != nil {
+		if _, _, _, err := encodeBatch(nil, 1, 2, msgs); err != nil {
 			b.Fatal(err)
 		}
 	}

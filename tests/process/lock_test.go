@@ -923,7 +923,30 @@ func TestLockLeaderKillContended(t *testing.T) {
 	restartAt := time.Now()
 	r.restart(lead)
 	t.Logf("restarted node %d", lead.id)
+	// At least 2.5 s after the restart, and until every client was granted
+	// the lock after it (at most 20 s: a loaded CI machine may take
+	// seconds to elect and to go round the queue; the check below fails
+	// if some client never is).
+	grantedAfter := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		seen := make([]bool, nClients)
+		for _, g := range grants {
+			if !g.acq.Before(restartAt) {
+				seen[g.client] = true
+			}
+		}
+		for _, ok := range seen {
+			if !ok {
+				return false
+			}
+		}
+		return true
+	}
 	time.Sleep(2500 * time.Millisecond)
+	for deadline := time.Now().Add(20 * time.Second); !grantedAfter() && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+	}
 	close(stop)
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
