@@ -75,6 +75,37 @@ func fsync(f *os.File) {
 // serveFollower: frames are a 4-byte length and a batch; the answer to
 // each is one byte, after the batch is appended and synced.
 func serveFollower(addr string, f *os.File) {
+	listen(addr, func(c net.Conn) {
+		defer c.Close()
+		r := bufio.NewReaderSize(c, 1<<20)
+		var hdr [4]byte
+		var buf []byte
+		for {
+			if _, err := io.ReadFull(r, hdr[:]); err != nil {
+				return
+			}
+			n := binary.BigEndian.Uint32(hdr[:])
+			if cap(buf) < int(n) {
+				buf = make([]byte, n)
+			}
+			buf = buf[:n]
+			if _, err := io.ReadFull(r, buf); err != nil {
+				return
+			}
+			if _, err := f.Write(buf); err != nil {
+				log.Fatal(err)
+			}
+			fsync(f)
+			if _, err := c.Write([]byte{1}); err != nil {
+				return
+			}
+		}
+	})
+}
+
+// listen serves each connection accepted on addr with serve, on a
+// goroutine of its own.
+func listen(addr string, serve func(net.Conn)) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		log.Fatal(err)
@@ -84,32 +115,7 @@ func serveFollower(addr string, f *os.File) {
 		if err != nil {
 			log.Fatal(err)
 		}
-		go func() {
-			defer c.Close()
-			r := bufio.NewReaderSize(c, 1<<20)
-			var hdr [4]byte
-			var buf []byte
-			for {
-				if _, err := io.ReadFull(r, hdr[:]); err != nil {
-					return
-				}
-				n := binary.BigEndian.Uint32(hdr[:])
-				if cap(buf) < int(n) {
-					buf = make([]byte, n)
-				}
-				buf = buf[:n]
-				if _, err := io.ReadFull(r, buf); err != nil {
-					return
-				}
-				if _, err := f.Write(buf); err != nil {
-					log.Fatal(err)
-				}
-				fsync(f)
-				if _, err := c.Write([]byte{1}); err != nil {
-					return
-				}
-			}
-		}()
+		go serve(c)
 	}
 }
 
@@ -136,17 +142,7 @@ func runLeader(addr string, peers []string, f *os.File) {
 		conns = append(conns, c)
 	}
 	go st.commit(f, conns)
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		log.Fatal(err)
-	}
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			log.Fatal(err)
-		}
-		go st.serve(c)
-	}
+	listen(addr, st.serve)
 }
 
 // commit is the group committer: one batch in flight at a time.
