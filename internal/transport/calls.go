@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 	"time"
 
@@ -199,6 +200,7 @@ func (pp *pipe) run() {
 			return
 		case <-pp.wake:
 		}
+		runtime.Gosched() // let callers that are about to queue join this frame
 		pp.mu.Lock()
 		batch = append(batch[:0], pp.queue...)
 		clear(pp.queue)

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"container/heap"
+	"runtime"
 	"sync"
 	"time"
 
@@ -87,6 +88,7 @@ func (o *outbox) run(stop <-chan struct{}, deliver func([]*raftpb.Message) error
 		case <-stop:
 			return
 		case <-o.notify:
+			runtime.Gosched() // let senders that are about to queue join this frame
 		case <-timerC:
 		}
 		now := time.Now()
