@@ -281,10 +281,10 @@ func (pp *pipe) send(batch []*pending) {
 // stream returns the open call stream, opening one if there is none or the
 // peer's connection changed. Called by the sender only.
 func (pp *pipe) stream() (*callStream, error) {
-	if _, err := pp.p.getConn(); err != nil { // a bad address, or closed
+	addr, err := pp.p.dialAddr()
+	if err != nil {
 		return nil, err
 	}
-	addr := pp.p.getAddr()
 	pp.mu.Lock()
 	cs := pp.cur
 	pp.mu.Unlock()

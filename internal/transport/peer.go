@@ -149,13 +149,22 @@ func (p *peer) deliver(batch []*raftpb.Message) error {
 	return nil
 }
 
+// dialAddr is the address a framed stream to the peer is opened to; an
+// error when the address is bad or the peer is closed (getConn's).
+func (p *peer) dialAddr() (string, error) {
+	if _, err := p.getConn(); err != nil {
+		return "", err
+	}
+	return p.getAddr(), nil
+}
+
 // openStream opens the Raft stream to the peer's current address unless
 // one is open to it already.
 func (p *peer) openStream() error {
-	if _, err := p.getConn(); err != nil { // a bad address, or closed
+	addr, err := p.dialAddr()
+	if err != nil {
 		return err
 	}
-	addr := p.getAddr()
 	if p.stream != nil && p.streamAddr == addr {
 		return nil
 	}

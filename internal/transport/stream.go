@@ -68,6 +68,8 @@ type connStream struct {
 	ctx    context.Context
 	cancel context.CancelFunc // closes c
 	hdr    [4]byte            // SendMsg's length prefix
+	vec    [2][]byte          // SendMsg's writev: hdr and the frame
+	bufs   net.Buffers        // over vec (WriteTo consumes it)
 	rhdr   [4]byte            // RecvMsg's
 	// reuse: RecvMsg reads every frame into rbuf, so a frame is valid only
 	// until the next RecvMsg (the Raft stream's frames are decoded into
@@ -106,8 +108,10 @@ func (s *connStream) SendMsg(m any) error {
 	if err := s.c.SetWriteDeadline(time.Now().Add(streamWriteTimeout)); err != nil {
 		return err
 	}
-	bufs := net.Buffers{s.hdr[:], f.b}
-	_, err := bufs.WriteTo(s.c)
+	s.vec = [2][]byte{s.hdr[:], f.b}
+	s.bufs = s.vec[:]
+	_, err := s.bufs.WriteTo(s.c)
+	s.vec[1] = nil // the frame is the caller's
 	return err
 }
 

@@ -636,3 +636,30 @@ func TestEncodeBatchFramesAndReuse(t *testing.T) {
 		t.Fatalf("buffer not kept for reuse: cap %d", cap(buf))
 	}
 }
+
+// Sending a frame on a framed stream allocates nothing (it runs once per
+// batch on every peer loop).
+func TestConnStreamSendAllocs(t *testing.T) {
+	l := listen(t, "")
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			_, _ = io.Copy(io.Discard, c)
+			_ = c.Close()
+		}
+	}()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := newConnStream(context.Background(), c)
+	defer st.cancel()
+	f := &frame{b: make([]byte, 512)}
+	if n := testing.AllocsPerRun(200, func() {
+		if err := st.SendMsg(f); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("SendMsg: %v allocations per frame", n)
+	}
+}
