@@ -411,6 +411,9 @@ func (r *Replica) afterCommit(it *readyItem) {
 		}
 	}
 	r.releaseReadsLocked(r.applied.Load())
+	if len(r.mu.readQueue) > 0 && len(r.mu.readSent) == 0 {
+		r.store.signal() // reads held back by readRoundPendingLocked: their turn
+	}
 	for idx := range it.r.mu.staged {
 		if it.snapApplied && idx <= it.applied.Index {
 			r.store.removeStaged(r.mu.staged[idx])

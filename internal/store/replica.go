@@ -55,7 +55,10 @@ type Replica struct {
 		readSent  map[uint64]*readBatch
 		readWait  []*readBatch
 		readSeq   uint64
-		leader    uint64
+		// readSentAt is when the last ReadIndex request went out (see
+		// readRoundPending).
+		readSentAt time.Time
+		leader     uint64
 		// lease is the leader's read lease (lease.go).
 		lease leaseState
 		// staged maps snapshot index to the staged file path.
@@ -496,12 +499,41 @@ func (r *Replica) issueReadsLocked() {
 			r.store.cfg.Metrics.LeaseProbes.Inc()
 		}
 	}
+	if len(r.mu.readQueue) > 0 && r.readRoundPendingLocked(now) {
+		return // the reads wait for the round in flight to come back
+	}
 	for _, b := range r.mu.readQueue {
 		r.leaseProbeLocked(b, &st, now)
 		r.sendReadIndexLocked(b)
 		r.store.cfg.Metrics.ReadIndexRounds.Inc()
 	}
 	r.mu.readQueue = r.mu.readQueue[:0]
+}
+
+// readRoundPatience is how long reads queued behind a ReadIndex round in
+// flight wait for it before a round of their own goes out anyway (raft
+// never resends a ReadIndex request that the transport lost); at most a
+// tick. Store.readPatience overrides it in tests.
+const readRoundPatience = 5 * time.Millisecond
+
+// readRoundPendingLocked reports whether queued reads should wait for the
+// ReadIndex round in flight instead of sending their own: one round at a
+// time, so that the reads that arrive while it travels share the next one
+// (group commit for reads). Sending a round per Ready round instead cost a
+// follower one round trip per read under load: with 16 clients on a
+// follower, 1.0 reads per round and 54 µs of CPU per read, against 22 µs
+// for a leader's lease reads. Without a ticker (tests that drive the clock
+// themselves) every round goes out at once.
+// REQUIRES: r.mu held.
+func (r *Replica) readRoundPendingLocked(now time.Time) bool {
+	if r.store.cfg.TickInterval == 0 || len(r.mu.readSent) == 0 {
+		return false
+	}
+	patience := min(readRoundPatience, r.store.cfg.TickInterval)
+	if p := r.store.readPatience.Load(); p > 0 {
+		patience = time.Duration(p)
+	}
+	return now.Sub(r.mu.readSentAt) < patience
 }
 
 // sendReadIndexLocked sends a ReadIndex request for b.
@@ -511,6 +543,7 @@ func (r *Replica) sendReadIndexLocked(b *readBatch) {
 	var ctx [8]byte
 	binary.BigEndian.PutUint64(ctx[:], r.mu.readSeq)
 	r.mu.readSent[r.mu.readSeq] = b
+	r.mu.readSentAt = r.store.mono()
 	r.mu.rn.ReadIndex(ctx[:])
 }
 

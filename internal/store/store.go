@@ -140,6 +140,8 @@ type Store struct {
 	// (lease.go): time.Now, never Config.Now. Tests replace it before
 	// AddReplica.
 	mono func() time.Time
+	// readPatience, if positive, replaces readRoundPatience (tests).
+	readPatience atomic.Int64
 }
 
 // ErrStopped is returned for operations on a stopped store.
