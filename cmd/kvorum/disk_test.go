@@ -95,17 +95,25 @@ func TestStartExitsOnStorageFailure(t *testing.T) {
 	}
 }
 
-func TestParseCacheSize(t *testing.T) {
-	f, err := parseStart([]string{"--data-dir", "/d", "--cache-size", "256M"}, nil)
-	if err != nil || f.cfg.CacheSize != 256<<20 {
-		t.Fatalf("--cache-size 256M: CacheSize %v, %v", f.cfg.CacheSize, err)
-	}
-	if f, err := parseStart([]string{"--data-dir", "/d"}, nil); err != nil || f.cfg.CacheSize != 0 {
-		t.Fatalf("no --cache-size: CacheSize %v (want 0, the storage default), %v", f.cfg.CacheSize, err)
-	}
-	for _, bad := range []string{"0", "-1", "lots"} {
-		if _, err := parseStart([]string{"--data-dir", "/d", "--cache-size", bad}, nil); err == nil {
-			t.Errorf("--cache-size %s accepted", bad)
+func TestParseStorageSizes(t *testing.T) {
+	for _, c := range []struct {
+		flag string
+		get  func(*startFlags) int
+	}{
+		{"--cache-size", func(f *startFlags) int { return f.cfg.CacheSize }},
+		{"--memtable-size", func(f *startFlags) int { return f.cfg.MemTableSize }},
+	} {
+		f, err := parseStart([]string{"--data-dir", "/d", c.flag, "256M"}, nil)
+		if err != nil || c.get(f) != 256<<20 {
+			t.Fatalf("%s 256M: got %v, %v", c.flag, c.get(f), err)
+		}
+		if f, err := parseStart([]string{"--data-dir", "/d"}, nil); err != nil || c.get(f) != 0 {
+			t.Fatalf("no %s: got %v (want 0, the storage default), %v", c.flag, c.get(f), err)
+		}
+		for _, bad := range []string{"0", "-1", "lots"} {
+			if _, err := parseStart([]string{"--data-dir", "/d", c.flag, bad}, nil); err == nil {
+				t.Errorf("%s %s accepted", c.flag, bad)
+			}
 		}
 	}
 }

@@ -45,7 +45,7 @@ a single-node cluster. A restarted node needs only --data-dir.`,
 		{"Listen addresses", []string{"client-addr", "peer-addr", "admin-addr"}},
 		{"Raft", []string{"tick-interval", "election-ticks", "heartbeat-ticks", "snapshot-threshold"}},
 		{"Clients (sizes accept K, M, G suffixes: powers of 1024)", []string{"request-timeout", "max-key-size", "max-value-size", "max-args", "max-frame-size", "max-clients"}},
-		{"Storage", []string{"min-free-disk", "cache-size", "record-cache"}},
+		{"Storage", []string{"min-free-disk", "cache-size", "memtable-size", "record-cache"}},
 		{"Logging", []string{"log-level", "log-format"}},
 	},
 }
@@ -58,6 +58,7 @@ type startFlags struct {
 	logFormat      string
 	minFreeDisk    int
 	cacheSize      int
+	memTableSize   int
 }
 
 func newStartFlags() *startFlags {
@@ -87,7 +88,9 @@ func newStartFlags() *startFlags {
 	f.minFreeDisk = server.DefaultMinFreeDisk
 	fs.Var(sizeValue{&f.minFreeDisk}, "min-free-disk", "refuse writes, with an error, while the data directory's filesystem has less\nthan `SIZE` available (reads keep working; writes resume once space is freed);\n0 disables the check")
 	f.cacheSize = storage.DefaultCacheSize
-	fs.Var(sizeValue{&f.cacheSize}, "cache-size", "`SIZE` of the block cache: the memory that holds recently read data blocks\n(uncompressed) so that reads and writes of hot keys need no disk read; the\nnode's resident memory is roughly this, plus two memtables of 32 MiB (write\nbuffers), plus the process's own heap")
+	fs.Var(sizeValue{&f.cacheSize}, "cache-size", "`SIZE` of the block cache: the memory that holds recently read data blocks\n(uncompressed) so that reads and writes of hot keys need no disk read; the\nnode's resident memory is roughly this, plus two memtables (--memtable-size),\nplus the process's own heap (the record cache's share of it: --record-cache)")
+	f.memTableSize = storage.DefaultMemTableSize
+	fs.Var(sizeValue{&f.memTableSize}, "memtable-size", "`SIZE` of one memtable, the storage engine's write buffer (two exist while one\nis flushed): smaller saves memory for more, smaller flushes and compactions")
 	fs.IntVar(&c.RecordCache, "record-cache", server.DefaultRecordCache, "how many keys' metadata records (`N`) the apply path keeps in memory, so that\na write need not look up the record it replaces on disk; about 400 bytes of\nresident memory per key (40 MiB at the default)")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "`LEVEL` of logs written to stderr: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "`FORMAT` of logs: text or json")
@@ -160,7 +163,7 @@ func parseStart(args []string, stdout io.Writer) (*startFlags, error) {
 		v    int
 	}{
 		{"max-key-size", c.MaxKeySize}, {"max-value-size", c.MaxValueSize}, {"max-args", c.MaxArgs},
-		{"max-frame-size", c.MaxFrameSize}, {"max-clients", c.MaxClients}, {"cache-size", f.cacheSize},
+		{"max-frame-size", c.MaxFrameSize}, {"max-clients", c.MaxClients}, {"cache-size", f.cacheSize}, {"memtable-size", f.memTableSize},
 		{"record-cache", c.RecordCache},
 	} {
 		if l.v <= 0 {
@@ -176,6 +179,9 @@ func parseStart(args []string, stdout io.Writer) (*startFlags, error) {
 	}
 	if set["cache-size"] {
 		c.CacheSize = f.cacheSize
+	}
+	if set["memtable-size"] {
+		c.MemTableSize = f.memTableSize
 	}
 	if set["min-free-disk"] {
 		c.MinFreeDisk = f.minFreeDisk

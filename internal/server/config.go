@@ -69,6 +69,10 @@ type Config struct {
 	// 0 means storage.DefaultCacheSize (32 MiB). Pebble's memtables come on
 	// top of it (storage.pebbleCacheSize).
 	CacheSize int
+	// MemTableSize is the size in bytes of one of the storage engine's
+	// memtables (write buffers; two exist while one is flushed). 0 means
+	// storage.DefaultMemTableSize (32 MiB).
+	MemTableSize int
 	// RecordCache is how many keys' metadata records (type, deadline,
 	// incarnation; the value too when at most 128 bytes) the apply path
 	// keeps in memory, so that a write need not look up in the storage

@@ -79,7 +79,7 @@ func Start(cfg Config) (n *Node, err error) {
 			node.closeAll()
 		}
 	}()
-	if n.db, err = storage.Open(cfg.DataDir, storage.Options{FS: cfg.FS, Logger: cfg.Logger, BackgroundFatal: cfg.StorageFatal, CacheSize: int64(cfg.CacheSize)}); err != nil {
+	if n.db, err = storage.Open(cfg.DataDir, storage.Options{FS: cfg.FS, Logger: cfg.Logger, BackgroundFatal: cfg.StorageFatal, CacheSize: int64(cfg.CacheSize), MemTableSize: uint64(cfg.MemTableSize)}); err != nil {
 		return nil, err
 	}
 	desc, err := n.recoverOrBootstrap()
