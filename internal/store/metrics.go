@@ -15,34 +15,46 @@ type Metrics struct {
 	// LeaseReads counts reads a leader served from its lease, without a
 	// ReadIndex round; LeaseProbes the ReadIndex requests sent only to
 	// renew the lease (those sent for reads count in ReadIndexRounds).
-	LeaseReads     prometheus.Counter
-	LeaseProbes    prometheus.Counter
-	ReadyRounds    prometheus.Counter
-	ReadyDuration  prometheus.Histogram
-	FsyncDuration  prometheus.Histogram
-	EntriesApplied prometheus.Counter
-	SnapshotsSent  prometheus.Counter
-	SnapshotsRecv  prometheus.Counter
+	LeaseReads  prometheus.Counter
+	LeaseProbes prometheus.Counter
+	// ReadBarrierDuration is how long a batch of reads that needed a
+	// ReadIndex round waited, from its first read to its release;
+	// ReadIndexDuration the round itself (request sent to ReadState) and
+	// ReadApplyWait the wait after it for this replica to apply up to
+	// the read index.
+	ReadBarrierDuration prometheus.Histogram
+	ReadIndexDuration   prometheus.Histogram
+	ReadApplyWait       prometheus.Histogram
+	ReadyRounds         prometheus.Counter
+	ReadyDuration       prometheus.Histogram
+	FsyncDuration       prometheus.Histogram
+	EntriesApplied      prometheus.Counter
+	SnapshotsSent       prometheus.Counter
+	SnapshotsRecv       prometheus.Counter
 }
 
 // NewMetrics creates the instruments and registers them on reg (if non-nil).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	lat := prometheus.ExponentialBuckets(0.00005, 2, 18)
 	m := &Metrics{
-		Proposals:       prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_proposals_total", Help: "Raft proposals made by this node."}),
-		ProposalLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kvorum_raft_proposal_duration_seconds", Help: "Time from proposal to apply on the proposing node.", Buckets: lat}),
-		ReadIndexRounds: prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_read_index_rounds_total", Help: "ReadIndex requests issued (each serves a batch of reads)."}),
-		LeaseReads:      prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_lease_reads_total", Help: "Reads the leader served from its lease, without a ReadIndex round."}),
-		LeaseProbes:     prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_lease_probes_total", Help: "ReadIndex requests sent only to renew the leader's lease."}),
-		ReadyRounds:     prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_ready_rounds_total", Help: "Rounds of Ready handling (one storage batch each)."}),
-		ReadyDuration:   prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kvorum_raft_ready_duration_seconds", Help: "Time to handle one round of Ready: persist, send, apply, advance.", Buckets: lat}),
-		FsyncDuration:   prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kvorum_storage_fsync_duration_seconds", Help: "Time to commit one synced batch.", Buckets: lat}),
-		EntriesApplied:  prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_entries_applied_total", Help: "Committed entries applied."}),
-		SnapshotsSent:   prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_snapshots_sent_total", Help: "Snapshots streamed to followers."}),
-		SnapshotsRecv:   prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_snapshots_applied_total", Help: "Snapshots received and applied."}),
+		Proposals:           prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_proposals_total", Help: "Raft proposals made by this node."}),
+		ProposalLatency:     prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kvorum_raft_proposal_duration_seconds", Help: "Time from proposal to apply on the proposing node.", Buckets: lat}),
+		ReadIndexRounds:     prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_read_index_rounds_total", Help: "ReadIndex requests issued (each serves a batch of reads)."}),
+		LeaseReads:          prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_lease_reads_total", Help: "Reads the leader served from its lease, without a ReadIndex round."}),
+		LeaseProbes:         prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_lease_probes_total", Help: "ReadIndex requests sent only to renew the leader's lease."}),
+		ReadBarrierDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kvorum_raft_read_barrier_duration_seconds", Help: "Time a batch of reads waited for its read point through a ReadIndex round: from its first read to its release.", Buckets: lat}),
+		ReadIndexDuration:   prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kvorum_raft_read_index_duration_seconds", Help: "Time from sending a ReadIndex request to its answer.", Buckets: lat}),
+		ReadApplyWait:       prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kvorum_raft_read_apply_wait_seconds", Help: "Time a batch of reads waited, after its ReadIndex answer, for this node to apply up to the read index.", Buckets: lat}),
+		ReadyRounds:         prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_ready_rounds_total", Help: "Rounds of Ready handling (one storage batch each)."}),
+		ReadyDuration:       prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kvorum_raft_ready_duration_seconds", Help: "Time to handle one round of Ready: persist, send, apply, advance.", Buckets: lat}),
+		FsyncDuration:       prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kvorum_storage_fsync_duration_seconds", Help: "Time to commit one synced batch.", Buckets: lat}),
+		EntriesApplied:      prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_entries_applied_total", Help: "Committed entries applied."}),
+		SnapshotsSent:       prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_snapshots_sent_total", Help: "Snapshots streamed to followers."}),
+		SnapshotsRecv:       prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_snapshots_applied_total", Help: "Snapshots received and applied."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Proposals, m.ProposalLatency, m.ReadIndexRounds, m.LeaseReads, m.LeaseProbes, m.ReadyRounds,
+			m.ReadBarrierDuration, m.ReadIndexDuration, m.ReadApplyWait,
 			m.ReadyDuration, m.FsyncDuration, m.EntriesApplied, m.SnapshotsSent, m.SnapshotsRecv)
 	}
 	return m

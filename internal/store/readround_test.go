@@ -97,6 +97,17 @@ func TestFollowerReadsShareOneRoundInFlight(t *testing.T) {
 	if rounds > readers*each/4 {
 		t.Errorf("%.0f rounds for %d concurrent reads: reads do not share rounds", rounds, readers*each)
 	}
+	// Every released round is timed, in its parts too.
+	m := f.store.cfg.Metrics
+	for name, h := range map[string]prometheus.Histogram{"barrier": m.ReadBarrierDuration, "index": m.ReadIndexDuration, "apply wait": m.ReadApplyWait} {
+		var d dto.Metric
+		if err := h.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		if n := float64(d.GetHistogram().GetSampleCount()); n < rounds {
+			t.Errorf("read %s histogram: %.0f samples for %.0f rounds", name, n, rounds)
+		}
+	}
 }
 
 // TestFollowerReadAfterLostRound: raft never resends a ReadIndex request

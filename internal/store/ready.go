@@ -407,6 +407,7 @@ func (r *Replica) afterCommit(it *readyItem) {
 		if b, ok := r.mu.readSent[seq]; ok {
 			delete(r.mu.readSent, seq)
 			b.index = rs.Index
+			b.answered = r.store.mono()
 			r.mu.readWait = append(r.mu.readWait, b)
 		}
 	}

@@ -86,6 +86,9 @@ type readBatch struct {
 	done  chan struct{}
 	index uint64
 	err   error
+	// queued, sent and answered time the batch (Metrics.ReadBarrierDuration
+	// and its parts); zero for batches served from the lease.
+	queued, sent, answered time.Time
 	// probe: the leader sent this ReadIndex at probeSent in probeTerm;
 	// once its ReadState is released it extends the lease (lease.go).
 	probe     bool
@@ -446,7 +449,7 @@ func (r *Replica) ReadBarrier(ctx context.Context) error {
 	if n := len(r.mu.readQueue); n > 0 {
 		b = r.mu.readQueue[n-1]
 	} else {
-		b = &readBatch{done: make(chan struct{})}
+		b = &readBatch{done: make(chan struct{}), queued: r.store.mono()}
 		r.mu.readQueue = append(r.mu.readQueue, b)
 	}
 	r.mu.Unlock()
@@ -544,7 +547,21 @@ func (r *Replica) sendReadIndexLocked(b *readBatch) {
 	binary.BigEndian.PutUint64(ctx[:], r.mu.readSeq)
 	r.mu.readSent[r.mu.readSeq] = b
 	r.mu.readSentAt = r.store.mono()
+	b.sent = r.mu.readSentAt
 	r.mu.rn.ReadIndex(ctx[:])
+}
+
+// observeReadLocked records a ReadIndex batch's timings as it is released.
+// REQUIRES: r.mu held.
+func (r *Replica) observeReadLocked(b *readBatch) {
+	if b.queued.IsZero() || b.answered.IsZero() {
+		return // a lease read's batch, or a probe no read waits for
+	}
+	now := r.store.mono()
+	m := r.store.cfg.Metrics
+	m.ReadBarrierDuration.Observe(now.Sub(b.queued).Seconds())
+	m.ReadIndexDuration.Observe(b.answered.Sub(b.sent).Seconds())
+	m.ReadApplyWait.Observe(now.Sub(b.answered).Seconds())
 }
 
 // failReadsLocked fails every read round in flight.
@@ -566,6 +583,7 @@ func (r *Replica) releaseReadsLocked(applied uint64) {
 			if b.probe {
 				r.probeAnsweredLocked(b)
 			}
+			r.observeReadLocked(b)
 			close(b.done)
 		} else {
 			keep = append(keep, b)
