@@ -102,7 +102,7 @@ func Start(cfg Config) (n *Node, err error) {
 		NodeID:     uint64(n.id),
 		Version:    Version,
 	}, (*backend)(n))
-	n.trans = transport.New(transport.Config{NodeID: uint64(n.id), Logger: log, Registerer: n.reg, Interceptor: cfg.PeerInterceptor}, (*peerHandler)(n), n.openSnapshot)
+	n.trans = transport.New(transport.Config{NodeID: uint64(n.id), ClusterID: n.clusterID, Logger: log, Registerer: n.reg, Interceptor: cfg.PeerInterceptor}, (*peerHandler)(n), n.openSnapshot)
 	n.store = store.New(store.Config{
 		NodeID: n.id, DB: n.db, FS: cfg.FS, Dir: cfg.DataDir, Transport: n.trans,
 		TickInterval: cfg.TickInterval, ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,

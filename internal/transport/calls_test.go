@@ -457,7 +457,7 @@ func serveBadCalls(t *testing.T, l net.Listener, resp []byte) {
 		}
 		go func() {
 			defer c.Close()
-			head := make([]byte, len(streamMagic)+1)
+			head := make([]byte, prefaceLen)
 			if _, err := io.ReadFull(c, head); err != nil {
 				return
 			}

@@ -2,8 +2,9 @@
 // kvorum nodes.
 //
 // Transport serves one peer port. The two streams that carry every write
-// are framed TCP connections of their own (stream.go): a preface (magic and
-// kind), the server's answer, then length-prefixed frames, one write
+// are framed TCP connections of their own (stream.go): a preface (magic,
+// kind and the sender's cluster id: a node refuses streams from another
+// cluster's nodes), the server's answer, then length-prefixed frames, one write
 // system call per frame. The rare calls stay on gRPC without generated
 // code: the service kvorum.Peer is registered by hand (a grpc.ServiceDesc)
 // and every message is an opaque frame passed through by a forced

@@ -59,6 +59,9 @@ type metrics struct {
 	// Pipelined calls: requests per frame is callsPipelined / callFrames.
 	callFrames     prometheus.Counter
 	callsPipelined prometheus.Counter
+	// foreignStreams counts framed streams refused because the sender
+	// belongs to another cluster.
+	foreignStreams prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -97,6 +100,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		callsPipelined: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvorum_transport_pipelined_calls_sent_total", Help: "Pipelined calls written to peer call streams.",
 		}),
+		foreignStreams: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvorum_transport_foreign_streams_refused_total", Help: "Peer streams refused because the sender belongs to another cluster.",
+		}),
 	}
 	if reg != nil {
 		m.sent = kvmetrics.Register(reg, m.sent)
@@ -110,6 +116,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.callDur = kvmetrics.Register(reg, m.callDur)
 		m.callFrames = kvmetrics.Register(reg, m.callFrames)
 		m.callsPipelined = kvmetrics.Register(reg, m.callsPipelined)
+		m.foreignStreams = kvmetrics.Register(reg, m.foreignStreams)
 	}
 	return m
 }

@@ -35,7 +35,23 @@ import (
 // stream by closing its writing side (the server then answers what it was
 // asked and closes); any error closes the connection: the other side sees
 // it as a failed stream, as it saw a gRPC status before.
-const streamMagic = "KVR\x01"
+//
+// The preface is streamMagic, the kind byte and the sender's cluster id
+// (8 bytes, big-endian; 0 when unknown, as on a node that joined). A
+// server whose cluster id is known and differs from a known sender's
+// closes the stream without answering: node ids repeat from cluster to
+// cluster and addresses are reused (a restarted container, a port freed
+// by a stopped node), and a node of another cluster that got Raft
+// messages meant for a node with its id would answer them, acknowledge
+// appends it does not keep and vote. (Found when a test cluster's nodes
+// replicated to a node of another test process that had taken the peer
+// port of a node they had stopped: writes acknowledged with its help
+// were missing afterwards.)
+const streamMagic = "KVR\x02"
+
+// prefaceLen is the length of a framed stream's preface: streamMagic, the
+// kind byte and the cluster id.
+const prefaceLen = len(streamMagic) + 1 + 8
 
 // Kinds of framed stream (the byte after streamMagic).
 const (
@@ -176,7 +192,8 @@ func (t *Transport) dialStream(ctx context.Context, addr string, kind byte) (*co
 	// them (stuck, or not kvorum) fails here, before anything is sent.
 	_ = c.SetDeadline(time.Now().Add(t.cfg.DialTimeout))
 	var ack [len(streamMagic)]byte
-	if _, err := c.Write(append([]byte(streamMagic), kind)); err != nil {
+	preface := binary.BigEndian.AppendUint64(append([]byte(streamMagic), kind), t.cfg.ClusterID)
+	if _, err := c.Write(preface); err != nil {
 		_ = c.Close()
 		return nil, err
 	}
@@ -255,7 +272,7 @@ func (t *Transport) sniff(c net.Conn, gl *grpcListener) {
 	stop := context.AfterFunc(t.ctx, func() { _ = c.Close() })
 	defer stop()
 	_ = c.SetReadDeadline(time.Now().Add(sniffTimeout))
-	var head [len(streamMagic) + 1]byte
+	var head [prefaceLen]byte
 	n, err := io.ReadFull(c, head[:len(streamMagic)])
 	if err != nil {
 		_ = c.Close()
@@ -289,6 +306,12 @@ func (t *Transport) sniff(c net.Conn, gl *grpcListener) {
 		t.log.Warn("peer stream of unknown kind", "remote", c.RemoteAddr().String(), "kind", kind)
 		return
 	}
+	if from := binary.BigEndian.Uint64(head[n+1:]); !sameCluster(from, t.cfg.ClusterID) {
+		t.m.foreignStreams.Inc()
+		t.log.Warn("refused a peer stream from another cluster (is an old address of this cluster's nodes reused?)",
+			"remote", c.RemoteAddr().String(), "their_cluster", fmt.Sprintf("%016x", from), "our_cluster", fmt.Sprintf("%016x", t.cfg.ClusterID))
+		return
+	}
 	_ = c.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 	if _, err := c.Write([]byte(streamMagic)); err != nil {
 		return
@@ -302,6 +325,12 @@ func (t *Transport) sniff(c net.Conn, gl *grpcListener) {
 	if err != nil && t.ctx.Err() == nil {
 		t.log.Debug("peer stream ended", "remote", c.RemoteAddr().String(), "err", err)
 	}
+}
+
+// sameCluster reports whether a stream from a node of cluster from may be
+// served by one of cluster ours (0: not known, which matches any).
+func sameCluster(from, ours uint64) bool {
+	return from == 0 || ours == 0 || from == ours
 }
 
 // prefixConn is a connection whose first bytes were already read: Read

@@ -76,7 +76,11 @@ var (
 // Config configures a Transport.
 type Config struct {
 	NodeID uint64
-	Logger *slog.Logger
+	// ClusterID is sent in the preface of every framed stream this node
+	// opens, and a stream from a node of another cluster is refused (see
+	// streamMagic). 0: not known (a node that joined); matches any.
+	ClusterID uint64
+	Logger    *slog.Logger
 	// Registerer may be nil; metrics: messages sent/received/dropped by
 	// type, bytes, frames, snapshot transfers, call latency.
 	Registerer prometheus.Registerer

@@ -663,3 +663,35 @@ func TestConnStreamSendAllocs(t *testing.T) {
 		t.Fatalf("SendMsg: %v allocations per frame", n)
 	}
 }
+
+// A node refuses the Raft and call streams of a node of another cluster
+// (their preface names its cluster): node ids repeat from cluster to
+// cluster and addresses get reused, and a node that answered another
+// cluster's appends and votes would break that cluster's quorums. A node
+// whose cluster is not known (0: it joined) talks to any.
+func TestStreamsFromAnotherClusterRefused(t *testing.T) {
+	checkLeaks(t)
+	for _, c := range []struct {
+		from, to uint64
+		ok       bool
+	}{{7, 7, true}, {7, 8, false}, {0, 8, true}, {7, 0, true}} {
+		a := startNode(t, 1, "", newRecorder(), Config{ClusterID: c.from}, nil)
+		b := startNode(t, 2, "", newRecorder(), Config{ClusterID: c.to}, nil)
+		a.t.SetPeer(2, b.addr)
+		_, err := a.t.dialStream(context.Background(), b.addr, kindCalls)
+		if (err == nil) != c.ok {
+			t.Fatalf("cluster %d to %d: call stream opened %v (err %v), want %v", c.from, c.to, err == nil, err, c.ok)
+		}
+		a.t.Send([]*raftpb.Message{heartbeat(1, 2)})
+		if c.ok {
+			waitFor(t, "delivery within a cluster", func() bool { return b.rec.count() == 1 })
+		} else {
+			waitFor(t, "the sender told its peer is unreachable", func() bool { return a.rec.unreachableCount(2) > 0 })
+			if n := b.rec.count(); n != 0 {
+				t.Fatalf("cluster %d to %d: %d messages delivered across clusters", c.from, c.to, n)
+			}
+		}
+		a.stop(t)
+		b.stop(t)
+	}
+}
