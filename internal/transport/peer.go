@@ -225,7 +225,7 @@ func (t *Transport) streamSnapshot(p *peer, m *raftpb.Message) (int64, error) {
 	// receiver then sees an error, never a clean end of data.
 	ctx, cancel := context.WithCancel(p.ctx)
 	defer cancel()
-	st, err := conn.NewStream(ctx, &snapshotStreamDesc, methodSnapshot)
+	st, err := conn.NewStream(p.t.withCluster(ctx), &snapshotStreamDesc, methodSnapshot)
 	if err != nil {
 		return 0, err
 	}

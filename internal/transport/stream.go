@@ -46,7 +46,8 @@ import (
 // appends it does not keep and vote. (Found when a test cluster's nodes
 // replicated to a node of another test process that had taken the peer
 // port of a node they had stopped: writes acknowledged with its help
-// were missing afterwards.)
+// were missing afterwards.) Snapshot streams and unary calls (gRPC) carry
+// the same id in a header (clusterHeader) and are refused alike.
 const streamMagic = "KVR\x02"
 
 // prefaceLen is the length of a framed stream's preface: streamMagic, the

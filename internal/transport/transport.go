@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -77,8 +79,9 @@ var (
 type Config struct {
 	NodeID uint64
 	// ClusterID is sent in the preface of every framed stream this node
-	// opens, and a stream from a node of another cluster is refused (see
-	// streamMagic). 0: not known (a node that joined); matches any.
+	// opens and in a header of its gRPC calls and snapshots, and those of
+	// a node of another cluster are refused (see streamMagic). 0: not
+	// known (a node that joined); matches any.
 	ClusterID uint64
 	Logger    *slog.Logger
 	// Registerer may be nil; metrics: messages sent/received/dropped by
@@ -357,7 +360,7 @@ func (t *Transport) CallAddr(ctx context.Context, addr string, method string, pa
 func (t *Transport) invoke(ctx context.Context, conn *grpc.ClientConn, method string, payload []byte) ([]byte, error) {
 	start := time.Now()
 	var resp frame
-	err := conn.Invoke(ctx, methodCall, &frame{b: encodeCall(t.cfg.NodeID, method, payload)}, &resp)
+	err := conn.Invoke(t.withCluster(ctx), methodCall, &frame{b: encodeCall(t.cfg.NodeID, method, payload)}, &resp)
 	result := "ok"
 	if err != nil {
 		result = "error"
@@ -453,9 +456,43 @@ func readFrames[T any](t *Transport, st frameStream, kind string,
 	}
 }
 
+// clusterHeader is the gRPC metadata key that carries the caller's
+// cluster id (hex) on snapshot streams and unary calls, as the framed
+// streams' preface does (see streamMagic).
+const clusterHeader = "kvorum-cluster"
+
+// withCluster adds this node's cluster id to an outgoing gRPC call.
+func (t *Transport) withCluster(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, clusterHeader, strconv.FormatUint(t.cfg.ClusterID, 16))
+}
+
+// checkCluster refuses a gRPC call from a node of another cluster (no
+// header, from an older node, counts as unknown: it matches any).
+func (t *Transport) checkCluster(ctx context.Context) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	v := md.Get(clusterHeader)
+	if len(v) == 0 {
+		return nil
+	}
+	from, err := strconv.ParseUint(v[0], 16, 64)
+	if err != nil {
+		return status.Errorf(codes.InvalidArgument, "transport: bad %s header %q", clusterHeader, v[0])
+	}
+	if !sameCluster(from, t.cfg.ClusterID) {
+		t.m.foreignStreams.Inc()
+		t.log.Warn("refused a peer call from another cluster (is an old address of this cluster's nodes reused?)",
+			"their_cluster", fmt.Sprintf("%016x", from), "our_cluster", fmt.Sprintf("%016x", t.cfg.ClusterID))
+		return status.Errorf(codes.PermissionDenied, "transport: caller belongs to cluster %016x, this node to %016x", from, t.cfg.ClusterID)
+	}
+	return nil
+}
+
 // serveSnapshot runs on a gRPC server goroutine: it hands the MsgSnap and a
 // reader over the following data frames to HandleSnapshot.
 func (t *Transport) serveSnapshot(st grpc.ServerStream) error {
+	if err := t.checkCluster(st.Context()); err != nil {
+		return err
+	}
 	var f frame
 	if err := st.RecvMsg(&f); err != nil {
 		return err
@@ -521,6 +558,9 @@ func (r *snapReader) Read(p []byte) (int, error) {
 
 // serveCall runs on a gRPC server goroutine.
 func (t *Transport) serveCall(ctx context.Context, req []byte) ([]byte, error) {
+	if err := t.checkCluster(ctx); err != nil {
+		return nil, err
+	}
 	_, method, payload, err := decodeCall(req)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())

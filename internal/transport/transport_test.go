@@ -682,6 +682,11 @@ func TestStreamsFromAnotherClusterRefused(t *testing.T) {
 		if (err == nil) != c.ok {
 			t.Fatalf("cluster %d to %d: call stream opened %v (err %v), want %v", c.from, c.to, err == nil, err, c.ok)
 		}
+		// Unary calls (and snapshots, which check the same header) too.
+		_, err = a.t.Call(context.Background(), 2, "ping", nil)
+		if refused := isStatus(err, "PermissionDenied"); refused == c.ok {
+			t.Fatalf("cluster %d to %d: call refused %v (err %v), want %v", c.from, c.to, refused, err, !c.ok)
+		}
 		a.t.Send([]*raftpb.Message{heartbeat(1, 2)})
 		if c.ok {
 			waitFor(t, "delivery within a cluster", func() bool { return b.rec.count() == 1 })
