@@ -256,6 +256,10 @@ func TestClusterMembershipAndSnapshotCatchUp(t *testing.T) {
 	if n := len(c.node(1).Status().Members); n != 4 {
 		t.Fatalf("members after join: %d", n)
 	}
+	// It learned the cluster's id (sent to its peers, checked on theirs).
+	if got, want := c.node(4).Status().ClusterID, c.node(1).Status().ClusterID; got != want || want == 0 {
+		t.Fatalf("joined node's cluster id %016x, founders' %016x", got, want)
+	}
 	for _, m := range c.node(1).Status().Members {
 		if m.Learner {
 			t.Fatalf("member %d still a learner after join returned", m.ID)

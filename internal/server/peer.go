@@ -12,6 +12,7 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/kvorum/kvorum/internal/admin"
 	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/storage"
@@ -27,6 +28,7 @@ const (
 	methodExec           = "exec"
 	methodJoin           = "join"
 	methodMembers        = "members"
+	methodCluster        = "cluster"
 	methodRemoveMember   = "member-remove"
 	methodTransferLeader = "transfer-leader"
 )
@@ -217,6 +219,8 @@ func (h *peerHandler) HandleCall(ctx context.Context, method string, payload []b
 		return nil, wireErr(n.AddMember(ctx, req.ID, req.PeerAddr))
 	case methodMembers:
 		return json.Marshal(n.store.Replica(firstRange).Descriptor().Replicas)
+	case methodCluster:
+		return binary.BigEndian.AppendUint64(nil, n.clusterID), nil
 	case methodRemoveMember:
 		var req memberRequest
 		if err := json.Unmarshal(payload, &req); err != nil {
@@ -256,6 +260,7 @@ func (n *Node) join() error {
 						n.trans.SetPeer(uint64(rep.NodeID), rep.PeerAddr)
 					}
 				}
+				n.learnClusterID(ctx)
 				_, err = n.trans.CallAddr(ctx, n.cfg.Join, methodJoin, payload)
 				err = callError(err)
 			}
@@ -278,6 +283,36 @@ func (n *Node) join() error {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// learnClusterID asks the member at cfg.Join for the cluster's id, so that
+// a joining node sends it to its peers and refuses other clusters' nodes
+// (transport.Config.ClusterID), and records it. A node that cannot learn
+// it (an older member, a failed call) keeps 0, which matches any cluster.
+func (n *Node) learnClusterID(ctx context.Context) {
+	if n.clusterID != 0 {
+		return
+	}
+	b, err := n.trans.CallAddr(ctx, n.cfg.Join, methodCluster, nil)
+	if err != nil || len(b) != 8 {
+		n.cfg.Logger.Info("could not learn the cluster id; talking to any cluster's nodes", "via", n.cfg.Join, "err", err)
+		return
+	}
+	id := binary.BigEndian.Uint64(b)
+	if id == 0 {
+		return
+	}
+	batch := n.db.NewBatch()
+	defer batch.Close()
+	if err := storage.SetIdent(batch, n.id, id); err != nil {
+		return
+	}
+	if err := storage.Commit(batch, pebble.Sync); err != nil {
+		n.cfg.Logger.Warn("could not record the cluster id", "err", err)
+		return
+	}
+	n.clusterID = id
+	n.trans.SetClusterID(id)
 }
 
 func sortReplicas(rs []storage.ReplicaDescriptor) {

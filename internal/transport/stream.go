@@ -37,7 +37,8 @@ import (
 // it as a failed stream, as it saw a gRPC status before.
 //
 // The preface is streamMagic, the kind byte and the sender's cluster id
-// (8 bytes, big-endian; 0 when unknown, as on a node that joined). A
+// (8 bytes, big-endian; 0 when unknown, as on a node that has not joined
+// yet, or joined through an older member). A
 // server whose cluster id is known and differs from a known sender's
 // closes the stream without answering: node ids repeat from cluster to
 // cluster and addresses are reused (a restarted container, a port freed
@@ -193,7 +194,7 @@ func (t *Transport) dialStream(ctx context.Context, addr string, kind byte) (*co
 	// them (stuck, or not kvorum) fails here, before anything is sent.
 	_ = c.SetDeadline(time.Now().Add(t.cfg.DialTimeout))
 	var ack [len(streamMagic)]byte
-	preface := binary.BigEndian.AppendUint64(append([]byte(streamMagic), kind), t.cfg.ClusterID)
+	preface := binary.BigEndian.AppendUint64(append([]byte(streamMagic), kind), t.cluster.Load())
 	if _, err := c.Write(preface); err != nil {
 		_ = c.Close()
 		return nil, err
@@ -307,10 +308,10 @@ func (t *Transport) sniff(c net.Conn, gl *grpcListener) {
 		t.log.Warn("peer stream of unknown kind", "remote", c.RemoteAddr().String(), "kind", kind)
 		return
 	}
-	if from := binary.BigEndian.Uint64(head[n+1:]); !sameCluster(from, t.cfg.ClusterID) {
+	if from := binary.BigEndian.Uint64(head[n+1:]); !sameCluster(from, t.cluster.Load()) {
 		t.m.foreignStreams.Inc()
 		t.log.Warn("refused a peer stream from another cluster (is an old address of this cluster's nodes reused?)",
-			"remote", c.RemoteAddr().String(), "their_cluster", fmt.Sprintf("%016x", from), "our_cluster", fmt.Sprintf("%016x", t.cfg.ClusterID))
+			"remote", c.RemoteAddr().String(), "their_cluster", fmt.Sprintf("%016x", from), "our_cluster", fmt.Sprintf("%016x", t.cluster.Load()))
 		return
 	}
 	_ = c.SetWriteDeadline(time.Now().Add(streamWriteTimeout))

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -81,7 +82,7 @@ type Config struct {
 	// ClusterID is sent in the preface of every framed stream this node
 	// opens and in a header of its gRPC calls and snapshots, and those of
 	// a node of another cluster are refused (see streamMagic). 0: not
-	// known (a node that joined); matches any.
+	// known yet (a node about to join: SetClusterID); matches any.
 	ClusterID uint64
 	Logger    *slog.Logger
 	// Registerer may be nil; metrics: messages sent/received/dropped by
@@ -101,13 +102,16 @@ type Config struct {
 // Transport carries raft messages, snapshots and calls between nodes over
 // gRPC. See the package documentation for which goroutine does what.
 type Transport struct {
-	cfg   Config
-	h     Handler
-	snaps SnapshotSource
-	log   *slog.Logger
-	m     *metrics
-	srv   *grpc.Server
-	rep   *reporter
+	cfg Config
+	// cluster is the cluster id sent and checked (Config.ClusterID, or
+	// SetClusterID's); 0: unknown, matches any.
+	cluster atomic.Uint64
+	h       Handler
+	snaps   SnapshotSource
+	log     *slog.Logger
+	m       *metrics
+	srv     *grpc.Server
+	rep     *reporter
 
 	ctx    context.Context // canceled by Close
 	cancel context.CancelFunc
@@ -145,6 +149,7 @@ func New(cfg Config, h Handler, snaps SnapshotSource) *Transport {
 		rep:   newReporter(),
 		peers: map[uint64]*peer{},
 	}
+	t.cluster.Store(cfg.ClusterID)
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	t.srv = grpc.NewServer(
 		grpc.ForceServerCodecV2(rawCodec{}),
@@ -456,6 +461,12 @@ func readFrames[T any](t *Transport, st frameStream, kind string,
 	}
 }
 
+// SetClusterID sets the cluster id of a transport created without one (a
+// node that learns it when it joins); it never changes a known id.
+func (t *Transport) SetClusterID(id uint64) {
+	t.cluster.CompareAndSwap(0, id)
+}
+
 // clusterHeader is the gRPC metadata key that carries the caller's
 // cluster id (hex) on snapshot streams and unary calls, as the framed
 // streams' preface does (see streamMagic).
@@ -463,7 +474,7 @@ const clusterHeader = "kvorum-cluster"
 
 // withCluster adds this node's cluster id to an outgoing gRPC call.
 func (t *Transport) withCluster(ctx context.Context) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, clusterHeader, strconv.FormatUint(t.cfg.ClusterID, 16))
+	return metadata.AppendToOutgoingContext(ctx, clusterHeader, strconv.FormatUint(t.cluster.Load(), 16))
 }
 
 // checkCluster refuses a gRPC call from a node of another cluster (no
@@ -478,11 +489,11 @@ func (t *Transport) checkCluster(ctx context.Context) error {
 	if err != nil {
 		return status.Errorf(codes.InvalidArgument, "transport: bad %s header %q", clusterHeader, v[0])
 	}
-	if !sameCluster(from, t.cfg.ClusterID) {
+	if !sameCluster(from, t.cluster.Load()) {
 		t.m.foreignStreams.Inc()
 		t.log.Warn("refused a peer call from another cluster (is an old address of this cluster's nodes reused?)",
-			"their_cluster", fmt.Sprintf("%016x", from), "our_cluster", fmt.Sprintf("%016x", t.cfg.ClusterID))
-		return status.Errorf(codes.PermissionDenied, "transport: caller belongs to cluster %016x, this node to %016x", from, t.cfg.ClusterID)
+			"their_cluster", fmt.Sprintf("%016x", from), "our_cluster", fmt.Sprintf("%016x", t.cluster.Load()))
+		return status.Errorf(codes.PermissionDenied, "transport: caller belongs to cluster %016x, this node to %016x", from, t.cluster.Load())
 	}
 	return nil
 }
