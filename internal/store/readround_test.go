@@ -11,15 +11,21 @@ import (
 	dto "github.com/prometheus/client_model/go"
 )
 
-// follower returns a node of c that is not its leader.
-func (c *testCluster) follower(lead *testNode) *testNode {
+// clusterWithKey starts a 3-node cluster, writes k=v through its leader
+// and returns the cluster, the leader and a follower.
+func clusterWithKey(t *testing.T) (c *testCluster, lead, f *testNode) {
+	c = newCluster(t, 3)
+	lead = c.leader()
+	if _, err := propose(t, lead, []string{"SET", "k", "v"}); err != nil {
+		t.Fatal(err)
+	}
 	for _, tn := range c.nodes {
 		if tn != lead {
-			return tn
+			return c, lead, tn
 		}
 	}
-	c.t.Fatal("no follower")
-	return nil
+	t.Fatal("no follower")
+	return nil, nil, nil
 }
 
 // TestFollowerReadsShareOneRoundInFlight: a follower keeps at most one
@@ -28,12 +34,7 @@ func (c *testCluster) follower(lead *testNode) *testNode {
 // follower must then need far fewer rounds than reads, and no sample of
 // the follower's state may show two rounds in flight at once.
 func TestFollowerReadsShareOneRoundInFlight(t *testing.T) {
-	c := newCluster(t, 3)
-	lead := c.leader()
-	if _, err := propose(t, lead, []string{"SET", "k", "v"}); err != nil {
-		t.Fatal(err)
-	}
-	f := c.follower(lead)
+	c, _, f := clusterWithKey(t)
 	// Each message waits a little, so that rounds overlap readers.
 	c.part.SetDelay(200*time.Microsecond, 400*time.Microsecond)
 	defer c.part.SetDelay(0, 0)
@@ -115,12 +116,7 @@ func TestFollowerReadsShareOneRoundInFlight(t *testing.T) {
 // longer than readRoundPatience: once the follower hears the leader again,
 // a read succeeds at once.
 func TestFollowerReadAfterLostRound(t *testing.T) {
-	c := newCluster(t, 3)
-	lead := c.leader()
-	if _, err := propose(t, lead, []string{"SET", "k", "v"}); err != nil {
-		t.Fatal(err)
-	}
-	f := c.follower(lead)
+	c, lead, f := clusterWithKey(t)
 	r := f.store.Replica(1)
 	// Lose the follower's requests (one way: it still hears heartbeats,
 	// so it keeps its leader and raft keeps no memory of the request).

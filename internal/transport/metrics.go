@@ -59,7 +59,7 @@ type metrics struct {
 	// Pipelined calls: requests per frame is callsPipelined / callFrames.
 	callFrames     prometheus.Counter
 	callsPipelined prometheus.Counter
-	// foreignStreams counts framed streams refused because the sender
+	// foreignStreams counts streams and calls refused because the sender
 	// belongs to another cluster.
 	foreignStreams prometheus.Counter
 }
@@ -101,7 +101,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "kvorum_transport_pipelined_calls_sent_total", Help: "Pipelined calls written to peer call streams.",
 		}),
 		foreignStreams: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "kvorum_transport_foreign_streams_refused_total", Help: "Peer streams refused because the sender belongs to another cluster.",
+			Name: "kvorum_transport_foreign_streams_refused_total", Help: "Peer streams, snapshots and calls refused because the sender belongs to another cluster.",
 		}),
 	}
 	if reg != nil {

@@ -308,10 +308,7 @@ func (t *Transport) sniff(c net.Conn, gl *grpcListener) {
 		t.log.Warn("peer stream of unknown kind", "remote", c.RemoteAddr().String(), "kind", kind)
 		return
 	}
-	if from := binary.BigEndian.Uint64(head[n+1:]); !sameCluster(from, t.cluster.Load()) {
-		t.m.foreignStreams.Inc()
-		t.log.Warn("refused a peer stream from another cluster (is an old address of this cluster's nodes reused?)",
-			"remote", c.RemoteAddr().String(), "their_cluster", fmt.Sprintf("%016x", from), "our_cluster", fmt.Sprintf("%016x", t.cluster.Load()))
+	if t.foreign(binary.BigEndian.Uint64(head[n+1:]), "stream", c.RemoteAddr().String()) {
 		return
 	}
 	_ = c.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
@@ -333,6 +330,19 @@ func (t *Transport) sniff(c net.Conn, gl *grpcListener) {
 // served by one of cluster ours (0: not known, which matches any).
 func sameCluster(from, ours uint64) bool {
 	return from == 0 || ours == 0 || from == ours
+}
+
+// foreign reports whether a stream or call (what) from a node of cluster
+// from must be refused, counting and logging it if so.
+func (t *Transport) foreign(from uint64, what, remote string) bool {
+	ours := t.cluster.Load()
+	if sameCluster(from, ours) {
+		return false
+	}
+	t.m.foreignStreams.Inc()
+	t.log.Warn("refused a peer "+what+" from another cluster (is an old address of this cluster's nodes reused?)",
+		"remote", remote, "their_cluster", fmt.Sprintf("%016x", from), "our_cluster", fmt.Sprintf("%016x", ours))
+	return true
 }
 
 // prefixConn is a connection whose first bytes were already read: Read

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
+	grpcpeer "google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -489,10 +490,11 @@ func (t *Transport) checkCluster(ctx context.Context) error {
 	if err != nil {
 		return status.Errorf(codes.InvalidArgument, "transport: bad %s header %q", clusterHeader, v[0])
 	}
-	if !sameCluster(from, t.cluster.Load()) {
-		t.m.foreignStreams.Inc()
-		t.log.Warn("refused a peer call from another cluster (is an old address of this cluster's nodes reused?)",
-			"their_cluster", fmt.Sprintf("%016x", from), "our_cluster", fmt.Sprintf("%016x", t.cluster.Load()))
+	remote := ""
+	if p, ok := grpcpeer.FromContext(ctx); ok {
+		remote = p.Addr.String()
+	}
+	if t.foreign(from, "call", remote) {
 		return status.Errorf(codes.PermissionDenied, "transport: caller belongs to cluster %016x, this node to %016x", from, t.cluster.Load())
 	}
 	return nil
