@@ -91,9 +91,15 @@ func (n *Node) execWrite(ctx context.Context, cmds [][][]byte, out []reply.Reply
 		var err error
 		switch {
 		case local:
-			replies, err = r.Propose(ctx, cmds)
+			replies, err = r.Submit(ctx, cmds)
 		case lead != 0:
-			replies, err = n.forwardExec(ctx, lead, cmds)
+			// Through Raft (store/forward.go); by a call to the leader
+			// if the store does not forward.
+			replies, err = r.Submit(ctx, cmds)
+			var nle *store.NotLeaderError
+			if errors.As(err, &nle) && nle.Leader != 0 {
+				replies, err = n.forwardExec(ctx, nle.Leader, cmds)
+			}
 		default:
 			err = store.ErrNoLeader
 		}
