@@ -75,7 +75,6 @@ func newStartFlags() *startFlags {
 	fs.IntVar(&c.ElectionTicks, "election-ticks", server.DefaultElectionTicks, "election timeout in ticks (`N`); must exceed --heartbeat-ticks")
 	fs.IntVar(&c.HeartbeatTicks, "heartbeat-ticks", server.DefaultHeartbeatTicks, "leader heartbeat interval in ticks (`N`)")
 	fs.BoolVar(&c.LeaseReads, "lease-reads", true, "serve reads on the leader from a leader lease, with no Raft round per read;\nassumes the nodes' clocks tick at rates within 10% of each other (wall-clock\njumps do not matter: leases use the monotonic clock); false: every read\nbatch costs a ReadIndex round to a quorum")
-	fs.BoolVar(&c.ForwardThroughRaft, "forward-through-raft", false, "send writes a follower receives to the leader through Raft and answer them\nfrom the follower's own apply, instead of by a peer call the leader answers\n(3-7% more write throughput with clients on every node); but a write sent to\na follower cut off from the leader then answers UNCERTAIN after\n--request-timeout instead of CLUSTERDOWN, and every node must be from\n2026-11-27 or later")
 	fs.Uint64Var(&c.SnapshotThreshold, "snapshot-threshold", server.DefaultSnapshotThreshold, "truncate the Raft log once `N` applied entries sit in it")
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", server.DefaultRequestTimeout, "how long a client command waits for a leader or a commit before it gets an\nerror (`DURATION`)")
 	c.MaxKeySize = server.DefaultMaxKeySize

@@ -91,15 +91,9 @@ func (n *Node) execWrite(ctx context.Context, cmds [][][]byte, out []reply.Reply
 		var err error
 		switch {
 		case local:
-			replies, err = r.Submit(ctx, cmds)
+			replies, err = r.Propose(ctx, cmds)
 		case lead != 0:
-			// Through Raft (store/forward.go); by a call to the leader
-			// if the store does not forward.
-			replies, err = r.Submit(ctx, cmds)
-			var nle *store.NotLeaderError
-			if errors.As(err, &nle) && nle.Leader != 0 {
-				replies, err = n.forwardExec(ctx, nle.Leader, cmds)
-			}
+			replies, err = n.forwardExec(ctx, lead, cmds)
 		default:
 			err = store.ErrNoLeader
 		}

@@ -91,15 +91,6 @@ type Config struct {
 	// value: every read batch costs a ReadIndex round. `kvorum start`
 	// turns it on unless --lease-reads=false.
 	LeaseReads bool
-	// ForwardThroughRaft makes a follower send client writes to the
-	// leader through Raft and answer them from its own apply
-	// (store/forward.go) instead of by a peer call that the leader answers
-	// (methodExec). Off by default: a write sent to a follower cut off from
-	// the leader then waits for its timeout and answers UNCERTAIN, where a
-	// call that certainly never left answers CLUSTERDOWN; and a node older
-	// than the Raft path, as leader, would append a forward as an entry it
-	// cannot apply.
-	ForwardThroughRaft bool
 
 	// RequestTimeout bounds how long a client command waits for a leader,
 	// a commit or a read barrier before it gets an error. Default 10s.

@@ -37,16 +37,13 @@
 // Do with runs of data commands; Do splits them into runs of writes and
 // runs of reads, and parks blocking commands and LOCK ACQUIRE on their own.
 //
-//   - A run of writes becomes one proposal (part of one Raft entry).
-//     execWrite calls store.Replica.Submit: on the leader it proposes the
-//     run; on a follower it sends it to the leader through Raft and
-//     answers from this node's own apply of the entry (store/forward.go;
-//     with Config.ForwardByCall, it forwards the run by methodExec over
-//     transport.Call instead, and the leader's peer handler proposes it).
-//     The store's Ready loop persists the entry, and once it is committed
-//     applies it through kv.Apply in the same synced batch that persists
-//     the round; only then does Submit return the replies, and the
-//     connection goroutine writes them. While
+//   - A run of writes becomes one proposal (one Raft entry). On the leader
+//     execWrite calls store.Replica.Propose; on a follower it forwards the
+//     run to the leader (methodExec over transport.Call), whose peer
+//     handler proposes it in turn. The store's Ready loop persists the
+//     entry, and once it is committed applies it through kv.Apply in the
+//     same synced batch that persists the round; only then does Propose
+//     return the replies, and the connection goroutine writes them. While
 //     applying, kv records what the command did besides its reply (keys
 //     written, messages published, lease renewals); the node acts on that
 //     once the round is committed (effects.go).

@@ -106,8 +106,7 @@ func Start(cfg Config) (n *Node, err error) {
 	n.store = store.New(store.Config{
 		NodeID: n.id, DB: n.db, FS: cfg.FS, Dir: cfg.DataDir, Transport: n.trans,
 		TickInterval: cfg.TickInterval, ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
-		SnapshotThreshold: cfg.SnapshotThreshold, Logger: log,
-		ForwardThroughRaft: cfg.ForwardThroughRaft, Metrics: store.NewMetrics(n.reg),
+		SnapshotThreshold: cfg.SnapshotThreshold, Logger: log, Metrics: store.NewMetrics(n.reg),
 		StateMachine: n.machine, Now: cfg.Now, UnsafeNoSync: cfg.Unsafe.NoSync,
 		LeaseReads: cfg.LeaseReads,
 	})

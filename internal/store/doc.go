@@ -17,7 +17,7 @@
 //   - The owner of the state machine (the node) receives each committed
 //     round's effects from Store.Effects in a goroutine of its own; see
 //     Effects below.
-//   - Client goroutines call Replica.Propose (or Submit) and ReadBarrier; the
+//   - Client goroutines call Replica.Propose and Replica.ReadBarrier; the
 //     transport's goroutines call Step. Both take the replica's mutex for the
 //     RawNode call only and then signal the Ready loop.
 //
@@ -37,11 +37,6 @@
 // the round's effects go to the node and the waiter gets the replies.
 // Nothing is acknowledged before the entry is committed on a majority
 // (fsynced there) and applied here.
-//
-// Submit does the same on a follower through the leader: forward.go sends
-// the follower's queued proposals to the leader in one MsgProp, the
-// leader adds them to its next entry (tagged with their origin), and the
-// follower's waiters complete when the follower applies that entry.
 //
 // # Effects
 //

@@ -20,11 +20,6 @@ import (
 //	  process), uvarint number of commands, and per command: uvarint argc,
 //	  then per arg uvarint len + bytes
 //
-// Version 3 is written when the entry holds proposals that followers
-// forwarded through Raft (see forward.go): as version 2, but each proposal
-// starts with the uvarint id of the node it came from (its origin), before
-// its id. Version 2 means every proposal's origin is the proposing node.
-//
 // Version 1, written before proposals were grouped, is still read:
 // version byte (1), uvarint proposal id, uvarint node, varint timestamp,
 // then the commands of its one proposal as above.
@@ -34,7 +29,6 @@ import (
 const (
 	entryVersion1 = 1
 	entryVersion  = 2
-	entryVersion3 = 3
 )
 
 var errBadEntry = errors.New("store: malformed entry payload")
@@ -45,11 +39,9 @@ type entryPayload struct {
 	props []entryProposal
 }
 
-// entryProposal is one proposal in an entry: the node it came from (its
-// origin: the proposing node, or a follower that forwarded it), its id
-// there, and its commands.
+// entryProposal is one proposal in an entry: its id on the proposing node
+// and its commands.
 type entryProposal struct {
-	node uint64
 	id   uint64
 	cmds [][][]byte
 }
@@ -71,36 +63,20 @@ func encodeEntry(p *entryPayload) []byte {
 	for _, pr := range p.props {
 		n += cmdsSize(pr.cmds)
 	}
-	version := byte(entryVersion)
-	for _, pr := range p.props {
-		if pr.node != p.node {
-			version = entryVersion3
-			n += 10 * len(p.props)
-			break
-		}
-	}
 	b := make([]byte, 0, n)
-	b = append(b, version)
+	b = append(b, entryVersion)
 	b = binary.AppendUvarint(b, p.node)
 	b = binary.AppendVarint(b, p.ts)
 	b = binary.AppendUvarint(b, uint64(len(p.props)))
 	for _, pr := range p.props {
-		if version == entryVersion3 {
-			b = binary.AppendUvarint(b, pr.node)
-		}
 		b = binary.AppendUvarint(b, pr.id)
-		b = appendCmds(b, pr.cmds)
-	}
-	return b
-}
-
-func appendCmds(b []byte, cmds [][][]byte) []byte {
-	b = binary.AppendUvarint(b, uint64(len(cmds)))
-	for _, c := range cmds {
-		b = binary.AppendUvarint(b, uint64(len(c)))
-		for _, a := range c {
-			b = binary.AppendUvarint(b, uint64(len(a)))
-			b = append(b, a...)
+		b = binary.AppendUvarint(b, uint64(len(pr.cmds)))
+		for _, c := range pr.cmds {
+			b = binary.AppendUvarint(b, uint64(len(c)))
+			for _, a := range c {
+				b = binary.AppendUvarint(b, uint64(len(a)))
+				b = append(b, a...)
+			}
 		}
 	}
 	return b
@@ -179,7 +155,7 @@ func (d *entryReader) cmds() [][][]byte {
 	return cmds
 }
 
-// decodeEntry decodes a payload (any version); the returned args alias
+// decodeEntry decodes a payload (either version); the returned args alias
 // b.
 func decodeEntry(b []byte) (*entryPayload, error) { return decodeEntryOf(b, false) }
 
@@ -203,8 +179,8 @@ func decodeEntryOf(b []byte, idsOnly bool) (*entryPayload, error) {
 		if !d.ok {
 			return nil, errBadEntry
 		}
-		p.props = []entryProposal{{node: p.node, id: id, cmds: d.cmds()}}
-	case entryVersion, entryVersion3:
+		p.props = []entryProposal{{id: id, cmds: d.cmds()}}
+	case entryVersion:
 		p.node = d.uvarint()
 		p.ts = d.varint()
 		n := d.count()
@@ -213,10 +189,6 @@ func decodeEntryOf(b []byte, idsOnly bool) (*entryPayload, error) {
 		}
 		p.props = make([]entryProposal, n)
 		for i := range p.props {
-			p.props[i].node = p.node
-			if b[0] == entryVersion3 {
-				p.props[i].node = d.uvarint()
-			}
 			p.props[i].id = d.uvarint()
 			p.props[i].cmds = d.cmds()
 			if !d.ok {

@@ -4,19 +4,14 @@ import (
 	"encoding/binary"
 	"reflect"
 	"testing"
-
-	"github.com/kvorum/kvorum/internal/reply"
 )
 
 func TestEntryRoundTrip(t *testing.T) {
 	in := &entryPayload{node: 3, ts: 1764000000123, props: []entryProposal{
-		{node: 3, id: 7, cmds: [][][]byte{{[]byte("SET"), []byte("a"), []byte("1")}, {[]byte("INCR"), []byte("n")}}},
-		{node: 3, id: 9, cmds: [][][]byte{{[]byte("DEL"), []byte("")}}},
+		{id: 7, cmds: [][][]byte{{[]byte("SET"), []byte("a"), []byte("1")}, {[]byte("INCR"), []byte("n")}}},
+		{id: 9, cmds: [][][]byte{{[]byte("DEL"), []byte("")}}},
 	}}
 	b := encodeEntry(in)
-	if b[0] != entryVersion {
-		t.Fatalf("version %d for an entry of the proposer's own proposals, want %d", b[0], entryVersion)
-	}
 	if max := 24 + cmdsSize(in.props[0].cmds) + cmdsSize(in.props[1].cmds); len(b) > max {
 		t.Fatalf("encoded %d bytes, over the bound %d", len(b), max)
 	}
@@ -57,61 +52,8 @@ func TestEntryVersion1(t *testing.T) {
 		b = append(b, a...)
 	}
 	p, err := decodeEntry(b)
-	want := &entryPayload{node: 2, ts: 1000, props: []entryProposal{{node: 2, id: 42, cmds: [][][]byte{{[]byte("GET"), []byte("k")}}}}}
+	want := &entryPayload{node: 2, ts: 1000, props: []entryProposal{{id: 42, cmds: [][][]byte{{[]byte("GET"), []byte("k")}}}}}
 	if err != nil || !reflect.DeepEqual(p, want) {
 		t.Fatalf("v1: %+v, %v", p, err)
-	}
-}
-
-// An entry holding proposals that followers forwarded carries each one's
-// origin (version 3), and a forward and a nack survive their encoding.
-func TestEntryVersion3AndForwardPayloads(t *testing.T) {
-	in := &entryPayload{node: 1, ts: 5, props: []entryProposal{
-		{node: 1, id: 7, cmds: [][][]byte{{[]byte("SET"), []byte("a"), []byte("1")}}},
-		{node: 3, id: 7, cmds: [][][]byte{{[]byte("INCR"), []byte("n")}}},
-	}}
-	b := encodeEntry(in)
-	if b[0] != entryVersion3 {
-		t.Fatalf("version %d, want %d", b[0], entryVersion3)
-	}
-	out, err := decodeEntry(b)
-	if err != nil || !reflect.DeepEqual(out, in) {
-		t.Fatalf("decode: %+v, %v", out, err)
-	}
-	ids, err := decodeEntryIDs(b)
-	if err != nil || ids.props[1].node != 3 || ids.props[1].id != 7 {
-		t.Fatalf("ids only: %+v, %v", ids, err)
-	}
-	for n := 0; n < len(b); n++ {
-		if _, err := decodeEntry(b[:n]); err == nil {
-			t.Fatalf("decodeEntry accepted %d of %d bytes", n, len(b))
-		}
-	}
-
-	f := &forwardPayload{node: 3, term: 12, props: in.props[1:]}
-	fb := encodeForward(f)
-	got, err := decodeForward(fb)
-	if err != nil || !reflect.DeepEqual(got, f) {
-		t.Fatalf("forward: %+v, %v", got, err)
-	}
-	for n := 0; n < len(fb); n++ {
-		if _, err := decodeForward(fb[:n]); err == nil {
-			t.Fatalf("decodeForward accepted %d of %d bytes", n, len(fb))
-		}
-	}
-	if _, err := decodeForward(append(fb, 0)); err == nil {
-		t.Fatal("decodeForward accepted trailing bytes")
-	}
-
-	refusal := reply.Error("MISCONF disk full")
-	for _, r := range []*reply.Reply{nil, &refusal} {
-		nb := encodeNack([]uint64{4, 1 << 40}, r)
-		gotIDs, gotR, err := decodeNack(nb)
-		if err != nil || !reflect.DeepEqual(gotIDs, []uint64{4, 1 << 40}) || !reflect.DeepEqual(gotR, r) {
-			t.Fatalf("nack: %v %+v %v", gotIDs, gotR, err)
-		}
-	}
-	if _, _, err := decodeNack([]byte{nackVersion, 5, 1}); err == nil {
-		t.Fatal("truncated nack accepted")
 	}
 }

@@ -9,12 +9,9 @@ import (
 
 // Metrics are the store's Prometheus instruments.
 type Metrics struct {
-	Proposals prometheus.Counter
-	// ForwardedProposals counts this follower's proposals sent to the
-	// leader through Raft (forward.go).
-	ForwardedProposals prometheus.Counter
-	ProposalLatency    prometheus.Histogram
-	ReadIndexRounds    prometheus.Counter
+	Proposals       prometheus.Counter
+	ProposalLatency prometheus.Histogram
+	ReadIndexRounds prometheus.Counter
 	// LeaseReads counts reads a leader served from its lease, without a
 	// ReadIndex round; LeaseProbes the ReadIndex requests sent only to
 	// renew the lease (those sent for reads count in ReadIndexRounds).
@@ -41,7 +38,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	lat := prometheus.ExponentialBuckets(0.00005, 2, 18)
 	m := &Metrics{
 		Proposals:           prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_proposals_total", Help: "Raft proposals made by this node."}),
-		ForwardedProposals:  prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_forwarded_proposals_total", Help: "Writes this node, as a follower, sent to the leader through Raft (answered once applied here)."}),
 		ProposalLatency:     prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kvorum_raft_proposal_duration_seconds", Help: "Time from proposal to apply on the proposing node.", Buckets: lat}),
 		ReadIndexRounds:     prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_read_index_rounds_total", Help: "ReadIndex requests issued (each serves a batch of reads)."}),
 		LeaseReads:          prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_lease_reads_total", Help: "Reads the leader served from its lease, without a ReadIndex round."}),
@@ -57,7 +53,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		SnapshotsRecv:       prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_snapshots_applied_total", Help: "Snapshots received and applied."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Proposals, m.ForwardedProposals, m.ProposalLatency, m.ReadIndexRounds, m.LeaseReads, m.LeaseProbes, m.ReadyRounds,
+		reg.MustRegister(m.Proposals, m.ProposalLatency, m.ReadIndexRounds, m.LeaseReads, m.LeaseProbes, m.ReadyRounds,
 			m.ReadBarrierDuration, m.ReadIndexDuration, m.ReadApplyWait,
 			m.ReadyDuration, m.FsyncDuration, m.EntriesApplied, m.SnapshotsSent, m.SnapshotsRecv)
 	}

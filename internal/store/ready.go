@@ -78,21 +78,16 @@ func (s *Store) processReadyGuarded() (more bool, err error) {
 func (s *Store) processReady() (more bool, err error) {
 	start := time.Now()
 	var items []*readyItem
-	var outbox []*raftpb.Message
 	for _, r := range s.Replicas() {
 		func() {
 			r.mu.Lock()
 			defer r.mu.Unlock() // also if raft panics: see processReadyGuarded
 			r.issueReadsLocked()
 			r.flushProposalsLocked()
-			outbox = append(outbox, r.takeOutboxLocked()...)
 			if r.mu.rn.HasReady() {
 				items = append(items, &readyItem{r: r, rd: r.mu.rn.Ready(), leader: r.mu.rn.BasicStatus().RaftState == raft.StateLeader})
 			}
 		}()
-	}
-	if len(outbox) > 0 {
-		s.cfg.Transport.Send(outbox) // forwarded proposals and nacks (forward.go)
 	}
 	if len(items) == 0 {
 		return false, nil
@@ -248,13 +243,10 @@ func (r *Replica) trackProposalIndexes(ents []*raftpb.Entry) {
 			continue
 		}
 		p, err := decodeEntryIDs(e.GetData())
-		if err != nil {
+		if err != nil || p.node != self {
 			continue
 		}
 		for _, pr := range p.props {
-			if pr.node != self {
-				continue
-			}
 			if prop, ok := r.mu.proposals[pr.id]; ok {
 				r.mu.byIndex[e.GetIndex()] = append(r.mu.byIndex[e.GetIndex()], prop)
 			}
@@ -292,7 +284,7 @@ func (r *Replica) stageApply(b *pebble.Batch, it *readyItem) error {
 					replies[i] = r.store.cfg.StateMachine.Apply(b, args, ApplyEnv{Now: p.ts, Index: e.GetIndex(), Seq: seq})
 					seq++
 				}
-				if pr.node == self {
+				if p.node == self {
 					r.mu.Lock()
 					if prop, ok := r.mu.proposals[pr.id]; ok {
 						delete(r.mu.proposals, pr.id)
@@ -320,11 +312,6 @@ func (r *Replica) stageApply(b *pebble.Batch, it *readyItem) error {
 	if last == nil {
 		return nil
 	}
-	// A proposal this node forwarded in a term before the last applied
-	// entry's can no longer be committed (forward.go).
-	r.mu.Lock()
-	r.failForwardedLocked(it, last.GetTerm(), ErrProposalDropped)
-	r.mu.Unlock()
 	it.applied = storage.AppliedState{Index: last.GetIndex(), Term: last.GetTerm(), ConfState: cs}
 	it.appliedSet = true
 	r.store.cfg.Metrics.EntriesApplied.Add(float64(len(it.rd.CommittedEntries)))

@@ -48,11 +48,6 @@ type Replica struct {
 		proposals map[uint64]*proposal
 		byIndex   map[uint64][]*proposal
 		pending   []*proposal
-		// fwdMinTerm is at most the least fwdTerm of the proposals this
-		// follower forwarded that still wait (0: none); outbox holds the
-		// forwards and nacks to send (forward.go).
-		fwdMinTerm uint64
-		outbox     []*raftpb.Message
 		// readQueue holds reads not yet covered by a ReadIndex request;
 		// readSent holds requests sent, by context; readWait holds batches
 		// that know their index and wait for it to be applied.
@@ -72,16 +67,9 @@ type Replica struct {
 }
 
 type proposal struct {
-	id    uint64
-	cmds  [][][]byte // until proposed
-	ncmds int
-	done  chan struct{}
-	// origin is the follower that forwarded this proposal to this leader
-	// (0: this node's own); such a proposal has no waiter here.
-	origin uint64
-	// fwdTerm is the term in which this node forwarded its proposal to
-	// the leader (0: proposed here as leader). See forward.go.
-	fwdTerm uint64
+	id      uint64
+	cmds    [][][]byte // until proposed
+	done    chan struct{}
 	replies []reply.Reply
 	err     error
 }
@@ -266,16 +254,6 @@ func (r *Replica) step(m *raftpb.Message) {
 		return
 	}
 	defer r.recoverRaftPanic()
-	if isForwarded(m) {
-		r.mu.Lock()
-		r.stepForwardedLocked(m)
-		out := r.takeOutboxLocked()
-		r.mu.Unlock()
-		if len(out) > 0 {
-			r.store.cfg.Transport.Send(out)
-		}
-		return
-	}
 	if m.GetType() == raftpb.MessageType_MsgReadIndex {
 		r.mu.Lock()
 		resp, renew, ok := r.answerReadIndexLocked(m)
@@ -347,23 +325,10 @@ func (r *Replica) Propose(ctx context.Context, cmds [][][]byte) ([]reply.Reply, 
 		r.mu.Unlock()
 		return nil, r.notLeader(st.Lead, r.mu.desc)
 	}
-	p := r.addProposalLocked(cmds)
-	r.mu.Unlock()
-	return r.awaitProposal(ctx, p)
-}
-
-// addProposalLocked queues cmds for the next round as a proposal of this
-// node's.
-// REQUIRES: r.mu held.
-func (r *Replica) addProposalLocked(cmds [][][]byte) *proposal {
-	p := &proposal{id: r.nextProposalIDLocked(), cmds: cmds, ncmds: len(cmds), done: make(chan struct{})}
+	p := &proposal{id: r.nextProposalIDLocked(), cmds: cmds, done: make(chan struct{})}
 	r.mu.pending = append(r.mu.pending, p)
 	r.mu.proposals[p.id] = p
-	return p
-}
-
-// awaitProposal wakes the Ready loop and waits for p's outcome.
-func (r *Replica) awaitProposal(ctx context.Context, p *proposal) ([]reply.Reply, error) {
+	r.mu.Unlock()
 	r.store.cfg.Metrics.Proposals.Inc()
 	r.store.signal()
 	start := time.Now()
@@ -393,7 +358,7 @@ func (r *Replica) flushProposalsLocked() {
 	pend := r.mu.pending
 	r.mu.pending = nil
 	if r.mu.rn.BasicStatus().RaftState != raft.StateLeader {
-		r.flushForwardLocked(pend)
+		r.dropLocked(pend)
 		return
 	}
 	ts := r.store.cfg.Now()
@@ -401,8 +366,7 @@ func (r *Replica) flushProposalsLocked() {
 		ts = r.mu.lastTS
 	}
 	r.mu.lastTS = ts
-	self := uint64(r.store.cfg.NodeID)
-	e := entryPayload{node: self, ts: ts}
+	e := entryPayload{node: uint64(r.store.cfg.NodeID), ts: ts}
 	for len(pend) > 0 {
 		e.props = e.props[:0]
 		size, n := 0, 0
@@ -412,11 +376,7 @@ func (r *Replica) flushProposalsLocked() {
 				break
 			}
 			size += sz
-			origin := pend[n].origin
-			if origin == 0 {
-				origin = self
-			}
-			e.props = append(e.props, entryProposal{node: origin, id: pend[n].id, cmds: pend[n].cmds})
+			e.props = append(e.props, entryProposal{id: pend[n].id, cmds: pend[n].cmds})
 			n++
 		}
 		if err := r.mu.rn.Propose(encodeEntry(&e)); err != nil {
@@ -429,15 +389,10 @@ func (r *Replica) flushProposalsLocked() {
 	}
 }
 
-// dropLocked fails proposals that never reached the log (a nack tells
-// the follower that forwarded one).
+// dropLocked fails proposals that never reached the log.
 // REQUIRES: r.mu held.
 func (r *Replica) dropLocked(ps []*proposal) {
 	for _, p := range ps {
-		if p.origin != 0 {
-			r.nackLocked(p.origin, []uint64{p.id}, nil)
-			continue
-		}
 		if _, ok := r.mu.proposals[p.id]; ok {
 			delete(r.mu.proposals, p.id)
 			p.finish(nil, ErrProposalDropped)

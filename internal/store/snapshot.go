@@ -119,10 +119,6 @@ func (r *Replica) stageSnapshot(b *pebble.Batch, it *readyItem) error {
 	}
 	it.applied = storage.AppliedState{Index: meta.GetIndex(), Term: meta.GetTerm(), ConfState: meta.GetConfState()}
 	it.appliedSet, it.snapApplied, it.snapDesc = true, true, desc
-	// A proposal this node forwarded may be in the snapshot, or not.
-	r.mu.Lock()
-	r.failForwardedLocked(it, 0, ErrAmbiguous)
-	r.mu.Unlock()
 	return storage.SetAppliedState(b, r.id, it.applied)
 }
 

@@ -43,11 +43,6 @@ type Config struct {
 	// SnapshotThreshold: the log is truncated once it holds more than this
 	// many applied entries.
 	SnapshotThreshold uint64
-	// ForwardThroughRaft: Replica.Submit on a follower sends writes to the
-	// leader through Raft and answers them from this node's apply
-	// (forward.go); without it Submit, like Propose, leaves forwarding to
-	// the caller.
-	ForwardThroughRaft bool
 	// MaxInflightBytes bounds unacknowledged MsgApp bytes per follower.
 	MaxInflightBytes uint64
 

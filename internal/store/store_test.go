@@ -169,7 +169,7 @@ func (c *testCluster) startNode(tn *testNode, desc *storage.Descriptor) {
 	s := New(Config{
 		NodeID: storage.NodeID(tn.id), DB: tn.db, FS: tn.fs, Dir: "/db", Transport: lt,
 		TickInterval: 10 * time.Millisecond, ElectionTicks: 10, HeartbeatTicks: 1,
-		SnapshotThreshold: 20, StateMachine: &regMachine{}, ForwardThroughRaft: true,
+		SnapshotThreshold: 20, StateMachine: &regMachine{},
 		Logger: testLog(),
 	})
 	lt.t = c.net.Register(tn.id, handler{s}, func(m *raftpb.Message) (io.ReadCloser, error) {

@@ -88,13 +88,10 @@ func (c *cluster) baseConfig(s *slot) (server.Config, error) {
 		SnapshotThreshold: 40,
 		RequestTimeout:    time.Second,
 		LeaseReads:        true, // as `kvorum start` by default
-		// Odd seeds forward followers' writes through Raft
-		// (--forward-through-raft), even seeds by call (the default).
-		ForwardThroughRaft: c.opts.Seed%2 == 1,
-		PeerInterceptor:    c.net,
-		Logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Now:                func() int64 { return time.Now().UnixMilli() + s.offset.Load() },
-		Unsafe:             c.opts.Unsafe,
+		PeerInterceptor:   c.net,
+		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Now:               func() int64 { return time.Now().UnixMilli() + s.offset.Load() },
+		Unsafe:            c.opts.Unsafe,
 	}, nil
 }
 
