@@ -16,6 +16,15 @@
 //   - a follower appends each batch frame it receives to its log file,
 //     fdatasyncs it and acknowledges it.
 //
+// With -pebble every process keeps its log and data in Pebble, opened as
+// kvorum opens it (storage.Open, the same options): each batch is one
+// synced Pebble batch holding the frame under a log key and each record
+// under its own key, the log truncated as kvorum truncates its Raft log
+// (past 10,000 entries, down to 5,000), and GET reads Pebble. The
+// difference between the two floors is what the storage engine kvorum is
+// built on costs; the rest of kvorum's distance to the -pebble floor is
+// Raft and kvorum's own plumbing.
+//
 // Usage (three processes; see docs/benchmarks.md):
 //
 //	go run ./scripts/floor -follower 127.0.0.1:27380 -dir /tmp/f/1 &
@@ -37,9 +46,11 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/cockroachdb/pebble/v2"
 	"golang.org/x/sys/unix"
 
 	"github.com/kvorum/kvorum/internal/resp/codec"
+	"github.com/kvorum/kvorum/internal/storage"
 )
 
 func main() {
@@ -47,6 +58,7 @@ func main() {
 	peers := flag.String("peers", "", "the followers' `ADDR,ADDR` (leader only)")
 	follower := flag.String("follower", "", "serve the leader on `ADDR` as a follower")
 	dir := flag.String("dir", "", "`DIR` for the log file (created)")
+	usePebble := flag.Bool("pebble", false, "keep the log and the data in Pebble, as kvorum does (see above)")
 	flag.Parse()
 	if *dir == "" || (*leader == "") == (*follower == "") {
 		fmt.Fprintln(os.Stderr, "floor: give -dir and one of -leader (with -peers) or -follower")
@@ -59,11 +71,79 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	var st store = &fileStore{f: f}
+	if *usePebble {
+		db, err := storage.Open(filepath.Join(*dir, "pebble"), storage.Options{})
+		if err != nil {
+			log.Fatal(err)
+		}
+		st = &pebbleStore{db: db}
+	}
 	if *follower != "" {
-		serveFollower(*follower, f)
+		serveFollower(*follower, st)
 		return
 	}
-	runLeader(*leader, strings.Split(*peers, ","), f)
+	runLeader(*leader, strings.Split(*peers, ","), st)
+}
+
+// store persists a batch frame durably; the leader also reads records.
+type store interface {
+	persist(frame []byte)
+}
+
+type fileStore struct{ f *os.File }
+
+func (s *fileStore) persist(frame []byte) {
+	if _, err := s.f.Write(frame); err != nil {
+		log.Fatal(err)
+	}
+	fsync(s.f)
+}
+
+type pebbleStore struct {
+	db       *pebble.DB
+	seq, low uint64
+}
+
+func logKey(seq uint64) []byte { return binary.BigEndian.AppendUint64([]byte{0x02, 'l'}, seq) }
+
+func dataKey(k []byte) []byte { return append([]byte{0x10}, k...) }
+
+func (s *pebbleStore) persist(frame []byte) {
+	b := s.db.NewBatch()
+	defer b.Close()
+	s.seq++
+	_ = b.Set(logKey(s.seq), frame, nil)
+	forEachRecord(frame, func(k, v []byte) { _ = b.Set(dataKey(k), v, nil) })
+	if s.seq-s.low > 10000 {
+		_ = b.DeleteRange(logKey(s.low), logKey(s.seq-5000), nil)
+		s.low = s.seq - 5000
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func (s *pebbleStore) get(k []byte) ([]byte, bool) {
+	v, c, err := s.db.Get(dataKey(k))
+	if err != nil {
+		return nil, false
+	}
+	defer c.Close()
+	return append([]byte(nil), v...), true
+}
+
+// forEachRecord calls fn for each key and value of a batch frame.
+func forEachRecord(frame []byte, fn func(k, v []byte)) {
+	for len(frame) > 0 {
+		n, w := binary.Uvarint(frame)
+		k := frame[w : w+int(n)]
+		frame = frame[w+int(n):]
+		n, w = binary.Uvarint(frame)
+		v := frame[w : w+int(n)]
+		frame = frame[w+int(n):]
+		fn(k, v)
+	}
 }
 
 func fsync(f *os.File) {
@@ -74,7 +154,7 @@ func fsync(f *os.File) {
 
 // serveFollower: frames are a 4-byte length and a batch; the answer to
 // each is one byte, after the batch is appended and synced.
-func serveFollower(addr string, f *os.File) {
+func serveFollower(addr string, f store) {
 	listen(addr, func(c net.Conn) {
 		defer c.Close()
 		r := bufio.NewReaderSize(c, 1<<20)
@@ -92,10 +172,7 @@ func serveFollower(addr string, f *os.File) {
 			if _, err := io.ReadFull(r, buf); err != nil {
 				return
 			}
-			if _, err := f.Write(buf); err != nil {
-				log.Fatal(err)
-			}
-			fsync(f)
+			f.persist(buf)
 			if _, err := c.Write([]byte{1}); err != nil {
 				return
 			}
@@ -129,10 +206,15 @@ type leaderState struct {
 	queue []*write
 	wake  chan struct{}
 	data  sync.Map // string → []byte
+	// pebble, with -pebble: GET reads it (the map stays empty).
+	pebble *pebbleStore
 }
 
-func runLeader(addr string, peers []string, f *os.File) {
+func runLeader(addr string, peers []string, f store) {
 	st := &leaderState{wake: make(chan struct{}, 1)}
+	if ps, ok := f.(*pebbleStore); ok {
+		st.pebble = ps
+	}
 	var conns []net.Conn
 	for _, p := range peers {
 		c, err := net.Dial("tcp", p)
@@ -146,7 +228,7 @@ func runLeader(addr string, peers []string, f *os.File) {
 }
 
 // commit is the group committer: one batch in flight at a time.
-func (st *leaderState) commit(f *os.File, peers []net.Conn) {
+func (st *leaderState) commit(f store, peers []net.Conn) {
 	acks := make(chan error, len(peers))
 	var frame []byte
 	for range st.wake {
@@ -176,15 +258,14 @@ func (st *leaderState) commit(f *os.File, peers []net.Conn) {
 				acks <- err
 			}()
 		}
-		if _, err := f.Write(frame[4:]); err != nil {
-			log.Fatal(err)
-		}
-		fsync(f)
+		f.persist(frame[4:])
 		if err := <-acks; err != nil { // one follower: with this node, a majority
 			log.Fatal(err)
 		}
 		for _, w := range batch {
-			st.data.Store(string(w.key), w.val)
+			if st.pebble == nil {
+				st.data.Store(string(w.key), w.val)
+			}
 			close(w.done)
 		}
 		if err := <-acks; err != nil { // the other, before the next frame
@@ -215,8 +296,14 @@ func (st *leaderState) serve(c net.Conn) {
 			<-wr.done
 			w.WriteString("+OK\r\n")
 		case cmd == "GET" && len(args) == 2:
-			if v, ok := st.data.Load(string(args[1])); ok {
-				b := v.([]byte)
+			var b []byte
+			ok := false
+			if st.pebble != nil {
+				b, ok = st.pebble.get(args[1])
+			} else if v, found := st.data.Load(string(args[1])); found {
+				b, ok = v.([]byte), true
+			}
+			if ok {
 				fmt.Fprintf(w, "$%d\r\n", len(b))
 				w.Write(b)
 				w.WriteString("\r\n")
