@@ -86,7 +86,8 @@ func main() {
 	runLeader(*leader, strings.Split(*peers, ","), st)
 }
 
-// store persists a batch frame durably; the leader also reads records.
+// store persists a batch frame durably (with -pebble the leader also
+// reads its records back: leaderState.pebble).
 type store interface {
 	persist(frame []byte)
 }
@@ -105,7 +106,8 @@ type pebbleStore struct {
 	seq, low uint64
 }
 
-func logKey(seq uint64) []byte { return binary.BigEndian.AppendUint64([]byte{0x02, 'l'}, seq) }
+// logKey is kvorum's Raft log key of range 1 (storage.LogKey).
+func logKey(seq uint64) []byte { return storage.LogKey(1, seq) }
 
 func dataKey(k []byte) []byte { return append([]byte{0x10}, k...) }
 
