@@ -36,17 +36,17 @@ var storageMetrics = []struct {
 		prometheus.CounterValue, func(m *pebble.Metrics) float64 { return float64(m.Compact.Count) }},
 	{"kvorum_storage_wal_written_bytes_total", "Bytes written to the storage engine's write-ahead log (Raft log entries, hard state and applied state, all in one).",
 		prometheus.CounterValue, func(m *pebble.Metrics) float64 { return float64(m.WAL.BytesWritten) }},
-	{"kvorum_storage_flushed_bytes_total", "Bytes of tables written by memtable flushes.",
+	{"kvorum_storage_flushed_bytes_total", "Bytes of tables and blob files (separated values) written by memtable flushes.",
 		prometheus.CounterValue, func(m *pebble.Metrics) float64 {
-			return levelSum(m, func(l *pebble.LevelMetrics) uint64 { return l.TableBytesFlushed })
+			return levelSum(m, func(l *pebble.LevelMetrics) uint64 { return l.TableBytesFlushed + l.BlobBytesFlushed })
 		}},
-	{"kvorum_storage_compacted_bytes_total", "Bytes of tables written by compactions (with the flushed bytes, the write amplification).",
+	{"kvorum_storage_compacted_bytes_total", "Bytes of tables and blob files written by compactions (with the flushed bytes, the write amplification).",
 		prometheus.CounterValue, func(m *pebble.Metrics) float64 {
-			return levelSum(m, func(l *pebble.LevelMetrics) uint64 { return l.TableBytesCompacted })
+			return levelSum(m, func(l *pebble.LevelMetrics) uint64 { return l.TableBytesCompacted + l.BlobBytesCompacted })
 		}},
-	{"kvorum_storage_compaction_read_bytes_total", "Bytes of tables read by compactions.",
+	{"kvorum_storage_compaction_read_bytes_total", "Bytes of tables read by compactions, with Pebble's estimate of the separated values they referenced.",
 		prometheus.CounterValue, func(m *pebble.Metrics) float64 {
-			return levelSum(m, func(l *pebble.LevelMetrics) uint64 { return l.TableBytesRead })
+			return levelSum(m, func(l *pebble.LevelMetrics) uint64 { return l.TableBytesRead + l.BlobBytesReadEstimate })
 		}},
 	{"kvorum_storage_read_amplification", "Table levels and sublevels a point read may search.",
 		prometheus.GaugeValue, func(m *pebble.Metrics) float64 { return float64(m.ReadAmp()) }},

@@ -449,3 +449,55 @@ func TestCommitAfterStickyWALErrorIsWedged(t *testing.T) {
 	case <-time.After(300 * time.Millisecond):
 	}
 }
+
+// TestOpenSeparatesLargeValues: a store written before value separation
+// (FormatWALSyncChunks, as kvorum made them until then) opens with Open,
+// is ratcheted to FormatValueSeparation with its data intact, and after a
+// flush a large value lives in a blob file while a small one stays in the
+// table. Compactions then move handles, not 1 KiB values.
+func TestOpenSeparatesLargeValues(t *testing.T) {
+	fs := vfs.NewMem()
+	old, err := pebble.Open("/db", &pebble.Options{FS: fs, FormatMajorVersion: pebble.FormatWALSyncChunks, Logger: &recordingLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("v", 1024)
+	if err := setKey(t, old, "old", big); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db := openMem(t, fs)
+	defer db.Close()
+	if v := db.FormatMajorVersion(); v < pebble.FormatValueSeparation {
+		t.Fatalf("format major version %v: an older store was not ratcheted to FormatValueSeparation", v)
+	}
+	if err := setKey(t, db, "big", big); err != nil {
+		t.Fatal(err)
+	}
+	if err := setKey(t, db, "small", "s"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	m := db.Metrics()
+	if m.BlobFiles.LiveCount == 0 || m.BlobFiles.ValueSize < 1024 {
+		t.Fatalf("after a flush: %d blob files holding %d value bytes; want the 1 KiB value separated", m.BlobFiles.LiveCount, m.BlobFiles.ValueSize)
+	}
+	if m.BlobFiles.ValueSize >= 2*1024 {
+		t.Fatalf("blob files hold %d value bytes: more than the one large value flushed", m.BlobFiles.ValueSize)
+	}
+	for k, want := range map[string]string{"old": big, "big": big, "small": "s"} {
+		v, closer, err := db.Get([]byte(k))
+		if err != nil {
+			t.Fatalf("get %s: %v", k, err)
+		}
+		if string(v) != want {
+			t.Fatalf("get %s: %d bytes, want %d", k, len(v), len(want))
+		}
+		closer.Close()
+	}
+}
