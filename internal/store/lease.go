@@ -94,6 +94,11 @@ type leaseState struct {
 	expires time.Time
 	// noLeaseTerm: a leadership transfer began in this term.
 	noLeaseTerm uint64
+	// floor is the commit index when the lease of term was granted: at
+	// least the term's first entry, so above every entry an earlier
+	// leader can have acknowledged (raft answers a ReadIndex only once the
+	// leader committed an entry of its term).
+	floor uint64
 	// probeSent is when the probe in flight was issued, in probeTerm
 	// (zero: none in flight).
 	probeSent time.Time
@@ -159,12 +164,50 @@ func (r *Replica) leaseReadLocked() (b *readBatch, ok, renew bool) {
 	if !ok {
 		return nil, false, false
 	}
-	if r.applied.Load() >= commit {
+	index := r.leaseReadIndexLocked(commit)
+	if r.applied.Load() >= index {
 		return nil, true, renew
 	}
-	b = &readBatch{done: make(chan struct{}), index: commit}
+	b = &readBatch{done: make(chan struct{}), index: index}
 	r.mu.readWait = append(r.mu.readWait, b)
 	return b, true, renew
+}
+
+// leaseReadIndexLocked is the index a read on the lease holder waits for:
+// the commit index, or less when the newest committed entries have not
+// been seen by anyone yet. Linearizability needs the read to reflect every
+// entry whose effects anyone may have seen when the read arrives: entries
+// this replica applied and may have acknowledged (acked: a waiter is
+// answered in the round that applies its entry, before that round's batch
+// is durable and before the applied index moves), entries another node may
+// have applied or read at (sentCommit: followers apply only up to a commit
+// index the leader sent them, and a follower's ReadIndex answer carries
+// the index it reads at), and entries an earlier leader may have
+// acknowledged (the lease's floor). Entries committed after all those, by
+// an acknowledgement that arrived during this round, have been seen by
+// nobody: the read is ordered before them and waits only for the round in
+// progress, not for the next one as well (a round is an fsync: under
+// writes this takes about one fsync off a read on the leader).
+// REQUIRES: r.mu held, a valid lease (leaseIndexLocked ok).
+func (r *Replica) leaseReadIndexLocked(commit uint64) uint64 {
+	seen := max(r.mu.lease.floor, r.mu.sentCommit, r.mu.acked)
+	return min(commit, seen)
+}
+
+// noteSentLocked records the commit index that message m tells another
+// node, before it is sent (see leaseReadIndexLocked).
+// REQUIRES: r.mu held.
+func (r *Replica) noteSentLocked(m *raftpb.Message) {
+	idx := m.GetCommit()
+	switch m.GetType() {
+	case raftpb.MessageType_MsgReadIndexResp:
+		idx = max(idx, m.GetIndex())
+	case raftpb.MessageType_MsgSnap:
+		idx = max(idx, m.GetSnapshot().GetMetadata().GetIndex())
+	}
+	if idx > r.mu.sentCommit {
+		r.mu.sentCommit = idx
+	}
 }
 
 // answerReadIndexLocked answers a follower's ReadIndex request (m, a
@@ -236,6 +279,9 @@ func (r *Replica) probeAnsweredLocked(b *readBatch) {
 		return
 	}
 	exp := b.probeSent.Add(r.store.leaseDuration())
+	if l.term != b.probeTerm {
+		l.floor = max(st.GetCommit(), b.index)
+	}
 	if l.term != b.probeTerm || exp.After(l.expires) {
 		l.term, l.expires = b.probeTerm, exp
 	}

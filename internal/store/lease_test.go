@@ -87,3 +87,35 @@ func TestLeaseDuration(t *testing.T) {
 		t.Fatalf("lease %v without a ticker", got)
 	}
 }
+
+// TestLeaseReadIndex: a read on the lease holder waits for the commit
+// index only as far as anyone may have seen it: the lease's floor, the
+// commit indexes sent to other nodes (MsgApp and heartbeat commits,
+// ReadIndex answers, snapshots), the entries applied here; never above the
+// commit index.
+func TestLeaseReadIndex(t *testing.T) {
+	r := &Replica{}
+	r.mu.lease.floor = 10
+	check := func(commit, want uint64) {
+		t.Helper()
+		if got := r.leaseReadIndexLocked(commit); got != want {
+			t.Fatalf("commit %d, floor %d, sent %d, acked %d: read index %d, want %d",
+				commit, r.mu.lease.floor, r.mu.sentCommit, r.mu.acked, got, want)
+		}
+	}
+	check(15, 10)
+	r.noteSentLocked(&raftpb.Message{Type: raftpb.MessageType_MsgApp.Enum(), Commit: ptr(uint64(12))})
+	check(15, 12)
+	r.noteSentLocked(&raftpb.Message{Type: raftpb.MessageType_MsgHeartbeat.Enum(), Commit: ptr(uint64(11))})
+	check(15, 12) // a lower commit (heartbeat: capped at the follower's match) changes nothing
+	r.mu.acked = 13
+	check(15, 13)
+	r.noteSentLocked(&raftpb.Message{Type: raftpb.MessageType_MsgReadIndexResp.Enum(), Index: ptr(uint64(14))})
+	check(15, 14)
+	r.noteSentLocked(&raftpb.Message{Type: raftpb.MessageType_MsgSnap.Enum(),
+		Snapshot: &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{Index: ptr(uint64(17))}}})
+	check(15, 15) // never above the commit index
+	check(20, 17)
+	r.noteSentLocked(&raftpb.Message{Type: raftpb.MessageType_MsgAppResp.Enum(), Index: ptr(uint64(30))})
+	check(20, 17) // a follower's answer tells no commit
+}

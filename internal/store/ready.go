@@ -100,6 +100,7 @@ func (s *Store) processReady() (more bool, err error) {
 	// entries are applied in the same batch that persists them.
 	var early []*raftpb.Message
 	for _, it := range items {
+		it.r.noteSent(it.rd.Messages)
 		if it.leader {
 			early = append(early, it.rd.Messages...)
 			it.rd.Messages = nil
@@ -201,6 +202,19 @@ func (s *Store) send(msgs []*raftpb.Message) {
 		}
 	}
 	s.cfg.Transport.Send(msgs)
+}
+
+// noteSent records the commit indexes msgs tell other nodes, before they
+// are sent (see leaseReadIndexLocked).
+func (r *Replica) noteSent(msgs []*raftpb.Message) {
+	if len(msgs) == 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range msgs {
+		r.noteSentLocked(m)
+	}
 }
 
 // stage adds the replica's snapshot, entries, hard state and the writes of
@@ -312,6 +326,11 @@ func (r *Replica) stageApply(b *pebble.Batch, it *readyItem) error {
 	if last == nil {
 		return nil
 	}
+	// Before completeEarly answers the round's waiters (see
+	// leaseReadIndexLocked).
+	r.mu.Lock()
+	r.mu.acked = max(r.mu.acked, last.GetIndex())
+	r.mu.Unlock()
 	it.applied = storage.AppliedState{Index: last.GetIndex(), Term: last.GetTerm(), ConfState: cs}
 	it.appliedSet = true
 	r.store.cfg.Metrics.EntriesApplied.Add(float64(len(it.rd.CommittedEntries)))

@@ -61,6 +61,11 @@ type Replica struct {
 		leader     uint64
 		// lease is the leader's read lease (lease.go).
 		lease leaseState
+		// sentCommit is the highest commit index this replica has told
+		// another node (MsgApp, heartbeat, ReadIndex answers), and acked
+		// the last index it applied and may have acknowledged: what any
+		// node can have applied or answered from (leaseReadIndexLocked).
+		sentCommit, acked uint64
 		// staged maps snapshot index to the staged file path.
 		staged map[uint64]string
 	}
@@ -257,6 +262,9 @@ func (r *Replica) step(m *raftpb.Message) {
 	if m.GetType() == raftpb.MessageType_MsgReadIndex {
 		r.mu.Lock()
 		resp, renew, ok := r.answerReadIndexLocked(m)
+		if ok {
+			r.noteSentLocked(resp)
+		}
 		r.mu.Unlock()
 		if ok {
 			// A follower's read batch served by the lease: no heartbeat
