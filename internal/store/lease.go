@@ -213,7 +213,9 @@ func (r *Replica) noteSentLocked(m *raftpb.Message) {
 // answerReadIndexLocked answers a follower's ReadIndex request (m, a
 // MsgReadIndex from another node) from the lease, as raft's leader would
 // after a heartbeat quorum: a MsgReadIndexResp in this term with the
-// commit index and the request's context. ok=false: no lease, step m into
+// index a read here would wait for (leaseReadIndexLocked: the follower's
+// read must reflect what anyone may have seen when the request arrived,
+// no more) and the request's context. ok=false: no lease, step m into
 // raft (which confirms leadership with a heartbeat round).
 // REQUIRES: r.mu held.
 func (r *Replica) answerReadIndexLocked(m *raftpb.Message) (resp *raftpb.Message, renew, ok bool) {
@@ -229,7 +231,7 @@ func (r *Replica) answerReadIndexLocked(m *raftpb.Message) (resp *raftpb.Message
 		To:      proto.Uint64(m.GetFrom()),
 		From:    proto.Uint64(uint64(r.store.cfg.NodeID)),
 		Term:    proto.Uint64(term),
-		Index:   proto.Uint64(commit),
+		Index:   proto.Uint64(r.leaseReadIndexLocked(commit)),
 		Entries: m.GetEntries(),
 	}
 	return resp, renew, true
