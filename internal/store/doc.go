@@ -58,8 +58,9 @@
 // # Life of a read
 //
 // A leader that holds a leader lease (Config.LeaseReads; lease.go) takes its
-// own commit index as the read index: ReadBarrier returns at once if that is
-// applied, or waits for it, with no Raft message. Otherwise ReadBarrier
+// own commit index as the read index, capped at what any node or client may
+// have seen of it (leaseReadIndexLocked): ReadBarrier returns at once if
+// that is applied, or waits for it, with no Raft message. Otherwise ReadBarrier
 // queues the caller; the Ready loop issues one ReadIndex for all callers
 // queued since the last round (on the leader, that request also renews the
 // lease). When the ReadState comes back with the leader's commit index,
