@@ -41,12 +41,22 @@ const (
 )
 
 // waitingPrefix starts what LOCK ACQUIRE returns to the node when it
-// queued the client, followed by the entry's index: the node parks the
-// connection until the grant is applied. It never reaches a client.
+// queued the client, followed by the last fencing token handed out when it
+// queued: the node parks the connection until the grant is applied, and
+// takes a holder token above that number for its grant (nextToken hands
+// out increasing tokens, so every grant after the queueing gets a higher
+// one and every earlier grant a token at or below it, even when the grant
+// comes later in the same entry). It never reaches a client. (It was the
+// entry's index until a grant in the same entry, whose token can equal
+// that index, parked a client that held the lock.)
 const waitingPrefix = "KVORUM-LOCK-WAITING "
 
 func (x *ctx) waitingReply() Reply {
-	return Status(waitingPrefix + strconv.FormatUint(x.index, 10))
+	last, err := x.indexKey(counterKey)
+	if err != nil {
+		return errReply(err)
+	}
+	return Status(waitingPrefix + strconv.FormatUint(last, 10))
 }
 
 // LockWaiting reports whether r means "queued: park the client", and the

@@ -323,3 +323,44 @@ func TestLockRecordsGoWithTheirLeases(t *testing.T) {
 		}
 	}
 }
+
+// TestLockGrantInTheQueueingEntry: a waiter queued and granted in the same
+// entry (a release batched after its acquire) gets a token above the
+// number its waiting reply carries, which is what the parked node compares
+// (server.lockOutcome: granted when the holder token is above it). With
+// the entry's index there, the grant's token equalled it and the client
+// stayed parked while holding the lock.
+func TestLockGrantInTheQueueingEntry(t *testing.T) {
+	l := newLockLog(t)
+	a, b := l.id("LEASE", "GRANT", "5000"), l.id("LEASE", "GRANT", "5000")
+	tb := l.id("LOCK", "ACQUIRE", "m", b)
+	// One entry: A queues behind B, then B releases (granting A).
+	l.index++
+	batch := l.db.NewIndexedBatch()
+	defer batch.Close()
+	env := Env{Now: 1_000_000 + int64(l.index), Index: l.index, Effects: &Effects{}}
+	w := Apply(batch, toArgs("LOCK", "ACQUIRE", "m", a), env)
+	queued, ok := LockWaiting(w)
+	if !ok {
+		t.Fatalf("acquire behind a holder: %s, want a waiting reply", show(w))
+	}
+	env.Seq = 1
+	if r := Apply(batch, toArgs("LOCK", "RELEASE", "m", tb), env); show(r) != "1" {
+		t.Fatalf("release: %s", show(r))
+	}
+	if err := batch.Commit(pebble.NoSync); err != nil {
+		t.Fatal(err)
+	}
+	tok, waiting, alive, err := LockState(l.db, []byte("m"), mustU(t, a))
+	if err != nil || waiting || !alive {
+		t.Fatalf("lock state of A: token %d waiting %v alive %v err %v", tok, waiting, alive, err)
+	}
+	if tok <= queued {
+		t.Fatalf("A was granted token %d in the entry that queued it; its waiting reply says %d: the parked client would never see its grant", tok, queued)
+	}
+	// An earlier grant of the same lease reads as earlier: B's token is at
+	// or below what A's waiting reply carries.
+	if mustU(t, tb) > queued {
+		t.Fatalf("B's earlier token %s is above A's waiting number %d", tb, queued)
+	}
+}

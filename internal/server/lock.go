@@ -220,9 +220,10 @@ func (n *Node) execLock(parent context.Context, args [][]byte, a kv.Acquire) rep
 }
 
 // lockOutcome reads the local applied state after a wake-up: the token if
-// the lease was granted after queuedAt (the entry that queued it), an
-// error if it no longer waits, else done=false. This node may lag behind
-// the leader that answered the acquire: a holder entry with a token at or
+// the lease was granted after it queued (a token above queuedAt, the last
+// token handed out when the acquire queued: kv.LockWaiting), an error if
+// it no longer waits, else done=false. This node may lag behind the
+// leader that answered the acquire: a holder entry with a token at or
 // below queuedAt is the lease's previous grant, released since.
 func (n *Node) lockOutcome(ctx context.Context, name []byte, lease, queuedAt uint64) (reply.Reply, bool) {
 	for attempt := 0; ; attempt++ {
