@@ -129,7 +129,8 @@ func (r *Replica) votesDelayed(m *raftpb.Message) bool {
 }
 
 // leaseIndexLocked returns the index a read may use under the lease: the
-// leader's commit index, if this replica leads and holds a valid lease in
+// leader's commit index capped at what anyone may have seen of it
+// (leaseReadIndexLocked), if this replica leads and holds a valid lease in
 // its term (ok). renew reports that the lease needs a probe in the next
 // Ready round (the caller signals the Ready loop).
 // REQUIRES: r.mu held.
@@ -152,19 +153,18 @@ func (r *Replica) leaseIndexLocked() (index, term uint64, ok, renew bool) {
 	if left < r.store.leaseDuration()/2 && !l.renew && !r.probeInFlightLocked(l.term, now) {
 		l.renew, renew = true, true
 	}
-	return st.GetCommit(), l.term, true, renew
+	return r.leaseReadIndexLocked(st.GetCommit()), l.term, true, renew
 }
 
 // leaseReadLocked serves a read from the lease if this replica holds one:
 // ok reports that it does; then b is nil if the read may run at once, or a
-// batch in readWait to wait for (the commit index is not applied yet).
+// batch in readWait to wait for (the read index is not applied yet).
 // REQUIRES: r.mu held.
 func (r *Replica) leaseReadLocked() (b *readBatch, ok, renew bool) {
-	commit, _, ok, renew := r.leaseIndexLocked()
+	index, _, ok, renew := r.leaseIndexLocked()
 	if !ok {
 		return nil, false, false
 	}
-	index := r.leaseReadIndexLocked(commit)
 	if r.applied.Load() >= index {
 		return nil, true, renew
 	}
@@ -188,7 +188,7 @@ func (r *Replica) leaseReadLocked() (b *readBatch, ok, renew bool) {
 // nobody: the read is ordered before them and waits only for the round in
 // progress, not for the next one as well (a round is an fsync: under
 // writes this takes about one fsync off a read on the leader).
-// REQUIRES: r.mu held, a valid lease (leaseIndexLocked ok).
+// REQUIRES: r.mu held, a valid lease (called by leaseIndexLocked).
 func (r *Replica) leaseReadIndexLocked(commit uint64) uint64 {
 	seen := max(r.mu.lease.floor, r.mu.sentCommit, r.mu.acked)
 	return min(commit, seen)
@@ -222,7 +222,7 @@ func (r *Replica) answerReadIndexLocked(m *raftpb.Message) (resp *raftpb.Message
 	if len(m.GetEntries()) != 1 || m.GetFrom() == uint64(r.store.cfg.NodeID) {
 		return nil, false, false
 	}
-	commit, term, ok, renew := r.leaseIndexLocked()
+	index, term, ok, renew := r.leaseIndexLocked()
 	if !ok {
 		return nil, false, false
 	}
@@ -231,7 +231,7 @@ func (r *Replica) answerReadIndexLocked(m *raftpb.Message) (resp *raftpb.Message
 		To:      proto.Uint64(m.GetFrom()),
 		From:    proto.Uint64(uint64(r.store.cfg.NodeID)),
 		Term:    proto.Uint64(term),
-		Index:   proto.Uint64(r.leaseReadIndexLocked(commit)),
+		Index:   proto.Uint64(index),
 		Entries: m.GetEntries(),
 	}
 	return resp, renew, true
