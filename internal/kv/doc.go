@@ -103,10 +103,14 @@
 //
 // A record whose deadline is <= nowMs is treated as absent by every read
 // and write at once (a write simply replaces it). The leader deletes such
-// keys in the background: ExpiredKeys finds them and the internal command
-// KVORUM.DELEXPIRED deletes each key only if it is still expired at apply
-// time, so a key whose TTL was extended meanwhile survives. Internal
-// commands (KVORUM.DELEXPIRED, KVORUM.EXEC) are not in Commands(), Lookup
+// keys in the background: ExpiredKeys reads them, earliest deadline first,
+// from the expiry index (expiry.go: one hidden key per key with a deadline,
+// kept by every write at apply, as Redis keeps its `expires` dict), and the
+// internal command KVORUM.DELEXPIRED deletes each key only if it is still
+// expired at apply time, so a key whose TTL was extended meanwhile
+// survives. A store written before the index existed gets it built by
+// KVORUM.TTLINDEX entries, a chunk of keys each. Internal commands
+// (KVORUM.DELEXPIRED, KVORUM.EXEC) are not in Commands(), Lookup
 // and Check treat them as unknown, and IsInternal lets the client layer
 // refuse them.
 //

@@ -337,6 +337,13 @@ func (x *ctx) replace(k []byte, old record, had bool, rec *record) error {
 			return err
 		}
 	}
+	var oldExpire int64
+	if had {
+		oldExpire = old.expire
+	}
+	if err := x.indexTTL(k, oldExpire, rec.expire); err != nil {
+		return err
+	}
 	return x.storeOver(k, rec)
 }
 
@@ -367,6 +374,9 @@ func (x *ctx) remove(k []byte) error {
 		if err := x.dropElements(k, old.version); err != nil {
 			return err
 		}
+	}
+	if err := x.indexTTL(k, old.expire, 0); err != nil {
+		return err
 	}
 	mk := x.metaKey(k)
 	if err := x.w.Delete(mk, nil); err != nil {
@@ -480,8 +490,10 @@ func iterKeysFrom(r pebble.Reader, from []byte, nowMs int64, fn func(user []byte
 }
 
 func iterKeysImpl(r pebble.Reader, from []byte, exclusive bool, nowMs int64, fn func(user []byte, sk []byte, rec *record) bool) (err error) {
-	start, end := UserSpan()
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
+	// Hidden keys (below firstUserKey) are not keys: the iterator starts
+	// above them rather than stepping over the expiry index.
+	_, end := UserSpan()
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: firstUserKey, UpperBound: end})
 	if err != nil {
 		return err
 	}

@@ -41,7 +41,9 @@ func init() {
 	def("flushall", -1, "write", 0, 0, 0, "server", "Removes all keys from all databases.", cmdFlush, checkFlush)
 	def("kvorum.delexpired", -2, "write", 1, -1, 1, "generic", "Internal: deletes keys whose deadline has passed.", cmdDelExpired, nil)
 	table["kvorum.delexpired"].internal = true
-	specList = specList[:len(specList)-1]
+	def("kvorum.ttlindex", 1, "write", 0, 0, 0, "generic", "Internal: indexes the deadlines of the next keys written before the expiry index existed.", cmdTTLIndex, nil)
+	table["kvorum.ttlindex"].internal = true
+	specList = specList[:len(specList)-2]
 }
 
 func cmdDel(x *ctx, args [][]byte) Reply { return countKeys(x, args[1:], true) }
@@ -495,6 +497,9 @@ func cmdFlush(x *ctx, _ [][]byte) Reply {
 	if err := x.w.DeleteRange(firstUserKey, end, nil); err != nil {
 		return errReply(err)
 	}
+	if err := x.w.DeleteRange(ttlPrefix, prefixEnd(ttlPrefix), nil); err != nil {
+		return errReply(err)
+	}
 	if x.cache != nil {
 		x.cache.Clear()
 	}
@@ -526,36 +531,4 @@ func cmdDelExpired(x *ctx, args [][]byte) Reply {
 		n++
 	}
 	return Int(n)
-}
-
-// ExpiredKeys returns up to limit user keys whose deadline is <= nowMs,
-// scanning after user key `after` (nil: from the start), and the cursor to
-// continue from (nil once the scan reached the end).
-func ExpiredKeys(r pebble.Reader, after []byte, nowMs int64, limit int) (keys [][]byte, next []byte, err error) {
-	if limit < 1 {
-		limit = 1
-	}
-	var from []byte
-	if after != nil {
-		from = metaKey(after)
-	}
-	scanned := 0
-	lastUser := make([]byte, 0, 32) // never nil: "" is a valid key
-	done := true
-	err = iterKeys(r, from, math.MinInt64, func(user, _ []byte, rec *record) bool {
-		scanned++
-		lastUser = append(lastUser[:0], user...)
-		if rec.expired(nowMs) {
-			keys = append(keys, append([]byte(nil), user...))
-		}
-		if len(keys) >= limit || scanned >= limit*64 {
-			done = false
-			return false
-		}
-		return true
-	})
-	if err != nil || done {
-		return keys, nil, err
-	}
-	return keys, lastUser, nil
 }

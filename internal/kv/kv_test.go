@@ -105,22 +105,13 @@ func TestExpiredKeysAndDelExpired(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		run(t, db, 1000, "SET", fmt.Sprintf("k%02d", i), "v", "PX", fmt.Sprint(10+i%2*1000))
 	}
-	keys, next, err := ExpiredKeys(db, nil, 1500, 10)
-	if err != nil || len(keys) != 10 || next == nil {
-		t.Fatalf("first page: %d keys, next %q, %v", len(keys), next, err)
+	keys, err := ExpiredKeys(db, 1500, 10)
+	if err != nil || len(keys) != 10 {
+		t.Fatalf("first page: %d keys, %v", len(keys), err)
 	}
-	var all [][]byte
-	var cursor []byte
-	for {
-		keys, next, err := ExpiredKeys(db, cursor, 1500, 7)
-		if err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, keys...)
-		if next == nil {
-			break
-		}
-		cursor = next
+	all, err := ExpiredKeys(db, 1500, 1000)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if len(all) != 25 {
 		t.Fatalf("expired keys: %d, want 25", len(all))

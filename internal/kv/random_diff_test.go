@@ -76,6 +76,7 @@ func diffRun(t *testing.T, rc *redis.Client, seq [][]string) (int, bool) {
 			return i + 1, false
 		}
 	}
+	checkExpiryIndex(t, db)
 	return len(seq), true
 }
 

@@ -31,6 +31,7 @@ type ctx struct {
 	fx         *Effects // what the entry did besides replies and writes; nil: not recorded
 	nested     bool     // run by call: inside a transaction or FENCED (nobody can park)
 	kbuf, vbuf []byte   // scratch: storage key, encoded record
+	tbuf       []byte   // scratch: expiry index key (indexTTL)
 	rng        *rand.PCG
 	calls      uint64          // nested commands run by call, for their seeds
 	cache      *reccache.Cache // Apply only: the records the batch and store hold; nil: none

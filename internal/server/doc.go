@@ -88,7 +88,9 @@
 //     RemoveMember, TransferLeader; a change asked of a follower is
 //     forwarded to the leader (onLeader).
 //   - expiryLoop and leaseLoop, one each, on every node, acting only while
-//     it leads: they propose KVORUM.DELEXPIRED and KVORUM.LEASEEXPIRE.
+//     it leads: they propose KVORUM.DELEXPIRED (KVORUM.TTLINDEX first,
+//     until the expiry index of an older store is built) and
+//     KVORUM.LEASEEXPIRE.
 //     leaseLoop owns the timing of leases (leaseTracker). Stop waits for
 //     both (Node.bg) before it closes Pebble, since they read it.
 //   - diskLoop polls free space (diskMonitor: atomics, read by every

@@ -28,16 +28,15 @@ func (n *Node) untilStop() (context.Context, context.CancelFunc) {
 // expiryBatch bounds the leases expired per proposal (lock.go).
 const expiryBatch = 256
 
-// keyExpiryBatch bounds the keys deleted per proposal, and so the records a
-// scan reads (kv.ExpiredKeys: at most 64 times as many). A scan reads every
-// record with its value through the block cache: at 256 (16,384 records,
-// ~16 MiB of blocks a second on 1 KiB values) it took 9 % of a leader's CPU
-// under a read-only load with no TTL at all, and kept evicting the hot
-// blocks from the 32 MiB cache.
-const keyExpiryBatch = 32
+// keyExpiryBatch bounds the keys deleted per proposal. They come from the
+// expiry index (kv.ExpiredKeys), which holds only keys with a deadline,
+// earliest first: a sweep reads nothing but the keys it deletes.
+const keyExpiryBatch = 256
 
-// keyExpiryRounds bounds the proposals per tick: while every scan fills a
+// keyExpiryRounds bounds the proposals per tick: while every read fills a
 // batch (many keys expire at once), the next one runs in the same tick.
+// The same bound holds for the entries that build the expiry index of a
+// store written by an older kvorum (kv.ExpiryIndexBuilt).
 const keyExpiryRounds = 8
 
 // expiryLoop runs on every node; it acts only while this node leads. It
@@ -51,7 +50,6 @@ func (n *Node) expiryLoop() {
 	defer cancelBase()
 	t := time.NewTicker(expiryInterval)
 	defer t.Stop()
-	var cursor []byte
 	for {
 		select {
 		case <-n.stopper:
@@ -62,25 +60,39 @@ func (n *Node) expiryLoop() {
 		if _, local := r.Leader(); !local {
 			continue
 		}
+		built, err := kv.ExpiryIndexBuilt(n.store.DB())
+		if err != nil {
+			n.cfg.Logger.Warn("expiry index", "err", err)
+			continue
+		}
 		for round := 0; round < keyExpiryRounds; round++ {
-			keys, next, err := kv.ExpiredKeys(n.store.DB(), cursor, n.cfg.Now(), keyExpiryBatch)
-			if err != nil {
-				n.cfg.Logger.Warn("expiry scan", "err", err)
-				break
+			cmd := [][]byte{[]byte("KVORUM.TTLINDEX")}
+			if built {
+				keys, err := kv.ExpiredKeys(n.store.DB(), n.cfg.Now(), keyExpiryBatch)
+				if err != nil {
+					n.cfg.Logger.Warn("expiry scan", "err", err)
+					break
+				}
+				if len(keys) == 0 {
+					break
+				}
+				cmd = append([][]byte{[]byte("KVORUM.DELEXPIRED")}, keys...)
 			}
-			cursor = next
-			if len(keys) == 0 {
-				break
-			}
-			cmd := append([][]byte{[]byte("KVORUM.DELEXPIRED")}, keys...)
 			ctx, cancel := context.WithTimeout(base, n.cfg.RequestTimeout)
-			_, err = r.Propose(ctx, [][][]byte{cmd})
+			replies, err := r.Propose(ctx, [][][]byte{cmd})
 			cancel()
 			if err != nil {
 				n.cfg.Logger.Debug("expiry proposal", "err", err)
 				break
 			}
-			if len(keys) < keyExpiryBatch {
+			if !built {
+				// 0: this entry found the index built (or finished it).
+				if len(replies) == 1 && replies[0].Int == 0 {
+					break
+				}
+				continue
+			}
+			if len(cmd)-1 < keyExpiryBatch {
 				break
 			}
 		}
