@@ -75,7 +75,10 @@ kind (read, update, insert; an HDR-style histogram, 0.4% precision),
 errors (error replies, broken connections; a cell with errors is marked
 FAILED), the servers' CPU seconds in the window (utime+stime from
 /proc/PID/stat, summed over the target's processes) and per operation,
-their RSS at the end of the cell (VmRSS), and this process's CPU seconds.
+their RSS at the end of the cell (VmRSS, and in brackets its anonymous part,
+RssAnon: what the server allocated, without the file pages of its binary,
+which every process of the same binary shares), and this process's CPU
+seconds.
 
 The report goes to stdout as Markdown tables (for docs/benchmarks.md), or
 JSON with --json; --png draws throughput (and p99 latency) per workload

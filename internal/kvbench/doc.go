@@ -16,7 +16,7 @@
 // command-line flags in their messages) and returns a Report with one Cell
 // per (workload, clients, target): throughput, latency percentiles per
 // operation kind, errors, the servers' CPU time (utime+stime from
-// /proc/PID/stat) and RSS, and the benchmark's own CPU time. For every
+// /proc/PID/stat) and RSS (with its anonymous part), and the benchmark's own CPU time. For every
 // (workload, clients) pair the targets run one after another, so their
 // ratios are fair on a noisy machine. Report.WriteText prints Markdown
 // tables, WriteJSON the whole report, WritePNG a chart.

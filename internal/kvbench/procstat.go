@@ -53,25 +53,38 @@ func procsCPU(pids []int) (total time.Duration, err error) {
 }
 
 // procRSS is a process's resident set size in bytes (VmRSS in
-// /proc/PID/status).
-func procRSS(pid int) (int64, error) {
+// /proc/PID/status) and its anonymous part (RssAnon: the heap and the
+// caches it allocated; the rest is file pages, mostly its own binary,
+// shared with every process that maps the same file).
+func procRSS(pid int) (rss, anon int64, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
+	rss, anon = -1, -1
 	for _, l := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			f := strings.Fields(rest)
-			if len(f) == 2 && f[1] == "kB" {
-				kb, err := strconv.ParseInt(f[0], 10, 64)
-				if err == nil {
-					return kb << 10, nil
-				}
-			}
-			return 0, fmt.Errorf("/proc/%d/status: bad VmRSS line %q", pid, l)
+		name, rest, ok := strings.Cut(l, ":")
+		if !ok || (name != "VmRSS" && name != "RssAnon") {
+			continue
+		}
+		f := strings.Fields(rest)
+		kb, perr := int64(0), error(nil)
+		if len(f) == 2 && f[1] == "kB" {
+			kb, perr = strconv.ParseInt(f[0], 10, 64)
+		}
+		if len(f) != 2 || f[1] != "kB" || perr != nil {
+			return 0, 0, fmt.Errorf("/proc/%d/status: bad %s line %q", pid, name, l)
+		}
+		if name == "VmRSS" {
+			rss = kb << 10
+		} else {
+			anon = kb << 10
 		}
 	}
-	return 0, fmt.Errorf("/proc/%d/status: no VmRSS (a kernel thread or a zombie?)", pid)
+	if rss < 0 || anon < 0 {
+		return 0, 0, fmt.Errorf("/proc/%d/status: no VmRSS or RssAnon (a kernel thread or a zombie?)", pid)
+	}
+	return rss, anon, nil
 }
 
 // selfCPU is this process's user+system CPU time so far.

@@ -72,7 +72,8 @@ type Cell struct {
 	CPUUsPerOp  float64     `json:"server_cpu_us_per_op"`
 	BenchCPUS   float64     `json:"bench_cpu_s"` // this benchmark process's CPU in the window
 	RSS         []ProcRSS   `json:"rss,omitempty"`
-	RSSMiB      float64     `json:"rss_mib"` // sum over the target's processes, at the end of the cell
+	RSSMiB      float64     `json:"rss_mib"`  // sum over the target's processes, at the end of the cell
+	AnonMiB     float64     `json:"anon_mib"` // the anonymous part of RSSMiB (RssAnon: not the binary's file pages)
 	Failed      bool        `json:"failed"`
 	Error       string      `json:"error,omitempty"`
 }
@@ -93,8 +94,9 @@ type KindStats struct {
 
 // ProcRSS is a server process's resident memory.
 type ProcRSS struct {
-	PID int     `json:"pid"`
-	MiB float64 `json:"mib"`
+	PID     int     `json:"pid"`
+	MiB     float64 `json:"mib"`
+	AnonMiB float64 `json:"anon_mib"` // RssAnon: resident memory that is not file pages
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -236,7 +238,7 @@ func (r *Report) WriteText(w io.Writer) {
 		base = " | vs " + r.Baseline
 	}
 	fmt.Fprintf(w, "\nThroughput and cost (server CPU: utime+stime of the target's processes in the window; bench CPU: this process, client side):\n\n")
-	fmt.Fprintf(w, "| workload | clients | target | ops/s%s | p50 ms | p99 ms%s | errors | server CPU s | CPU µs/op | bench CPU s | RSS MiB | RSS MiB per process |\n", base, base)
+	fmt.Fprintf(w, "| workload | clients | target | ops/s%s | p50 ms | p99 ms%s | errors | server CPU s | CPU µs/op | bench CPU s | RSS MiB | RSS MiB per process (anonymous) |\n", base, base)
 	rc := strings.Repeat("--:|", boolInt(base != "")) // a ratio column
 	fmt.Fprintf(w, "|---|--:|---|--:|%s--:|--:|%s--:|--:|--:|--:|--:|--:|\n", rc, rc)
 	for _, c := range r.Cells {
@@ -257,7 +259,7 @@ func (r *Report) WriteText(w io.Writer) {
 			cpu, perOp, rss = fmt.Sprintf("%.2f", c.ServerCPUS), fmt.Sprintf("%.1f", c.CPUUsPerOp), fmt.Sprintf("%.0f", c.RSSMiB)
 			per := make([]string, len(c.RSS))
 			for i, p := range c.RSS {
-				per[i] = fmt.Sprintf("%.0f", p.MiB)
+				per[i] = fmt.Sprintf("%.0f (%.0f)", p.MiB, p.AnonMiB)
 			}
 			perProc = strings.Join(per, "/")
 		}

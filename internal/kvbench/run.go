@@ -390,12 +390,13 @@ func runCell(ctx context.Context, cfg *Config, t *target, wl Workload, nclients 
 			cell.CPUUsPerOp = cell.ServerCPUS * 1e6 / float64(cell.Ops)
 		}
 		for _, p := range t.PIDs {
-			rss, err := procRSS(p)
+			rss, anon, err := procRSS(p)
 			if err != nil && cell.Error == "" {
 				cell.Error = "server memory: " + err.Error()
 			}
-			cell.RSS = append(cell.RSS, ProcRSS{PID: p, MiB: float64(rss) / (1 << 20)})
+			cell.RSS = append(cell.RSS, ProcRSS{PID: p, MiB: float64(rss) / (1 << 20), AnonMiB: float64(anon) / (1 << 20)})
 			cell.RSSMiB += float64(rss) / (1 << 20)
+			cell.AnonMiB += float64(anon) / (1 << 20)
 		}
 	}
 	if ctx.Err() != nil && cell.Error == "" {

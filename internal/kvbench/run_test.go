@@ -79,6 +79,9 @@ func TestRunStartRedis(t *testing.T) {
 	if a.ServerCPUS <= 0 || a.CPUUsPerOp <= 0 || a.RSSMiB <= 0 || len(a.RSS) != 1 || a.BenchCPUS <= 0 {
 		t.Errorf("no server CPU/memory figures: %+v", a)
 	}
+	if a.AnonMiB <= 0 || a.AnonMiB > a.RSSMiB || a.RSS[0].AnonMiB != a.AnonMiB {
+		t.Errorf("anonymous memory %v of RSS %v (per process %+v)", a.AnonMiB, a.RSSMiB, a.RSS)
+	}
 	if len(rep.Targets) != 2 || rep.Targets[1].Skipped == "" || !strings.Contains(rep.Targets[1].Skipped, "no-etcd") {
 		t.Errorf("targets %+v", rep.Targets)
 	}
