@@ -71,7 +71,7 @@ type Config struct {
 	CacheSize int
 	// MemTableSize is the size in bytes of one of the storage engine's
 	// memtables (write buffers; two exist while one is flushed). 0 means
-	// storage.DefaultMemTableSize (32 MiB).
+	// storage.DefaultMemTableSize (16 MiB).
 	MemTableSize int
 	// RecordCache is how many keys' metadata records (type, deadline,
 	// incarnation; the value too when at most 128 bytes) the apply path
