@@ -98,13 +98,25 @@ func (s *Store) processReady() (more bool, err error) {
 	// 10.2.1): followers persist in parallel with the leader, and nothing is
 	// acknowledged to a client before this round's batch is durable, since
 	// entries are applied in the same batch that persists them.
+	// A follower's ReadIndex requests need nothing of the round's batch
+	// either: they go now too, not after its fsync.
 	var early []*raftpb.Message
 	for _, it := range items {
 		it.r.noteSent(it.rd.Messages)
 		if it.leader {
 			early = append(early, it.rd.Messages...)
 			it.rd.Messages = nil
+			continue
 		}
+		keep := it.rd.Messages[:0]
+		for _, m := range it.rd.Messages {
+			if m.GetType() == raftpb.MessageType_MsgReadIndex {
+				early = append(early, m)
+			} else {
+				keep = append(keep, m)
+			}
+		}
+		it.rd.Messages = keep
 	}
 	s.send(early)
 

@@ -279,6 +279,9 @@ func (r *Replica) step(m *raftpb.Message) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if m.GetType() == raftpb.MessageType_MsgReadIndexResp && r.takeReadIndexLocked(m) {
+		return
+	}
 	if r.votesDelayed(m) {
 		r.store.log.Debug("vote request dropped: replica started less than an election timeout ago",
 			"range", r.id, "type", m.GetType(), "from", m.GetFrom(), "term", m.GetTerm())
@@ -557,6 +560,38 @@ func (r *Replica) sendReadIndexLocked(b *readBatch) {
 	r.mu.readSentAt = r.store.mono()
 	b.sent = r.mu.readSentAt
 	r.mu.rn.ReadIndex(ctx[:])
+}
+
+// takeReadIndexLocked takes the leader's answer m to one of this
+// follower's ReadIndex requests as it arrives, rather than through the
+// next Ready round (which would hand it over after that round's fsync):
+// the batch waits from now on only for its index to be applied. It takes
+// only what raft itself would turn into a ReadState: an answer from the
+// leader it follows, in its current term, to a request in flight; false
+// leaves m to raft.
+// REQUIRES: r.mu held.
+func (r *Replica) takeReadIndexLocked(m *raftpb.Message) bool {
+	if len(m.GetEntries()) != 1 || len(m.GetEntries()[0].GetData()) != 8 {
+		return false
+	}
+	st := r.mu.rn.BasicStatus()
+	if st.RaftState != raft.StateFollower || m.GetFrom() != st.Lead || m.GetTerm() != st.GetTerm() {
+		return false
+	}
+	seq := binary.BigEndian.Uint64(m.GetEntries()[0].GetData())
+	b, ok := r.mu.readSent[seq]
+	if !ok {
+		return false
+	}
+	delete(r.mu.readSent, seq)
+	b.index = m.GetIndex()
+	b.answered = r.store.mono()
+	r.mu.readWait = append(r.mu.readWait, b)
+	r.releaseReadsLocked(r.applied.Load())
+	if len(r.mu.readQueue) > 0 && len(r.mu.readSent) == 0 {
+		r.store.signal() // reads held back by readRoundPendingLocked: their turn
+	}
+	return true
 }
 
 // observeReadLocked records a ReadIndex batch's timings as it is released.
