@@ -66,7 +66,9 @@
 // lease). When the ReadState comes back with the leader's commit index,
 // callers wait until this replica has applied up to that index and then
 // read Pebble directly. Followers serve reads this way too, so every node
-// answers linearizably. Replicas drop vote requests for an election
+// answers linearizably; a follower sends its request before its round's
+// fsync and takes the leader's answer as it arrives (takeReadIndexLocked:
+// only an answer raft itself would accept), not from a later Ready round. Replicas drop vote requests for an election
 // timeout after they start (lease.go, "the restart hole").
 //
 // # Tests
