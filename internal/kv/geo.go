@@ -9,7 +9,6 @@ import (
 
 	"github.com/kvorum/kvorum/internal/geohash"
 	"github.com/kvorum/kvorum/internal/redisnum"
-	"github.com/kvorum/kvorum/internal/reply"
 )
 
 // GEO commands, a port of Redis 7.0's geo.c (package geohash has the
@@ -67,83 +66,10 @@ func init() {
 
 // Redis error texts of the GEO commands.
 var (
-	errGeoUnit      = Error("ERR unsupported unit provided. please use M, KM, FT, MI")
-	errGeoRadius    = Error("ERR need numeric radius")
-	errGeoRadiusNeg = Error("ERR radius cannot be negative")
-	errGeoWidth     = Error("ERR need numeric width")
-	errGeoHeight    = Error("ERR need numeric height")
-	errGeoBoxNeg    = Error("ERR height or width cannot be negative")
-	errGeoMember    = Error("ERR could not decode requested zset member")
-	errGeoCount     = Error("ERR COUNT must be > 0")
-	errGeoAny       = Error("ERR the ANY argument requires COUNT argument")
+	errGeoMember = Error("ERR could not decode requested zset member")
+	errGeoCount  = Error("ERR COUNT must be > 0")
+	errGeoAny    = Error("ERR the ANY argument requires COUNT argument")
 )
-
-// geoEq compares an argument with a keyword as Redis's strcasecmp does on
-// the C string (up to the first NUL byte).
-func geoEq(b []byte, kw string) bool {
-	if i := bytes.IndexByte(b, 0); i >= 0 {
-		b = b[:i]
-	}
-	return strings.EqualFold(string(b), kw)
-}
-
-// geoAppendF appends f as C's "%f" does.
-func geoAppendF(b []byte, f float64) []byte {
-	switch {
-	case math.IsInf(f, 1):
-		return append(b, "inf"...)
-	case math.IsInf(f, -1):
-		return append(b, "-inf"...)
-	}
-	return strconv.AppendFloat(b, f, 'f', 6, 64)
-}
-
-// geoParseLonLat is extractLongLatOrReply.
-func geoParseLonLat(lonb, latb []byte) (lon, lat float64, r Reply, ok bool) {
-	if lon, ok = redisnum.ParseDouble(lonb); !ok {
-		return 0, 0, errNotFloat, false
-	}
-	if lat, ok = redisnum.ParseDouble(latb); !ok {
-		return 0, 0, errNotFloat, false
-	}
-	if lon < geohash.LongMin || lon > geohash.LongMax || lat < geohash.LatMin || lat > geohash.LatMax {
-		b := append([]byte("ERR invalid longitude,latitude pair "), geoAppendF(nil, lon)...)
-		b = geoAppendF(append(b, ','), lat)
-		return 0, 0, Error(string(b)), false
-	}
-	return lon, lat, Reply{}, true
-}
-
-// geoParseUnit is extractUnitOrReply: the factor converting the unit to
-// meters.
-func geoParseUnit(b []byte) (float64, Reply, bool) {
-	switch {
-	case geoEq(b, "m"):
-		return 1, Reply{}, true
-	case geoEq(b, "km"):
-		return 1000, Reply{}, true
-	case geoEq(b, "ft"):
-		return 0.3048, Reply{}, true
-	case geoEq(b, "mi"):
-		return 1609.34, Reply{}, true
-	}
-	return 0, errGeoUnit, false
-}
-
-// geoCoordReply is addReplyHumanLongDouble's reply for a coordinate: a
-// RESP3 double, a bulk string in RESP2, both with 17 decimals (which is
-// not always the double's own value: 0.00000268220901489 for
-// 2.6822090148925781e-06). Float holds the number that text stands for,
-// what a client reads; Str holds the text, for a writer that can send it
-// as the RESP2 bulk string (see the note at the top of the file).
-func geoCoordReply(f float64) Reply {
-	t := redisnum.FormatHuman(f)
-	v, err := strconv.ParseFloat(string(t), 64)
-	if err != nil {
-		v = f
-	}
-	return Reply{Kind: reply.KindDouble, Float: v, Str: t}
-}
 
 // ---------------------------------------------------------------------------
 // GEOADD
@@ -158,13 +84,13 @@ func parseGeoAdd(args [][]byte) ([][]byte, Reply, bool) {
 opts:
 	for ; i < len(args); i++ {
 		switch {
-		case geoEq(args[i], "nx"):
+		case geohash.Eq(args[i], "nx"):
 			nx = true
 			zargs = append(zargs, []byte("nx"))
-		case geoEq(args[i], "xx"):
+		case geohash.Eq(args[i], "xx"):
 			xx = true
 			zargs = append(zargs, []byte("xx"))
-		case geoEq(args[i], "ch"):
+		case geohash.Eq(args[i], "ch"):
 			zargs = append(zargs, []byte("ch"))
 		default:
 			break opts
@@ -177,7 +103,7 @@ opts:
 		return nil, errSyntax, false // ZADD's: no score-member pair
 	}
 	for ; i < len(args); i += 3 {
-		lon, lat, r, ok := geoParseLonLat(args[i], args[i+1])
+		lon, lat, r, ok := geohash.ParseLonLat(args[i], args[i+1])
 		if !ok {
 			return nil, r, false
 		}
@@ -204,7 +130,7 @@ func geoMemberPos(z *zview, member []byte) (lon, lat float64, ok bool, err error
 
 func cmdGeoPos(x *ctx, args [][]byte) Reply {
 	return geoEachMember(x, args, NilArray, func(lon, lat float64) Reply {
-		return Array(geoCoordReply(lon), geoCoordReply(lat))
+		return Array(geohash.CoordReply(lon), geohash.CoordReply(lat))
 	})
 }
 
@@ -242,7 +168,7 @@ func parseGeoDist(args [][]byte) (float64, Reply, bool) {
 	case 4:
 		return 1, Reply{}, true
 	case 5:
-		return geoParseUnit(args[4])
+		return geohash.ParseUnit(args[4])
 	}
 	return 0, errSyntax, false
 }
@@ -308,7 +234,7 @@ func geoVariant(name []byte) (flags, src int) {
 // georadiusGetKeys looks: a write.
 func geoHasStore(args [][]byte) bool {
 	for i := 5; i+1 < len(args); i++ {
-		if geoEq(args[i], "store") || geoEq(args[i], "storedist") {
+		if geohash.Eq(args[i], "store") || geohash.Eq(args[i], "storedist") {
 			return true
 		}
 	}
@@ -333,46 +259,6 @@ type geoSource struct {
 	pos    func(member []byte) (lon, lat float64, ok bool, err error)
 }
 
-// geoParseDistance is extractDistanceOrReply (radius and unit).
-func geoParseDistance(s *geohash.Shape, rb, ub []byte) (Reply, bool) {
-	d, ok := redisnum.ParseDouble(rb)
-	if !ok {
-		return errGeoRadius, false
-	}
-	if d < 0 {
-		return errGeoRadiusNeg, false
-	}
-	s.Radius = d
-	conv, r, ok := geoParseUnit(ub)
-	if !ok {
-		return r, false
-	}
-	s.Conv = conv
-	return Reply{}, true
-}
-
-// geoParseBox is extractBoxOrReply (width, height and unit).
-func geoParseBox(s *geohash.Shape, wb, hb, ub []byte) (Reply, bool) {
-	w, ok := redisnum.ParseDouble(wb)
-	if !ok {
-		return errGeoWidth, false
-	}
-	h, ok := redisnum.ParseDouble(hb)
-	if !ok {
-		return errGeoHeight, false
-	}
-	if h < 0 || w < 0 {
-		return errGeoBoxNeg, false
-	}
-	s.Width, s.Height = w, h
-	conv, r, ok := geoParseUnit(ub)
-	if !ok {
-		return r, false
-	}
-	s.Conv = conv
-	return Reply{}, true
-}
-
 // parseGeoQuery parses a search as georadiusGeneric does after the type
 // check: in order, the first error wins, members are looked up (src.pos)
 // where Redis looks them up.
@@ -393,10 +279,10 @@ func parseGeoQuery(args [][]byte, flags int, src geoSource) (q geoQuery, r Reply
 	case flags&geoRadiusCoords != 0:
 		base = 6
 		q.shape.Type = geohash.Circle
-		if q.shape.Lon, q.shape.Lat, r, ok = geoParseLonLat(args[2], args[3]); !ok {
+		if q.shape.Lon, q.shape.Lat, r, ok = geohash.ParseLonLat(args[2], args[3]); !ok {
 			return q, r, false
 		}
-		if r, ok = geoParseDistance(&q.shape, args[4], args[5]); !ok {
+		if r, ok = q.shape.ParseDistance(args[4], args[5]); !ok {
 			return q, r, false
 		}
 	case flags&geoRadiusMember != 0 && !src.exists:
@@ -408,7 +294,7 @@ func parseGeoQuery(args [][]byte, flags int, src geoSource) (q geoQuery, r Reply
 		if r, ok = memberPos(args[2]); !ok {
 			return q, r, false
 		}
-		if r, ok = geoParseDistance(&q.shape, args[3], args[4]); !ok {
+		if r, ok = q.shape.ParseDistance(args[3], args[4]); !ok {
 			return q, r, false
 		}
 	default:
@@ -426,19 +312,19 @@ func parseGeoQuery(args [][]byte, flags int, src geoSource) (q geoQuery, r Reply
 	for i := 0; i < remaining; i++ {
 		a := args[base+i]
 		switch {
-		case geoEq(a, "withdist"):
+		case geohash.Eq(a, "withdist"):
 			q.withDist = true
-		case geoEq(a, "withhash"):
+		case geohash.Eq(a, "withhash"):
 			q.withHash = true
-		case geoEq(a, "withcoord"):
+		case geohash.Eq(a, "withcoord"):
 			q.withCoord = true
-		case geoEq(a, "any"):
+		case geohash.Eq(a, "any"):
 			q.any = true
-		case geoEq(a, "asc"):
+		case geohash.Eq(a, "asc"):
 			q.sort = geoSortAsc
-		case geoEq(a, "desc"):
+		case geohash.Eq(a, "desc"):
 			q.sort = geoSortDesc
-		case geoEq(a, "count") && i+1 < remaining:
+		case geohash.Eq(a, "count") && i+1 < remaining:
 			n, ok := redisnum.ParseInt(args[base+i+1])
 			if !ok {
 				return q, errNotInt, false
@@ -448,15 +334,15 @@ func parseGeoQuery(args [][]byte, flags int, src geoSource) (q geoQuery, r Reply
 			}
 			q.count = n
 			i++
-		case geoEq(a, "store") && i+1 < remaining && canStore:
+		case geohash.Eq(a, "store") && i+1 < remaining && canStore:
 			q.store, q.storeDist = args[base+i+1], false
 			i++
-		case geoEq(a, "storedist") && i+1 < remaining && canStore:
+		case geohash.Eq(a, "storedist") && i+1 < remaining && canStore:
 			q.store, q.storeDist = args[base+i+1], true
 			i++
-		case geoEq(a, "storedist") && search && flags&geoSearchStore != 0:
+		case geohash.Eq(a, "storedist") && search && flags&geoSearchStore != 0:
 			q.storeDist = true
-		case geoEq(a, "frommember") && i+1 < remaining && search && !fromLoc:
+		case geohash.Eq(a, "frommember") && i+1 < remaining && search && !fromLoc:
 			if src.exists {
 				if r, ok = memberPos(args[base+i+1]); !ok {
 					return q, r, false
@@ -464,21 +350,21 @@ func parseGeoQuery(args [][]byte, flags int, src geoSource) (q geoQuery, r Reply
 			}
 			fromMember = true
 			i++
-		case geoEq(a, "fromlonlat") && i+2 < remaining && search && !fromMember:
-			if q.shape.Lon, q.shape.Lat, r, ok = geoParseLonLat(args[base+i+1], args[base+i+2]); !ok {
+		case geohash.Eq(a, "fromlonlat") && i+2 < remaining && search && !fromMember:
+			if q.shape.Lon, q.shape.Lat, r, ok = geohash.ParseLonLat(args[base+i+1], args[base+i+2]); !ok {
 				return q, r, false
 			}
 			fromLoc = true
 			i += 2
-		case geoEq(a, "byradius") && i+2 < remaining && search && !byBox:
-			if r, ok = geoParseDistance(&q.shape, args[base+i+1], args[base+i+2]); !ok {
+		case geohash.Eq(a, "byradius") && i+2 < remaining && search && !byBox:
+			if r, ok = q.shape.ParseDistance(args[base+i+1], args[base+i+2]); !ok {
 				return q, r, false
 			}
 			q.shape.Type = geohash.Circle
 			byRadius = true
 			i += 2
-		case geoEq(a, "bybox") && i+3 < remaining && search && !byRadius:
-			if r, ok = geoParseBox(&q.shape, args[base+i+1], args[base+i+2], args[base+i+3]); !ok {
+		case geohash.Eq(a, "bybox") && i+3 < remaining && search && !byRadius:
+			if r, ok = q.shape.ParseBox(args[base+i+1], args[base+i+2], args[base+i+3]); !ok {
 				return q, r, false
 			}
 			q.shape.Type = geohash.Box
@@ -670,7 +556,7 @@ func cmdGeoSearch(x *ctx, args [][]byte) Reply {
 			el = append(el, Int(int64(p.score)))
 		}
 		if q.withCoord {
-			el = append(el, Array(geoCoordReply(p.lon), geoCoordReply(p.lat)))
+			el = append(el, Array(geohash.CoordReply(p.lon), geohash.CoordReply(p.lat)))
 		}
 		out[i] = Array(el...)
 	}
