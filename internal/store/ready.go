@@ -1,7 +1,6 @@
 package store
 
 import (
-	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -431,21 +430,9 @@ func (r *Replica) afterCommit(it *readyItem) {
 		r.failReadsLocked(ErrLeaderChanged)
 	}
 	for _, rs := range rd.ReadStates {
-		if len(rs.RequestCtx) != 8 {
-			continue
-		}
-		seq := binary.BigEndian.Uint64(rs.RequestCtx)
-		if b, ok := r.mu.readSent[seq]; ok {
-			delete(r.mu.readSent, seq)
-			b.index = rs.Index
-			b.answered = r.store.mono()
-			r.mu.readWait = append(r.mu.readWait, b)
-		}
+		r.readAnsweredLocked(rs.RequestCtx, rs.Index)
 	}
-	r.releaseReadsLocked(r.applied.Load())
-	if len(r.mu.readQueue) > 0 && len(r.mu.readSent) == 0 {
-		r.store.signal() // reads held back by readRoundPendingLocked: their turn
-	}
+	r.releaseAnsweredLocked()
 	for idx := range it.r.mu.staged {
 		if it.snapApplied && idx <= it.applied.Index {
 			r.store.removeStaged(r.mu.staged[idx])

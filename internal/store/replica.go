@@ -571,27 +571,47 @@ func (r *Replica) sendReadIndexLocked(b *readBatch) {
 // leaves m to raft.
 // REQUIRES: r.mu held.
 func (r *Replica) takeReadIndexLocked(m *raftpb.Message) bool {
-	if len(m.GetEntries()) != 1 || len(m.GetEntries()[0].GetData()) != 8 {
+	if len(m.GetEntries()) != 1 {
 		return false
 	}
 	st := r.mu.rn.BasicStatus()
 	if st.RaftState != raft.StateFollower || m.GetFrom() != st.Lead || m.GetTerm() != st.GetTerm() {
 		return false
 	}
-	seq := binary.BigEndian.Uint64(m.GetEntries()[0].GetData())
+	if !r.readAnsweredLocked(m.GetEntries()[0].GetData(), m.GetIndex()) {
+		return false
+	}
+	r.releaseAnsweredLocked()
+	return true
+}
+
+// readAnsweredLocked moves the ReadIndex request with context rctx, if
+// in flight, to the batches waiting for their index to be applied.
+// REQUIRES: r.mu held.
+func (r *Replica) readAnsweredLocked(rctx []byte, index uint64) bool {
+	if len(rctx) != 8 {
+		return false
+	}
+	seq := binary.BigEndian.Uint64(rctx)
 	b, ok := r.mu.readSent[seq]
 	if !ok {
 		return false
 	}
 	delete(r.mu.readSent, seq)
-	b.index = m.GetIndex()
+	b.index = index
 	b.answered = r.store.mono()
 	r.mu.readWait = append(r.mu.readWait, b)
+	return true
+}
+
+// releaseAnsweredLocked releases the answered batches whose index is
+// applied, and lets reads held back by readRoundPendingLocked go.
+// REQUIRES: r.mu held.
+func (r *Replica) releaseAnsweredLocked() {
 	r.releaseReadsLocked(r.applied.Load())
 	if len(r.mu.readQueue) > 0 && len(r.mu.readSent) == 0 {
-		r.store.signal() // reads held back by readRoundPendingLocked: their turn
+		r.store.signal()
 	}
-	return true
 }
 
 // observeReadLocked records a ReadIndex batch's timings as it is released.
