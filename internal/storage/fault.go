@@ -84,6 +84,18 @@ func Commit(b *pebble.Batch, opts *pebble.WriteOptions) (err error) {
 	return b.Commit(opts)
 }
 
+// SyncWAL makes every batch committed to db so far durable: one empty
+// record written with Sync (Pebble's WAL is sequential, so its sync covers
+// every record before it), with Commit's handling of Pebble's fatal errors.
+func SyncWAL(db *pebble.DB) error {
+	b := db.NewBatch()
+	defer b.Close()
+	if err := b.LogData(nil, nil); err != nil {
+		return err
+	}
+	return Commit(b, pebble.Sync)
+}
+
 // msgError is Fatalf's message, unwrapping to the error it formatted.
 type msgError struct {
 	msg string

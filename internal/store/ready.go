@@ -145,22 +145,49 @@ func (s *Store) processReady() (more bool, err error) {
 		it.completeEarly()
 	}
 	if !batch.Empty() {
-		opts := pebble.NoSync
-		if mustSync && !s.cfg.UnsafeNoSync {
-			opts = pebble.Sync
-		}
-		t := time.Now()
+		sync := mustSync && !s.cfg.UnsafeNoSync
 		// storage.Commit: Pebble reports a failed WAL write or fsync through
 		// Logger.Fatalf or a panic, never as a plain error (see
 		// storage/fault.go). Of this round, only the entries that were
 		// already committed (durable on a majority) were acknowledged
 		// (completeEarly); the round's new entries were not, and neither is
 		// a membership change (afterCommit is not reached).
-		if err := storage.Commit(batch, opts); err != nil {
-			return false, &StorageError{Err: err}
-		}
-		if mustSync {
+		if sync && publishableEarly(items) {
+			// Reads need not wait for this round's fsync either: the batch
+			// goes into Pebble unsynced (readers of the DB see it), the reads
+			// waiting for the entries it applies are released, and then one
+			// empty synced record makes the whole batch durable (Pebble's WAL
+			// is sequential: a synced record syncs every record before it).
+			// What the reads see is what the completed writes did: committed
+			// entries, durable on a majority. A crash before the sync loses
+			// the batch here and the node applies them again from the log
+			// (the leader: persisted in an earlier round; a follower: from
+			// the leader); a read waits for the applied index, so it never
+			// sees less. Under load a round's fsync is most of a lease
+			// read's wait and a follower read's apply wait.
+			if err := storage.Commit(batch, pebble.NoSync); err != nil {
+				return false, &StorageError{Err: err}
+			}
+			for _, it := range items {
+				it.r.publishApplied(it)
+			}
+			t := time.Now()
+			if err := storage.SyncWAL(s.db); err != nil {
+				return false, &StorageError{Err: err}
+			}
 			s.cfg.Metrics.FsyncDuration.Observe(time.Since(t).Seconds())
+		} else {
+			opts := pebble.NoSync
+			if sync {
+				opts = pebble.Sync
+			}
+			t := time.Now()
+			if err := storage.Commit(batch, opts); err != nil {
+				return false, &StorageError{Err: err}
+			}
+			if mustSync {
+				s.cfg.Metrics.FsyncDuration.Observe(time.Since(t).Seconds())
+			}
 		}
 	}
 	// Committed: the node may act on what the round did (wake clients
@@ -241,7 +268,7 @@ func (r *Replica) stage(b *pebble.Batch, it *readyItem) error {
 		return err
 	}
 	if len(rd.Entries) > 0 {
-		r.trackProposalIndexes(rd.Entries)
+		r.trackProposalIndexes(rd.Entries, it.leader)
 	}
 	if !raft.IsEmptyHardState(rd.HardState) {
 		if err := storage.SetHardState(b, r.id, rd.HardState); err != nil {
@@ -256,9 +283,12 @@ func (r *Replica) stage(b *pebble.Batch, it *readyItem) error {
 
 // trackProposalIndexes records at which index each local proposal landed, so
 // that a different entry committed there proves the proposal lost.
-func (r *Replica) trackProposalIndexes(ents []*raftpb.Entry) {
+func (r *Replica) trackProposalIndexes(ents []*raftpb.Entry, leader bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if leader {
+		r.mu.appended = ents[len(ents)-1].GetIndex()
+	}
 	if len(r.mu.proposals) == 0 {
 		return
 	}
@@ -379,6 +409,32 @@ func (it *readyItem) completeEarly() {
 			c.p.finish(c.replies, c.err)
 		}
 	}
+}
+
+// publishableEarly reports whether the round's applied state may be shown
+// to reads before its fsync: not when it installs a snapshot or changes
+// the membership (both also change what the replica is, and stay in
+// afterCommit).
+func publishableEarly(items []*readyItem) bool {
+	for _, it := range items {
+		if it.snapApplied || it.newDesc != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// publishApplied moves the applied index reads wait for to what the round
+// applied, once its batch is in Pebble (not yet synced: see processReady),
+// and releases the reads waiting for it.
+func (r *Replica) publishApplied(it *readyItem) {
+	if !it.appliedSet {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.applied.Store(it.applied.Index)
+	r.releaseReadsLocked(it.applied.Index)
 }
 
 // afterCommit updates in-memory state once the round's batch is durable and
