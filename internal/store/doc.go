@@ -10,10 +10,15 @@
 //   - The Ready loop goroutine (Store.run) is the only one that calls
 //     Ready/Advance. Each round it collects the Ready of every replica that
 //     has one and writes all of them (new log entries, hard states, and the
-//     writes of committed entries, plus applied indexes) in ONE synced
-//     Pebble batch: group commit across ranges and across clients. Only
-//     then does it hand the round's effects out (Store.Effects), send
-//     messages, complete proposals, release reads and call Advance.
+//     writes of committed entries, plus applied indexes) in ONE Pebble
+//     batch: group commit across ranges and across clients. It commits
+//     the batch, releases the reads waiting for what it applied, then
+//     syncs the WAL (one empty synced record; rounds that install a
+//     snapshot or change membership commit with sync first). Only then
+//     does it hand the round's effects out (Store.Effects), send
+//     messages, complete the rest and call Advance. A leader keeps one
+//     entry in flight: proposals wait while its last entry is uncommitted
+//     (holdProposalsLocked, bounded), so that they share the next one.
 //   - The owner of the state machine (the node) receives each committed
 //     round's effects from Store.Effects in a goroutine of its own; see
 //     Effects below.
@@ -33,10 +38,11 @@
 // timestamp, registers a waiter and calls RawNode.Propose. The Ready loop
 // persists the entry, sends it to followers, and once it is committed
 // applies it through StateMachine.Apply (package kv, through the node's
-// adapter) inside the next group-commit batch; after that batch is synced
-// the round's effects go to the node and the waiter gets the replies.
-// Nothing is acknowledged before the entry is committed on a majority
-// (fsynced there) and applied here.
+// adapter) inside the next group-commit batch, and the waiter gets the
+// replies (completeEarly: the entry is committed, so replaying it after a
+// crash gives the same replies); after that batch is synced the round's
+// effects go to the node. Nothing is acknowledged before the entry is
+// committed on a majority (fsynced there) and applied here.
 //
 // # Effects
 //
