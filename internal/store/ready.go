@@ -379,6 +379,9 @@ func (r *Replica) stageApply(b *pebble.Batch, it *readyItem) error {
 	if th := r.store.cfg.SnapshotThreshold; th > 0 && last.GetIndex()-trunc.Index > th {
 		it.truncate = true
 	}
+	if r.noteApplied(it.rd.CommittedEntries) {
+		it.truncate = true
+	}
 	return storage.SetAppliedState(b, r.id, it.applied)
 }
 
@@ -444,6 +447,7 @@ func (r *Replica) afterCommit(it *readyItem) {
 	if it.snapApplied {
 		r.log.ApplySnapshot(rd.Snapshot.GetMetadata(), it.applied)
 		r.store.cfg.Metrics.SnapshotsRecv.Inc()
+		r.forgetSizes(it.applied.Index)
 	}
 	r.log.Append(rd.Entries)
 	if !raft.IsEmptyHardState(rd.HardState) {
@@ -498,16 +502,19 @@ func (r *Replica) afterCommit(it *readyItem) {
 	r.mu.Unlock()
 }
 
-// truncateLog removes applied entries beyond the retained tail.
+// truncateLog removes applied entries beyond the retained tail: the
+// newest SnapshotThreshold/2 entries, or fewer when they hold more than
+// the log's byte budget (truncateIndex).
 func (r *Replica) truncateLog() error {
 	applied := r.log.Applied().Index
-	keep := r.store.cfg.SnapshotThreshold / 2
-	if applied <= keep {
+	index := r.truncateIndex(applied)
+	if index == 0 {
+		r.sizeTruncated()
 		return nil
 	}
 	b := r.store.db.NewBatch()
 	defer b.Close()
-	t, err := r.log.StageTruncate(b, applied-keep)
+	t, err := r.log.StageTruncate(b, index)
 	if err != nil {
 		return err
 	}
@@ -515,6 +522,8 @@ func (r *Replica) truncateLog() error {
 		return &StorageError{Err: fmt.Errorf("truncate log: %w", err)}
 	}
 	r.log.SetTruncated(t)
+	r.forgetSizes(t.Index)
+	r.sizeTruncated()
 	return nil
 }
 

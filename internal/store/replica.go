@@ -32,6 +32,13 @@ type Replica struct {
 	// voteDelayUntil: the replica drops vote requests until then
 	// (store.mono; zero: never). See lease.go.
 	voteDelayUntil time.Time
+	// logSizes holds the index and data size of each entry applied since
+	// the log was last truncated, and logBytes their sum; logRetryAt is
+	// the sum at which to try again (sizeTruncated). The Ready loop's own
+	// (stageApply, truncateLog), for truncating by size (logtrunc.go).
+	logSizes   []entrySize
+	logBytes   int
+	logRetryAt int
 
 	mu struct {
 		sync.Mutex

@@ -43,6 +43,11 @@ type Config struct {
 	// SnapshotThreshold: the log is truncated once it holds more than this
 	// many applied entries.
 	SnapshotThreshold uint64
+	// LogBytes is the log's byte budget: once the entries applied since
+	// the last truncation hold more than this, the log is truncated down
+	// to the newest quarter of it (logtrunc.go). Default DefaultLogBytes;
+	// negative: entries are counted only.
+	LogBytes int
 	// MaxInflightBytes bounds unacknowledged MsgApp bytes per follower.
 	MaxInflightBytes uint64
 

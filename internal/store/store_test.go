@@ -118,15 +118,19 @@ func (l *lazyTransport) SetPeer(id uint64, a string) { l.t.SetPeer(id, a) }
 func (l *lazyTransport) RemovePeer(id uint64)        { l.t.RemovePeer(id) }
 
 type testCluster struct {
-	t     *testing.T
+	t *testing.T
+	// cfg, if set, adjusts each node's store configuration.
+	cfg   func(*Config)
 	net   *transport.LocalNetwork
 	part  *transport.Partitioner
 	nodes map[uint64]*testNode
 }
 
-func newCluster(t *testing.T, n int) *testCluster {
+func newCluster(t *testing.T, n int) *testCluster { return newClusterWith(t, n, nil) }
+
+func newClusterWith(t *testing.T, n int, cfg func(*Config)) *testCluster {
 	part := transport.NewPartitioner()
-	c := &testCluster{t: t, net: transport.NewLocalNetwork(part), part: part, nodes: map[uint64]*testNode{}}
+	c := &testCluster{t: t, cfg: cfg, net: transport.NewLocalNetwork(part), part: part, nodes: map[uint64]*testNode{}}
 	desc := &storage.Descriptor{RangeID: 1}
 	for id := uint64(1); id <= uint64(n); id++ {
 		desc.Replicas = append(desc.Replicas, storage.ReplicaDescriptor{NodeID: storage.NodeID(id), PeerAddr: transport.LocalAddr(id)})
@@ -166,12 +170,16 @@ func (c *testCluster) startNode(tn *testNode, desc *storage.Descriptor) {
 		c.openDB(tn)
 	}
 	lt := &lazyTransport{}
-	s := New(Config{
+	cfg := Config{
 		NodeID: storage.NodeID(tn.id), DB: tn.db, FS: tn.fs, Dir: "/db", Transport: lt,
 		TickInterval: 10 * time.Millisecond, ElectionTicks: 10, HeartbeatTicks: 1,
 		SnapshotThreshold: 20, StateMachine: &regMachine{},
 		Logger: testLog(),
-	})
+	}
+	if c.cfg != nil {
+		c.cfg(&cfg)
+	}
+	s := New(cfg)
 	lt.t = c.net.Register(tn.id, handler{s}, func(m *raftpb.Message) (io.ReadCloser, error) {
 		return s.OpenSnapshot(m.GetSnapshot())
 	})
