@@ -26,13 +26,12 @@ type entrySize struct {
 	size  int
 }
 
+// logBudget is Config.LogBytes with its default; negative: none.
 func (r *Replica) logBudget() int {
-	switch b := r.store.cfg.LogBytes; {
-	case b == 0:
-		return DefaultLogBytes
-	default:
+	if b := r.store.cfg.LogBytes; b != 0 {
 		return b
 	}
+	return DefaultLogBytes
 }
 
 // noteApplied records the sizes of the entries applied in this round and

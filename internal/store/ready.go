@@ -152,42 +152,39 @@ func (s *Store) processReady() (more bool, err error) {
 		// already committed (durable on a majority) were acknowledged
 		// (completeEarly); the round's new entries were not, and neither is
 		// a membership change (afterCommit is not reached).
-		if sync && publishableEarly(items) {
-			// Reads need not wait for this round's fsync either: the batch
-			// goes into Pebble unsynced (readers of the DB see it), the reads
-			// waiting for the entries it applies are released, and then one
-			// empty synced record makes the whole batch durable (Pebble's WAL
-			// is sequential: a synced record syncs every record before it).
-			// What the reads see is what the completed writes did: committed
-			// entries, durable on a majority. A crash before the sync loses
-			// the batch here and the node applies them again from the log
-			// (the leader: persisted in an earlier round; a follower: from
-			// the leader); a read waits for the applied index, so it never
-			// sees less. Under load a round's fsync is most of a lease
-			// read's wait and a follower read's apply wait.
-			if err := storage.Commit(batch, pebble.NoSync); err != nil {
-				return false, &StorageError{Err: err}
-			}
+		//
+		// Reads need not wait for this round's fsync either: when early,
+		// the batch goes into Pebble unsynced (readers of the DB see it),
+		// the reads waiting for the entries it applies are released, and
+		// then one empty synced record makes the whole batch durable
+		// (Pebble's WAL is sequential: a synced record syncs every record
+		// before it). What the reads see is what the completed writes did:
+		// committed entries, durable on a majority. A crash before the sync
+		// loses the batch here and the node applies them again from the log
+		// (the leader: persisted in an earlier round; a follower: from the
+		// leader); a read waits for the applied index, so it never sees
+		// less. Under load a round's fsync is most of a lease read's wait
+		// and a follower read's apply wait.
+		early := sync && publishableEarly(items)
+		opts := pebble.NoSync
+		if sync && !early {
+			opts = pebble.Sync
+		}
+		t := time.Now()
+		if err := storage.Commit(batch, opts); err != nil {
+			return false, &StorageError{Err: err}
+		}
+		if early {
 			for _, it := range items {
 				it.r.publishApplied(it)
 			}
-			t := time.Now()
+			t = time.Now()
 			if err := storage.SyncWAL(s.db); err != nil {
 				return false, &StorageError{Err: err}
 			}
+		}
+		if mustSync {
 			s.cfg.Metrics.FsyncDuration.Observe(time.Since(t).Seconds())
-		} else {
-			opts := pebble.NoSync
-			if sync {
-				opts = pebble.Sync
-			}
-			t := time.Now()
-			if err := storage.Commit(batch, opts); err != nil {
-				return false, &StorageError{Err: err}
-			}
-			if mustSync {
-				s.cfg.Metrics.FsyncDuration.Observe(time.Since(t).Seconds())
-			}
 		}
 	}
 	// Committed: the node may act on what the round did (wake clients

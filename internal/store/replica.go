@@ -80,6 +80,9 @@ type Replica struct {
 		// it to commit (zero: they do not wait). See holdProposalsLocked.
 		appended  uint64
 		holdSince time.Time
+		// holdTimer signals the Ready loop when a hold's patience is up
+		// (made on the first hold, then reset).
+		holdTimer *time.Timer
 	}
 }
 
@@ -453,7 +456,11 @@ func (r *Replica) holdProposalsLocked(commit uint64) bool {
 	case n >= holdMaxCmds:
 	case r.mu.holdSince.IsZero():
 		r.mu.holdSince = now
-		time.AfterFunc(patience, r.store.signal)
+		if r.mu.holdTimer == nil {
+			r.mu.holdTimer = time.AfterFunc(patience, r.store.signal)
+		} else {
+			r.mu.holdTimer.Reset(patience)
+		}
 		return true
 	case now.Sub(r.mu.holdSince) < patience:
 		return true
