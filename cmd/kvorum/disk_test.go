@@ -132,3 +132,24 @@ func TestParseRecordCache(t *testing.T) {
 		}
 	}
 }
+
+func TestParseReadCache(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want int
+	}{
+		{nil, server.DefaultReadCache},
+		{[]string{"--read-cache", "64MiB"}, 64 << 20},
+		{[]string{"--read-cache", "0"}, -1}, // server.Config: negative is none
+	} {
+		f, err := parseStart(append([]string{"--data-dir", "/d"}, c.args...), nil)
+		if err != nil || f.cfg.ReadCache != c.want {
+			t.Errorf("%v: ReadCache %v, %v; want %v", c.args, f.cfg.ReadCache, err, c.want)
+		}
+	}
+	for _, bad := range []string{"-1", "x", "1Q"} {
+		if _, err := parseStart([]string{"--data-dir", "/d", "--read-cache", bad}, nil); err == nil {
+			t.Errorf("--read-cache %s accepted", bad)
+		}
+	}
+}

@@ -228,8 +228,8 @@ func TestParseStart(t *testing.T) {
 		TickInterval:   50 * time.Millisecond, ElectionTicks: 20, HeartbeatTicks: 2, SnapshotThreshold: 500,
 		RequestTimeout: 3 * time.Second,
 		MaxKeySize:     1024, MaxValueSize: 2 << 20, MaxArgs: 100, MaxFrameSize: 4 << 20, MaxClients: 5,
-		RecordCache: 7,
-		LeaseReads:  true, // --lease-reads defaults to true
+		RecordCache: 7, ReadCache: server.DefaultReadCache,
+		LeaseReads: true, // --lease-reads defaults to true
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("config\n got %+v\nwant %+v", c, want)

@@ -45,7 +45,7 @@ a single-node cluster. A restarted node needs only --data-dir.`,
 		{"Listen addresses", []string{"client-addr", "peer-addr", "admin-addr"}},
 		{"Raft", []string{"tick-interval", "election-ticks", "heartbeat-ticks", "snapshot-threshold"}},
 		{"Clients (sizes accept K, M, G suffixes: powers of 1024)", []string{"request-timeout", "max-key-size", "max-value-size", "max-args", "max-frame-size", "max-clients"}},
-		{"Storage", []string{"min-free-disk", "cache-size", "memtable-size", "record-cache"}},
+		{"Storage", []string{"min-free-disk", "cache-size", "memtable-size", "record-cache", "read-cache"}},
 		{"Logging", []string{"log-level", "log-format"}},
 	},
 }
@@ -58,6 +58,7 @@ type startFlags struct {
 	logFormat      string
 	minFreeDisk    int
 	cacheSize      int
+	readCache      int
 	memTableSize   int
 }
 
@@ -92,6 +93,8 @@ func newStartFlags() *startFlags {
 	f.memTableSize = storage.DefaultMemTableSize
 	fs.Var(sizeValue{&f.memTableSize}, "memtable-size", "`SIZE` of one memtable, the storage engine's write buffer (two exist while one\nis flushed): smaller saves memory for more, smaller flushes and compactions")
 	fs.IntVar(&c.RecordCache, "record-cache", server.DefaultRecordCache, "how many keys' metadata records (`N`) the apply path keeps in memory, so that\na write need not look up the record it replaces on disk; about 400 bytes of\nresident memory per key (40 MiB at the default)")
+	f.readCache = server.DefaultReadCache
+	fs.Var(sizeValue{&f.readCache}, "read-cache", "`SIZE` of the read cache: whole records (values included) of recently read\nkeys, which reads serve without a storage-engine lookup and writes replace as\nthey are applied; resident memory on top of --cache-size; 0 turns it off")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "`LEVEL` of logs written to stderr: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "`FORMAT` of logs: text or json")
 	return f
@@ -182,6 +185,10 @@ func parseStart(args []string, stdout io.Writer) (*startFlags, error) {
 	}
 	if set["memtable-size"] {
 		c.MemTableSize = f.memTableSize
+	}
+	c.ReadCache = f.readCache
+	if c.ReadCache == 0 {
+		c.ReadCache = -1 // server.Config: negative disables, 0 is the default
 	}
 	if set["min-free-disk"] {
 		c.MinFreeDisk = f.minFreeDisk

@@ -274,6 +274,9 @@ func (x *ctx) get(k []byte, withValue bool) (record, bool, error) {
 // expired; ok=false if absent.
 func (x *ctx) raw(k []byte, withValue bool) (record, bool, error) {
 	mk := x.metaKey(k)
+	if x.shared != nil {
+		return x.rawShared(mk, withValue)
+	}
 	if x.cache != nil {
 		if enc, full, ok := x.cache.Get(mk); ok && (full || !withValue) {
 			if enc == nil {
@@ -303,6 +306,26 @@ func (x *ctx) raw(k []byte, withValue bool) (record, bool, error) {
 	}
 	_ = c.Close()
 	return rec, err == nil, err
+}
+
+// rawShared is raw through the read cache (reccache.Shared), filled on a miss.
+func (x *ctx) rawShared(mk []byte, withValue bool) (record, bool, error) {
+	enc, ok, gen := x.shared.Get(mk)
+	if ok && enc == nil {
+		return record{}, false, nil
+	} else if ok {
+		return decodeCached(enc, withValue)
+	}
+	v, c, err := x.r.Get(mk)
+	if errors.Is(err, pebble.ErrNotFound) {
+		x.shared.Fill(mk, nil, gen)
+		return record{}, false, nil
+	} else if err != nil {
+		return record{}, false, err
+	}
+	defer c.Close()
+	x.shared.Fill(mk, v, gen)
+	return decodeCached(v, withValue)
 }
 
 // decodeCached decodes a record from the record cache (reccache.Cache).
@@ -357,7 +380,7 @@ func (x *ctx) storeOver(k []byte, rec *record) error {
 		return err
 	}
 	if x.cache != nil {
-		x.cache.Put(mk, x.vbuf, recordHeader)
+		x.cache.Wrote(mk, x.vbuf, recordHeader)
 	}
 	x.touched(k)
 	return nil
@@ -383,7 +406,7 @@ func (x *ctx) remove(k []byte) error {
 		return err
 	}
 	if x.cache != nil {
-		x.cache.PutAbsent(mk)
+		x.cache.Deleted(mk)
 	}
 	tk := tombKey(k)
 	if err := x.setIndexKey(tk[:]); err != nil {

@@ -18,17 +18,29 @@ import (
 // applies them, with a clock that moves so that keys expire. Replies must be
 // identical command by command and the stores identical key by key at the
 // end. The caches are tiny (constant eviction) and large (everything kept).
+//
+// The cached store also has a read cache (reccache.Shared) that its record
+// cache publishes to after every commit, as a node does, and every read
+// goes through it (ReadCached): a read cache that kept a record a write
+// replaced, or took a fill it should have refused, answers differently.
+// Tiny read caches evict constantly and refuse records bigger than 128
+// bytes; large ones keep everything.
 func TestRecordCacheMatchesStore(t *testing.T) {
-	for _, size := range []int{4, 1 << 20} {
+	for _, size := range []struct {
+		records int
+		shared  int64
+	}{{4, 64 << 10}, {1 << 20, 64 << 20}} {
 		for seed := uint64(1); seed <= 6; seed++ {
-			t.Run(fmt.Sprintf("cache=%d/seed=%d", size, seed), func(t *testing.T) {
-				checkCacheSeq(t, seed, reccache.New(size))
+			t.Run(fmt.Sprintf("cache=%d/seed=%d", size.records, seed), func(t *testing.T) {
+				cache, shared := reccache.New(size.records), reccache.NewShared(size.shared)
+				cache.Share(shared)
+				checkCacheSeq(t, seed, cache, shared)
 			})
 		}
 	}
 }
 
-func checkCacheSeq(t *testing.T, seed uint64, cache *reccache.Cache) {
+func checkCacheSeq(t *testing.T, seed uint64, cache *reccache.Cache, shared *reccache.Shared) {
 	plain, cached := openMem(t), openMem(t)
 	g := kvdiff.NewGen(seed, true)
 	now := int64(1_700_000_000_000)
@@ -43,6 +55,7 @@ func checkCacheSeq(t *testing.T, seed uint64, cache *reccache.Cache) {
 			}
 			b.Close()
 		}
+		cache.Publish()
 		pb, cb = nil, nil
 	}
 	index := uint64(0)
@@ -57,7 +70,7 @@ func checkCacheSeq(t *testing.T, seed uint64, cache *reccache.Cache) {
 		}
 		if !Lookup(args[0]).Write {
 			commit()
-			if want, got := Read(plain, args, now), Read(cached, args, now); !reflect.DeepEqual(want, got) {
+			if want, got := Read(plain, args, now), ReadCached(cached, shared, args, now); !reflect.DeepEqual(want, got) {
 				t.Fatalf("command %d %v: read without cache %v, with cache %v", i, c, want, got)
 			}
 			continue
@@ -78,6 +91,9 @@ func checkCacheSeq(t *testing.T, seed uint64, cache *reccache.Cache) {
 	commit()
 	if cache.Len() == 0 {
 		t.Fatal("the cache never held a record")
+	}
+	if st := shared.Stats(); st.Hits == 0 || st.Keys == 0 {
+		t.Fatalf("the read cache never answered a read: %+v", st)
 	}
 	sameStores(t, plain, cached)
 }

@@ -33,8 +33,9 @@ type ctx struct {
 	kbuf, vbuf []byte   // scratch: storage key, encoded record
 	tbuf       []byte   // scratch: expiry index key (indexTTL)
 	rng        *rand.PCG
-	calls      uint64          // nested commands run by call, for their seeds
-	cache      *reccache.Cache // Apply only: the records the batch and store hold; nil: none
+	calls      uint64           // nested commands run by call, for their seeds
+	cache      *reccache.Cache  // Apply only: the records the batch and store hold; nil: none
+	shared     *reccache.Shared // reads only: the records the store held at or after the read point; nil: none
 }
 
 // Env is what Apply knows about the log entry a command comes from.
@@ -75,7 +76,7 @@ func getCtx(r readerI, w writer, now int64) *ctx {
 }
 
 func putCtx(x *ctx) {
-	x.r, x.w, x.fx, x.index, x.seed, x.calls, x.nested, x.cache = nil, nil, nil, 0, 0, 0, false, nil
+	x.r, x.w, x.fx, x.index, x.seed, x.calls, x.nested, x.cache, x.shared = nil, nil, nil, 0, 0, 0, false, nil, nil
 	if cap(x.vbuf) > 64<<10 {
 		x.vbuf = nil
 	}
@@ -281,7 +282,13 @@ func Apply(b *pebble.Batch, args [][]byte, env Env) (r Reply) {
 }
 
 // Read executes a read-only command against r at time nowMs.
-func Read(r pebble.Reader, args [][]byte, nowMs int64) (rep Reply) {
+func Read(r pebble.Reader, args [][]byte, nowMs int64) Reply {
+	return ReadCached(r, nil, args, nowMs)
+}
+
+// ReadCached is Read through shared (nil: none), the read cache that the
+// Apply of r's writes publishes to (reccache.Cache.Share).
+func ReadCached(r pebble.Reader, shared *reccache.Shared, args [][]byte, nowMs int64) (rep Reply) {
 	defer func() {
 		if p := recover(); p != nil {
 			rep = Error(fmt.Sprintf("ERR internal error: %v", p))
@@ -301,6 +308,7 @@ func Read(r pebble.Reader, args [][]byte, nowMs int64) (rep Reply) {
 		return r
 	}
 	x := getCtx(r, nil, nowMs)
+	x.shared = shared
 	defer putCtx(x)
 	return d.run(x, args)
 }
@@ -326,7 +334,7 @@ func (x *ctx) call(args [][]byte) Reply {
 	x.calls++
 	y := getCtx(x.r, x.w, x.now)
 	y.index, y.seed, y.fx = x.index, x.seed<<20|x.calls, x.fx // effects: the same list, in order
-	y.cache = x.cache
+	y.cache, y.shared = x.cache, x.shared
 	y.nested = true
 	defer putCtx(y)
 	return d.run(y, args)

@@ -35,6 +35,10 @@ const (
 // locking, as the apply path needs none).
 type Cache struct {
 	lru *simplelru.LRU[string, entry]
+	// shared, if set, is the read path's cache, told of every write
+	// journalled here (Wrote, Deleted, Clear) at Publish.
+	shared *Shared
+	j      journal
 }
 
 type entry struct {
@@ -51,8 +55,17 @@ func New(entries int) *Cache {
 	return &Cache{lru: lru}
 }
 
+// Share makes c journal the writes it hears of for s (see Shared); nil
+// stops it.
+func (c *Cache) Share(s *Shared) { c.shared = s }
+
 // Clear forgets everything: the data it described was replaced.
-func (c *Cache) Clear() { c.lru.Purge() }
+func (c *Cache) Clear() {
+	c.lru.Purge()
+	if c.shared != nil {
+		c.j.add(nil, nil, jClear)
+	}
+}
 
 // Len is the number of keys held.
 func (c *Cache) Len() int { return c.lru.Len() }
@@ -74,6 +87,37 @@ func (c *Cache) Put(key, enc []byte, header int) {
 		enc = enc[:header]
 	}
 	c.put(key, entry{enc: append(make([]byte, 0, len(enc)), enc...), full: full})
+}
+
+// Wrote is Put for a write of key's record, to be published to the shared
+// cache.
+func (c *Cache) Wrote(key, enc []byte, header int) {
+	c.Put(key, enc, header)
+	if c.shared != nil {
+		if len(key)+len(enc) > c.shared.maxEntry {
+			c.j.add(key, nil, jBig)
+		} else {
+			c.j.add(key, enc, jWrote)
+		}
+	}
+}
+
+// Deleted is PutAbsent for a deletion of key, to be published to the
+// shared cache.
+func (c *Cache) Deleted(key []byte) {
+	c.PutAbsent(key)
+	if c.shared != nil {
+		c.j.add(key, nil, jAbsent)
+	}
+}
+
+// Publish hands the writes journalled since the last call to the shared
+// cache: call it once they are committed to the store, before any reader
+// may read at their index.
+func (c *Cache) Publish() {
+	if c.shared != nil && len(c.j.entries) > 0 {
+		c.j.publish(c.shared)
+	}
 }
 
 // PutAbsent records that key holds nothing.

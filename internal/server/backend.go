@@ -7,7 +7,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/kvorum/kvorum/internal/reccache"
 	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/resp"
 	"github.com/kvorum/kvorum/internal/store"
@@ -169,8 +172,46 @@ func (n *Node) execRead(ctx context.Context, cmds [][][]byte, out []reply.Reply)
 	now := n.cfg.Now()
 	db := n.store.DB()
 	for i, args := range cmds {
-		out[i] = kv.Read(db, args, now)
+		out[i] = readAt(db, n.machine.shared, args, now)
 	}
+}
+
+// readAt executes a read-only command against db as of one state, as a
+// node serves it: a command that reads one key's record and nothing else
+// (GET, TYPE, TTL, ...) reads db, through shared, the node's read cache,
+// if not nil (see ReadCached); any other reads a Pebble snapshot, so that
+// everything it reads belongs to the same state. Read on db itself reads
+// each key at a different moment: an MGET of two keys that one MSET wrote
+// could return one old value and one new, and a collection read could
+// mix its header with another incarnation's elements.
+func readAt(db *pebble.DB, shared *reccache.Shared, args [][]byte, nowMs int64) kv.Reply {
+	if readsOneRecord(args) {
+		return kv.ReadCached(db, shared, args, nowMs)
+	}
+	snap := db.NewSnapshot()
+	defer snap.Close()
+	return kv.Read(snap, args, nowMs)
+}
+
+// oneRecordReads are the read commands that read their one key's record
+// with one lookup and nothing else.
+var oneRecordReads = map[string]bool{
+	"get": true, "strlen": true, "getrange": true, "substr": true,
+	"getbit": true, "bitcount": true, "bitpos": true,
+	"type": true, "ttl": true, "pttl": true, "expiretime": true, "pexpiretime": true,
+}
+
+// readsOneRecord reports whether args is a command of oneRecordReads (or
+// EXISTS of one key).
+func readsOneRecord(args [][]byte) bool {
+	if len(args) < 2 {
+		return false
+	}
+	d := kv.Lookup(args[0])
+	if d == nil {
+		return false
+	}
+	return oneRecordReads[d.Name] || (d.Name == "exists" && len(args) == 2)
 }
 
 // readBarrier waits until this node may serve a linearizable read; an

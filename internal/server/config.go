@@ -82,6 +82,12 @@ type Config struct {
 	// About 200 bytes of heap per key (~400 of resident memory with Go's
 	// GC headroom). 0 means DefaultRecordCache.
 	RecordCache int
+	// ReadCache is the size in bytes of the read path's record cache
+	// (reccache.Shared): the whole records of recently read keys, values
+	// included, that GET and other reads of a key's record serve without a
+	// lookup in the storage engine; writes replace them as they are
+	// applied. 0 means DefaultReadCache; negative, none.
+	ReadCache int
 
 	// LeaseReads lets the leader serve linearizable reads from a leader
 	// lease, with no Raft message per read batch (store.Config.LeaseReads;
@@ -150,6 +156,7 @@ const (
 	DefaultMaxFrameSize      = 128 << 20
 	DefaultMaxClients        = 10000
 	DefaultRecordCache       = 100_000
+	DefaultReadCache         = 32 << 20
 	DefaultRequestTimeout    = 10 * time.Second
 )
 
@@ -181,6 +188,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.RecordCache == 0 {
 		c.RecordCache = DefaultRecordCache
+	}
+	if c.ReadCache == 0 {
+		c.ReadCache = DefaultReadCache
 	}
 	if c.MaxKeySize == 0 {
 		c.MaxKeySize = DefaultMaxKeySize

@@ -39,6 +39,9 @@ type kvMachine struct {
 	// records spares write commands a search of the store for the record
 	// they replace (package reccache); only Apply uses it.
 	records *reccache.Cache
+	// shared is the read path's record cache (nil: none), which records
+	// publishes each round's writes to (Committed).
+	shared *reccache.Shared
 }
 
 // roundEffects is one Ready round's effects and the index of its last
@@ -49,9 +52,14 @@ type roundEffects struct {
 }
 
 // newKVMachine returns the state machine with a record cache of at most
-// records keys (Config.RecordCache).
-func newKVMachine(records int) *kvMachine {
-	return &kvMachine{free: make(chan *roundEffects, 4), records: reccache.New(records)}
+// records keys (Config.RecordCache) and a read cache of readCache bytes
+// (Config.ReadCache; too small: none).
+func newKVMachine(records int, readCache int64) *kvMachine {
+	m := &kvMachine{free: make(chan *roundEffects, 4), records: reccache.New(records), shared: reccache.NewShared(readCache)}
+	if m.shared != nil {
+		m.records.Share(m.shared)
+	}
+	return m
 }
 
 func (m *kvMachine) Apply(b *pebble.Batch, args [][]byte, env store.ApplyEnv) reply.Reply {
@@ -68,6 +76,9 @@ func (m *kvMachine) Apply(b *pebble.Batch, args [][]byte, env store.ApplyEnv) re
 
 // Replaced: a snapshot replaces the whole keyspace (one range covers it).
 func (m *kvMachine) Replaced(start, end []byte) { m.records.Clear() }
+
+// Committed publishes the round's writes to the read cache.
+func (m *kvMachine) Committed() { m.records.Publish() }
 
 // TakeEffects hands the round's record to the store (nil if it is empty:
 // it is then kept for the next round).

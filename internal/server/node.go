@@ -72,7 +72,7 @@ func Start(cfg Config) (n *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	n = &Node{cfg: cfg, reg: prometheus.NewRegistry(), machine: newKVMachine(cfg.RecordCache), delivered: newProgress(), stopper: make(chan struct{}), done: make(chan error, 1), started: time.Now()}
+	n = &Node{cfg: cfg, reg: prometheus.NewRegistry(), machine: newKVMachine(cfg.RecordCache, int64(cfg.ReadCache)), delivered: newProgress(), stopper: make(chan struct{}), done: make(chan error, 1), started: time.Now()}
 	node := n // the error returns below set n to nil
 	defer func() {
 		if err != nil {
@@ -120,6 +120,9 @@ func Start(cfg Config) (n *Node, err error) {
 	n.registerRaftGauges()
 	n.storageMetrics = newStorageCollector(n.db)
 	n.reg.MustRegister(n.storageMetrics)
+	if sh := n.machine.shared; sh != nil {
+		n.reg.MustRegister(newReadCacheCollector(sh))
+	}
 	trans, peerLis := n.trans, n.peerLis // n is nil in the closure if Start fails
 	n.goServe("peer", func() error { return trans.Serve(peerLis) })
 

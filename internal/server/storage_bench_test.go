@@ -16,7 +16,8 @@ import (
 // BenchmarkStoreZipfian measures the state machine's cost per operation on
 // a node's real store (storage.Open with its defaults, on disk): 100,000
 // records of 1 KiB loaded and flushed, then YCSB's scrambled zipfian keys.
-// GET is a read (kv.Read on the DB); SET is an update applied into an
+// GET is a read (kv.Read on the DB), GET-cached one through the read cache
+// as a node reads; SET is an update applied into an
 // indexed batch of 64 commands, committed without sync, as a Ready round
 // does, without and with the record cache (SET-records, as a node applies).
 func BenchmarkStoreZipfian(b *testing.B) {
@@ -51,6 +52,15 @@ func BenchmarkStoreZipfian(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
 			kv.Read(db, [][]byte{[]byte("GET"), keys[i%len(keys)]}, 1000)
 		}
+	})
+	// The node's read path: through the read cache (Config.ReadCache).
+	b.Run("GET-cached", func(b *testing.B) {
+		shared := reccache.NewShared(DefaultReadCache)
+		for i := 0; b.Loop(); i++ {
+			kv.ReadCached(db, shared, [][]byte{[]byte("GET"), keys[i%len(keys)]}, 1000)
+		}
+		st := shared.Stats()
+		b.ReportMetric(float64(st.Hits)/float64(st.Hits+st.Misses), "hits/op")
 	})
 	set := func(b *testing.B, records *reccache.Cache) {
 		batch := db.NewIndexedBatch()

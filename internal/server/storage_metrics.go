@@ -5,6 +5,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvorum/kvorum/internal/reccache"
 )
 
 // storageCollector exports the storage engine's figures, read from
@@ -95,5 +97,48 @@ func (c *storageCollector) Collect(ch chan<- prometheus.Metric) {
 	m := c.db.Metrics()
 	for i, sm := range storageMetrics {
 		ch <- prometheus.MustNewConstMetric(c.descs[i], sm.kind, sm.value(m))
+	}
+}
+
+// newReadCacheCollector exports the read cache's figures (reccache.Shared,
+// --read-cache) at scrape time.
+func newReadCacheCollector(sh *reccache.Shared) prometheus.Collector {
+	c := readCacheCollector{sh: sh}
+	for _, d := range readCacheMetrics {
+		c.descs = append(c.descs, prometheus.NewDesc(d.name, d.help, nil, nil))
+	}
+	return &c
+}
+
+type readCacheCollector struct {
+	sh    *reccache.Shared
+	descs []*prometheus.Desc
+}
+
+var readCacheMetrics = []struct {
+	name, help string
+	kind       prometheus.ValueType
+	value      func(st reccache.SharedStats) float64
+}{
+	{"kvorum_read_cache_hits_total", "Record reads served by the read cache (--read-cache).",
+		prometheus.CounterValue, func(st reccache.SharedStats) float64 { return float64(st.Hits) }},
+	{"kvorum_read_cache_misses_total", "Record reads that missed the read cache and looked in the storage engine.",
+		prometheus.CounterValue, func(st reccache.SharedStats) float64 { return float64(st.Misses) }},
+	{"kvorum_read_cache_keys", "Keys whose records the read cache holds.",
+		prometheus.GaugeValue, func(st reccache.SharedStats) float64 { return float64(st.Keys) }},
+	{"kvorum_read_cache_bytes", "Bytes the read cache accounts for (keys, records and per-entry overhead).",
+		prometheus.GaugeValue, func(st reccache.SharedStats) float64 { return float64(st.Bytes) }},
+}
+
+func (c *readCacheCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+func (c *readCacheCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.sh.Stats()
+	for i, d := range readCacheMetrics {
+		ch <- prometheus.MustNewConstMetric(c.descs[i], d.kind, d.value(st))
 	}
 }

@@ -174,6 +174,7 @@ func (s *Store) processReady() (more bool, err error) {
 		if err := storage.Commit(batch, opts); err != nil {
 			return false, &StorageError{Err: err}
 		}
+		s.cfg.StateMachine.Committed()
 		if early {
 			for _, it := range items {
 				it.r.publishApplied(it)

@@ -95,6 +95,11 @@ type StateMachine interface {
 	// replaces its data in [start, end) (a snapshot is installed in the
 	// round's batch): whatever it keeps in memory about that data is stale.
 	Replaced(start, end []byte)
+	// Committed tells the state machine that the round it applied last is
+	// in the store (readers of the DB see it), before any read may be
+	// served at the round's applied index: what it keeps in memory for
+	// readers may now show the round's writes.
+	Committed()
 }
 
 // ApplyEnv is what the state machine learns about the command it applies.

@@ -34,6 +34,7 @@ type regMachine struct {
 func (*regMachine) Span(*storage.Descriptor) ([]byte, []byte) { return []byte{0x10}, []byte{0x11} }
 
 func (m *regMachine) Replaced(start, end []byte) { clear(m.counts) }
+func (m *regMachine) Committed()                 {}
 
 func (m *regMachine) TakeEffects() Effects {
 	if len(m.effects) == 0 {
