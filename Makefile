@@ -9,7 +9,7 @@ LDFLAGS      := -s -w $(if $(VERSION),-X main.version=$(VERSION))
 TEST_TIMEOUT ?= 20m
 RACE_TIMEOUT ?= 30m
 # Packages with concurrency worth running under the race detector.
-RACE_PKGS    ?= ./internal/transport/... ./internal/resp/... ./internal/store/... ./internal/server/... ./internal/script/... ./pkg/...
+RACE_PKGS    ?= ./internal/transport/... ./internal/resp/... ./internal/store/... ./internal/server/... ./internal/script/... ./internal/reccache/... ./pkg/...
 # Fuzz targets, as FuzzName:package; each runs for FUZZTIME.
 FUZZ         ?= FuzzParse:./internal/resp/codec FuzzCommands:./internal/kv
 FUZZTIME     ?= 15s

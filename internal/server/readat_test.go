@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -19,7 +20,8 @@ import (
 // collection read (HGETALL, LRANGE) from one state of the store while
 // batches that change every key and element together commit concurrently;
 // single-record reads go through the read cache. kv.Read on the DB itself
-// mixes states here within a few hundred reads.
+// mixes states here within a few hundred reads. Bounded: 300 rounds of
+// reads or 3 s.
 func TestReadAtSeesOneState(t *testing.T) {
 	db, err := storage.Open("/db", storage.Options{FS: vfs.NewMem()})
 	if err != nil {
@@ -79,7 +81,9 @@ func TestReadAtSeesOneState(t *testing.T) {
 		}
 		return len(r.Elems) > 0
 	}
-	for i := 0; i < 300; i++ {
+	deadline := time.Now().Add(3 * time.Second)
+	i := 0
+	for ; i < 300 && time.Now().Before(deadline); i++ {
 		if r := readAt(db, shared, mget, 1); !same(r) {
 			t.Fatalf("read %d: MGET mixed two states: %v", i, r)
 		}
@@ -97,6 +101,9 @@ func TestReadAtSeesOneState(t *testing.T) {
 		if r := readAt(db, shared, toArgs("GET", "k0"), 1); r.IsError() || r.Kind != reply.KindBulk {
 			t.Fatalf("GET: %v", r)
 		}
+	}
+	if i < 20 {
+		t.Fatalf("only %d rounds of reads in 3 s", i)
 	}
 	if st := shared.Stats(); st.Hits == 0 {
 		t.Fatalf("GET never hit the read cache: %+v", st)
