@@ -59,7 +59,10 @@
 // committed here, in log order, with no timer or polling in between. The
 // Ready loop waits for the receiver only when effectsBacklog committed
 // rounds are pending; the receiver must never wait for the store. This
-// replaces callbacks from Apply into the node (and a Committed hook).
+// replaces callbacks from Apply into the node. The one call back is
+// StateMachine.Committed, made on the Ready loop right after the round's
+// batch is committed and before its applied index is published, for what
+// the state machine keeps in memory for readers (the node's read cache).
 //
 // # Life of a read
 //
