@@ -110,16 +110,21 @@ func (s *Shared) Fill(key, enc []byte, gen uint64) {
 	if len(key)+len(enc) > s.maxEntry {
 		return
 	}
-	var v []byte
-	if enc != nil {
-		v = append(make([]byte, 0, len(enc)), enc...)
-	}
+	v := clone(enc, enc == nil)
 	sh := s.shard(key)
 	sh.mu.Lock()
 	if sh.gen == gen {
 		sh.set(string(key), v)
 	}
 	sh.mu.Unlock()
+}
+
+// clone returns a copy of enc, nil if absent.
+func clone(enc []byte, absent bool) []byte {
+	if absent {
+		return nil
+	}
+	return append(make([]byte, 0, len(enc)), enc...)
 }
 
 // set stores v under key and evicts down to the budget.
@@ -142,25 +147,22 @@ func (sh *sharedShard) set(key string, v []byte) {
 func entrySize(key string, v []byte) int { return len(key) + len(v) + entryOverhead }
 
 // wrote publishes a write of key: its cached record, if it has one, is
-// replaced by enc (absent: key was deleted), or dropped if enc is too big
-// to cache (big).
+// replaced by enc (absent: key was deleted), or dropped if the new record
+// is too big to cache (big: Cache.Wrote decided, and journalled no enc).
 func (s *Shared) wrote(key, enc []byte, absent, big bool) {
 	sh := s.shard(key)
 	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	sh.gen++
-	if old, ok := sh.lru.Peek(string(key)); ok {
-		if big || len(key)+len(enc) > s.maxEntry {
-			sh.lru.Remove(string(key))
-			sh.bytes -= entrySize(string(key), old)
-		} else {
-			var v []byte
-			if !absent {
-				v = append(make([]byte, 0, len(enc)), enc...)
-			}
-			sh.set(string(key), v)
-		}
+	old, ok := sh.lru.Peek(string(key))
+	switch {
+	case !ok:
+	case big:
+		sh.lru.Remove(string(key))
+		sh.bytes -= entrySize(string(key), old)
+	default:
+		sh.set(string(key), clone(enc, absent))
 	}
-	sh.mu.Unlock()
 }
 
 // clear publishes a replacement of every key (FLUSHALL, a snapshot).
