@@ -52,3 +52,40 @@ func TestLeaseReads(t *testing.T) {
 		}
 	}
 }
+
+// TestFollowerReadsAcquireLease: a leader that serves no reads of its own
+// still takes a lease once followers read, so that their ReadIndex
+// requests are answered from it rather than each by a heartbeat round
+// to a quorum (without it, the leader of a cluster read only through its
+// followers never held a lease).
+func TestFollowerReadsAcquireLease(t *testing.T) {
+	c := newClusterWith(t, 3, func(_ uint64, cfg *Config) { cfg.LeaseReads = true })
+	ctx := testCtx(t, 20*time.Second)
+	lead := c.waitLeader()
+	fc := c.client(followersOf(lead, 3)[0])
+	if err := fc.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Whatever lease the leader took so far (160 ms in this harness)
+	// runs out: from here on only the follower reads.
+	time.Sleep(400 * time.Millisecond)
+	leaseReads0 := gauge(t, c.node(lead), "kvorum_raft_lease_reads_total")
+	probes0 := gauge(t, c.node(lead), "kvorum_raft_lease_probes_total")
+	const reads = 40
+	for i := 0; i < reads; i++ {
+		if v, err := fc.Get(ctx, "k").Result(); err != nil || v != "v" {
+			t.Fatalf("GET on a follower: %q %v", v, err)
+		}
+	}
+	leaseReads := gauge(t, c.node(lead), "kvorum_raft_lease_reads_total") - leaseReads0
+	probes := gauge(t, c.node(lead), "kvorum_raft_lease_probes_total") - probes0
+	t.Logf("leader: %v of %d follower reads answered from the lease, %v probes", leaseReads, reads, probes)
+	if probes < 1 {
+		t.Errorf("the leader sent no lease probe for its followers' reads")
+	}
+	// The first read (or the first few, while the probe travels) take a
+	// heartbeat round; the rest are answered from the lease.
+	if leaseReads < reads-5 {
+		t.Errorf("%v of %d follower reads answered from the leader's lease, want at least %d", leaseReads, reads, reads-5)
+	}
+}

@@ -237,6 +237,29 @@ func (r *Replica) answerReadIndexLocked(m *raftpb.Message) (resp *raftpb.Message
 	return resp, renew, true
 }
 
+// acquireLeaseLocked asks for a lease probe in the next Ready round when
+// this replica may hold a lease but holds none and has no probe in flight
+// (true: the caller signals the Ready loop). A follower's ReadIndex that
+// found no lease calls it: the request itself takes raft's heartbeat
+// round, and the follower's next ones are answered from the lease. A
+// leader that serves no reads of its own would otherwise never acquire
+// one, and every follower read would pay a heartbeat round to a quorum
+// (idle cluster, GETs on a follower only, one client: 0.44 ms per
+// ReadIndex round trip against 0.1-0.2 ms from the lease).
+// REQUIRES: r.mu held.
+func (r *Replica) acquireLeaseLocked() bool {
+	l := &r.mu.lease
+	st := r.mu.rn.BasicStatus()
+	if l.renew || !r.mayLeaseLocked(&st) || r.probeInFlightLocked(st.GetTerm(), r.store.mono()) {
+		return false
+	}
+	if l.term == st.GetTerm() && l.expires.After(r.store.mono()) {
+		return false // a lease is held: answerReadIndexLocked declined for another reason
+	}
+	l.renew = true
+	return true
+}
+
 // mayLeaseLocked reports whether a replica in state st may hold a lease:
 // leases are on, it leads, no leadership transfer is under way and it did
 // not give up leases for this term (probes are marked, and answered

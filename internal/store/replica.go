@@ -279,8 +279,13 @@ func (r *Replica) step(m *raftpb.Message) {
 		resp, renew, ok := r.answerReadIndexLocked(m)
 		if ok {
 			r.noteSentLocked(resp)
+		} else {
+			renew = r.acquireLeaseLocked()
 		}
 		r.mu.Unlock()
+		if !ok && renew {
+			r.store.signal() // the probe goes out in the next Ready round
+		}
 		if ok {
 			// A follower's read batch served by the lease: no heartbeat
 			// round to a quorum.
