@@ -72,7 +72,8 @@
 // that is applied, or waits for it, with no Raft message. Otherwise ReadBarrier
 // queues the caller; the Ready loop issues one ReadIndex for all callers
 // queued since the last round (on the leader, that request also renews the
-// lease). When the ReadState comes back with the leader's commit index,
+// lease; a follower's request that finds the leader without a lease makes
+// it send such a probe, acquireLeaseLocked). When the ReadState comes back with the leader's commit index,
 // callers wait until this replica has applied up to that index and then
 // read Pebble directly. Followers serve reads this way too, so every node
 // answers linearizably; a follower sends its request before its round's
