@@ -23,7 +23,7 @@ func init() {
 	add("replication is Raft's; use `kvorum ctl` to manage members",
 		"replicaof", "slaveof", "sync", "psync", "failover", "cluster", "asking")
 	add("kvorum does not expose server internals through this command; see /metrics on the admin port",
-		"debug", "pfdebug", "pfselftest", "monitor", "module", "latency", "memory", "slowlog", "config", "acl", "shutdown", "lolwut")
+		"debug", "pfdebug", "pfselftest", "monitor", "module", "latency", "memory", "slowlog", "acl", "shutdown", "lolwut")
 }
 
 // Unsupported returns why kvorum does not implement the Redis command

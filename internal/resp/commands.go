@@ -131,6 +131,7 @@ func connCommands() []*command {
 	for _, c := range cmds {
 		c.spec.Group = "connection"
 	}
+	cmds = append(cmds, configCommand())
 	for _, c := range cmds {
 		switch c.spec.Name {
 		case "readonly", "readwrite":
@@ -903,7 +904,7 @@ func info(c *conn, args [][]byte) reply.Reply {
 	if all || want["clients"] {
 		section("Clients", [][2]string{
 			{"connected_clients", i64(s.clients.Load())},
-			{"maxclients", strconv.Itoa(s.cfg.MaxClients)},
+			{"maxclients", i64(s.maxClients.Load())},
 			{"blocked_clients", "0"},
 			{"tracking_clients", "0"},
 		})

@@ -138,6 +138,9 @@ type Server struct {
 	started time.Time
 	runID   string
 	port    atomic.Int64
+	bind    atomic.Pointer[string] // the first listener's IP, for CONFIG GET bind
+	// maxClients is Config.MaxClients, changed by CONFIG SET maxclients.
+	maxClients atomic.Int64
 
 	nextID     atomic.Uint64
 	clients    atomic.Int64
@@ -190,6 +193,7 @@ func NewServer(cfg Config, b Backend) *Server {
 		conns:     make(map[*conn]struct{}),
 		hub:       newHub(),
 	}
+	s.maxClients.Store(int64(cfg.MaxClients))
 	s.buildTable()
 	return s
 }
@@ -212,6 +216,8 @@ func (s *Server) Serve(l net.Listener) error {
 	}()
 	if a, ok := l.Addr().(*net.TCPAddr); ok {
 		s.port.CompareAndSwap(0, int64(a.Port))
+		ip := a.IP.String()
+		s.bind.CompareAndSwap(nil, &ip)
 	}
 	var delay time.Duration
 	for {
@@ -254,7 +260,7 @@ func (s *Server) accept(nc net.Conn) {
 		_ = tc.SetNoDelay(true)
 		_ = tc.SetKeepAlive(true)
 	}
-	if s.clients.Add(1) > int64(s.cfg.MaxClients) {
+	if s.clients.Add(1) > s.maxClients.Load() {
 		s.clients.Add(-1)
 		s.rejected.Add(1)
 		s.m.rejected.Inc()

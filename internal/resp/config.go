@@ -1,0 +1,216 @@
+package resp
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/kvorum/kvorum/internal/glob"
+	"github.com/kvorum/kvorum/internal/reply"
+)
+
+// CONFIG GET / SET / RESETSTAT / REWRITE / HELP.
+//
+// Tools and test programs call CONFIG GET at start-up (redis-benchmark
+// asks for "save" and "appendonly" and warns on every run when refused),
+// so every parameter below answers with what is true of this node, under
+// Redis's name. Few can be changed: CONFIG SET takes effect on the node
+// that receives it, as Redis's does on its one server, for the
+// parameters kvorum can change at run time; the others answer Redis's
+// own error format with the reason. Parameters that kvorum does not
+// know at all answer as in Redis ("Unknown option"); CONFIG GET of them
+// matches nothing.
+
+// configParam is one parameter: its value now, and how to change it
+// (set nil: it cannot be, for the reason in fixed).
+type configParam struct {
+	name  string
+	get   func(s *Server) string
+	set   func(s *Server, v string) (apply func(), err string)
+	fixed string
+}
+
+// Reasons a parameter cannot be changed (the text after "- " in Redis's
+// "CONFIG SET failed (possibly related to argument 'x') - ..." error).
+const (
+	fixedImmutable  = "can't set immutable config"
+	fixedDurability = "kvorum's durability is not configurable: every acknowledged write is in the Raft log, fsynced on a majority of nodes"
+)
+
+// configParams is the table, in the order CONFIG GET * answers.
+var configParams = []configParam{
+	{name: "appendfsync", get: constant("always"), fixed: fixedDurability},
+	{name: "appendonly", get: constant("yes"), fixed: fixedDurability},
+	{name: "bind", get: func(s *Server) string { return s.bindHost() }, fixed: fixedImmutable},
+	{name: "databases", get: constant("1"), fixed: fixedImmutable},
+	{name: "maxclients", get: func(s *Server) string { return strconv.FormatInt(s.maxClients.Load(), 10) }, set: setMaxClients},
+	{name: "maxmemory", get: constant("0"), set: onlyValue("0", "kvorum does not evict keys: its data lives on disk, and its memory is set by the --cache-size, --read-cache and --record-cache flags")},
+	{name: "maxmemory-policy", get: constant("noeviction"), set: onlyValue("noeviction", "kvorum does not evict keys")},
+	{name: "notify-keyspace-events", get: constant(""), set: onlyValue("", "keyspace notifications are not supported by kvorum yet")},
+	{name: "port", get: func(s *Server) string { return strconv.FormatInt(s.port.Load(), 10) }, fixed: fixedImmutable},
+	{name: "proto-max-bulk-len", get: func(s *Server) string { return strconv.Itoa(s.cfg.Limits.MaxBulkLen) }, fixed: fixedImmutable},
+	{name: "save", get: constant(""), fixed: fixedDurability},
+	{name: "timeout", get: constant("0"), set: onlyValue("0", "kvorum does not close idle clients")},
+}
+
+// bindHost is the address the node's client port listens on.
+func (s *Server) bindHost() string {
+	if p := s.bind.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+func constant(v string) func(*Server) string { return func(*Server) string { return v } }
+
+// onlyValue accepts the parameter's one value (a no-op, as setting any
+// parameter to its current value is in Redis) and refuses any other with
+// why.
+func onlyValue(v, why string) func(*Server, string) (func(), string) {
+	return func(_ *Server, nv string) (func(), string) {
+		if !strings.EqualFold(nv, v) {
+			return nil, why
+		}
+		return func() {}, ""
+	}
+}
+
+func setMaxClients(s *Server, v string) (func(), string) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return nil, "argument couldn't be parsed into an integer"
+	}
+	if n < 1 || n > 1<<32-1 {
+		return nil, "argument must be between 1 and 4294967295 inclusive"
+	}
+	return func() { s.maxClients.Store(n) }, ""
+}
+
+func findConfigParam(name string) *configParam {
+	for i := range configParams {
+		if strings.EqualFold(configParams[i].name, name) {
+			return &configParams[i]
+		}
+	}
+	return nil
+}
+
+// configCommand is the CONFIG container.
+func configCommand() *command {
+	adminFlags := []string{"admin", "noscript", "loading", "stale"}
+	adminACL := []string{"@admin", "@slow", "@dangerous"}
+	sub := func(name string, arity int, flags, acl []string, since, summary string, h func(c *conn, args [][]byte) reply.Reply) *command {
+		return connCmd("config|"+name, arity, flags, acl, since, summary, h)
+	}
+	cfg := connCmd("config", -2, nil, []string{"@slow"}, "2.0.0", "A container for server configuration commands", nil)
+	cfg.subs = []*command{
+		sub("get", -3, adminFlags, adminACL, "2.0.0", "Returns the effective values of configuration parameters", configGet),
+		sub("set", -4, adminFlags, adminACL, "2.0.0", "Sets configuration parameters in-flight", configSet),
+		sub("resetstat", 2, adminFlags, adminACL, "2.0.0", "Resets the server's statistics", configResetStat),
+		sub("rewrite", 2, adminFlags, adminACL, "2.8.0", "Persists the effective configuration to file", configRewrite),
+		sub("help", 2, []string{"loading", "stale"}, []string{"@slow"}, "5.0.0", "Returns helpful text about the different subcommands", configHelp),
+	}
+	// As Redis's: a cluster client sends CONFIG SET to every node (here
+	// too it changes only the node that receives it).
+	cfg.subs[1].tips = []string{"request_policy:all_nodes", "response_policy:all_succeeded"}
+	cfg.handler = containerHandler(cfg)
+	cfg.spec.Group = "server"
+	for _, sc := range cfg.subs {
+		sc.spec.Group = "server"
+	}
+	return cfg
+}
+
+// configGet answers the parameters matching any of the patterns (glob,
+// case-insensitive), each once: a map in RESP3, name/value pairs in RESP2.
+func configGet(c *conn, args [][]byte) reply.Reply {
+	var kvs []reply.Reply
+	for _, p := range configParams {
+		for _, pat := range args[2:] {
+			if glob.Match(pat, []byte(p.name), true) {
+				name := p.name
+				if !isGlob(pat) {
+					name = string(pat) // as Redis: an exact name comes back as given
+				}
+				kvs = append(kvs, reply.BulkString(name), reply.BulkString(p.get(c.s)))
+				break
+			}
+		}
+	}
+	return reply.Map(kvs...)
+}
+
+// isGlob reports whether pat has a glob special character.
+func isGlob(pat []byte) bool { return strings.ContainsAny(string(pat), "*?[\\") }
+
+// configSet sets every parameter named, or none: all are checked first
+// (Redis 7's atomic CONFIG SET of several parameters).
+func configSet(c *conn, args [][]byte) reply.Reply {
+	if len(args)%2 != 0 {
+		return reply.Error("ERR syntax error") // as Redis: the arity check let an odd count >= 4 through
+	}
+	var applies []func()
+	seen := map[string]bool{}
+	for i := 2; i < len(args); i += 2 {
+		name, val := string(args[i]), string(args[i+1])
+		p := findConfigParam(name)
+		if p == nil {
+			return reply.Error("ERR Unknown option or number of arguments for CONFIG SET - '" + name + "'")
+		}
+		if seen[p.name] {
+			return configSetFailed(name, "duplicate parameter")
+		}
+		seen[p.name] = true
+		if p.set == nil {
+			if p.fixed == fixedDurability && strings.EqualFold(val, p.get(c.s)) {
+				continue // setting the value it has changes nothing
+			}
+			return configSetFailed(name, p.fixed)
+		}
+		apply, why := p.set(c.s, val)
+		if why != "" {
+			return configSetFailed(name, why)
+		}
+		applies = append(applies, apply)
+	}
+	for _, apply := range applies {
+		apply()
+	}
+	return reply.Status("OK")
+}
+
+func configSetFailed(name, why string) reply.Reply {
+	return reply.Error("ERR CONFIG SET failed (possibly related to argument '" + name + "') - " + why)
+}
+
+// configResetStat zeroes INFO's counters, as Redis's resetServerStats
+// does for its own (the /metrics counters are not reset: they are
+// cumulative by Prometheus's rules).
+func configResetStat(c *conn, args [][]byte) reply.Reply {
+	s := c.s
+	s.totalConns.Store(0)
+	s.totalCmds.Store(0)
+	s.rejected.Store(0)
+	s.protoErrs.Store(0)
+	s.netIn.Store(0)
+	s.netOut.Store(0)
+	return reply.Status("OK")
+}
+
+// configRewrite: kvorum is configured by its flags, not a file.
+func configRewrite(c *conn, args [][]byte) reply.Reply {
+	return reply.Error("ERR The server is running without a config file")
+}
+
+func configHelp(c *conn, args [][]byte) reply.Reply {
+	return helpReply("CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+		"GET <pattern>",
+		"    Return parameters matching the glob-like <pattern> and their values.",
+		"SET <directive> <value>",
+		"    Set the configuration <directive> to <value>.",
+		"RESETSTAT",
+		"    Reset statistics reported by the INFO command.",
+		"REWRITE",
+		"    Rewrite the configuration file.",
+		"HELP",
+		"    Prints this help.")
+}

@@ -1,0 +1,99 @@
+package resp
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestConfigKvorumValues: the parameters whose value differs from a
+// default redis-server's answer kvorum's truth (the others are in
+// internal/server/testdata/diff/config.txt, against redis-server), and
+// the durability parameters refuse any change but to the value they have.
+func TestConfigKvorumValues(t *testing.T) {
+	_, addr := startServer(t, Config{}, newFakeBackend())
+	c := dialRaw(t, addr)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"CONFIG", "GET", "appendonly"}, "*2\r\n$10\r\nappendonly\r\n$3\r\nyes\r\n"},
+		{[]string{"CONFIG", "GET", "appendfsync"}, "*2\r\n$11\r\nappendfsync\r\n$6\r\nalways\r\n"},
+		{[]string{"CONFIG", "GET", "save"}, "*2\r\n$4\r\nsave\r\n$0\r\n\r\n"},
+		{[]string{"CONFIG", "GET", "databases"}, "*2\r\n$9\r\ndatabases\r\n$1\r\n1\r\n"},
+		{[]string{"CONFIG", "GET", "append*", "save"}, "*6\r\n$11\r\nappendfsync\r\n$6\r\nalways\r\n$10\r\nappendonly\r\n$3\r\nyes\r\n$4\r\nsave\r\n$0\r\n\r\n"},
+		{[]string{"CONFIG", "SET", "appendfsync", "always"}, "+OK\r\n"},
+		{[]string{"CONFIG", "SET", "appendonly", "no"}, "-ERR CONFIG SET failed (possibly related to argument 'appendonly') - " + fixedDurability + "\r\n"},
+		{[]string{"CONFIG", "SET", "save", "3600 1"}, "-ERR CONFIG SET failed (possibly related to argument 'save') - " + fixedDurability + "\r\n"},
+		{[]string{"CONFIG", "SET", "port", "1"}, "-ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config\r\n"},
+		{[]string{"CONFIG", "SET", "timeout", "5"}, "-ERR CONFIG SET failed (possibly related to argument 'timeout') - kvorum does not close idle clients\r\n"},
+		{[]string{"CONFIG", "SET", "timeout", "0"}, "+OK\r\n"},
+		// Atomic: a refused parameter leaves the others unchanged.
+		{[]string{"CONFIG", "SET", "maxclients", "7", "maxmemory", "1gb"}, "-ERR CONFIG SET failed (possibly related to argument 'maxmemory') - kvorum does not evict keys: its data lives on disk, and its memory is set by the --cache-size, --read-cache and --record-cache flags\r\n"},
+		{[]string{"CONFIG", "GET", "maxclients"}, "*2\r\n$10\r\nmaxclients\r\n$5\r\n10000\r\n"},
+	} {
+		c.cmd(tc.args...)
+		if got := c.reply(); got != tc.want {
+			t.Errorf("%s: got %q, want %q", strings.Join(tc.args, " "), got, tc.want)
+		}
+	}
+}
+
+// TestConfigSetMaxClients: CONFIG SET maxclients takes effect on the next
+// connection, and INFO reports it.
+func TestConfigSetMaxClients(t *testing.T) {
+	_, addr := startServer(t, Config{}, newFakeBackend())
+	c1 := dialRaw(t, addr)
+	c1.cmd("CONFIG", "SET", "maxclients", "1")
+	if r := c1.reply(); r != "+OK\r\n" {
+		t.Fatal(r)
+	}
+	c2 := dialRaw(t, addr)
+	if r := c2.reply(); r != "-ERR max number of clients reached\r\n" {
+		t.Fatalf("a second client with maxclients 1: %q", r)
+	}
+	c1.cmd("INFO", "clients")
+	if r := c1.reply(); !strings.Contains(r, "maxclients:1\r\n") {
+		t.Fatalf("INFO clients: %q", r)
+	}
+	c1.cmd("CONFIG", "SET", "maxclients", "10")
+	c1.reply()
+	c3 := dialRaw(t, addr)
+	c3.send("PING\r\n")
+	if r := c3.reply(); r != "+PONG\r\n" {
+		t.Fatalf("after maxclients 10: %q", r)
+	}
+}
+
+// TestConfigResetStat: CONFIG RESETSTAT zeroes INFO's counters.
+func TestConfigResetStat(t *testing.T) {
+	_, addr := startServer(t, Config{}, newFakeBackend())
+	c := dialRaw(t, addr)
+	for i := 0; i < 20; i++ {
+		c.send("PING\r\n")
+		c.reply()
+	}
+	stat := func(field string) string {
+		c.cmd("INFO", "stats")
+		r := c.reply()
+		i := strings.Index(r, field+":")
+		if i < 0 {
+			t.Fatalf("no %s in %q", field, r)
+		}
+		v := r[i+len(field)+1:]
+		return v[:strings.Index(v, "\r\n")]
+	}
+	if v := stat("total_commands_processed"); v == "0" || v == "1" {
+		t.Fatalf("total_commands_processed %s after 20 commands", v)
+	}
+	c.cmd("CONFIG", "RESETSTAT")
+	if r := c.reply(); r != "+OK\r\n" {
+		t.Fatal(r)
+	}
+	// The INFO that reads it counts itself, as in Redis.
+	if v := stat("total_commands_processed"); v != "0" && v != "1" {
+		t.Fatalf("total_commands_processed %s after CONFIG RESETSTAT", v)
+	}
+	if v := stat("total_connections_received"); v != "0" {
+		t.Fatalf("total_connections_received %s after CONFIG RESETSTAT", v)
+	}
+}
