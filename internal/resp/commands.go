@@ -30,6 +30,7 @@ type command struct {
 	subs    []*command // container commands (CLIENT, COMMAND)
 	calls   prometheus.Counter
 	latency prometheus.Observer
+	stats   cmdStats // INFO commandstats (stats.go)
 }
 
 var connFlags = []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}
@@ -850,39 +851,31 @@ func commandHelp(c *conn, args [][]byte) reply.Reply {
 
 func info(c *conn, args [][]byte) reply.Reply {
 	s := c.s
+	// Which sections: none named, or "default", is Redis's default set;
+	// "all" and "everything" add Commandstats; names pick sections.
 	want := map[string]bool{}
-	all := len(args) == 1
+	dflt, every := len(args) == 1, false
 	for _, a := range args[1:] {
 		n := strings.ToLower(string(a))
-		if n == "all" || n == "everything" || n == "default" {
-			all = true
+		switch n {
+		case "all", "everything":
+			every = true
+		case "default":
+			dflt = true
 		}
 		want[n] = true
 	}
-	var b []byte
-	section := func(name string, fields [][2]string) {
-		if !all && !want[strings.ToLower(name)] {
-			return
-		}
-		if len(b) > 0 {
-			b = append(b, "\r\n"...)
-		}
-		b = append(b, "# "...)
-		b = append(b, name...)
-		b = append(b, "\r\n"...)
-		for _, f := range fields {
-			b = append(b, f[0]...)
-			b = append(b, ':')
-			b = append(b, f[1]...)
-			b = append(b, "\r\n"...)
-		}
+	picked := func(name string) bool {
+		n := strings.ToLower(name)
+		return every || want[n] || dflt && n != "commandstats"
 	}
 	now := time.Now()
 	up := now.Sub(s.started)
 	i64 := func(v int64) string { return strconv.FormatInt(v, 10) }
 	u64 := func(v uint64) string { return strconv.FormatUint(v, 10) }
 	exe, _ := os.Executable()
-	section("Server", [][2]string{
+	sections := map[string][][2]string{}
+	sections["Server"] = [][2]string{
 		{"redis_version", RedisVersion},
 		{"redis_git_sha1", "00000000"},
 		{"redis_git_dirty", "0"},
@@ -900,32 +893,36 @@ func info(c *conn, args [][]byte) reply.Reply {
 		{"uptime_in_seconds", i64(int64(up / time.Second))},
 		{"uptime_in_days", i64(int64(up / (24 * time.Hour)))},
 		{"executable", exe},
-	})
-	if all || want["clients"] {
-		section("Clients", [][2]string{
+	}
+	if picked("clients") {
+		sections["Clients"] = [][2]string{
 			{"connected_clients", i64(s.clients.Load())},
 			{"maxclients", i64(s.maxClients.Load())},
 			{"blocked_clients", "0"},
 			{"tracking_clients", "0"},
-		})
+		}
 	}
-	if all || want["memory"] {
+	if picked("memory") {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
-		section("Memory", [][2]string{
+		rss, ok := residentBytes()
+		if !ok {
+			rss = ms.Sys
+		}
+		sections["Memory"] = [][2]string{
 			{"used_memory", u64(ms.HeapAlloc)},
 			{"used_memory_human", bytesToHuman(ms.HeapAlloc)},
-			{"used_memory_rss", u64(ms.Sys)},
-			{"used_memory_rss_human", bytesToHuman(ms.Sys)},
+			{"used_memory_rss", u64(rss)},
+			{"used_memory_rss_human", bytesToHuman(rss)},
 			{"maxmemory", "0"},
 			{"maxmemory_human", "0B"},
 			{"maxmemory_policy", "noeviction"},
 			{"mem_allocator", "go"},
 			{"go_heap_objects", u64(ms.HeapObjects)},
 			{"go_gc_cycles", strconv.FormatUint(uint64(ms.NumGC), 10)},
-		})
+		}
 	}
-	section("Stats", [][2]string{
+	sections["Stats"] = [][2]string{
 		{"total_connections_received", u64(s.totalConns.Load())},
 		{"total_commands_processed", u64(s.totalCmds.Load())},
 		{"instantaneous_ops_per_sec", "0"},
@@ -933,10 +930,41 @@ func info(c *conn, args [][]byte) reply.Reply {
 		{"total_net_output_bytes", u64(s.netOut.Load())},
 		{"rejected_connections", u64(s.rejected.Load())},
 		{"protocol_errors", u64(s.protoErrs.Load())},
-	})
+		{"total_error_replies", u64(s.errs.total.Load())},
+	}
+	sections["CPU"] = cpuFields()
+	sections["Modules"] = [][2]string{}
+	if picked("commandstats") {
+		sections["Commandstats"] = s.commandStatsFields()
+	}
+	sections["Errorstats"] = s.errs.fields()
+	sections["Cluster"] = [][2]string{{"cluster_enabled", "0"}}
+	var extra []string // the backend's sections Redis does not have
 	if s.b != nil {
 		for _, sec := range s.b.Info() {
-			section(sec.Name, sec.Fields)
+			if _, ok := sections[sec.Name]; !ok && !slices.Contains(infoOrder, sec.Name) {
+				extra = append(extra, sec.Name)
+			}
+			sections[sec.Name] = sec.Fields
+		}
+	}
+	var b []byte
+	for _, name := range append(slices.Clip(infoOrder), extra...) {
+		fields, ok := sections[name]
+		if !ok || !picked(name) {
+			continue
+		}
+		if len(b) > 0 {
+			b = append(b, "\r\n"...)
+		}
+		b = append(b, "# "...)
+		b = append(b, name...)
+		b = append(b, "\r\n"...)
+		for _, f := range fields {
+			b = append(b, f[0]...)
+			b = append(b, ':')
+			b = append(b, f[1]...)
+			b = append(b, "\r\n"...)
 		}
 	}
 	if b == nil {
@@ -944,6 +972,10 @@ func info(c *conn, args [][]byte) reply.Reply {
 	}
 	return reply.Reply{Kind: reply.KindVerbatim, Str: b}
 }
+
+// infoOrder is the order of INFO's sections, Redis 7.0's (genRedisInfoString).
+var infoOrder = []string{"Server", "Clients", "Memory", "Persistence", "Stats", "Replication",
+	"CPU", "Modules", "Commandstats", "Errorstats", "Cluster", "Keyspace"}
 
 // bytesToHuman formats n like Redis's INFO *_human fields.
 func bytesToHuman(n uint64) string {

@@ -182,9 +182,9 @@ func configSetFailed(name, why string) reply.Reply {
 	return reply.Error("ERR CONFIG SET failed (possibly related to argument '" + name + "') - " + why)
 }
 
-// configResetStat zeroes INFO's counters, as Redis's resetServerStats
-// does for its own (the /metrics counters are not reset: they are
-// cumulative by Prometheus's rules).
+// configResetStat zeroes INFO's counters (stats, commandstats,
+// errorstats), as Redis's resetServerStats does for its own (the /metrics
+// counters are not reset: they are cumulative by Prometheus's rules).
 func configResetStat(c *conn, args [][]byte) reply.Reply {
 	s := c.s
 	s.totalConns.Store(0)
@@ -193,6 +193,7 @@ func configResetStat(c *conn, args [][]byte) reply.Reply {
 	s.protoErrs.Store(0)
 	s.netIn.Store(0)
 	s.netOut.Store(0)
+	s.resetCommandStats()
 	return reply.Status("OK")
 }
 

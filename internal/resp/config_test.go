@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -95,5 +96,48 @@ func TestConfigResetStat(t *testing.T) {
 	}
 	if v := stat("total_connections_received"); v != "0" {
 		t.Fatalf("total_connections_received %s after CONFIG RESETSTAT", v)
+	}
+}
+
+// TestInfoStatsReset: CONFIG RESETSTAT zeroes commandstats and
+// errorstats too; INFO cpu and the resident memory come from the OS.
+func TestInfoStatsReset(t *testing.T) {
+	_, addr := startServer(t, Config{}, newFakeBackend())
+	c := dialRaw(t, addr)
+	for _, args := range [][]string{{"PING"}, {"ECHO"}, {"CLIENT", "ID"}, {"NOSUCHCMD"}} {
+		c.cmd(args...)
+		c.reply()
+	}
+	info := func(section string) string {
+		c.cmd("INFO", section)
+		return c.reply()
+	}
+	if r := info("commandstats"); !strings.Contains(r, "cmdstat_ping:calls=1,") ||
+		!strings.Contains(r, "cmdstat_echo:calls=0,usec=0,usec_per_call=0.00,rejected_calls=1,failed_calls=0") ||
+		!strings.Contains(r, "cmdstat_client|id:calls=1,") {
+		t.Fatalf("commandstats before the reset: %q", r)
+	}
+	if r := info("errorstats"); !strings.Contains(r, "errorstat_ERR:count=2") {
+		t.Fatalf("errorstats (wrong arity, unknown command): %q", r)
+	}
+	c.cmd("CONFIG", "RESETSTAT")
+	c.reply()
+	if r := info("commandstats"); strings.Contains(r, "cmdstat_ping") || !strings.Contains(r, "cmdstat_config|resetstat:calls=1,") {
+		t.Fatalf("commandstats after the reset: %q", r)
+	}
+	if r := info("errorstats"); strings.Contains(r, "errorstat_") {
+		t.Fatalf("errorstats after the reset: %q", r)
+	}
+	if r := info("cpu"); !strings.Contains(r, "used_cpu_user:") || !strings.Contains(r, "used_cpu_sys:") {
+		t.Fatalf("INFO cpu: %q", r)
+	}
+	r := info("memory")
+	i := strings.Index(r, "used_memory_rss:")
+	if i < 0 {
+		t.Fatalf("INFO memory: %q", r)
+	}
+	v := r[i+len("used_memory_rss:"):]
+	if rss, err := strconv.ParseUint(v[:strings.Index(v, "\r\n")], 10, 64); err != nil || rss < 1<<20 {
+		t.Fatalf("used_memory_rss %q: %v", v[:strings.Index(v, "\r\n")], err)
 	}
 }

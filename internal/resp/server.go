@@ -150,6 +150,7 @@ type Server struct {
 	protoErrs  atomic.Uint64
 	netIn      atomic.Uint64
 	netOut     atomic.Uint64
+	errs       errorStats // INFO errorstats (stats.go)
 
 	mu        sync.Mutex
 	closed    bool
@@ -503,14 +504,15 @@ func (c *conn) exec(batch [][][]byte) {
 		if intercept || cmd != nil && cmd.handler != nil {
 			c.doRun(replies)
 			for ; from < i; from++ {
-				c.out = AppendReply(c.out, replies[from], c.proto)
+				c.emit(&replies[from])
 			}
 			from = i + 1
 			start := time.Now()
 			var r reply.Reply
+			queued := false
 			switch {
 			case c.tx.multi && !txControl(cmd):
-				r = c.queue(cmd, args)
+				r, queued = c.queue(cmd, args), true
 			case intercept:
 				r = reply.Error("ERR Can't execute '" + strings.ToLower(string(args[0])) +
 					"': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context")
@@ -518,10 +520,14 @@ func (c *conn) exec(batch [][][]byte) {
 				r = c.connCommand(cmd, args)
 			}
 			if r.Kind != noReply.Kind {
-				c.out = AppendReply(c.out, r, c.proto)
+				c.emit(&r)
 			}
 			if cmd != nil {
-				cmd.latency.Observe(time.Since(start).Seconds())
+				d := time.Since(start)
+				cmd.latency.Observe(d.Seconds())
+				if !queued || rejectedReply(&r) {
+					statsOf(cmd, args).record(&r, d)
+				}
 			}
 			if c.closeAfter {
 				clear(replies)
@@ -535,6 +541,9 @@ func (c *conn) exec(batch [][][]byte) {
 		}
 		if r, ok := s.table.Check(args); !ok {
 			replies[i] = r
+			if cmd != nil {
+				cmd.stats.record(&replies[i], 0)
+			}
 			continue
 		}
 		c.run = append(c.run, args)
@@ -543,12 +552,19 @@ func (c *conn) exec(batch [][][]byte) {
 	}
 	c.doRun(replies)
 	for ; from < len(batch); from++ {
-		c.out = AppendReply(c.out, replies[from], c.proto)
+		c.emit(&replies[from])
 	}
 	clear(replies)
 	if cap(c.replies) > keepReplies {
 		c.replies = nil
 	}
+}
+
+// emit appends reply r to the connection's output, counting it in INFO
+// errorstats if it is an error.
+func (c *conn) emit(r *reply.Reply) {
+	c.s.errs.note(r)
+	c.out = AppendReply(c.out, *r, c.proto)
 }
 
 // doRun sends the pending run of data commands to the backend.
@@ -567,7 +583,9 @@ func (c *conn) doRun(replies []reply.Reply) {
 		ctx = context.WithValue(ctx, staleReadsKey{}, true)
 	}
 	out := c.s.b.Do(ctx, c.run)
-	d := time.Since(start).Seconds()
+	el := time.Since(start)
+	d := el.Seconds()
+	share := el / time.Duration(len(c.run)) // INFO commandstats: the run's time split among its commands
 	for j, i := range c.runIdx {
 		if j < len(out) {
 			replies[i] = out[j]
@@ -577,6 +595,7 @@ func (c *conn) doRun(replies []reply.Reply) {
 		}
 		if cmd := c.runCmd[j]; cmd != nil {
 			cmd.latency.Observe(d)
+			cmd.stats.record(&replies[i], share)
 		}
 	}
 	clear(c.run)
