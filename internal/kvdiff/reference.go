@@ -79,6 +79,13 @@ func Rewriting() bool {
 // startServer starts a private redis-server (no persistence) on a free
 // loopback port, killed when the test ends, and returns its address once
 // it answers.
+// StartServer starts a private redis-server for the test (stopped when it
+// ends) and returns its address. Without redis-server the test fails.
+func StartServer(t testing.TB) string {
+	t.Helper()
+	return startServer(t)
+}
+
 func startServer(t testing.TB) string {
 	t.Helper()
 	path, err := exec.LookPath("redis-server")

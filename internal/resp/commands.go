@@ -66,6 +66,7 @@ func connCommands() []*command {
 		sub("client", "setinfo", 4, clientFlags, slowConn, "7.2.0", "Sets information specific to the client or connection", clientSetInfo),
 		sub("client", "no-evict", 3, append([]string{"admin"}, clientFlags...), []string{"@admin", "@slow", "@dangerous", "@connection"}, "7.0.0", "Sets the client eviction mode of the connection", clientOnOff),
 		sub("client", "no-touch", 3, clientFlags, slowConn, "7.2.0", "Controls whether commands sent by the client affect the LRU/LFU of accessed keys", clientOnOff),
+		sub("client", "reply", 3, clientFlags, slowConn, "3.2.0", "Instructs the server whether to reply to commands", clientReply),
 		sub("client", "help", 2, clientFlags, slowConn, "5.0.0", "Returns helpful text about the different subcommands", clientHelp),
 	}
 	client.handler = containerHandler(client)
@@ -470,6 +471,28 @@ func clientOnOff(c *conn, args [][]byte) reply.Reply {
 	return errSyntax
 }
 
+// clientReply is CLIENT REPLY ON|OFF|SKIP, as Redis: OFF silences every
+// reply from its own on, SKIP its own and the next command's (not under
+// OFF), ON ends both and answers OK. A silenced reply is still counted
+// (INFO) and its command still runs.
+func clientReply(c *conn, args [][]byte) reply.Reply {
+	switch {
+	case eqFold(args[2], "on"):
+		c.replyOff, c.skipNext, c.muteThis = false, false, false
+		return reply.OK
+	case eqFold(args[2], "off"):
+		c.replyOff, c.muteThis = true, true
+		return reply.OK
+	case eqFold(args[2], "skip"):
+		if !c.replyOff {
+			c.skipNext = true
+		}
+		c.muteThis = true
+		return reply.OK
+	}
+	return errSyntax
+}
+
 func clientHelp(c *conn, args [][]byte) reply.Reply {
 	return helpReply("CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
 		"GETNAME",
@@ -494,6 +517,8 @@ func clientHelp(c *conn, args [][]byte) reply.Reply {
 		"    Accepted for compatibility; kvorum does not evict clients.",
 		"NO-TOUCH (ON|OFF)",
 		"    Accepted for compatibility; kvorum does not track key access.",
+		"REPLY (ON|OFF|SKIP)",
+		"    Control the replies sent to the current connection.",
 		"HELP",
 		"    Print this help.")
 }

@@ -363,12 +363,18 @@ type conn struct {
 	// readOnly: READONLY was sent; the data commands of this connection go
 	// to the backend with StaleReadsOK set (READWRITE clears it).
 	readOnly bool
-	out      []byte
-	batch    [][][]byte
-	replies  []reply.Reply
-	run      [][][]byte
-	runIdx   []int
-	runCmd   []*command
+	// CLIENT REPLY (clientReply): replyOff silences every reply until
+	// CLIENT REPLY ON; skipNext silences the next command's; mute is the
+	// decision for each command of the batch in exec, muteThis for the
+	// one executing.
+	replyOff, skipNext, muteThis bool
+	mute                         []bool
+	out                          []byte
+	batch                        [][][]byte
+	replies                      []reply.Reply
+	run                          [][][]byte
+	runIdx                       []int
+	runCmd                       []*command
 
 	tx     txState
 	peeked []byte   // bytes read while watching a blocked client (see watchDisconnect)
@@ -491,9 +497,13 @@ func (c *conn) exec(batch [][][]byte) {
 		c.replies = make([]reply.Reply, len(batch))
 	}
 	replies := c.replies[:len(batch)]
+	c.mute = slices.Grow(c.mute[:0], len(batch))[:len(batch)]
 	c.run, c.runIdx, c.runCmd = c.run[:0], c.runIdx[:0], c.runCmd[:0]
 	from := 0 // first command whose reply is not yet in c.out
 	for i, args := range batch {
+		c.muteThis = c.replyOff || c.skipNext // CLIENT REPLY OFF or SKIP
+		c.skipNext = false
+		c.mute[i] = c.muteThis
 		cmd := s.lookup(args[0])
 		if cmd != nil {
 			c.lastCmd.Store(cmd)
@@ -504,7 +514,7 @@ func (c *conn) exec(batch [][][]byte) {
 		if intercept || cmd != nil && cmd.handler != nil {
 			c.doRun(replies)
 			for ; from < i; from++ {
-				c.emit(&replies[from])
+				c.emit(&replies[from], c.mute[from])
 			}
 			from = i + 1
 			start := time.Now()
@@ -520,7 +530,7 @@ func (c *conn) exec(batch [][][]byte) {
 				r = c.connCommand(cmd, args)
 			}
 			if r.Kind != noReply.Kind {
-				c.emit(&r)
+				c.emit(&r, c.muteThis) // CLIENT REPLY may have changed it
 			}
 			if cmd != nil {
 				d := time.Since(start)
@@ -552,7 +562,7 @@ func (c *conn) exec(batch [][][]byte) {
 	}
 	c.doRun(replies)
 	for ; from < len(batch); from++ {
-		c.emit(&replies[from])
+		c.emit(&replies[from], c.mute[from])
 	}
 	clear(replies)
 	if cap(c.replies) > keepReplies {
@@ -560,11 +570,13 @@ func (c *conn) exec(batch [][][]byte) {
 	}
 }
 
-// emit appends reply r to the connection's output, counting it in INFO
-// errorstats if it is an error.
-func (c *conn) emit(r *reply.Reply) {
+// emit appends reply r to the connection's output (unless muted by
+// CLIENT REPLY), counting it in INFO errorstats if it is an error.
+func (c *conn) emit(r *reply.Reply, muted bool) {
 	c.s.errs.note(r)
-	c.out = AppendReply(c.out, *r, c.proto)
+	if !muted {
+		c.out = AppendReply(c.out, *r, c.proto)
+	}
 }
 
 // doRun sends the pending run of data commands to the backend.
