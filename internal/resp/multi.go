@@ -51,6 +51,23 @@ func txControl(cmd *command) bool {
 }
 
 // noMulti lists commands Redis refuses inside a transaction (flag no-multi).
+// redisNoMultiArity is the arity of the commands Redis 7.0 refuses inside
+// MULTI (its no_multi flag). kvorum implements none of them; inside a
+// transaction they answer Redis's refusal rather than kvorum's "not
+// supported", as clients that handle the one expect (an arity error
+// comes first, as in Redis).
+var redisNoMultiArity = map[string]int{"save": 1, "shutdown": -1, "sync": 1, "psync": -3}
+
+func redisNoMulti(args [][]byte) bool {
+	var buf [32]byte
+	name, ok := lower(&buf, args[0])
+	if !ok {
+		return false
+	}
+	arity, ok := redisNoMultiArity[string(name)]
+	return ok && arityOK(arity, len(args))
+}
+
 func noMulti(cmd *command) bool {
 	if cmd == nil {
 		return false
@@ -67,6 +84,8 @@ func (c *conn) queue(cmd *command, args [][]byte) reply.Reply {
 	var r reply.Reply
 	ok := true
 	switch {
+	case cmd == nil && redisNoMulti(args):
+		r, ok = reply.Error("ERR Command not allowed inside a transaction"), false
 	case cmd == nil || (cmd.handler == nil && !c.s.table.Known(args[0])):
 		r, ok = c.s.unknownCommand(args), false
 	case noMulti(cmd):
