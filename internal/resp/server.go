@@ -151,6 +151,7 @@ type Server struct {
 	netIn      atomic.Uint64
 	netOut     atomic.Uint64
 	errs       errorStats // INFO errorstats (stats.go)
+	blocked    atomic.Int64
 
 	mu        sync.Mutex
 	closed    bool
@@ -586,7 +587,8 @@ func (c *conn) doRun(replies []reply.Reply) {
 	}
 	start := time.Now()
 	ctx := c.ctx
-	if c.rd.Buffered() == 0 && slices.ContainsFunc(c.run, c.s.table.Blocks) {
+	blocks := slices.ContainsFunc(c.run, c.s.table.Blocks)
+	if blocks && c.rd.Buffered() == 0 {
 		var stop func()
 		ctx, stop = c.watchDisconnect()
 		defer stop()
@@ -594,7 +596,13 @@ func (c *conn) doRun(replies []reply.Reply) {
 	if c.readOnly {
 		ctx = context.WithValue(ctx, staleReadsKey{}, true)
 	}
+	if blocks {
+		c.s.blocked.Add(1) // INFO clients blocked_clients: in a command that may wait
+	}
 	out := c.s.b.Do(ctx, c.run)
+	if blocks {
+		c.s.blocked.Add(-1)
+	}
 	el := time.Since(start)
 	d := el.Seconds()
 	share := el / time.Duration(len(c.run)) // INFO commandstats: the run's time split among its commands

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kvorum/kvorum/internal/kvdiff"
 )
@@ -135,5 +136,69 @@ func TestInfoSectionsLikeRedis(t *testing.T) {
 		if g, w := strings.Join(headers(got), ","), strings.Join(headers(want), ","); g != w {
 			t.Errorf("%v: kvorum's sections %s, redis-server's %s", args, g, w)
 		}
+	}
+}
+
+// TestInfoBlockedClientsLikeRedis: INFO clients counts a client blocked
+// in BLPOP while it waits, and not once it was served, on kvorum (the
+// node the client is connected to) as on redis-server.
+func TestInfoBlockedClientsLikeRedis(t *testing.T) {
+	ref := kvdiff.StartServer(t)
+	c := newTestCluster(t, 3)
+	kv := c.node(followersOf(c.waitLeader(), 3)[0]).ClientAddr()
+	for _, addr := range []string{ref, kv} {
+		blocked := func() string {
+			ic, err := kvdiff.Dial(addr, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ic.Close()
+			v, err := ic.Do("INFO", "clients")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, line := range strings.Split(string(v.Str), "\r\n") {
+				if n, ok := strings.CutPrefix(line, "blocked_clients:"); ok {
+					return n
+				}
+			}
+			t.Fatalf("%s: no blocked_clients in %q", addr, v.Str)
+			return ""
+		}
+		waitFor := func(want string) {
+			deadline := time.Now().Add(10 * time.Second)
+			for blocked() != want {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: blocked_clients %s, want %s", addr, blocked(), want)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		if got := blocked(); got != "0" {
+			t.Fatalf("%s: blocked_clients %s before any BLPOP", addr, got)
+		}
+		bc, err := kvdiff.Dial(addr, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := bc.Do("BLPOP", "blocked-list", "0")
+			done <- err
+		}()
+		waitFor("1")
+		pc, err := kvdiff.Dial(addr, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pc.Do("RPUSH", "blocked-list", "x"); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		waitFor("0")
+		pc.Close()
+		bc.Close()
 	}
 }
