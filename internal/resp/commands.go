@@ -77,7 +77,7 @@ func connCommands() []*command {
 		sub("command", "docs", -2, cmdFlags, slowConn, "7.0.0", "Returns documentary information about one, multiple or all commands", commandDocs),
 		sub("command", "info", -2, cmdFlags, slowConn, "2.8.13", "Returns information about one, multiple or all commands", commandInfoCmd),
 		sub("command", "list", -2, cmdFlags, slowConn, "7.0.0", "Returns a list of command names", commandList),
-		sub("command", "getkeys", -3, cmdFlags, slowConn, "2.8.13", "Extracts the key names from an arbitrary command", commandGetKeys),
+		sub("command", "getkeys", -4, cmdFlags, slowConn, "2.8.13", "Extracts the key names from an arbitrary command", commandGetKeys),
 		sub("command", "help", 2, cmdFlags, slowConn, "5.0.0", "Returns helpful text about the different subcommands", commandHelp),
 	}
 	containerH := containerHandler(cmdCmd)
@@ -824,28 +824,45 @@ func commandList(c *conn, args [][]byte) reply.Reply {
 
 // commandGetKeys is COMMAND GETKEYS cmd arg...: the keys by the command's
 // first/last/step key positions.
+// commandGetKeys is COMMAND GETKEYS, with Redis 7.0's checks in its
+// order (getKeysSubcommandImpl): a known command, one that has keys, its
+// arity, then at least one key found unless the command may have none.
 func commandGetKeys(c *conn, args [][]byte) reply.Reply {
 	cmd := c.s.lookup(args[2])
 	if cmd == nil {
 		return reply.Error("ERR Invalid command specified")
 	}
 	argv := args[2:]
+	name := cmd.spec.Name
+	_, movable, _ := movableKeys(name, nil)
+	if !movable && cmd.spec.FirstKey <= 0 {
+		return reply.Error("ERR The command has no key arguments")
+	}
 	if !arityOK(cmd.spec.Arity, len(argv)) {
 		return reply.Error("ERR Invalid number of arguments specified for command")
 	}
-	first, last, step := cmd.spec.FirstKey, cmd.spec.LastKey, cmd.spec.Step
-	if first <= 0 {
-		return reply.Error("ERR The command has no key arguments")
+	var found [][]byte
+	optional := false
+	if movable {
+		found, _, optional = movableKeys(name, argv)
+	} else {
+		first, last, step := cmd.spec.FirstKey, cmd.spec.LastKey, cmd.spec.Step
+		if last < 0 {
+			last = len(argv) + last
+		}
+		if step <= 0 {
+			step = 1
+		}
+		for i := first; i <= last && i < len(argv); i += step {
+			found = append(found, argv[i])
+		}
 	}
-	if last < 0 {
-		last = len(argv) + last
+	if len(found) == 0 && !optional {
+		return reply.Error("ERR Invalid arguments specified for command")
 	}
-	if step <= 0 {
-		step = 1
-	}
-	var keys []reply.Reply
-	for i := first; i <= last && i < len(argv); i += step {
-		keys = append(keys, reply.Bulk(argv[i]))
+	keys := make([]reply.Reply, len(found))
+	for i, k := range found {
+		keys[i] = reply.Bulk(k)
 	}
 	return reply.Array(keys...)
 }
