@@ -67,6 +67,7 @@ func connCommands() []*command {
 		sub("client", "no-evict", 3, append([]string{"admin"}, clientFlags...), []string{"@admin", "@slow", "@dangerous", "@connection"}, "7.0.0", "Sets the client eviction mode of the connection", clientOnOff),
 		sub("client", "no-touch", 3, clientFlags, slowConn, "7.2.0", "Controls whether commands sent by the client affect the LRU/LFU of accessed keys", clientOnOff),
 		sub("client", "reply", 3, clientFlags, slowConn, "3.2.0", "Instructs the server whether to reply to commands", clientReply),
+		sub("client", "unblock", -3, append([]string{"admin"}, clientFlags...), []string{"@admin", "@slow", "@dangerous", "@connection"}, "5.0.0", "Unblocks a client blocked by a blocking command from a different connection", clientUnblock),
 		sub("client", "help", 2, clientFlags, slowConn, "5.0.0", "Returns helpful text about the different subcommands", clientHelp),
 	}
 	client.handler = containerHandler(client)
@@ -519,6 +520,8 @@ func clientHelp(c *conn, args [][]byte) reply.Reply {
 		"    Accepted for compatibility; kvorum does not track key access.",
 		"REPLY (ON|OFF|SKIP)",
 		"    Control the replies sent to the current connection.",
+		"UNBLOCK <clientid> [TIMEOUT|ERROR]",
+		"    Unblock the specified blocked client.",
 		"HELP",
 		"    Print this help.")
 }

@@ -369,13 +369,16 @@ type conn struct {
 	// decision for each command of the batch in exec, muteThis for the
 	// one executing.
 	replyOff, skipNext, muteThis bool
-	mute                         []bool
-	out                          []byte
-	batch                        [][][]byte
-	replies                      []reply.Reply
-	run                          [][][]byte
-	runIdx                       []int
-	runCmd                       []*command
+	// unblockCh is the waiting run's CLIENT UNBLOCK channel (unblock.go).
+	unblockMu sync.Mutex
+	unblockCh chan error
+	mute      []bool
+	out       []byte
+	batch     [][][]byte
+	replies   []reply.Reply
+	run       [][][]byte
+	runIdx    []int
+	runCmd    []*command
 
 	tx     txState
 	peeked []byte   // bytes read while watching a blocked client (see watchDisconnect)
@@ -598,6 +601,9 @@ func (c *conn) doRun(replies []reply.Reply) {
 	}
 	if blocks {
 		c.s.blocked.Add(1) // INFO clients blocked_clients: in a command that may wait
+		var done func()
+		ctx, done = c.blockingContext(ctx)
+		defer done()
 	}
 	out := c.s.b.Do(ctx, c.run)
 	if blocks {

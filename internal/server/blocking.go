@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvorum/kvorum/internal/kv"
 	"github.com/kvorum/kvorum/internal/reply"
+	"github.com/kvorum/kvorum/internal/resp"
 )
 
 // Blocking commands (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, XREADGROUP, ...).
@@ -145,6 +146,11 @@ func (n *Node) awaitWrite(parent context.Context, wt *waiter, deadline <-chan ti
 	case <-wt.ch:
 		return reply.Reply{}, false
 	case <-deadline:
+		return timedOut, true
+	case why := <-resp.UnblockRequests(parent):
+		if why == resp.ErrUnblockError {
+			return resp.UnblockedReply, true
+		}
 		return timedOut, true
 	case <-parent.Done():
 		return reply.Error("ERR client disconnected or node stopping"), true

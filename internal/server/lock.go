@@ -7,6 +7,7 @@ import (
 
 	"github.com/kvorum/kvorum/internal/kv"
 	"github.com/kvorum/kvorum/internal/reply"
+	"github.com/kvorum/kvorum/internal/resp"
 )
 
 // Leases and locks: the node's half (package kv holds the state machine).
@@ -164,6 +165,22 @@ func (n *Node) leaseLoop() {
 	}
 }
 
+// lockTimedOut ends a lock wait whose time is up: WAIT keeps the queued
+// place (the grant may have come with the timer), an acquire gives it up;
+// either returns the grant if it came, else none.
+func (n *Node) lockTimedOut(parent context.Context, a kv.Acquire, queuedAt uint64, none reply.Reply) reply.Reply {
+	if a.KeepQueued {
+		if r, done := n.lockOutcome(parent, a.Name, a.Lease, queuedAt); done {
+			return r
+		}
+		return none
+	}
+	if r := n.giveUpLock(parent, a.Name, a.Lease); !isNullReply(r) || none.Kind == reply.KindNil {
+		return r
+	}
+	return none
+}
+
 // execLock runs LOCK ACQUIRE for a client: parent is the connection's
 // context (cancelled when the client disconnects).
 func (n *Node) execLock(parent context.Context, args [][]byte, a kv.Acquire) reply.Reply {
@@ -194,15 +211,15 @@ func (n *Node) execLock(parent context.Context, args [][]byte, a kv.Acquire) rep
 		case <-wt.ch:
 		case <-recheck.C:
 		case <-deadline:
-			if a.KeepQueued {
-				// WAIT: the grant may have come with the timer; else null,
-				// and the lease keeps its place for the next acquire.
-				if r, done := n.lockOutcome(parent, name, lease, queuedAt); done {
-					return r
-				}
-				return reply.Nil
+			return n.lockTimedOut(parent, a, queuedAt, reply.Nil)
+		case why := <-resp.UnblockRequests(parent):
+			// CLIENT UNBLOCK: as if the timeout had passed, answering
+			// Redis's UNBLOCKED error for ERROR (a grant that came
+			// meanwhile is still returned).
+			if why == resp.ErrUnblockError {
+				return n.lockTimedOut(parent, a, queuedAt, resp.UnblockedReply)
 			}
-			return n.giveUpLock(parent, name, lease)
+			return n.lockTimedOut(parent, a, queuedAt, reply.Nil)
 		case <-parent.Done():
 			if !a.KeepQueued {
 				n.giveUpLock(context.Background(), name, lease)
