@@ -17,21 +17,8 @@ func TestClientUnblockLikeRedis(t *testing.T) {
 	ref := kvdiff.StartServer(t)
 	c := newTestCluster(t, 3)
 	kv := c.node(followersOf(c.waitLeader(), 3)[0]).ClientAddr()
-	dial := func(addr string) *kvdiff.Conn {
-		cn, err := kvdiff.Dial(addr, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cn.Close() })
-		return cn
-	}
-	do := func(cn *kvdiff.Conn, args ...string) string {
-		v, err := cn.Do(args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return kvdiff.Render(v)
-	}
+	dial := func(addr string) *kvdiff.Conn { return dialRESP2(t, addr) }
+	do := func(cn *kvdiff.Conn, args ...string) string { return doRendered(t, cn, args...) }
 	// unblocked runs cmd on a new connection to addr, unblocks it (with
 	// mode, if any) from another, and returns the blocked command's
 	// reply and the second UNBLOCK's.
@@ -95,21 +82,8 @@ func TestClientUnblockLikeRedis(t *testing.T) {
 func TestClientUnblockLockAcquire(t *testing.T) {
 	c := newTestCluster(t, 3)
 	addr := c.node(followersOf(c.waitLeader(), 3)[0]).ClientAddr()
-	dial := func() *kvdiff.Conn {
-		cn, err := kvdiff.Dial(addr, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cn.Close() })
-		return cn
-	}
-	do := func(cn *kvdiff.Conn, args ...string) string {
-		v, err := cn.Do(args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return kvdiff.Render(v)
-	}
+	dial := func() *kvdiff.Conn { return dialRESP2(t, addr) }
+	do := func(cn *kvdiff.Conn, args ...string) string { return doRendered(t, cn, args...) }
 	hc := dial()
 	holder := do(hc, "LEASE", "GRANT", "60000")[len("(integer) "):]
 	if r := do(hc, "LOCK", "ACQUIRE", "unblock-lock", holder); r[:len("(integer)")] != "(integer)" {
@@ -163,4 +137,25 @@ func lockWaiters(info string) string {
 		}
 	}
 	return ""
+}
+
+// dialRESP2 opens a RESP2 connection to addr, closed when the test ends.
+func dialRESP2(t *testing.T, addr string) *kvdiff.Conn {
+	t.Helper()
+	cn, err := kvdiff.Dial(addr, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cn.Close() })
+	return cn
+}
+
+// doRendered runs args on cn and returns the reply as redis-cli shows it.
+func doRendered(t *testing.T, cn *kvdiff.Conn, args ...string) string {
+	t.Helper()
+	v, err := cn.Do(args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kvdiff.Render(v)
 }
