@@ -990,7 +990,9 @@ func info(c *conn, args [][]byte) reply.Reply {
 			if _, ok := sections[sec.Name]; !ok && !slices.Contains(infoOrder, sec.Name) {
 				extra = append(extra, sec.Name)
 			}
-			sections[sec.Name] = sec.Fields
+			// A section both have (Clients) gets the backend's fields
+			// after the server's own.
+			sections[sec.Name] = append(sections[sec.Name], sec.Fields...)
 		}
 	}
 	var b []byte

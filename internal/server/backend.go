@@ -269,5 +269,8 @@ func (b *backend) Info() []resp.InfoSection {
 	if keys.Kind == reply.KindInt && keys.Int > 0 {
 		ks.Fields = append(ks.Fields, [2]string{"db0", fmt.Sprintf("keys=%d,expires=0,avg_ttl=0", keys.Int)})
 	}
-	return []resp.InfoSection{repl, n.persistenceInfo(), ks}
+	clients := resp.InfoSection{Name: "Clients", Fields: [][2]string{
+		{"clients_in_timeout_table", strconv.FormatInt(n.inTimeoutTable.Load(), 10)},
+	}}
+	return []resp.InfoSection{clients, repl, n.persistenceInfo(), ks}
 }

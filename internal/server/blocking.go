@@ -110,6 +110,8 @@ func (n *Node) execBlocking(parent context.Context, args [][]byte, timeout time.
 		t := time.NewTimer(timeout)
 		defer t.Stop()
 		deadline = t.C
+		n.inTimeoutTable.Add(1)
+		defer n.inTimeoutTable.Add(-1)
 	}
 	n.blockedClients.Add(1)
 	defer n.blockedClients.Add(-1)

@@ -140,14 +140,15 @@ func TestInfoSectionsLikeRedis(t *testing.T) {
 }
 
 // TestInfoBlockedClientsLikeRedis: INFO clients counts a client blocked
-// in BLPOP while it waits, and not once it was served, on kvorum (the
-// node the client is connected to) as on redis-server.
+// in BLPOP while it waits (blocked_clients), and in clients_in_timeout_table
+// too if its wait has a timeout, and neither once it was served, on kvorum
+// (the node the client is connected to) as on redis-server.
 func TestInfoBlockedClientsLikeRedis(t *testing.T) {
 	ref := kvdiff.StartServer(t)
 	c := newTestCluster(t, 3)
 	kv := c.node(followersOf(c.waitLeader(), 3)[0]).ClientAddr()
 	for _, addr := range []string{ref, kv} {
-		blocked := func() string {
+		field := func(name string) string {
 			ic, err := kvdiff.Dial(addr, 2)
 			if err != nil {
 				t.Fatal(err)
@@ -158,47 +159,50 @@ func TestInfoBlockedClientsLikeRedis(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, line := range strings.Split(string(v.Str), "\r\n") {
-				if n, ok := strings.CutPrefix(line, "blocked_clients:"); ok {
+				if n, ok := strings.CutPrefix(line, name+":"); ok {
 					return n
 				}
 			}
-			t.Fatalf("%s: no blocked_clients in %q", addr, v.Str)
+			t.Fatalf("%s: no %s in %q", addr, name, v.Str)
 			return ""
 		}
+		state := func() string { return field("blocked_clients") + "/" + field("clients_in_timeout_table") }
 		waitFor := func(want string) {
 			deadline := time.Now().Add(10 * time.Second)
-			for blocked() != want {
+			for state() != want {
 				if time.Now().After(deadline) {
-					t.Fatalf("%s: blocked_clients %s, want %s", addr, blocked(), want)
+					t.Fatalf("%s: blocked_clients/clients_in_timeout_table %s, want %s", addr, state(), want)
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
 		}
-		if got := blocked(); got != "0" {
-			t.Fatalf("%s: blocked_clients %s before any BLPOP", addr, got)
+		if got := state(); got != "0/0" {
+			t.Fatalf("%s: blocked_clients/clients_in_timeout_table %s before any BLPOP", addr, got)
 		}
-		bc, err := kvdiff.Dial(addr, 2)
-		if err != nil {
-			t.Fatal(err)
+		for _, tc := range []struct{ timeout, want string }{{"0", "1/0"}, {"30", "1/1"}} {
+			bc, err := kvdiff.Dial(addr, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := bc.Do("BLPOP", "blocked-list", tc.timeout)
+				done <- err
+			}()
+			waitFor(tc.want)
+			pc, err := kvdiff.Dial(addr, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := pc.Do("RPUSH", "blocked-list", "x"); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			waitFor("0/0")
+			pc.Close()
+			bc.Close()
 		}
-		done := make(chan error, 1)
-		go func() {
-			_, err := bc.Do("BLPOP", "blocked-list", "0")
-			done <- err
-		}()
-		waitFor("1")
-		pc, err := kvdiff.Dial(addr, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := pc.Do("RPUSH", "blocked-list", "x"); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-		waitFor("0")
-		pc.Close()
-		bc.Close()
 	}
 }

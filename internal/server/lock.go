@@ -190,6 +190,8 @@ func (n *Node) execLock(parent context.Context, args [][]byte, a kv.Acquire) rep
 		t := time.NewTimer(a.Timeout)
 		defer t.Stop()
 		deadline = t.C
+		n.inTimeoutTable.Add(1)
+		defer n.inTimeoutTable.Add(-1)
 	}
 	n.blockedClients.Add(1)
 	defer n.blockedClients.Add(-1)

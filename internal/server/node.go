@@ -50,6 +50,9 @@ type Node struct {
 	waiters        waiters      // clients blocked on keys (BLPOP, LOCK ACQUIRE, ...)
 	leases         leaseTracker // lease renewals as applied here (lock.go)
 	blockedClients atomic.Int64 // for INFO
+	// inTimeoutTable counts the blocked clients whose wait has a timeout
+	// (INFO clients_in_timeout_table).
+	inTimeoutTable atomic.Int64
 	lastPeerLookup atomic.Int64 // learnPeers rate limit (unix ns)
 	disk           diskMonitor  // free space guard (disk.go)
 
