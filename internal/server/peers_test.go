@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -20,8 +21,17 @@ func TestRestartedNodeLearnsMembersAddedWhileItWasDown(t *testing.T) {
 	cfg.Join = c.node(2).PeerAddr()
 	c.cfgs[4] = cfg
 	c.start(4)
-	if err := c.node(2).TransferLeader(ctx, 4); err != nil {
-		t.Fatalf("transfer leader to 4: %v", err)
+	// A joining node is a learner until it has caught up and is promoted
+	// (under -race on a busy machine that can outlast start): retry the
+	// transfer while node 4 is still a learner.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		err := c.node(2).TransferLeader(ctx, 4)
+		if err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "is a learner") || time.Now().After(deadline) {
+			t.Fatalf("transfer leader to 4: %v", err)
+		}
 	}
 	if err := c.node(2).RemoveMember(ctx, 1); err != nil {
 		t.Fatalf("remove node 1: %v", err)
