@@ -943,8 +943,7 @@ func info(c *conn, args [][]byte) reply.Reply {
 		sections["Clients"] = [][2]string{
 			{"connected_clients", i64(s.clients.Load())},
 			{"maxclients", i64(s.maxClients.Load())},
-			{"blocked_clients", i64(s.blocked.Load())},
-			{"tracking_clients", "0"},
+			{"tracking_clients", "0"}, // the backend adds blocked_clients
 		}
 	}
 	if picked("memory") {

@@ -151,7 +151,6 @@ type Server struct {
 	netIn      atomic.Uint64
 	netOut     atomic.Uint64
 	errs       errorStats // INFO errorstats (stats.go)
-	blocked    atomic.Int64
 
 	mu        sync.Mutex
 	closed    bool
@@ -600,15 +599,11 @@ func (c *conn) doRun(replies []reply.Reply) {
 		ctx = context.WithValue(ctx, staleReadsKey{}, true)
 	}
 	if blocks {
-		c.s.blocked.Add(1) // INFO clients blocked_clients: in a command that may wait
 		var done func()
 		ctx, done = c.blockingContext(ctx)
 		defer done()
 	}
 	out := c.s.b.Do(ctx, c.run)
-	if blocks {
-		c.s.blocked.Add(-1)
-	}
 	el := time.Since(start)
 	d := el.Seconds()
 	share := el / time.Duration(len(c.run)) // INFO commandstats: the run's time split among its commands

@@ -270,6 +270,7 @@ func (b *backend) Info() []resp.InfoSection {
 		ks.Fields = append(ks.Fields, [2]string{"db0", fmt.Sprintf("keys=%d,expires=0,avg_ttl=0", keys.Int)})
 	}
 	clients := resp.InfoSection{Name: "Clients", Fields: [][2]string{
+		{"blocked_clients", strconv.FormatInt(n.blockedClients.Load(), 10)},
 		{"clients_in_timeout_table", strconv.FormatInt(n.inTimeoutTable.Load(), 10)},
 	}}
 	return []resp.InfoSection{clients, repl, n.persistenceInfo(), ks}
