@@ -5,6 +5,8 @@ import (
 	"errors"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/kvorum/kvorum/internal/notify"
 )
 
 const (
@@ -363,6 +365,12 @@ func (x *ctx) replace(k []byte, old record, had bool, rec *record) error {
 	var oldExpire int64
 	if had {
 		oldExpire = old.expire
+	}
+	if !had || old.expired(x.now) { // as Redis's lookup and dbAdd: "expired", then "new"
+		if had {
+			x.event(notify.Expired, "expired", k)
+		}
+		x.event(notify.New, "new", k)
 	}
 	if err := x.indexTTL(k, oldExpire, rec.expire); err != nil {
 		return err

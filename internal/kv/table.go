@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kvorum/kvorum/internal/cmdspec"
+	"github.com/kvorum/kvorum/internal/notify"
 	"github.com/kvorum/kvorum/internal/reccache"
 	"github.com/kvorum/kvorum/internal/reply"
 
@@ -36,6 +37,9 @@ type ctx struct {
 	calls      uint64           // nested commands run by call, for their seeds
 	cache      *reccache.Cache  // Apply only: the records the batch and store hold; nil: none
 	shared     *reccache.Shared // reads only: the records the store held at or after the read point; nil: none
+	notify     notify.Flags     // Apply only: the keyspace events to emit (see event)
+	settings   *Settings        // Apply only: the cluster-wide parameters; nil: none
+	nbuf       []byte           // scratch: notification channel
 }
 
 // Env is what Apply knows about the log entry a command comes from.
@@ -51,6 +55,9 @@ type Env struct {
 	// for every Apply on this store, and nothing else may write the
 	// store's user keys behind its back (see package reccache).
 	Records *reccache.Cache
+	// Settings, if set, is the state machine's copy of the cluster-wide
+	// parameters (notify-keyspace-events), the same one for every Apply.
+	Settings *Settings
 }
 
 // rand returns the command's random source: seeded from the log position
@@ -77,6 +84,7 @@ func getCtx(r readerI, w writer, now int64) *ctx {
 
 func putCtx(x *ctx) {
 	x.r, x.w, x.fx, x.index, x.seed, x.calls, x.nested, x.cache, x.shared = nil, nil, nil, 0, 0, 0, false, nil, nil
+	x.notify, x.settings = 0, nil
 	if cap(x.vbuf) > 64<<10 {
 		x.vbuf = nil
 	}
@@ -172,7 +180,7 @@ func IsWrite(args [][]byte) bool {
 		return true
 	}
 	d := lookup(args[0])
-	if d == nil || d.internal {
+	if d == nil || d.internal && d.readOnly == nil {
 		return true
 	}
 	return d.spec.Write && (d.readOnly == nil || !d.readOnly(args))
@@ -276,8 +284,14 @@ func Apply(b *pebble.Batch, args [][]byte, env Env) (r Reply) {
 		return r
 	}
 	x := getCtx(b, b, env.Now)
-	x.index, x.seed, x.fx, x.cache = env.Index, uint64(env.Seq), env.Effects, env.Records
+	x.index, x.seed, x.fx, x.cache, x.settings = env.Index, uint64(env.Seq), env.Effects, env.Records, env.Settings
 	defer putCtx(x)
+	if s := env.Settings; s != nil {
+		if err := s.load(b); err != nil {
+			return errReply(err)
+		}
+		x.notify = s.notify
+	}
 	return d.run(x, args)
 }
 
@@ -298,7 +312,7 @@ func ReadCached(r pebble.Reader, shared *reccache.Shared, args [][]byte, nowMs i
 		return Error("ERR empty command")
 	}
 	d := lookup(args[0])
-	if d == nil || d.internal {
+	if d == nil || d.internal && d.readOnly == nil {
 		return reply.UnknownCommand(args)
 	}
 	if d.spec.Write && (d.readOnly == nil || !d.readOnly(args)) {
@@ -334,7 +348,7 @@ func (x *ctx) call(args [][]byte) Reply {
 	x.calls++
 	y := getCtx(x.r, x.w, x.now)
 	y.index, y.seed, y.fx = x.index, x.seed<<20|x.calls, x.fx // effects: the same list, in order
-	y.cache, y.shared = x.cache, x.shared
+	y.cache, y.shared, y.notify, y.settings = x.cache, x.shared, x.notify, x.settings
 	y.nested = true
 	defer putCtx(y)
 	return d.run(y, args)

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/kvorum/kvorum/internal/glob"
+	"github.com/kvorum/kvorum/internal/notify"
 	"github.com/kvorum/kvorum/internal/reply"
 )
 
@@ -27,6 +28,11 @@ type configParam struct {
 	get   func(s *Server) string
 	set   func(s *Server, v string) (apply func(), err string)
 	fixed string
+	// cluster: the parameter is the cluster's, kept in the replicated
+	// state machine (kv's KVORUM.CONFIG): get and set are not used, check
+	// validates a value and returns the reason it is refused.
+	cluster bool
+	check   func(v string) string
 }
 
 // Reasons a parameter cannot be changed (the text after "- " in Redis's
@@ -45,11 +51,24 @@ var configParams = []configParam{
 	{name: "maxclients", get: func(s *Server) string { return strconv.FormatInt(s.maxClients.Load(), 10) }, set: setMaxClients},
 	{name: "maxmemory", get: constant("0"), set: onlyValue("0", "kvorum does not evict keys: its data lives on disk, and its memory is set by the --cache-size, --read-cache and --record-cache flags")},
 	{name: "maxmemory-policy", get: constant("noeviction"), set: onlyValue("noeviction", "kvorum does not evict keys")},
-	{name: "notify-keyspace-events", get: constant(""), set: onlyValue("", "keyspace notifications are not supported by kvorum yet")},
+	{name: notify.Param, cluster: true, check: checkNotify},
 	{name: "port", get: func(s *Server) string { return strconv.FormatInt(s.port.Load(), 10) }, fixed: fixedImmutable},
 	{name: "proto-max-bulk-len", get: func(s *Server) string { return strconv.Itoa(s.cfg.Limits.MaxBulkLen) }, fixed: fixedImmutable},
 	{name: "save", get: constant(""), fixed: fixedDurability},
 	{name: "timeout", get: constant("0"), set: onlyValue("0", "kvorum does not close idle clients")},
+}
+
+func checkNotify(v string) string {
+	if _, ok := notify.Parse(v); !ok {
+		return "Invalid event class character. Use 'Ag$lshzxeKEtmdn'."
+	}
+	return ""
+}
+
+// clusterConfig runs a KVORUM.CONFIG command (GET name, or SET name
+// value ...) through the backend: a linearizable read, or one Raft entry.
+func clusterConfig(c *conn, args ...[]byte) reply.Reply {
+	return c.s.b.Do(c.ctx, [][][]byte{append([][]byte{[]byte("KVORUM.CONFIG")}, args...)})[0]
 }
 
 // bindHost is the address the node's client port listens on.
@@ -131,7 +150,15 @@ func configGet(c *conn, args [][]byte) reply.Reply {
 				if !isGlob(pat) {
 					name = string(pat) // as Redis: an exact name comes back as given
 				}
-				kvs = append(kvs, reply.BulkString(name), reply.BulkString(p.get(c.s)))
+				v := reply.BulkString("")
+				if p.cluster {
+					if v = clusterConfig(c, []byte("GET"), []byte(p.name)); v.Kind == reply.KindError {
+						return v
+					}
+				} else {
+					v = reply.BulkString(p.get(c.s))
+				}
+				kvs = append(kvs, reply.BulkString(name), v)
 				break
 			}
 		}
@@ -149,6 +176,7 @@ func configSet(c *conn, args [][]byte) reply.Reply {
 		return reply.Error("ERR syntax error") // as Redis: the arity check let an odd count >= 4 through
 	}
 	var applies []func()
+	cluster := [][]byte{[]byte("SET")}
 	seen := map[string]bool{}
 	for i := 2; i < len(args); i += 2 {
 		name, val := string(args[i]), string(args[i+1])
@@ -160,6 +188,13 @@ func configSet(c *conn, args [][]byte) reply.Reply {
 			return configSetFailed(name, "duplicate parameter")
 		}
 		seen[p.name] = true
+		if p.cluster {
+			if why := p.check(val); why != "" {
+				return configSetFailed(name, why)
+			}
+			cluster = append(cluster, []byte(p.name), args[i+1])
+			continue
+		}
 		if p.set == nil {
 			if p.fixed == fixedDurability && strings.EqualFold(val, p.get(c.s)) {
 				continue // setting the value it has changes nothing
@@ -171,6 +206,11 @@ func configSet(c *conn, args [][]byte) reply.Reply {
 			return configSetFailed(name, why)
 		}
 		applies = append(applies, apply)
+	}
+	if len(cluster) > 1 {
+		if r := clusterConfig(c, cluster...); r.Kind == reply.KindError {
+			return r // nothing changed: the node-local parameters are set after
+		}
 	}
 	for _, apply := range applies {
 		apply()

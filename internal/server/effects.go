@@ -42,6 +42,9 @@ type kvMachine struct {
 	// shared is the read path's record cache (nil: none), which records
 	// publishes each round's writes to (Committed).
 	shared *reccache.Shared
+	// settings is the cluster-wide parameters (notify-keyspace-events)
+	// as the applied log has set them.
+	settings kv.Settings
 }
 
 // roundEffects is one Ready round's effects and the index of its last
@@ -71,11 +74,11 @@ func (m *kvMachine) Apply(b *pebble.Batch, args [][]byte, env store.ApplyEnv) re
 		}
 	}
 	m.fx.index = env.Index
-	return kv.Apply(b, args, kv.Env{Now: env.Now, Index: env.Index, Seq: env.Seq, Effects: &m.fx.Effects, Records: m.records})
+	return kv.Apply(b, args, kv.Env{Now: env.Now, Index: env.Index, Seq: env.Seq, Effects: &m.fx.Effects, Records: m.records, Settings: &m.settings})
 }
 
 // Replaced: a snapshot replaces the whole keyspace (one range covers it).
-func (m *kvMachine) Replaced(start, end []byte) { m.records.Clear() }
+func (m *kvMachine) Replaced(start, end []byte) { m.records.Clear(); m.settings.Reset() }
 
 // Committed publishes the round's writes to the read cache.
 func (m *kvMachine) Committed() { m.records.Publish() }
