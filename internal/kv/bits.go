@@ -113,7 +113,7 @@ func cmdSetBit(x *ctx, args [][]byte, b setBit) Reply {
 	}
 	v := bitmap.Grow(rec.value, need)
 	bitmap.SetBit(v, b.off, b.on)
-	if r := putString(x, args[1], v, rec.expire); r.IsError() {
+	if r := putString(x, "setbit", args[1], v, rec.expire); r.IsError() {
 		return r
 	}
 	return Int(int64(old))
@@ -276,12 +276,12 @@ func cmdBitOp(x *ctx, args [][]byte, op bitmap.Op) Reply {
 	res := bitmap.Combine(op, srcs)
 	dest := args[2]
 	if len(res) == 0 {
-		if err := x.remove(dest); err != nil {
+		if err := x.del(dest); err != nil {
 			return errReply(err)
 		}
 		return Int(0)
 	}
-	if r := putString(x, dest, res, 0); r.IsError() {
+	if r := putString(x, "set", dest, res, 0); r.IsError() {
 		return r
 	}
 	return Int(int64(len(res)))
@@ -426,7 +426,7 @@ func cmdBitField(x *ctx, args [][]byte, bf bitfieldArgs) Reply {
 		}
 	}
 	if dirty {
-		if r := putString(x, args[1], v, rec.expire); r.IsError() {
+		if r := putString(x, "setbit", args[1], v, rec.expire); r.IsError() {
 			return r
 		}
 	}

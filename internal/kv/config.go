@@ -101,6 +101,18 @@ func (x *ctx) event(class notify.Flags, event string, key []byte) {
 	}
 }
 
+// del removes k (as remove) and emits Redis's "del" if k held a live key.
+func (x *ctx) del(k []byte) error {
+	_, live, err := x.loadHeader(k)
+	if err == nil {
+		err = x.remove(k)
+	}
+	if err == nil && live {
+		x.event(notify.Generic, "del", k)
+	}
+	return err
+}
+
 // collEvent is event for a collection a command has just saved, followed
 // by Redis's "del" if the command emptied it (saveColl deleted it).
 func (x *ctx) collEvent(class notify.Flags, event string, c *coll) {

@@ -1,6 +1,8 @@
 package kv
 
 import (
+	"github.com/kvorum/kvorum/internal/notify"
+
 	"math"
 
 	"github.com/kvorum/kvorum/internal/redisnum"
@@ -79,5 +81,6 @@ func cmdCopy(x *ctx, args [][]byte, replace bool) Reply {
 	if err := x.store(args[2], &rec); err != nil {
 		return errReply(err)
 	}
+	x.event(notify.Generic, "copy_to", args[2])
 	return Int(1)
 }

@@ -75,7 +75,7 @@ func cmdPFAdd(x *ctx, args [][]byte) Reply {
 			// Redis has already changed the value in place for the
 			// elements before (and set the stale bit of the cache).
 			if updated > 0 {
-				if r := putString(x, args[1], h.Bytes(), expire); r.IsError() {
+				if r := putString(x, "pfadd", args[1], h.Bytes(), expire); r.IsError() {
 					return r
 				}
 			}
@@ -86,7 +86,7 @@ func cmdPFAdd(x *ctx, args [][]byte) Reply {
 		return Int(0)
 	}
 	h.InvalidateCache()
-	if r := putString(x, args[1], h.Bytes(), expire); r.IsError() {
+	if r := putString(x, "pfadd", args[1], h.Bytes(), expire); r.IsError() {
 		return r
 	}
 	return Int(1)
@@ -169,5 +169,5 @@ func cmdPFMerge(x *ctx, args [][]byte) Reply {
 		dest.Raise(j, v) // cannot fail: dest merged without error
 	}
 	dest.InvalidateCache()
-	return putString(x, args[1], dest.Bytes(), expire)
+	return putString(x, "pfadd", args[1], dest.Bytes(), expire)
 }

@@ -1,6 +1,8 @@
 package kv
 
 import (
+	"github.com/kvorum/kvorum/internal/notify"
+
 	"encoding/binary"
 	"errors"
 	"math"
@@ -68,6 +70,9 @@ func countKeys(x *ctx, keys [][]byte, del bool) Reply {
 		if del {
 			if err := x.remove(k); err != nil {
 				return errReply(err)
+			}
+			if ok {
+				x.event(notify.Generic, "del", k)
 			}
 		}
 	}
@@ -184,7 +189,7 @@ func cmdExpire(x *ctx, args [][]byte, a expireArgs) Reply {
 		return Int(0)
 	}
 	if when <= x.now {
-		if err := x.remove(args[1]); err != nil {
+		if err := x.del(args[1]); err != nil {
 			return errReply(err)
 		}
 		return Int(1)
@@ -193,6 +198,7 @@ func cmdExpire(x *ctx, args [][]byte, a expireArgs) Reply {
 	if err := x.store(args[1], &rec); err != nil {
 		return errReply(err)
 	}
+	x.event(notify.Generic, "expire", args[1])
 	return Int(1)
 }
 
@@ -208,6 +214,7 @@ func cmdPersist(x *ctx, args [][]byte) Reply {
 	if err := x.store(args[1], &rec); err != nil {
 		return errReply(err)
 	}
+	x.event(notify.Generic, "persist", args[1])
 	return Int(1)
 }
 
@@ -247,6 +254,8 @@ func cmdRename(x *ctx, args [][]byte) Reply {
 	if err := x.store(args[2], &rec); err != nil {
 		return errReply(err)
 	}
+	x.event(notify.Generic, "rename_from", args[1])
+	x.event(notify.Generic, "rename_to", args[2])
 	if nx {
 		return Int(1)
 	}
@@ -528,6 +537,7 @@ func cmdDelExpired(x *ctx, args [][]byte) Reply {
 		if err := x.remove(k); err != nil {
 			return errReply(err)
 		}
+		x.event(notify.Expired, "expired", k)
 		n++
 	}
 	return Int(n)

@@ -288,8 +288,8 @@ func (x *ctx) dropLease(id uint64) error {
 			if err != nil {
 				return err
 			}
-			if ok && rec.mod == o.val { // not written since it was attached
-				if err := x.remove(o.name); err != nil {
+			if ok && rec.mod == o.val { // not written since it was attached: a "del" event
+				if err := x.del(o.name); err != nil {
 					return err
 				}
 			}

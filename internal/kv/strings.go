@@ -1,6 +1,8 @@
 package kv
 
 import (
+	"github.com/kvorum/kvorum/internal/notify"
+
 	"math"
 	"math/big"
 	"strconv"
@@ -50,11 +52,22 @@ func getString(x *ctx, k []byte) (record, bool, error) {
 	return rec, ok, nil
 }
 
-func putString(x *ctx, k, v []byte, expire int64) Reply {
+// putString stores string v at k and emits keyspace event (class $),
+// followed by "expire" for a "set" with a deadline (SETEX, PSETEX).
+func putString(x *ctx, event string, k, v []byte, expire int64) Reply {
 	if err := x.store(k, &record{typ: typeString, expire: expire, value: v}); err != nil {
 		return errReply(err)
 	}
+	x.stringEvent(event, k, event == "set" && expire != 0)
 	return OK
+}
+
+// stringEvent emits event (class $) on k, and "expire" after it if asked.
+func (x *ctx) stringEvent(event string, k []byte, expire bool) {
+	x.event(notify.String, event, k)
+	if expire {
+		x.event(notify.Generic, "expire", k)
+	}
 }
 
 func init() {
@@ -349,14 +362,17 @@ func cmdSet(x *ctx, args [][]byte, a setArgs) Reply {
 	}
 	if expire != 0 && expire <= x.now {
 		// An absolute deadline in the past: the key is set and expires at once.
+		// Redis sets it, emits set and expire, and later expired.
 		if exists {
 			if err := x.remove(args[1]); err != nil {
 				return errReply(err)
 			}
 		}
+		x.stringEvent("set", args[1], true)
+		x.event(notify.Expired, "expired", args[1])
 	} else if err := x.replace(args[1], raw, had, &record{typ: typeString, expire: expire, value: args[2]}); err != nil {
 		return errReply(err)
-	} else if a.lease != 0 {
+	} else if x.stringEvent("set", args[1], a.flags&optExpiry != 0); a.lease != 0 {
 		if err := x.attachKey(a.lease, args[1]); err != nil {
 			return errReply(err)
 		}
@@ -375,7 +391,7 @@ func cmdSetNX(x *ctx, args [][]byte) Reply {
 	if exists {
 		return Int(0)
 	}
-	if r := putString(x, args[1], args[2], 0); r.IsError() {
+	if r := putString(x, "set", args[1], args[2], 0); r.IsError() {
 		return r
 	}
 	return Int(1)
@@ -403,7 +419,7 @@ func cmdSetEX(x *ctx, args [][]byte, ex expiry) Reply {
 	if !ok {
 		return r
 	}
-	return putString(x, args[1], args[3], d)
+	return putString(x, "set", args[1], args[3], d)
 }
 
 func cmdGetSet(x *ctx, args [][]byte) Reply {
@@ -411,7 +427,7 @@ func cmdGetSet(x *ctx, args [][]byte) Reply {
 	if err != nil {
 		return errReply(err)
 	}
-	if r := putString(x, args[1], args[2], 0); r.IsError() {
+	if r := putString(x, "set", args[1], args[2], 0); r.IsError() {
 		return r
 	}
 	if !ok {
@@ -425,7 +441,7 @@ func cmdGetDel(x *ctx, args [][]byte) Reply {
 	if err != nil || !ok {
 		return errOr(err, Nil)
 	}
-	if err := x.remove(args[1]); err != nil {
+	if err := x.del(args[1]); err != nil {
 		return errReply(err)
 	}
 	return Bulk(rec.value)
@@ -451,7 +467,7 @@ func cmdGetEx(x *ctx, args [][]byte, o strOpts) Reply {
 			return r
 		}
 		if d <= x.now {
-			if err := x.remove(args[1]); err != nil {
+			if err := x.del(args[1]); err != nil {
 				return errReply(err)
 			}
 		} else {
@@ -459,12 +475,14 @@ func cmdGetEx(x *ctx, args [][]byte, o strOpts) Reply {
 			if err := x.store(args[1], &rec); err != nil {
 				return errReply(err)
 			}
+			x.event(notify.Generic, "expire", args[1])
 		}
 	case o.flags&optPersist != 0 && rec.expire != 0:
 		rec.expire = 0
 		if err := x.store(args[1], &rec); err != nil {
 			return errReply(err)
 		}
+		x.event(notify.Generic, "persist", args[1])
 	}
 	return Bulk(rec.value)
 }
@@ -487,7 +505,7 @@ func cmdMGet(x *ctx, args [][]byte) Reply {
 
 func cmdMSet(x *ctx, args [][]byte) Reply {
 	for i := 1; i+1 < len(args); i += 2 {
-		if r := putString(x, args[i], args[i+1], 0); r.IsError() {
+		if r := putString(x, "set", args[i], args[i+1], 0); r.IsError() {
 			return r
 		}
 	}
@@ -550,7 +568,7 @@ func cmdIncrBy(x *ctx, args [][]byte, delta int64) Reply {
 		return errOverflow
 	}
 	cur += delta
-	if r := putString(x, args[1], strconv.AppendInt(nil, cur, 10), rec.expire); r.IsError() {
+	if r := putString(x, "incrby", args[1], strconv.AppendInt(nil, cur, 10), rec.expire); r.IsError() {
 		return r
 	}
 	return Int(cur)
@@ -594,7 +612,7 @@ func cmdIncrByFloat(x *ctx, args [][]byte) Reply {
 	if !ok {
 		return errNaN
 	}
-	if r := putString(x, args[1], out, rec.expire); r.IsError() {
+	if r := putString(x, "incrbyfloat", args[1], out, rec.expire); r.IsError() {
 		return r
 	}
 	return Bulk(out)
@@ -612,7 +630,7 @@ func cmdAppend(x *ctx, args [][]byte) Reply {
 		return errTooBig
 	}
 	v := append(rec.value, args[2]...)
-	if r := putString(x, args[1], v, rec.expire); r.IsError() {
+	if r := putString(x, "append", args[1], v, rec.expire); r.IsError() {
 		return r
 	}
 	return Int(int64(len(v)))
@@ -670,7 +688,7 @@ func cmdSetRange(x *ctx, args [][]byte, off int64) Reply {
 		v = append(v, make([]byte, end-len(v))...)
 	}
 	copy(v[off:], val)
-	if r := putString(x, args[1], v, rec.expire); r.IsError() {
+	if r := putString(x, "setrange", args[1], v, rec.expire); r.IsError() {
 		return r
 	}
 	return Int(int64(len(v)))

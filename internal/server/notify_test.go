@@ -104,6 +104,7 @@ func TestKeyspaceNotificationsLikeRedis(t *testing.T) {
 // keyevent channel and of the sentinel channel.
 type notifySide struct {
 	cmd  *kvdiff.Conn
+	mark *kvdiff.Conn // publishes the sentinels (cmd may be inside MULTI)
 	subs []*notifySub
 	n    int // sentinels sent
 }
@@ -123,7 +124,12 @@ func newNotifySide(t *testing.T, cmdAddr, sub2Addr, sub3Addr string) *notifySide
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Close() })
-	ns := &notifySide{cmd: cmd}
+	mark, err := kvdiff.Dial(cmdAddr, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mark.Close() })
+	ns := &notifySide{cmd: cmd, mark: mark}
 	for _, s := range []struct {
 		addr  string
 		proto int
@@ -163,11 +169,15 @@ func (s *notifySub) read() (kvdiff.Value, error) {
 	return kvdiff.ReadValue(s.r)
 }
 
-// reset empties the keyspace and sets notify-keyspace-events to KEA, then
+// reset empties the keyspace (functions too) and sets notify-keyspace-events to KEA, then
 // drains what that emitted (nothing, in Redis).
 func (ns *notifySide) reset(t *testing.T) {
 	t.Helper()
-	for _, args := range [][]string{{"FLUSHALL"}, {"CONFIG", "SET", "notify-keyspace-events", "KEA"}} {
+	for _, args := range [][]string{{"DISCARD"}, {"FLUSHALL"}, {"FUNCTION", "FLUSH"}, {"CONFIG", "SET", "notify-keyspace-events", "KEA"}} {
+		if args[0] == "DISCARD" {
+			ns.cmd.Do(args...) // leaves a MULTI the file left open; an error otherwise
+			continue
+		}
 		if v, err := ns.cmd.Do(args...); err != nil || v.Type != '+' {
 			t.Fatalf("%s: %v %s", strings.Join(args, " "), err, kvdiff.Render(v))
 		}
@@ -199,7 +209,7 @@ func (ns *notifySide) events(t *testing.T) string {
 	t.Helper()
 	ns.n++
 	mark := strconv.Itoa(ns.n)
-	if _, err := ns.cmd.Do("PUBLISH", notifySentinel, mark); err != nil {
+	if _, err := ns.mark.Do("PUBLISH", notifySentinel, mark); err != nil {
 		t.Fatal(err)
 	}
 	var first string
