@@ -45,6 +45,7 @@ func init() {
 	def("kvorum.config", -3, "write", 0, 0, 0, "server", "Internal: reads or sets cluster-wide CONFIG parameters.", cmdConfig, checkConfig)
 	table["kvorum.config"].internal = true
 	table["kvorum.config"].readOnly = func(args [][]byte) bool { return eq(args[1], "GET") }
+	specList = specList[:len(specList)-1] // internal: not in COMMAND
 }
 
 // checkConfig: GET name, or SET followed by name value pairs of known
