@@ -7,6 +7,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/kvorum/kvorum/internal/notify"
 	"github.com/kvorum/kvorum/internal/redisnum"
 	"github.com/kvorum/kvorum/internal/streamid"
 	"github.com/kvorum/kvorum/internal/streamrec"
@@ -414,13 +415,18 @@ func cmdXAdd(x *ctx, args [][]byte, a addTrimArgs) Reply {
 	if st.Length == 1 {
 		st.First = id
 	}
+	var trimmed int64
 	if a.strategy != trimNone {
-		if _, err := x.streamTrim(s, &a); err != nil {
+		if trimmed, err = x.streamTrim(s, &a); err != nil {
 			return errReply(err)
 		}
 	}
 	if err := x.saveStream(s); err != nil {
 		return errReply(err)
+	}
+	x.event(notify.Stream, "xadd", args[1])
+	if trimmed > 0 {
+		x.event(notify.Stream, "xtrim", args[1])
 	}
 	return idReply(id)
 }
@@ -530,6 +536,7 @@ func cmdXTrim(x *ctx, args [][]byte, a addTrimArgs) Reply {
 		if err := x.saveStream(s); err != nil {
 			return errReply(err)
 		}
+		x.event(notify.Stream, "xtrim", args[1])
 	}
 	return Int(n)
 }
@@ -677,6 +684,7 @@ func cmdXDel(x *ctx, args [][]byte) Reply {
 	if err := x.saveStream(s); err != nil {
 		return errReply(err)
 	}
+	x.event(notify.Stream, "xdel", args[1])
 	return Int(deleted)
 }
 
@@ -752,6 +760,7 @@ func cmdXSetID(x *ctx, args [][]byte, a setIDArgs) Reply {
 	if err := x.saveStream(s); err != nil {
 		return errReply(err)
 	}
+	x.event(notify.Stream, "xsetid", args[1])
 	return OK
 }
 

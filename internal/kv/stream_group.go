@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 
+	"github.com/kvorum/kvorum/internal/notify"
 	"github.com/kvorum/kvorum/internal/redisnum"
 	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/streamid"
@@ -157,6 +158,7 @@ func (x *ctx) lookupConsumer(s *stream, g *streamrec.Group, name []byte, create 
 		}
 		c = &streamrec.Consumer{Name: append([]byte(nil), name...)}
 		g.Consumers++
+		x.event(notify.Stream, "xgroup-createconsumer", s.c.key)
 	}
 	c.Seen = x.now
 	return c, nil
@@ -389,6 +391,7 @@ func cmdXGroup(x *ctx, args [][]byte, a xgroupArgs) Reply {
 		} else {
 			x.groupsChanged(s)
 		}
+		x.event(notify.Stream, "xgroup-create", key)
 		return OK
 	case sub == "setid" && (len(args) == 5 || len(args) == 7):
 		var id streamid.ID
@@ -404,6 +407,7 @@ func cmdXGroup(x *ctx, args [][]byte, a xgroupArgs) Reply {
 		if err := x.saveGroup(s, g, nil); err != nil {
 			return errReply(err)
 		}
+		x.event(notify.Stream, "xgroup-setid", key)
 		return OK
 	case sub == "destroy":
 		if g == nil {
@@ -413,17 +417,14 @@ func cmdXGroup(x *ctx, args [][]byte, a xgroupArgs) Reply {
 			return errReply(err)
 		}
 		x.groupsChanged(s)
+		x.event(notify.Stream, "xgroup-destroy", key)
 		return Int(1)
 	case sub == "createconsumer":
-		c, err := x.getConsumer(s, g, args[4])
-		if err != nil {
-			return errReply(err)
+		n := g.Consumers
+		c, err := x.lookupConsumer(s, g, args[4], true) // emits the event if it creates c
+		if err != nil || g.Consumers == n {
+			return errOr(err, Int(0))
 		}
-		if c != nil {
-			return Int(0)
-		}
-		c = &streamrec.Consumer{Name: args[4], Seen: x.now}
-		g.Consumers++
 		if err := x.saveGroup(s, g, c); err != nil {
 			return errReply(err)
 		}
@@ -462,6 +463,7 @@ func cmdXGroup(x *ctx, args [][]byte, a xgroupArgs) Reply {
 		if err := x.saveGroup(s, g, nil); err != nil {
 			return errReply(err)
 		}
+		x.event(notify.Stream, "xgroup-delconsumer", key)
 		return Int(int64(len(ids)))
 	}
 	return subSyntaxErr(args, "XGROUP")
