@@ -497,7 +497,7 @@ func cmdGeoSearch(x *ctx, args [][]byte) Reply {
 	}
 	if !exists {
 		if q.store != nil {
-			return x.zStore(q.store, nil) // deletes it, replies 0
+			return x.zStore(q.store, nil, "") // deletes it, replies 0
 		}
 		return Array()
 	}
@@ -540,7 +540,11 @@ func cmdGeoSearch(x *ctx, args [][]byte) Reply {
 			}
 			ents = append(ents, zent{member: p.member, score: score})
 		}
-		return x.zStore(q.store, ents)
+		ev := "georadiusstore"
+		if flags&geoSearchCmd != 0 {
+			ev = "geosearchstore"
+		}
+		return x.zStore(q.store, ents, ev)
 	}
 	out := make([]Reply, len(pts))
 	for i, p := range pts {

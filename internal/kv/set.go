@@ -6,9 +6,11 @@ import (
 	"container/heap"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/kvorum/kvorum/internal/notify"
 	"github.com/kvorum/kvorum/internal/redisnum"
 	"github.com/kvorum/kvorum/internal/reply"
 )
@@ -90,11 +92,21 @@ func cmdSAdd(x *ctx, args [][]byte) Reply {
 		if err := x.saveColl(c); err != nil {
 			return errReply(err)
 		}
+		x.event(notify.Set, "sadd", c.key)
 	}
 	return Int(added)
 }
 
-func cmdSRem(x *ctx, args [][]byte) Reply { return removeElems(x, args, typeSet) }
+// cmdSRem is removeElems (shared with HDEL) and SREM's events.
+func cmdSRem(x *ctx, args [][]byte) Reply {
+	c, _, _ := x.loadColl(args[1], typeSet)
+	r := removeElems(x, args, typeSet)
+	if c != nil && r.Int > 0 {
+		c.setLength(c.length() - r.Int)
+		x.collEvent(notify.Set, "srem", c)
+	}
+	return r
+}
 
 // setMembers returns every member of c, in byte order.
 func (x *ctx) setMembers(c *coll) ([]Reply, error) {
@@ -178,7 +190,7 @@ func cmdSPop(x *ctx, args [][]byte, count int64) Reply {
 		if len(picks) == 0 {
 			return Nil
 		}
-		if r := x.setRemove(c, picks); r.IsError() {
+		if r := x.setRemove(c, picks, "spop"); r.IsError() {
 			return r
 		}
 		return Bulk(picks[0].elem)
@@ -192,8 +204,9 @@ func cmdSPop(x *ctx, args [][]byte, count int64) Reply {
 		if err != nil {
 			return errReply(err)
 		}
-		if err := x.remove(c.key); err != nil {
-			return errReply(err)
+		c.setLength(0) // saveColl deletes the key
+		if r := x.setRemove(c, nil, "spop"); r.IsError() {
+			return r
 		}
 		return setReply(out)
 	}
@@ -201,14 +214,15 @@ func cmdSPop(x *ctx, args [][]byte, count int64) Reply {
 	if err != nil {
 		return errReply(err)
 	}
-	if r := x.setRemove(c, picks); r.IsError() {
+	if r := x.setRemove(c, picks, "spop"); r.IsError() {
 		return r
 	}
 	return setReply(elemReplies(picks))
 }
 
-// setRemove deletes the (distinct, present) members picks from c and saves it.
-func (x *ctx) setRemove(c *coll, picks []elemPair) Reply {
+// setRemove deletes the (distinct, present) members picks from c, saves
+// it and emits event (and "del" if c is now empty).
+func (x *ctx) setRemove(c *coll, picks []elemPair, event string) Reply {
 	for _, p := range picks {
 		if err := x.delElem(c, p.elem); err != nil {
 			return errReply(err)
@@ -218,6 +232,7 @@ func (x *ctx) setRemove(c *coll, picks []elemPair) Reply {
 	if err := x.saveColl(c); err != nil {
 		return errReply(err)
 	}
+	x.collEvent(notify.Set, event, c)
 	return OK
 }
 
@@ -262,7 +277,7 @@ func cmdSMove(x *ctx, args [][]byte) Reply {
 	if bytes.Equal(args[1], args[2]) {
 		return Int(1) // the same set: nothing moves
 	}
-	if r := x.setRemove(src, []elemPair{{elem: m}}); r.IsError() {
+	if r := x.setRemove(src, []elemPair{{elem: m}}, "srem"); r.IsError() {
 		return r
 	}
 	inDst := false
@@ -282,6 +297,7 @@ func cmdSMove(x *ctx, args [][]byte) Reply {
 		if err := x.saveColl(dst); err != nil {
 			return errReply(err)
 		}
+		x.event(notify.Set, "sadd", dst.key)
 	}
 	return Int(1)
 }
@@ -510,16 +526,27 @@ func cmdSOpStore(x *ctx, args [][]byte) Reply {
 		return errReply(err)
 	}
 	if n == 0 {
-		if err := x.remove(dst.key); err != nil {
-			return errReply(err)
-		}
-		return Int(0)
+		return x.removeStored(dst.key)
 	}
 	dst.setLength(n)
 	if err := x.saveColl(dst); err != nil {
 		return errReply(err)
 	}
+	x.event(notify.Set, strings.ToLower(string(args[0])), dst.key)
 	return Int(n)
+}
+
+// removeStored deletes the destination k of a *STORE command whose result
+// is empty and replies 0, emitting "del" if k existed (Redis's dbDelete).
+func (x *ctx) removeStored(k []byte) Reply {
+	if _, had, err := x.rawHeader(k); err != nil || !had {
+		return errOr(err, Int(0))
+	}
+	if err := x.remove(k); err != nil {
+		return errReply(err)
+	}
+	x.event(notify.Generic, "del", k)
+	return Int(0)
 }
 
 // sInterCard is a parsed SINTERCARD: the number of keys, from args[2],

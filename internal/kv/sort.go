@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/kvorum/kvorum/internal/notify"
 	"github.com/kvorum/kvorum/internal/redisnum"
 )
 
@@ -441,10 +442,7 @@ func (x *ctx) sortLookup(pat, elem []byte) (v []byte, found bool, err error) {
 // empty, and replies the length. Like any SET, the new list has no TTL.
 func (x *ctx) sortStore(dst []byte, vals [][]byte) Reply {
 	if len(vals) == 0 {
-		if err := x.remove(dst); err != nil {
-			return errReply(err)
-		}
-		return Int(0)
+		return x.removeStored(dst)
 	}
 	v, err := x.newVersion()
 	if err != nil {
@@ -461,5 +459,6 @@ func (x *ctx) sortStore(dst []byte, vals [][]byte) Reply {
 	if err := l.save(); err != nil {
 		return errReply(err)
 	}
+	x.event(notify.List, "sortstore", dst)
 	return Int(int64(len(vals)))
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/kvorum/kvorum/internal/notify"
 	"github.com/kvorum/kvorum/internal/redisnum"
 )
 
@@ -388,14 +389,11 @@ func (x *ctx) newZSet(k []byte) (*coll, error) {
 	return c, nil
 }
 
-// zStore replaces dst with a sorted set of ents (distinct members), or
-// deletes it if ents is empty, and replies the new length.
-func (x *ctx) zStore(dst []byte, ents []zent) Reply {
+// zStore replaces dst with a sorted set of ents (distinct members) and
+// emits event, or deletes it if ents is empty, and replies the new length.
+func (x *ctx) zStore(dst []byte, ents []zent, event string) Reply {
 	if len(ents) == 0 {
-		if err := x.remove(dst); err != nil {
-			return errReply(err)
-		}
-		return Int(0)
+		return x.removeStored(dst)
 	}
 	c, err := x.newZSet(dst)
 	if err != nil {
@@ -411,6 +409,7 @@ func (x *ctx) zStore(dst []byte, ents []zent) Reply {
 	if err := x.saveColl(c); err != nil {
 		return errReply(err)
 	}
+	x.event(notify.ZSet, event, dst)
 	return Int(int64(len(ents)))
 }
 
@@ -576,6 +575,11 @@ func runZAdd(x *ctx, args [][]byte, a zaddArgs) Reply {
 			if err := x.saveColl(c); err != nil {
 				return errReply(err)
 			}
+			ev := "zadd"
+			if incr {
+				ev = "zincr"
+			}
+			x.event(notify.ZSet, ev, c.key)
 		}
 	}
 	if incr {
@@ -619,6 +623,7 @@ func cmdZRem(x *ctx, args [][]byte) Reply {
 		if err := x.saveColl(c); err != nil {
 			return errReply(err)
 		}
+		x.collEvent(notify.ZSet, "zrem", c)
 	}
 	return Int(deleted)
 }

@@ -3,6 +3,7 @@ package kv
 import (
 	"bytes"
 
+	"github.com/kvorum/kvorum/internal/notify"
 	"github.com/kvorum/kvorum/internal/redisnum"
 )
 
@@ -65,7 +66,15 @@ func (x *ctx) zpop(c *coll, count int64, max bool) ([]zent, error) {
 		}
 	}
 	c.setLength(c.length() - int64(len(ents)))
-	return ents, x.saveColl(c)
+	if err := x.saveColl(c); err != nil {
+		return nil, err
+	}
+	ev := "zpopmin"
+	if max {
+		ev = "zpopmax"
+	}
+	x.collEvent(notify.ZSet, ev, c)
+	return ents, nil
 }
 
 // zpopFirst pops up to count members from the low end (the high end if

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/kvorum/kvorum/internal/notify"
 	"github.com/kvorum/kvorum/internal/redisnum"
 	"github.com/kvorum/kvorum/internal/zrange"
 )
@@ -157,7 +158,7 @@ func cmdZSpan(x *ctx, args [][]byte, s zspan) Reply {
 	}
 	if len(args[0]) > 9 { // ZREMRANGEBY*
 		n, err := z.remove(start, false, 0, math.MaxInt64, in)
-		return x.zRemoved(c, n, err)
+		return x.zRemoved(args, c, n, err)
 	}
 	var n int64
 	err = z.walk(start, false, func(u uint64, m []byte) bool {
@@ -283,7 +284,7 @@ func cmdZRange(x *ctx, args [][]byte, q zrangeReq) Reply {
 		}
 	}
 	if q.store {
-		return x.zStore(args[1], ents)
+		return x.zStore(args[1], ents, "zrangestore")
 	}
 	return zReply(ents, q.withScores)
 }
@@ -330,8 +331,9 @@ func (z *zview) rangeEnts(q zrangeReq) ([]zent, error) {
 // ---------------------------------------------------------------------------
 // ZREMRANGEBYRANK
 
-// zRemoved finishes a ZREMRANGEBY* command that deleted n entries.
-func (x *ctx) zRemoved(c *coll, n int64, err error) Reply {
+// zRemoved finishes a ZREMRANGEBY* command that deleted n entries (the
+// whole set: saveColl deletes the key with one range deletion).
+func (x *ctx) zRemoved(args [][]byte, c *coll, n int64, err error) Reply {
 	if err != nil {
 		return errReply(err)
 	}
@@ -340,6 +342,7 @@ func (x *ctx) zRemoved(c *coll, n int64, err error) Reply {
 		if err := x.saveColl(c); err != nil {
 			return errReply(err)
 		}
+		x.collEvent(notify.ZSet, strings.ToLower(string(args[0])), c)
 	}
 	return Int(n)
 }
@@ -355,11 +358,7 @@ func cmdZRemRangeByRank(x *ctx, args [][]byte, q indexRange) Reply {
 	case from >= to:
 		return Int(0)
 	case from == 0 && to == n:
-		// Everything: one range deletion.
-		if err := x.remove(args[1]); err != nil {
-			return errReply(err)
-		}
-		return Int(n)
+		return x.zRemoved(args, c, n, nil) // everything
 	}
 	// Walk from the nearer end.
 	z := x.zview(c)
@@ -369,5 +368,5 @@ func cmdZRemRangeByRank(x *ctx, args [][]byte, q indexRange) Reply {
 	} else {
 		deleted, err = z.remove(nil, true, n-to, to-from, nil)
 	}
-	return x.zRemoved(c, deleted, err)
+	return x.zRemoved(args, c, deleted, err)
 }

@@ -303,7 +303,7 @@ func cmdZSetOp(x *ctx, args [][]byte, o zsetOp) Reply {
 	}
 	zSortEnts(ents)
 	if o.store {
-		return x.zStore(args[1], ents)
+		return x.zStore(args[1], ents, strings.ToLower(string(args[0])))
 	}
 	return zReply(ents, withScores)
 }
