@@ -118,6 +118,9 @@ func (n *Node) execBlocking(parent context.Context, args [][]byte, timeout time.
 	if !kv.IsWrite(args) {
 		return n.execBlockingRead(parent, args, deadline, keys)
 	}
+	if kv.QueuedPop(args) {
+		return n.execQueuedPop(parent, args, deadline, keys)
+	}
 	out := make([]reply.Reply, 1)
 	for {
 		// Register before trying, so a push applied between the try and
@@ -132,7 +135,7 @@ func (n *Node) execBlocking(parent context.Context, args [][]byte, timeout time.
 		}
 		// A blocked XREADGROUP without COUNT is served with COUNT 1000.
 		args = kv.XReadGroupRetry(args)
-		r, done := n.awaitWrite(parent, wt, deadline, out[0])
+		r, done := n.awaitWrite(parent, wt, deadline, nil, out[0])
 		n.waiters.remove(wt)
 		if done {
 			return r
@@ -141,11 +144,13 @@ func (n *Node) execBlocking(parent context.Context, args [][]byte, timeout time.
 }
 
 // awaitWrite waits, for a blocked client, until wt is signalled (a write
-// to its keys: done is false, try again), the deadline passes (the reply
-// is timedOut), the client goes away or the node stops.
-func (n *Node) awaitWrite(parent context.Context, wt *waiter, deadline <-chan time.Time, timedOut reply.Reply) (r reply.Reply, done bool) {
+// to its keys) or retry fires (done is false: try again), the deadline
+// passes (the reply is timedOut), the client goes away or the node stops.
+func (n *Node) awaitWrite(parent context.Context, wt *waiter, deadline, retry <-chan time.Time, timedOut reply.Reply) (r reply.Reply, done bool) {
 	select {
 	case <-wt.ch:
+		return reply.Reply{}, false
+	case <-retry:
 		return reply.Reply{}, false
 	case <-deadline:
 		return timedOut, true
@@ -188,7 +193,7 @@ func (n *Node) execBlockingRead(parent context.Context, args [][]byte, deadline 
 		}
 		cmd = retry
 		// wt stays registered: a later write signals it again.
-		if r, done := n.awaitWrite(parent, wt, deadline, out[0]); done {
+		if r, done := n.awaitWrite(parent, wt, deadline, nil, out[0]); done {
 			return r
 		}
 	}

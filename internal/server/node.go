@@ -55,6 +55,8 @@ type Node struct {
 	inTimeoutTable atomic.Int64
 	lastPeerLookup atomic.Int64 // learnPeers rate limit (unix ns)
 	disk           diskMonitor  // free space guard (disk.go)
+	bq             *blockQueues // this node's waits in the blocked pops' queues (blockq.go)
+	bqKick         chan struct{}
 
 	// bg tracks loops that read the DB on their own (the expiry sweep):
 	// Stop waits for them before it closes the DB.
@@ -75,7 +77,7 @@ func Start(cfg Config) (n *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	n = &Node{cfg: cfg, reg: prometheus.NewRegistry(), machine: newKVMachine(cfg.RecordCache, int64(cfg.ReadCache)), delivered: newProgress(), stopper: make(chan struct{}), done: make(chan error, 1), started: time.Now()}
+	n = &Node{cfg: cfg, reg: prometheus.NewRegistry(), machine: newKVMachine(cfg.RecordCache, int64(cfg.ReadCache)), bq: newBlockQueues(), bqKick: make(chan struct{}, 1), delivered: newProgress(), stopper: make(chan struct{}), done: make(chan error, 1), started: time.Now()}
 	node := n // the error returns below set n to nil
 	defer func() {
 		if err != nil {
@@ -154,9 +156,10 @@ func Start(cfg Config) (n *Node, err error) {
 	}
 
 	n.startDiskMonitor()
-	n.bg.Add(2)
+	n.bg.Add(3)
 	go n.expiryLoop()
 	go n.leaseLoop()
+	go n.blockQueueLoop()
 	n.wg.Add(1)
 	go n.watchFatal()
 	log.Info("node started", "client", n.ClientAddr(), "peer", n.PeerAddr(), "admin", n.AdminAddr())

@@ -1,0 +1,162 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestBlockedClientsServedInOrder: four clients block on one list 100 ms
+// apart, through different nodes; one RPUSH of four elements then serves
+// them in the order they blocked (the first gets the first element), as
+// Redis does. 100 runs (ten at a time, on ten keys), every one in order.
+func TestBlockedClientsServedInOrder(t *testing.T) {
+	c := newTestCluster(t, 3)
+	c.waitLeader()
+	ctx := testCtx(t, 3*time.Minute)
+	const runs, parallel, clients = 100, 10, 4
+	var mu sync.Mutex
+	var bad []string
+	for batch := 0; batch < runs/parallel; batch++ {
+		var wg sync.WaitGroup
+		for r := 0; r < parallel; r++ {
+			run := batch*parallel + r
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if why := blockOrderRun(ctx, c, fmt.Sprintf("order-%d", run), run, clients); why != "" {
+					mu.Lock()
+					bad = append(bad, fmt.Sprintf("run %d: %s", run, why))
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	if len(bad) > 0 {
+		t.Fatalf("%d of %d runs not served in blocking order:\n%v", len(bad), runs, bad)
+	}
+}
+
+// blockOrderRun is one run; it returns what went wrong ("" if nothing).
+func blockOrderRun(ctx context.Context, c *testCluster, key string, run, clients int) string {
+	type got struct {
+		i   int
+		v   []string
+		err error
+	}
+	out := make(chan got, clients)
+	for i := 0; i < clients; i++ {
+		cl := c.client(uint64((run+i)%3 + 1)) // each client through another node than the one before
+		go func() {
+			v, err := cl.BLPop(ctx, 30*time.Second, key).Result()
+			out <- got{i, v, err}
+		}()
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := c.client(uint64(run%3+1)).RPush(ctx, key, "e0", "e1", "e2", "e3").Err(); err != nil {
+		return err.Error()
+	}
+	var why string
+	for range clients {
+		g := <-out
+		want := fmt.Sprintf("e%d", g.i)
+		if g.err != nil || len(g.v) != 2 || g.v[1] != want {
+			why += fmt.Sprintf("client %d (blocked %dth) got %v %v, want %s; ", g.i, g.i+1, g.v, g.err, want)
+		}
+	}
+	return why
+}
+
+// TestBlockedClientNotWokenByTypeChange: a key that becomes a list and
+// then a string inside one MULTI/EXEC does not wake a client blocked on
+// it with WRONGTYPE (Redis keeps it blocked); it is served when the key
+// is a list with elements again.
+func TestBlockedClientNotWokenByTypeChange(t *testing.T) {
+	c := newTestCluster(t, 3)
+	lead := c.waitLeader()
+	ctx := testCtx(t, 30*time.Second)
+	type got struct {
+		v   []string
+		err error
+	}
+	out := make(chan got, 1)
+	go func() {
+		v, err := c.client(lead%3+1).BLPop(ctx, 20*time.Second, "k").Result()
+		out <- got{v, err}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	w := c.client(lead)
+	if _, err := w.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.LPush(ctx, "k", "x")
+		p.Del(ctx, "k")
+		p.Set(ctx, "k", "str", 0)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case g := <-out:
+		t.Fatalf("the blocked BLPOP returned %v %v after the key became a string", g.v, g.err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if _, err := w.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, "k")
+		p.RPush(ctx, "k", "y")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case g := <-out:
+		if g.err != nil || len(g.v) != 2 || g.v[1] != "y" {
+			t.Fatalf("BLPOP got %v %v, want [k y]", g.v, g.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the blocked BLPOP was not served when the key became a list again")
+	}
+}
+
+// TestBlockedClientOfAStoppedNodeDoesNotHoldTheQueue: a client blocked
+// through a node that then stops is first in the key's queue; clients
+// blocked after it through the other nodes are still served (once the
+// stopped node's waits are no longer live), in their order.
+func TestBlockedClientOfAStoppedNodeDoesNotHoldTheQueue(t *testing.T) {
+	c := newTestCluster(t, 3)
+	lead := c.waitLeader()
+	ctx := testCtx(t, 60*time.Second)
+	gone := lead%3 + 1
+	dead := c.client(gone)
+	go dead.BLPop(ctx, 0, "q") // never answered: its node stops
+	time.Sleep(300 * time.Millisecond)
+	type got struct {
+		i int
+		v []string
+	}
+	out := make(chan got, 2)
+	others := []uint64{lead, 6 - lead - gone}
+	for i, id := range others {
+		cl := c.client(id)
+		go func() {
+			v, _ := cl.BLPop(ctx, 30*time.Second, "q").Result()
+			out <- got{i, v}
+		}()
+		time.Sleep(100 * time.Millisecond)
+	}
+	c.stop(gone)
+	if err := c.client(lead).RPush(ctx, "q", "e0", "e1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for range others {
+		g := <-out
+		if want := fmt.Sprintf("e%d", g.i); len(g.v) != 2 || g.v[1] != want {
+			t.Fatalf("client %d got %v, want %s", g.i, g.v, want)
+		}
+	}
+	t.Logf("served %v after the push (the stopped node's wait was first)", time.Since(start))
+}
