@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/kvorum/kvorum/internal/notify"
 	"github.com/kvorum/kvorum/internal/redisnum"
 )
 
@@ -105,6 +106,7 @@ func cmdHSet(x *ctx, args [][]byte) Reply {
 	if err := x.saveColl(c); err != nil {
 		return errReply(err)
 	}
+	x.event(notify.Hash, "hset", c.key)
 	if len(args[0]) == len("hset") {
 		return Int(created)
 	}
@@ -125,7 +127,7 @@ func cmdHSetNX(x *ctx, args [][]byte) Reply {
 			return Int(0)
 		}
 	}
-	if r := x.hashPut(c, args[2], false, args[3]); r.IsError() {
+	if r := x.hashPut(c, args[2], false, args[3], "hset"); r.IsError() {
 		return r
 	}
 	return Int(1)
@@ -204,7 +206,17 @@ func cmdHGetAll(x *ctx, args [][]byte) Reply {
 	return Array(out...)
 }
 
-func cmdHDel(x *ctx, args [][]byte) Reply { return removeElems(x, args, typeHash) }
+// cmdHDel: "hdel" if a field went, then "del" if the hash did.
+func cmdHDel(x *ctx, args [][]byte) Reply {
+	r := removeElems(x, args, typeHash)
+	if r.Int > 0 {
+		x.event(notify.Hash, "hdel", args[1])
+		if _, ok, err := x.load(args[1]); !ok && err == nil {
+			x.event(notify.Generic, "del", args[1])
+		}
+	}
+	return r
+}
 
 func cmdHExists(x *ctx, args [][]byte) Reply { return elemExists(x, args, typeHash) }
 
@@ -239,7 +251,7 @@ func cmdHIncrBy(x *ctx, args [][]byte, incr int64) Reply {
 		return errOverflow
 	}
 	cur += incr
-	if r := x.hashPut(c, args[2], had, strconv.AppendInt(nil, cur, 10)); r.IsError() {
+	if r := x.hashPut(c, args[2], had, strconv.AppendInt(nil, cur, 10), "hincrby"); r.IsError() {
 		return r
 	}
 	return Int(cur)
@@ -255,8 +267,9 @@ func (x *ctx) hashField(args [][]byte) (c *coll, v []byte, had bool, err error) 
 	return c, v, had, err
 }
 
-// hashPut sets field f of c, which had it or not, to v and saves c.
-func (x *ctx) hashPut(c *coll, f []byte, had bool, v []byte) Reply {
+// hashPut sets field f of c, which had it or not, to v, saves c and
+// emits event.
+func (x *ctx) hashPut(c *coll, f []byte, had bool, v []byte, event string) Reply {
 	if err := x.materialize(c); err != nil {
 		return errReply(err)
 	}
@@ -269,6 +282,7 @@ func (x *ctx) hashPut(c *coll, f []byte, had bool, v []byte) Reply {
 	if err := x.saveColl(c); err != nil {
 		return errReply(err)
 	}
+	x.event(notify.Hash, event, c.key)
 	return OK
 }
 
@@ -303,7 +317,7 @@ func cmdHIncrByFloat(x *ctx, args [][]byte, incr *big.Float) Reply {
 	if !ok {
 		return errNaN
 	}
-	if r := x.hashPut(c, args[2], had, out); r.IsError() {
+	if r := x.hashPut(c, args[2], had, out, "hincrbyfloat"); r.IsError() {
 		return r
 	}
 	return Bulk(out)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/kvorum/kvorum/internal/notify"
 	"github.com/kvorum/kvorum/internal/redisnum"
 )
 
@@ -387,6 +388,9 @@ func (x *ctx) popFirst(keys [][]byte, left bool, count int64) (key []byte, vals 
 		if vals, err = l.pop(left, count); err == nil {
 			err = l.save()
 		}
+		if err == nil {
+			x.collEvent(notify.List, listEvent(left, "pop"), l.c)
+		}
 		return bytes.Clone(k), vals, err
 	}
 	return nil, nil, nil
@@ -398,6 +402,14 @@ func bulks(vals [][]byte) Reply {
 		out[i] = Bulk(v)
 	}
 	return Array(out...)
+}
+
+// listEvent is the event of a push or pop (op) at the left or right end.
+func listEvent(left bool, op string) string {
+	if left {
+		return "l" + op
+	}
+	return "r" + op
 }
 
 // isLeft reports whether a LEFT/RIGHT argument says LEFT; ok=false if neither.
@@ -442,6 +454,7 @@ func cmdLPush(x *ctx, args [][]byte) Reply {
 	if err := l.save(); err != nil {
 		return errReply(err)
 	}
+	x.event(notify.List, listEvent(left, "push"), c.key)
 	return Int(l.n())
 }
 
@@ -481,6 +494,7 @@ func cmdLPop(x *ctx, args [][]byte, count int64) Reply {
 	if err != nil {
 		return errReply(err)
 	}
+	x.collEvent(notify.List, listEvent(left, "pop"), l.c)
 	if count < 0 {
 		return Bulk(vals[0])
 	}
@@ -576,6 +590,7 @@ func cmdLSet(x *ctx, args [][]byte) Reply {
 	if err := l.save(); err != nil {
 		return errReply(err)
 	}
+	x.event(notify.List, "lset", l.c.key)
 	return OK
 }
 
@@ -618,6 +633,7 @@ func cmdLInsert(x *ctx, args [][]byte, after bool) Reply {
 	if err := l.save(); err != nil {
 		return errReply(err)
 	}
+	x.event(notify.List, "linsert", l.c.key)
 	return Int(l.n())
 }
 
@@ -654,6 +670,7 @@ func cmdLRem(x *ctx, args [][]byte, count int64) Reply {
 	if err := l.save(); err != nil {
 		return errReply(err)
 	}
+	x.collEvent(notify.List, "lrem", l.c)
 	return Int(int64(len(ps)))
 }
 
@@ -678,6 +695,7 @@ func cmdLTrim(x *ctx, args [][]byte, q indexRange) Reply {
 	if err := l.save(); err != nil {
 		return errReply(err)
 	}
+	x.collEvent(notify.List, "ltrim", l.c)
 	return OK
 }
 
@@ -832,6 +850,8 @@ func cmdLMove(x *ctx, args [][]byte, a lmoveArgs) Reply {
 	if err != nil {
 		return errReply(err)
 	}
+	x.event(notify.List, listEvent(a.to, "push"), dst.c.key)
+	x.collEvent(notify.List, listEvent(a.from, "pop"), src.c)
 	return Bulk(v)
 }
 
