@@ -78,7 +78,8 @@ func connCommands() []*command {
 		sub("command", "docs", -2, cmdFlags, slowConn, "7.0.0", "Returns documentary information about one, multiple or all commands", commandDocs),
 		sub("command", "info", -2, cmdFlags, slowConn, "2.8.13", "Returns information about one, multiple or all commands", commandInfoCmd),
 		sub("command", "list", -2, cmdFlags, slowConn, "7.0.0", "Returns a list of command names", commandList),
-		sub("command", "getkeys", -4, cmdFlags, slowConn, "2.8.13", "Extracts the key names from an arbitrary command", commandGetKeys),
+		sub("command", "getkeys", -4, cmdFlags, slowConn, "2.8.13", "Extract keys given a full Redis command", commandGetKeys),
+		sub("command", "getkeysandflags", -4, cmdFlags, slowConn, "7.0.0", "Extract keys and access flags given a full Redis command", commandGetKeys),
 		sub("command", "help", 2, cmdFlags, slowConn, "5.0.0", "Returns helpful text about the different subcommands", commandHelp),
 	}
 	containerH := containerHandler(cmdCmd)
@@ -835,29 +836,31 @@ func commandGetKeys(c *conn, args [][]byte) reply.Reply {
 	if cmd == nil {
 		return reply.Error("ERR Invalid command specified")
 	}
+	withFlags := len(args[1]) == len("getkeysandflags")
 	argv := args[2:]
-	name := cmd.spec.Name
+	name := keySubcommand(cmd.spec.Name, argv)
 	_, movable, _ := movableKeys(name, nil)
-	if !movable && cmd.spec.FirstKey <= 0 {
+	if !movable && (cmd.spec.FirstKey <= 0 || name != cmd.spec.Name) && redisKeySpecs[name] == nil {
 		return reply.Error("ERR The command has no key arguments")
 	}
 	if !arityOK(cmd.spec.Arity, len(argv)) {
 		return reply.Error("ERR Invalid number of arguments specified for command")
 	}
-	var found [][]byte
+	var found []keyRef
 	optional := false
-	if movable {
-		found, _, optional = movableKeys(name, argv)
-	} else {
+	if movable || redisKeySpecs[name] != nil {
+		found, optional = keysWithFlags(name, argv)
+	} else { // kvorum's own commands: first..last by step
 		first, last, step := cmd.spec.FirstKey, cmd.spec.LastKey, cmd.spec.Step
 		if last < 0 {
 			last = len(argv) + last
 		}
-		if step <= 0 {
-			step = 1
+		flags := []string{"RO", "access"}
+		if cmd.spec.Write {
+			flags = []string{"RW", "update"}
 		}
-		for i := first; i <= last && i < len(argv); i += step {
-			found = append(found, argv[i])
+		for i := first; i <= last && i < len(argv); i += max(step, 1) {
+			found = append(found, keyRef{i, flags})
 		}
 	}
 	if len(found) == 0 && !optional {
@@ -865,7 +868,10 @@ func commandGetKeys(c *conn, args [][]byte) reply.Reply {
 	}
 	keys := make([]reply.Reply, len(found))
 	for i, k := range found {
-		keys[i] = reply.Bulk(k)
+		keys[i] = reply.Bulk(argv[k.pos])
+		if withFlags {
+			keys[i] = reply.Array(keys[i], statusSet(k.flags))
+		}
 	}
 	return reply.Array(keys...)
 }
