@@ -52,24 +52,17 @@ func init() {
 	def("geohash", -2, "readonly", 1, 1, 1, g, "Returns members of a geospatial index as standard geohash strings", cmdGeoHash, nil)
 	def("geopos", -2, "readonly", 1, 1, 1, g, "Returns longitude and latitude of members of a geospatial index", cmdGeoPos, nil)
 	// A search is parsed when it runs, after the source key's type check;
-	// checkGeoSearch refuses early the writes that fail whatever the data.
-	def("georadius", -6, "write denyoom movablekeys", 1, 1, 1, g, "Query a sorted set representing a geospatial index to fetch members matching a given maximum distance from a point", cmdGeoSearch, checkGeoSearch)
-	def("georadiusbymember", -5, "write denyoom movablekeys", 1, 1, 1, g, "Query a sorted set representing a geospatial index to fetch members matching a given maximum distance from a member", cmdGeoSearch, checkGeoSearch)
+	// geohash.CheckSearch refuses early the writes that fail whatever the data.
+	def("georadius", -6, "write denyoom movablekeys", 1, 1, 1, g, "Query a sorted set representing a geospatial index to fetch members matching a given maximum distance from a point", cmdGeoSearch, geohash.CheckSearch)
+	def("georadiusbymember", -5, "write denyoom movablekeys", 1, 1, 1, g, "Query a sorted set representing a geospatial index to fetch members matching a given maximum distance from a member", cmdGeoSearch, geohash.CheckSearch)
 	def("georadius_ro", -6, "readonly", 1, 1, 1, g, "A read-only variant for GEORADIUS", cmdGeoSearch, nil)
 	def("georadiusbymember_ro", -5, "readonly", 1, 1, 1, g, "A read-only variant for GEORADIUSBYMEMBER", cmdGeoSearch, nil)
 	def("geosearch", -7, "readonly", 1, 1, 1, g, "Query a sorted set representing a geospatial index to fetch members inside an area of a box or a circle.", cmdGeoSearch, nil)
-	def("geosearchstore", -8, "write denyoom", 1, 2, 1, g, "Query a sorted set representing a geospatial index to fetch members inside an area of a box or a circle, and store the result in another key.", cmdGeoSearch, checkGeoSearch)
-	notStore := func(args [][]byte) bool { return !geoHasStore(args) }
+	def("geosearchstore", -8, "write denyoom", 1, 2, 1, g, "Query a sorted set representing a geospatial index to fetch members inside an area of a box or a circle, and store the result in another key.", cmdGeoSearch, geohash.CheckSearch)
+	notStore := func(args [][]byte) bool { return !geohash.HasStore(args) }
 	table["georadius"].readOnly = notStore
 	table["georadiusbymember"].readOnly = notStore
 }
-
-// Redis error texts of the GEO commands.
-var (
-	errGeoMember = Error("ERR could not decode requested zset member")
-	errGeoCount  = Error("ERR COUNT must be > 0")
-	errGeoAny    = Error("ERR the ANY argument requires COUNT argument")
-)
 
 // ---------------------------------------------------------------------------
 // GEOADD
@@ -197,231 +190,6 @@ func cmdGeoHash(x *ctx, args [][]byte) Reply {
 // ---------------------------------------------------------------------------
 // GEOSEARCH, GEOSEARCHSTORE, GEORADIUS, GEORADIUSBYMEMBER and their _RO forms
 
-// Variants of georadiusGeneric.
-const (
-	geoRadiusCoords = 1 << iota // around coordinates
-	geoRadiusMember             // around a member
-	geoNoStore                  // no STORE/STOREDIST option
-	geoSearchCmd                // GEOSEARCH's arguments
-	geoSearchStore              // GEOSEARCHSTORE: the STOREDIST flag
-)
-
-const (
-	geoSortNone = iota
-	geoSortAsc
-	geoSortDesc
-)
-
-// geoVariant returns the command's flags and the position of its source key.
-func geoVariant(name []byte) (flags, src int) {
-	switch strings.ToLower(string(name)) {
-	case "georadius":
-		return geoRadiusCoords, 1
-	case "georadiusbymember":
-		return geoRadiusMember, 1
-	case "georadius_ro":
-		return geoRadiusCoords | geoNoStore, 1
-	case "georadiusbymember_ro":
-		return geoRadiusMember | geoNoStore, 1
-	case "geosearchstore":
-		return geoSearchCmd | geoSearchStore, 2
-	}
-	return geoSearchCmd, 1
-}
-
-// geoHasStore reports whether a GEORADIUS or GEORADIUSBYMEMBER command has
-// a STORE or STOREDIST option with its key, looking where Redis's
-// georadiusGetKeys looks: a write.
-func geoHasStore(args [][]byte) bool {
-	for i := 5; i+1 < len(args); i++ {
-		if geohash.Eq(args[i], "store") || geohash.Eq(args[i], "storedist") {
-			return true
-		}
-	}
-	return false
-}
-
-// geoQuery is a parsed search.
-type geoQuery struct {
-	shape                         geohash.Shape
-	store                         []byte // nil: reply
-	storeDist                     bool
-	withDist, withHash, withCoord bool
-	any                           bool
-	sort                          int
-	count                         int64 // 0: all
-}
-
-// geoSource is what parsing needs of the source key: whether it exists
-// (as a sorted set) and the positions of its members.
-type geoSource struct {
-	exists bool
-	pos    func(member []byte) (lon, lat float64, ok bool, err error)
-}
-
-// parseGeoQuery parses a search as georadiusGeneric does after the type
-// check: in order, the first error wins, members are looked up (src.pos)
-// where Redis looks them up.
-func parseGeoQuery(args [][]byte, flags int, src geoSource) (q geoQuery, r Reply, ok bool) {
-	memberPos := func(m []byte) (Reply, bool) {
-		lon, lat, found, err := src.pos(m)
-		if err != nil {
-			return errReply(err), false
-		}
-		if !found {
-			return errGeoMember, false
-		}
-		q.shape.Lon, q.shape.Lat = lon, lat
-		return Reply{}, true
-	}
-	var base int
-	switch {
-	case flags&geoRadiusCoords != 0:
-		base = 6
-		q.shape.Type = geohash.Circle
-		if q.shape.Lon, q.shape.Lat, r, ok = geohash.ParseLonLat(args[2], args[3]); !ok {
-			return q, r, false
-		}
-		if r, ok = q.shape.ParseDistance(args[4], args[5]); !ok {
-			return q, r, false
-		}
-	case flags&geoRadiusMember != 0 && !src.exists:
-		// No source key: the options are still parsed, for the reply.
-		base = 5
-	case flags&geoRadiusMember != 0:
-		base = 5
-		q.shape.Type = geohash.Circle
-		if r, ok = memberPos(args[2]); !ok {
-			return q, r, false
-		}
-		if r, ok = q.shape.ParseDistance(args[3], args[4]); !ok {
-			return q, r, false
-		}
-	default:
-		base = 2
-		if flags&geoSearchStore != 0 {
-			base = 3
-			q.store = args[1]
-		}
-	}
-
-	search := flags&geoSearchCmd != 0
-	canStore := flags&(geoNoStore|geoSearchCmd) == 0
-	var fromMember, fromLoc, byRadius, byBox bool
-	remaining := len(args) - base
-	for i := 0; i < remaining; i++ {
-		a := args[base+i]
-		switch {
-		case geohash.Eq(a, "withdist"):
-			q.withDist = true
-		case geohash.Eq(a, "withhash"):
-			q.withHash = true
-		case geohash.Eq(a, "withcoord"):
-			q.withCoord = true
-		case geohash.Eq(a, "any"):
-			q.any = true
-		case geohash.Eq(a, "asc"):
-			q.sort = geoSortAsc
-		case geohash.Eq(a, "desc"):
-			q.sort = geoSortDesc
-		case geohash.Eq(a, "count") && i+1 < remaining:
-			n, ok := redisnum.ParseInt(args[base+i+1])
-			if !ok {
-				return q, errNotInt, false
-			}
-			if n <= 0 {
-				return q, errGeoCount, false
-			}
-			q.count = n
-			i++
-		case geohash.Eq(a, "store") && i+1 < remaining && canStore:
-			q.store, q.storeDist = args[base+i+1], false
-			i++
-		case geohash.Eq(a, "storedist") && i+1 < remaining && canStore:
-			q.store, q.storeDist = args[base+i+1], true
-			i++
-		case geohash.Eq(a, "storedist") && search && flags&geoSearchStore != 0:
-			q.storeDist = true
-		case geohash.Eq(a, "frommember") && i+1 < remaining && search && !fromLoc:
-			if src.exists {
-				if r, ok = memberPos(args[base+i+1]); !ok {
-					return q, r, false
-				}
-			}
-			fromMember = true
-			i++
-		case geohash.Eq(a, "fromlonlat") && i+2 < remaining && search && !fromMember:
-			if q.shape.Lon, q.shape.Lat, r, ok = geohash.ParseLonLat(args[base+i+1], args[base+i+2]); !ok {
-				return q, r, false
-			}
-			fromLoc = true
-			i += 2
-		case geohash.Eq(a, "byradius") && i+2 < remaining && search && !byBox:
-			if r, ok = q.shape.ParseDistance(args[base+i+1], args[base+i+2]); !ok {
-				return q, r, false
-			}
-			q.shape.Type = geohash.Circle
-			byRadius = true
-			i += 2
-		case geohash.Eq(a, "bybox") && i+3 < remaining && search && !byRadius:
-			if r, ok = q.shape.ParseBox(args[base+i+1], args[base+i+2], args[base+i+3]); !ok {
-				return q, r, false
-			}
-			q.shape.Type = geohash.Box
-			byBox = true
-			i += 3
-		default:
-			return q, errSyntax, false
-		}
-	}
-
-	if q.store != nil && (q.withDist || q.withHash || q.withCoord) {
-		what := "STORE option in GEORADIUS"
-		if flags&geoSearchStore != 0 {
-			what = "GEOSEARCHSTORE"
-		}
-		return q, Error("ERR " + what + " is not compatible with WITHDIST, WITHHASH and WITHCOORD options"), false
-	}
-	if search && !fromMember && !fromLoc {
-		return q, Error("ERR exactly one of FROMMEMBER or FROMLONLAT can be specified for " + string(args[0])), false
-	}
-	if search && !byRadius && !byBox {
-		return q, Error("ERR exactly one of BYRADIUS and BYBOX can be specified for " + string(args[0])), false
-	}
-	if q.any && q.count == 0 {
-		return q, errGeoAny, false
-	}
-	return q, Reply{}, true
-}
-
-// checkGeoSearch parses the write forms (GEOSEARCHSTORE; GEORADIUS and
-// GEORADIUSBYMEMBER with STORE) before they are proposed, with the source
-// key assumed to be a sorted set holding every member it is asked for.
-// A command is refused only if Redis fails it whatever the data, with the
-// same error if the key is missing: GEORADIUSBYMEMBER does not even parse
-// its radius when the key is missing (Redis then deletes the destination
-// and replies 0). The read forms are checked when they run, in Redis's
-// order (the key's type first).
-func checkGeoSearch(args [][]byte) (Reply, bool) {
-	flags, _ := geoVariant(args[0])
-	if flags&geoSearchStore == 0 && !geoHasStore(args) {
-		return Reply{}, true
-	}
-	found := func([]byte) (float64, float64, bool, error) { return 0, 0, true, nil }
-	_, r, ok := parseGeoQuery(args, flags, geoSource{exists: true, pos: found})
-	if ok {
-		return Reply{}, true
-	}
-	if flags&geoRadiusMember != 0 {
-		// Without the key Redis skips the radius: unless that fails the
-		// same way, the data decides (run replies the error, if any).
-		if _, r2, ok := parseGeoQuery(args, flags, geoSource{exists: false, pos: found}); ok || !bytes.Equal(r.Str, r2.Str) {
-			return Reply{}, true
-		}
-	}
-	return r, false
-}
-
 // geoPoint is a member found by a search.
 type geoPoint struct {
 	member   []byte
@@ -477,7 +245,7 @@ func geoMembersOfAllNeighbors(z *zview, r *geohash.Areas, s *geohash.Shape, limi
 }
 
 func cmdGeoSearch(x *ctx, args [][]byte) Reply {
-	flags, si := geoVariant(args[0])
+	flags, si := geohash.Variant(args[0])
 	c, exists, err := x.loadColl(args[si], typeZSet)
 	if err != nil {
 		return errReply(err)
@@ -486,47 +254,47 @@ func cmdGeoSearch(x *ctx, args [][]byte) Reply {
 	if exists {
 		z = x.zview(c)
 	}
-	q, r, ok := parseGeoQuery(args, flags, geoSource{exists: exists, pos: func(m []byte) (float64, float64, bool, error) {
+	q, r, ok := geohash.ParseQuery(args, flags, geohash.Source{Exists: exists, Fail: errReply, Pos: func(m []byte) (float64, float64, bool, error) {
 		return geoMemberPos(z, m)
 	}})
 	if !ok {
 		return r
 	}
-	if q.store != nil && x.w == nil {
+	if q.Store != nil && x.w == nil {
 		return Error("ERR internal: " + strings.ToUpper(string(args[0])) + " with a store key sent to Read")
 	}
 	if !exists {
-		if q.store != nil {
-			return x.zStore(q.store, nil, "") // deletes it, replies 0
+		if q.Store != nil {
+			return x.zStore(q.Store, nil, "") // deletes it, replies 0
 		}
 		return Array()
 	}
 	// COUNT without ANY returns the nearest members.
-	if q.count != 0 && q.sort == geoSortNone && !q.any {
-		q.sort = geoSortAsc
+	if q.Count != 0 && q.Sort == geohash.SortNone && !q.Any {
+		q.Sort = geohash.SortAsc
 	}
-	areas := geohash.AreasByShape(&q.shape)
+	areas := geohash.AreasByShape(&q.Shape)
 	limit := 0
-	if q.any {
-		limit = int(min(q.count, math.MaxInt32))
+	if q.Any {
+		limit = int(min(q.Count, math.MaxInt32))
 	}
-	pts, err := geoMembersOfAllNeighbors(z, &areas, &q.shape, limit)
+	pts, err := geoMembersOfAllNeighbors(z, &areas, &q.Shape, limit)
 	if err != nil {
 		return errReply(err)
 	}
-	if len(pts) == 0 && q.store == nil {
+	if len(pts) == 0 && q.Store == nil {
 		return Array()
 	}
-	switch q.sort {
-	case geoSortAsc:
+	switch q.Sort {
+	case geohash.SortAsc:
 		sort.SliceStable(pts, func(i, j int) bool { return pts[i].dist < pts[j].dist })
-	case geoSortDesc:
+	case geohash.SortDesc:
 		sort.SliceStable(pts, func(i, j int) bool { return pts[i].dist > pts[j].dist })
 	}
-	if q.count != 0 && int64(len(pts)) > q.count {
-		pts = pts[:q.count]
+	if q.Count != 0 && int64(len(pts)) > q.Count {
+		pts = pts[:q.Count]
 	}
-	if q.store != nil {
+	if q.Store != nil {
 		ents := make([]zent, 0, len(pts))
 		seen := make(map[string]bool, len(pts))
 		for _, p := range pts {
@@ -535,31 +303,31 @@ func cmdGeoSearch(x *ctx, args [][]byte) Reply {
 			}
 			seen[string(p.member)] = true
 			score := p.score
-			if q.storeDist {
-				score = p.dist / q.shape.Conv
+			if q.StoreDist {
+				score = p.dist / q.Shape.Conv
 			}
 			ents = append(ents, zent{member: p.member, score: score})
 		}
 		ev := "georadiusstore"
-		if flags&geoSearchCmd != 0 {
+		if flags&geohash.SearchCmd != 0 {
 			ev = "geosearchstore"
 		}
-		return x.zStore(q.store, ents, ev)
+		return x.zStore(q.Store, ents, ev)
 	}
 	out := make([]Reply, len(pts))
 	for i, p := range pts {
-		if !q.withDist && !q.withHash && !q.withCoord {
+		if !q.WithDist && !q.WithHash && !q.WithCoord {
 			out[i] = Bulk(p.member)
 			continue
 		}
 		el := []Reply{Bulk(p.member)}
-		if q.withDist {
-			el = append(el, Bulk(redisnum.FormatFixed4(p.dist/q.shape.Conv)))
+		if q.WithDist {
+			el = append(el, Bulk(redisnum.FormatFixed4(p.dist/q.Shape.Conv)))
 		}
-		if q.withHash {
+		if q.WithHash {
 			el = append(el, Int(int64(p.score)))
 		}
-		if q.withCoord {
+		if q.WithCoord {
 			el = append(el, Array(geohash.CoordReply(p.lon), geohash.CoordReply(p.lat)))
 		}
 		out[i] = Array(el...)
