@@ -12,8 +12,6 @@ import (
 // forms: the query, parsed as Redis's georadiusGeneric parses it.
 
 var (
-	errSyntax    = reply.Error("ERR syntax error")
-	errNotInt    = reply.Error("ERR value is not an integer or out of range")
 	errGeoMember = reply.Error("ERR could not decode requested zset member")
 	errGeoCount  = reply.Error("ERR COUNT must be > 0")
 	errGeoAny    = reply.Error("ERR the ANY argument requires COUNT argument")
@@ -151,7 +149,7 @@ func ParseQuery(args [][]byte, flags int, src Source) (q Query, r reply.Reply, o
 		case Eq(a, "count") && i+1 < remaining:
 			n, ok := redisnum.ParseInt(args[base+i+1])
 			if !ok {
-				return q, errNotInt, false
+				return q, reply.ErrNotInt, false
 			}
 			if n <= 0 {
 				return q, errGeoCount, false
@@ -195,7 +193,7 @@ func ParseQuery(args [][]byte, flags int, src Source) (q Query, r reply.Reply, o
 			byBox = true
 			i += 3
 		default:
-			return q, errSyntax, false
+			return q, reply.ErrSyntax, false
 		}
 	}
 

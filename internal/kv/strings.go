@@ -1,6 +1,8 @@
 package kv
 
 import (
+	"github.com/kvorum/kvorum/internal/reply"
+
 	"github.com/kvorum/kvorum/internal/notify"
 
 	"math"
@@ -17,8 +19,8 @@ type readerI = pebble.Reader
 
 // Redis error texts.
 var (
-	errSyntax      = Error("ERR syntax error")
-	errNotInt      = Error("ERR value is not an integer or out of range")
+	errSyntax      = reply.ErrSyntax
+	errNotInt      = reply.ErrNotInt
 	errOverflow    = Error("ERR increment or decrement would overflow")
 	errNotFloat    = Error("ERR value is not a valid float")
 	errNaN         = Error("ERR increment would produce NaN or Infinity")

@@ -46,3 +46,10 @@ func ErrorText(b []byte) Reply {
 	}
 	return Reply{Kind: KindError, Str: b}
 }
+
+// Redis's most common argument errors, for the packages that parse
+// command arguments.
+var (
+	ErrSyntax = Error("ERR syntax error")
+	ErrNotInt = Error("ERR value is not an integer or out of range")
+)
