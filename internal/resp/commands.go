@@ -696,7 +696,11 @@ func (c *command) infoReply() reply.Reply {
 	sp := &c.spec
 	first, last, step := sp.FirstKey, sp.LastKey, sp.Step
 	keySpecs := reply.Reply{Kind: reply.KindSet}
-	if first > 0 {
+	if specs, ok := redisKeySpecs[sp.Name]; ok {
+		for _, ks := range specs {
+			keySpecs.Elems = append(keySpecs.Elems, ks.reply())
+		}
+	} else if first > 0 {
 		flags := []string{"RO", "access"}
 		if sp.Write {
 			flags = []string{"RW", "update"}

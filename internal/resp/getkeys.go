@@ -2,6 +2,8 @@ package resp
 
 import (
 	"slices"
+
+	"github.com/kvorum/kvorum/internal/reply"
 	"strconv"
 	"strings"
 )
@@ -110,6 +112,7 @@ func sortKeys(argv [][]byte, store bool) []int {
 // keySpec is one of a command's key specifications (COMMAND INFO's
 // key_specs; the table is keyspecs_redis.go, generated from redis-server).
 type keySpec struct {
+	notes string // COMMAND INFO shows them
 	flags []string
 	// begin_search: an index, or a keyword searched from startFrom
 	// (backwards from the end if negative).
@@ -119,12 +122,13 @@ type keySpec struct {
 	// find_keys: a range (lastKey relative to the first key, or from the
 	// end if negative; limit divides what is left) or a key count at
 	// keyNumIdx (relative to the first) followed by the keys from
-	// firstKey; step between keys. unknown: neither can be evaluated.
-	keyNum              bool
-	lastKey, step       int
-	limit               int
-	keyNumIdx, firstKey int
-	unknown             bool
+	// firstKey; step between keys. unknownBegin, unknownFind: the
+	// search cannot be evaluated (the keys depend on the data).
+	keyNum                    bool
+	lastKey, step             int
+	limit                     int
+	keyNumIdx, firstKey       int
+	unknownBegin, unknownFind bool
 }
 
 // keyRef is one key found in a command: its position and its flags.
@@ -139,7 +143,7 @@ type keyRef struct {
 func keysBySpecs(specs []keySpec, argv [][]byte) (keys []keyRef, ok bool) {
 	argc := len(argv)
 	for _, s := range specs {
-		if s.unknown || slices.Contains(s.flags, "incomplete") {
+		if s.unknownBegin || s.unknownFind || slices.Contains(s.flags, "incomplete") {
 			return nil, false
 		}
 		if slices.Contains(s.flags, "not_key") {
@@ -278,4 +282,32 @@ func keySubcommand(name string, argv [][]byte) string {
 		return name + "|" + strings.ToLower(string(argv[1]))
 	}
 	return name
+}
+
+// reply is the key spec as COMMAND INFO shows it.
+func (s keySpec) reply() reply.Reply {
+	str, num := reply.BulkString, func(n int) reply.Reply { return reply.Int(int64(n)) }
+	typed := func(typ string, kvs ...reply.Reply) reply.Reply {
+		return reply.Map(str("type"), str(typ), str("spec"), reply.Map(kvs...))
+	}
+	begin := typed("index", str("index"), num(s.index))
+	switch {
+	case s.unknownBegin:
+		begin = typed("unknown")
+	case s.keyword != "":
+		begin = typed("keyword", str("keyword"), str(s.keyword), str("startfrom"), num(s.startFrom))
+	}
+	find := typed("range", str("lastkey"), num(s.lastKey), str("keystep"), num(s.step), str("limit"), num(s.limit))
+	switch {
+	case s.unknownFind:
+		find = typed("unknown")
+	case s.keyNum:
+		find = typed("keynum", str("keynumidx"), num(s.keyNumIdx), str("firstkey"), num(s.firstKey), str("keystep"), num(s.step))
+	}
+	var kvs []reply.Reply
+	if s.notes != "" {
+		kvs = append(kvs, str("notes"), str(s.notes))
+	}
+	kvs = append(kvs, str("flags"), statusSet(s.flags), str("begin_search"), begin, str("find_keys"), find)
+	return reply.Map(kvs...)
 }

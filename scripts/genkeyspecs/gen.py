@@ -21,18 +21,20 @@ def specs(c):
         bs, fk = s["begin_search"], s["find_keys"]
         f = ", ".join('"%s"' % x for x in s["flags"])
         parts = ["flags: []string{%s}" % f]
+        if "notes" in s:
+            parts.insert(0, "notes: %s" % json.dumps(s["notes"]))
         if bs["type"] == "index":
             parts.append("index: %d" % bs["spec"]["index"])
         elif bs["type"] == "keyword":
             parts.append('keyword: "%s", startFrom: %d' % (bs["spec"]["keyword"], bs["spec"]["startfrom"]))
         else:
-            parts.append("unknown: true")
+            parts.append("unknownBegin: true")
         if fk["type"] == "range":
             parts.append("lastKey: %d, step: %d, limit: %d" % (fk["spec"]["lastkey"], fk["spec"]["keystep"], fk["spec"]["limit"]))
         elif fk["type"] == "keynum":
             parts.append("keyNum: true, keyNumIdx: %d, firstKey: %d, step: %d" % (fk["spec"]["keynumidx"], fk["spec"]["firstkey"], fk["spec"]["keystep"]))
-        elif "unknown: true" not in parts:
-            parts.append("unknown: true")
+        else:
+            parts.append("unknownFind: true")
         res.append("{" + ", ".join(parts) + "}")
     return res
 
