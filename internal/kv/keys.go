@@ -23,17 +23,11 @@ var (
 	versionKey   = []byte{userPrefix, 0x00, 0x00, 'v'} // uint64 BE: last collection version handed out
 	scriptPrefix = []byte{userPrefix, 0x00, 0x00, 's'} // + sha1 hex: a cached Lua script body
 	firstUserKey = []byte{userPrefix, 0x00, 0x01}      // the escaped empty key "": lowest user key
-	// uint64 BE: log index of the last deletion of any key that hashes to
-	// the bucket (+ bucket:2 BE), and of the last FLUSHALL. WATCH stamps
-	// an absent key with them: see watchStamp.
-	tombPrefix = []byte{userPrefix, 0x00, 0x00, 't'}
-	flushKey   = []byte{userPrefix, 0x00, 0x00, 'f'}
+	// uint64 BE: log index of the last FLUSHALL. WATCH stamps an absent
+	// key with it and the key's deletion tombstone (tomb.go): see
+	// watchStamp.
+	flushKey = []byte{userPrefix, 0x00, 0x00, 'f'}
 )
-
-// tombBuckets is the number of deletion buckets. A deletion aborts the
-// transactions watching an absent key of the same bucket: a collision
-// costs a spurious retry, never a missed change.
-const tombBuckets = 4096
 
 // Type tags of metadata records.
 const (
@@ -416,23 +410,11 @@ func (x *ctx) remove(k []byte) error {
 	if x.cache != nil {
 		x.cache.Deleted(mk)
 	}
-	tk := tombKey(k)
-	if err := x.setIndexKey(tk[:]); err != nil {
+	if err := x.setTomb(k); err != nil {
 		return err
 	}
 	x.touched(k)
 	return nil
-}
-
-// tombKey is the deletion-bucket key of user key k (FNV-1a, inline: it
-// runs on every deletion and needs no allocation).
-func tombKey(k []byte) [6]byte {
-	h := uint32(2166136261)
-	for _, c := range k {
-		h = (h ^ uint32(c)) * 16777619
-	}
-	b := h % tombBuckets
-	return [6]byte{tombPrefix[0], tombPrefix[1], tombPrefix[2], tombPrefix[3], byte(b >> 8), byte(b)}
 }
 
 // setIndexKey stores the entry's log index under hidden key hk.

@@ -20,10 +20,9 @@ import (
 // WATCH is checked at apply time: each watched key's stamp (WatchStamp, read
 // at WATCH time after a linearizable read barrier) must still be the same,
 // or EXEC replies with a null array and runs nothing. A key's stamp is the
-// log index of the last write to it (plus one; 0 = absent), so any write
-// after WATCH, on any node, changes it. One difference from Redis: a key
-// that was absent at WATCH and is absent again at EXEC counts as
-// unchanged even if it existed in between.
+// log index of the last write to it (plus one), so any write after
+// WATCH, on any node, changes it; an absent key's stamp is its last
+// deletion (see watchStamp).
 
 func init() {
 	def("kvorum.exec", -2, "write", 0, 0, 0, "transactions", "Internal: a MULTI/EXEC transaction as one log entry.", cmdExec, nil)
@@ -50,10 +49,10 @@ func WatchStamp(r pebble.Reader, key []byte, nowMs int64) (uint64, error) {
 // watchStamp is what WATCH remembers of a key and EXEC compares: any
 // write or deletion of the key in between changes it. A live key's stamp
 // is the log index of its last write (+1). An absent key's stamp has the
-// top bit set and holds the index of the last deletion in its bucket or
-// the last FLUSHALL, whichever is later, so that a key absent at WATCH
-// that is created and deleted again before EXEC still aborts it, as in
-// Redis.
+// top bit set and holds the index of the key's last deletion (its
+// tombstone, tomb.go) or the last FLUSHALL, whichever is later, so that a
+// key absent at WATCH that is created and deleted again before EXEC still
+// aborts it, as in Redis, and a deletion of any other key does not.
 func (x *ctx) watchStamp(key []byte) (uint64, error) {
 	rec, ok, err := x.loadHeader(key)
 	if err != nil {
@@ -62,8 +61,7 @@ func (x *ctx) watchStamp(key []byte) (uint64, error) {
 	if ok {
 		return rec.mod + 1, nil
 	}
-	tk := tombKey(key)
-	del, err := x.indexKey(tk[:])
+	del, err := x.tomb(key)
 	if err != nil {
 		return 0, err
 	}

@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -91,5 +92,80 @@ func TestWatchSeesEveryChangeOfAnAbsentKey(t *testing.T) {
 	apply("SET", "b", "1")
 	if r := run("b", st); !aborted(r) {
 		t.Fatalf("EXEC after the watched key was rewritten ran: %s", show(r))
+	}
+}
+
+// TestWatchAbsentKeyIgnoresOtherDeletions: a transaction watching an
+// absent key is not aborted by deletions of other keys (they were tracked
+// in 4,096 buckets, so 5,000 deletions aborted it for certain), nor by
+// the collection of old tombstones that are not its key's; its own
+// key's deletion still aborts it, and tombstones of old epochs go.
+func TestWatchAbsentKeyIgnoresOtherDeletions(t *testing.T) {
+	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem(), Logger: quietLogger{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	index, now := uint64(10), int64(1_000_000_000_000)
+	apply := func(s ...string) Reply {
+		index++
+		b := db.NewIndexedBatch()
+		defer b.Close()
+		r := Apply(b, toArgs(s...), Env{Now: now, Index: index})
+		if err := b.Commit(pebble.NoSync); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	stamp := func(k string) uint64 {
+		s, err := WatchStamp(db, []byte(k), now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	run := func(k string, st uint64) bool {
+		args := EncodeExec([][]byte{[]byte(k)}, []uint64{st}, [][][]byte{toArgs("SET", "out", "tx")})
+		s := make([]string, len(args))
+		for i, a := range args {
+			s[i] = string(a)
+		}
+		r := apply(s...)
+		return r.Kind == reply.KindNil || r.Kind == reply.KindNilArray
+	}
+	apply("KVORUM.TOMBGC")
+	st := stamp("watched")
+	for i := 0; i < 5000; i++ {
+		k := fmt.Sprintf("other-%d", i)
+		apply("SET", k, "v")
+		apply("DEL", k)
+	}
+	if run("watched", st) {
+		t.Fatal("EXEC watching an absent key aborted by deletions of other keys")
+	}
+	// Its own deletion still aborts, in the same epoch and across a
+	// collection that keeps the epoch.
+	st = stamp("watched")
+	apply("SET", "watched", "1")
+	apply("DEL", "watched")
+	now += tombEpochMs
+	apply("KVORUM.TOMBGC")
+	if !run("watched", st) {
+		t.Fatal("EXEC ran after the watched absent key was created and deleted")
+	}
+	// Two epochs later its tombstone is gone.
+	if _, c, err := db.Get(tombKey(tombEpoch(now-tombEpochMs), []byte("watched"))); err != nil {
+		t.Fatalf("no tombstone in the epoch of the deletion: %v", err)
+	} else {
+		c.Close()
+	}
+	now += tombEpochMs
+	if due, err := TombGCDue(db, now); err != nil || !due {
+		t.Fatalf("collection due %v %v", due, err)
+	}
+	apply("KVORUM.TOMBGC")
+	if _, c, err := db.Get(tombKey(tombEpoch(now-2*tombEpochMs), []byte("watched"))); err == nil {
+		c.Close()
+		t.Fatal("the tombstone of an epoch two back is still there")
 	}
 }

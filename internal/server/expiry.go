@@ -65,6 +65,7 @@ func (n *Node) expiryLoop() {
 			n.cfg.Logger.Warn("expiry index", "err", err)
 			continue
 		}
+		n.collectTombs(base)
 		for round := 0; round < keyExpiryRounds; round++ {
 			cmd := [][]byte{[]byte("KVORUM.TTLINDEX")}
 			if built {
@@ -96,5 +97,18 @@ func (n *Node) expiryLoop() {
 				break
 			}
 		}
+	}
+}
+
+// collectTombs proposes KVORUM.TOMBGC when the leader's clock has
+// entered a new tombstone epoch (kv/tomb.go): once every ten minutes.
+func (n *Node) collectTombs(base context.Context) {
+	if due, err := kv.TombGCDue(n.store.DB(), n.cfg.Now()); err != nil || !due {
+		return
+	}
+	ctx, cancel := context.WithTimeout(base, n.cfg.RequestTimeout)
+	defer cancel()
+	if _, err := n.store.Replica(firstRange).Propose(ctx, [][][]byte{{[]byte("KVORUM.TOMBGC")}}); err != nil {
+		n.cfg.Logger.Debug("tombstone collection", "err", err)
 	}
 }
