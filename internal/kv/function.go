@@ -53,7 +53,15 @@ import (
 //   - Registering two functions whose names differ only in case in one
 //     library fails with "Function already exists in the library" (Redis
 //     7.0.15 accepts it and corrupts its function table).
-//   - FUNCTION DUMP and FUNCTION RESTORE are not supported (RDB format).
+//   - FUNCTION DUMP writes each library's code verbatim (Redis LZF-compresses
+//     codes longer than 20 bytes when that saves space), so its payload
+//     can differ from Redis's in bytes; each restores the other's.
+//     Libraries are dumped in name order (Redis: its dict order).
+//   - FUNCTION RESTORE checks what depends on the payload alone (version,
+//     checksum, format, each library's code) before the Raft log, and the
+//     collisions with the stored libraries at apply time. With several
+//     colliding libraries or functions, the one named in the error can
+//     differ from Redis's (its dict order).
 //   - FUNCTION LOAD with REPLACE of code that does not compile or fails to
 //     register is refused before it reaches the Raft log; without REPLACE
 //     the same errors come at apply time, after the "already exists" check,
@@ -85,7 +93,7 @@ func init() {
 	table["fcall"].spec.Write = true
 	table["function"].spec.Write = true
 	table["function"].readOnly = func(args [][]byte) bool {
-		return len(args) > 1 && !eq(args[1], "load") && !eq(args[1], "delete") && !eq(args[1], "flush")
+		return len(args) > 1 && !eq(args[1], "load") && !eq(args[1], "delete") && !eq(args[1], "flush") && !eq(args[1], "restore")
 	}
 }
 
@@ -103,6 +111,10 @@ type functionArgs struct {
 	// LOAD REPLACE: what loading lib registered, which no stored data can
 	// change, so that bad code is refused before the log.
 	funcs []script.Function
+	// RESTORE: the payload's libraries, loaded (what depends on the payload
+	// alone is checked before the log), and the policy.
+	restored []script.Restored
+	policy   string // "append", "replace" or "flush"
 }
 
 func parseFunction(args [][]byte) (functionArgs, Reply, bool) {
@@ -119,8 +131,20 @@ func parseFunction(args [][]byte) (functionArgs, Reply, bool) {
 	case sub == "list":
 		a.pattern, a.withCode, r, ok = parseFunctionList(args)
 		return a, r, ok
-	case sub == "dump", sub == "restore":
-		return a, Error("ERR 'FUNCTION " + strings.ToUpper(sub) + "' is not supported by kvorum: libraries are not kept in Redis's RDB serialization format; copy them with FUNCTION LIST WITHCODE and FUNCTION LOAD instead"), false
+	case sub == "restore" && len(args) > 4:
+		b := reply.AppendCString([]byte("ERR unknown subcommand or wrong number of arguments for '"), args[1], 128)
+		return a, reply.ErrorText(append(b, "'. Try FUNCTION HELP."...)), false
+	case sub == "restore":
+		a.policy = "append"
+		if len(args) == 4 {
+			a.policy = strings.ToLower(string(args[3]))
+			if a.policy != "append" && a.policy != "replace" && a.policy != "flush" {
+				return a, Error("ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE."), false
+			}
+		}
+		if a.restored, r = script.RestoreLibraries(args[2]); r.IsError() {
+			return a, r, false
+		}
 	case sub == "load":
 		if a.replace, a.code, r, ok = parseFunctionLoad(args); !ok {
 			return a, r, false
@@ -260,6 +284,16 @@ func cmdFunction(x *ctx, args [][]byte, a functionArgs) Reply {
 		return functionStats(x)
 	case "list":
 		return functionList(x, a.pattern, a.withCode)
+	case "dump":
+		var codes [][]byte
+		err := x.eachLibrary(func(_ string, l *script.Stored) error {
+			codes = append(codes, l.Code)
+			return nil
+		})
+		if err != nil {
+			return errReply(err)
+		}
+		return Bulk(script.DumpLibraries(codes))
 	}
 	if x.w == nil {
 		return Error("ERR internal: FUNCTION " + strings.ToUpper(a.sub) + " sent to Read")
@@ -285,6 +319,8 @@ func cmdFunction(x *ctx, args [][]byte, a functionArgs) Reply {
 			return errReply(err)
 		}
 		return OK
+	case "restore":
+		return functionRestore(x, a)
 	}
 	return Error("ERR internal: unknown FUNCTION subcommand")
 }
@@ -329,15 +365,71 @@ func functionLoad(x *ctx, a functionArgs) Reply {
 			return errReply(err)
 		}
 	}
-	if err := x.w.Set(fnLibKey(lib.Name), (&script.Stored{Code: a.code, Funcs: funcs}).Encode(), nil); err != nil {
+	if err := x.linkLibrary(lib.Name, a.code, funcs); err != nil {
 		return errReply(err)
 	}
-	for _, f := range funcs {
-		if err := x.w.Set(fnNameKey(f.Name), []byte(lib.Name), nil); err != nil {
+	return BulkString(lib.Name)
+}
+
+// functionRestore links the libraries of a FUNCTION RESTORE payload
+// (Redis's libraryJoin): with APPEND a library that exists fails the
+// restore, with REPLACE it is replaced, with FLUSH every library goes
+// first; then a function that another library has fails it. Nothing
+// changes on failure.
+func functionRestore(x *ctx, a functionArgs) Reply {
+	if a.policy == "flush" {
+		if err := x.w.DeleteRange(fnPrefix, prefixEnd(fnPrefix), nil); err != nil {
+			return errReply(err)
+		}
+	} else {
+		replaced := map[string]*script.Stored{}
+		for _, rl := range a.restored {
+			old, err := x.loadLibrary(rl.Name)
+			if err != nil {
+				return errReply(err)
+			}
+			if old != nil && a.policy != "replace" {
+				return reply.ErrorText([]byte("ERR Library " + cStr(rl.Name) + " already exists"))
+			}
+			if old != nil {
+				replaced[rl.Name] = old
+			}
+		}
+		for _, rl := range a.restored {
+			for _, f := range rl.Funcs {
+				owner, taken, err := getCopy(x.r, fnNameKey(f.Name))
+				if err != nil {
+					return errReply(err)
+				}
+				if _, gone := replaced[string(owner)]; taken && !gone {
+					return reply.ErrorText([]byte("ERR Function " + cStr(f.Name) + " already exists"))
+				}
+			}
+		}
+		for name, old := range replaced {
+			if err := x.unlinkLibrary(name, old); err != nil {
+				return errReply(err)
+			}
+		}
+	}
+	for _, rl := range a.restored {
+		if err := x.linkLibrary(rl.Name, rl.Code, rl.Funcs); err != nil {
 			return errReply(err)
 		}
 	}
-	return BulkString(lib.Name)
+	return OK
+}
+
+func (x *ctx) linkLibrary(name string, code []byte, funcs []script.Function) error {
+	if err := x.w.Set(fnLibKey(name), (&script.Stored{Code: code, Funcs: funcs}).Encode(), nil); err != nil {
+		return err
+	}
+	for _, f := range funcs {
+		if err := x.w.Set(fnNameKey(f.Name), []byte(name), nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func functionList(x *ctx, pattern []byte, withCode bool) Reply {

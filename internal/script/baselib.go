@@ -159,6 +159,15 @@ func checkKey(L *lua.LState, k lua.LValue, pos bool) {
 	L.Error(lua.LString(msg), 0)
 }
 
+// rawget reads a read-only view's table (the globals, the libraries): in
+// Redis those are the tables themselves, made read-only.
+func (vm *luaVM) rawget(L *lua.LState) int {
+	t := checkTable(L, 1, "rawget")
+	checkAny(L, 2, "rawget")
+	L.Push(vm.unview(t).RawGet(L.Get(2)))
+	return 1
+}
+
 func (vm *luaVM) getmetatable(L *lua.LState) int {
 	mt := L.GetMetatable(checkAny(L, 1, "getmetatable"))
 	if t, ok := mt.(*lua.LTable); ok {

@@ -138,6 +138,11 @@ func compileLua(src, name string) (proto *lua.FunctionProto, err error) {
 			proto, err = nil, fmt.Errorf("%v", p)
 		}
 	}()
+	if strings.HasPrefix(src, "\x1b") {
+		// A binary chunk (LUA_SIGNATURE): Redis 7.0's Lua parses every
+		// chunk as text, and the escape is its first token.
+		return nil, fmt.Errorf("%s:1: unexpected symbol near 'char(27)'", name)
+	}
 	chunk, err := parse.Parse(strings.NewReader(src), name)
 	if err != nil {
 		return nil, err

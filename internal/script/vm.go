@@ -269,7 +269,7 @@ func newLuaVM() *luaVM {
 	// Base library: what Redis 7.0.15 has (no print, dofile, loadfile,
 	// require, module, newproxy, getfenv, setfenv).
 	base := map[string]lua.LGFunction{
-		"assert": libs["assert"], "rawequal": libs["rawequal"], "rawget": libs["rawget"],
+		"assert": libs["assert"], "rawequal": libs["rawequal"], "rawget": vm.rawget,
 		"select": libs["select"], "type": libs["type"], "xpcall": libs["xpcall"], "next": libs["next"],
 		"collectgarbage": luaZero, "gcinfo": luaZero,
 		"error": vm.luaErrorFn, "pcall": vm.pcall, "tostring": vm.tostringFn,
@@ -308,6 +308,8 @@ func newLuaVM() *luaVM {
 	lib("bit", bitLib, nil)
 	vm.null = L.NewUserData()
 	lib("cjson", vm.cjsonLib(), map[string]lua.LValue{"null": vm.null})
+	lib("cmsgpack", vm.cmsgpackLib(), cmsgpackInfo)
+	lib("struct", vm.structLib(), nil)
 	lib("redis", vm.redisLib(), map[string]lua.LValue{
 		"LOG_DEBUG": lua.LNumber(0), "LOG_VERBOSE": lua.LNumber(1), "LOG_NOTICE": lua.LNumber(2), "LOG_WARNING": lua.LNumber(3),
 		"REPL_NONE": lua.LNumber(0), "REPL_AOF": lua.LNumber(1), "REPL_SLAVE": lua.LNumber(2), "REPL_REPLICA": lua.LNumber(2), "REPL_ALL": lua.LNumber(3),
@@ -325,7 +327,11 @@ func newLuaVM() *luaVM {
 	envMT.RawSetString("__newindex", fn(luaReadonly))
 	vm.env.Metatable = envMT
 	vm.views[vm.env] = envMT
-	vm.hiddenMT[envMT] = lua.LNil
+	// What getmetatable(_G) shows: Redis's read-only metatable of the
+	// globals, whose __index raises the nonexistent global error.
+	pubMT := L.CreateTable(0, 1)
+	pubMT.RawSetString("__index", fn(luaNoGlobal))
+	vm.hiddenMT[envMT] = vm.view(pubMT)
 	vm.hiddenMT[vm.globalsMT] = lua.LNil
 	vm.protected[vm.env], vm.protected[vm.globals], vm.protected[envMT], vm.protected[vm.globalsMT] = true, true, true, true
 
