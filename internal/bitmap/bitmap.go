@@ -4,9 +4,9 @@
 // end of a string read as 0. The integer fields of BITFIELD, with Redis's
 // overflow arithmetic, are in field.go.
 //
-// It knows nothing of keys, arguments or replies (package kv parses the
-// commands and stores the strings); it depends on the standard library
-// only.
+// It also parses the commands' arguments as Redis does, with Redis's
+// error replies (args.go). It knows nothing of keys: package kv looks the
+// strings up and stores them.
 package bitmap
 
 import (

@@ -1,78 +1,34 @@
 package kv
 
 import (
-	"bytes"
-
 	"github.com/kvorum/kvorum/internal/bitmap"
 	"github.com/kvorum/kvorum/internal/redisnum"
 )
 
 // Bit commands (Redis's "bitmap" group): GETBIT, SETBIT, BITCOUNT, BITPOS,
 // BITOP, BITFIELD and BITFIELD_RO, with Redis 7.0's replies, error texts
-// and argument checking order. The bit arithmetic is package bitmap's: bit
-// 0 is the most significant bit of the first byte; a missing key reads as
-// an empty string and bits past the end of a string read as 0.
-
-var (
-	errBitOffset    = Error("ERR bit offset is not an integer or out of range")
-	errBitValue     = Error("ERR bit is not an integer or out of range")
-	errBitArg       = Error("ERR The bit argument must be 1 or 0.")
-	errBitOpNot     = Error("ERR BITOP NOT must be called with a single source key.")
-	errBitfieldType = Error("ERR Invalid bitfield type. Use something like i16 u8. Note that u64 is not supported but i64 is.")
-	errOverflowType = Error("ERR Invalid OVERFLOW type specified")
-	errBitfieldRO   = Error("ERR BITFIELD_RO only supports the GET subcommand")
-)
+// and argument checking order. The bit arithmetic, and the parsing of the
+// arguments that are read before the key, are package bitmap's: bit 0 is
+// the most significant bit of the first byte; a missing key reads as an
+// empty string and bits past the end of a string read as 0.
 
 func init() {
-	defParsed("getbit", 3, "readonly fast", 1, 1, 1, "bitmap", "Returns a bit value by offset.", parseGetBit, cmdGetBit)
-	defParsed("setbit", 4, "write denyoom", 1, 1, 1, "bitmap", "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist.", parseSetBit, cmdSetBit)
+	defParsed("getbit", 3, "readonly fast", 1, 1, 1, "bitmap", "Returns a bit value by offset.", bitmap.ParseGetBit, cmdGetBit)
+	defParsed("setbit", 4, "write denyoom", 1, 1, 1, "bitmap", "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist.", bitmap.ParseSetBit, cmdSetBit)
 	// BITCOUNT's range arguments are only looked at when the key holds a
 	// string (a missing key answers 0 whatever follows), so it has no check.
 	def("bitcount", -2, "readonly", 1, 1, 1, "bitmap", "Counts the number of set bits (population counting) in a string.", cmdBitCount, nil)
 	// BITPOS's bit is checked before the key, its range after.
-	defParsed("bitpos", -3, "readonly", 1, 1, 1, "bitmap", "Finds the first set (1) or clear (0) bit in a string.", parseBitPos, cmdBitPos)
-	defParsed("bitop", -4, "write denyoom", 2, -1, 1, "bitmap", "Performs bitwise operations on multiple strings, and stores the result.", parseBitOp, cmdBitOp)
-	defParsed("bitfield", -2, "write denyoom", 1, 1, 1, "bitmap", "Performs arbitrary bitfield integer operations on strings.", parseBitfield, cmdBitField)
+	defParsed("bitpos", -3, "readonly", 1, 1, 1, "bitmap", "Finds the first set (1) or clear (0) bit in a string.", bitmap.ParseBitPos, cmdBitPos)
+	defParsed("bitop", -4, "write denyoom", 2, -1, 1, "bitmap", "Performs bitwise operations on multiple strings, and stores the result.", bitmap.ParseBitOp, cmdBitOp)
+	defParsed("bitfield", -2, "write denyoom", 1, 1, 1, "bitmap", "Performs arbitrary bitfield integer operations on strings.", bitmap.ParseBitfield, cmdBitField)
 	// A BITFIELD made of GET (and OVERFLOW) subcommands only changes
 	// nothing: it is served as a read.
 	table["bitfield"].readOnly = func(args [][]byte) bool {
-		bf, _, ok := parseBitfield(args)
-		return ok && !bf.write
+		bf, _, ok := bitmap.ParseBitfield(args)
+		return ok && !bf.Write
 	}
-	defParsed("bitfield_ro", -2, "readonly fast", 1, 1, 1, "bitmap", "Performs arbitrary read-only bitfield integer operations on strings.", parseBitfield, cmdBitField)
-}
-
-// maxBitOffset is the largest bit offset Redis accepts: the bit must lie
-// in a string of at most proto-max-bulk-len (512 MB) bytes.
-const maxBitOffset = maxStringSize*8 - 1
-
-// parseBitOffset is Redis's getBitOffsetFromArgument: a non-negative
-// integer below 2^32. With hash and bits > 0 (BITFIELD), "#N" means N*bits,
-// multiplied with 64-bit wrap-around as Redis does.
-func parseBitOffset(b []byte, hash bool, width int) (uint64, bool) {
-	useHash := hash && width > 0 && len(b) > 0 && b[0] == '#'
-	if useHash {
-		b = b[1:]
-	}
-	n, ok := redisnum.ParseInt(b)
-	if !ok {
-		return 0, false
-	}
-	if useHash {
-		n *= int64(width) // wraps like Redis's long long multiplication
-	}
-	if n < 0 || n > maxBitOffset {
-		return 0, false
-	}
-	return uint64(n), true
-}
-
-func parseGetBit(args [][]byte) (uint64, Reply, bool) {
-	off, ok := parseBitOffset(args[2], false, 0)
-	if !ok {
-		return 0, errBitOffset, false
-	}
-	return off, Reply{}, true
+	defParsed("bitfield_ro", -2, "readonly fast", 1, 1, 1, "bitmap", "Performs arbitrary read-only bitfield integer operations on strings.", bitmap.ParseBitfield, cmdBitField)
 }
 
 func cmdGetBit(x *ctx, args [][]byte, off uint64) Reply {
@@ -83,36 +39,18 @@ func cmdGetBit(x *ctx, args [][]byte, off uint64) Reply {
 	return Int(int64(bitmap.Bit(rec.value, off)))
 }
 
-// setBit is a parsed SETBIT: the offset and the value, 0 or 1.
-type setBit struct {
-	off uint64
-	on  byte
-}
-
-func parseSetBit(args [][]byte) (setBit, Reply, bool) {
-	off, r, ok := parseGetBit(args)
-	if !ok {
-		return setBit{}, r, false
-	}
-	n, ok := redisnum.ParseInt(args[3])
-	if !ok || n&^1 != 0 {
-		return setBit{}, errBitValue, false
-	}
-	return setBit{off, byte(n)}, Reply{}, true
-}
-
-func cmdSetBit(x *ctx, args [][]byte, b setBit) Reply {
+func cmdSetBit(x *ctx, args [][]byte, b bitmap.SetBitArgs) Reply {
 	rec, exists, err := getString(x, args[1])
 	if err != nil {
 		return errReply(err)
 	}
-	old := bitmap.Bit(rec.value, b.off)
-	need := b.off>>3 + 1
-	if exists && old == b.on && uint64(len(rec.value)) >= need {
+	old := bitmap.Bit(rec.value, b.Off)
+	need := b.Off>>3 + 1
+	if exists && old == b.On && uint64(len(rec.value)) >= need {
 		return Int(int64(old)) // nothing changes: the key is not touched, as in Redis
 	}
 	v := bitmap.Grow(rec.value, need)
-	bitmap.SetBit(v, b.off, b.on)
+	bitmap.SetBit(v, b.Off, b.On)
 	if r := putString(x, "setbit", args[1], v, rec.expire); r.IsError() {
 		return r
 	}
@@ -177,18 +115,6 @@ func cmdBitCount(x *ctx, args [][]byte) Reply {
 	return Int(bitmap.Count(p, from, to))
 }
 
-// parseBitPos reads the bit BITPOS looks for, 0 or 1.
-func parseBitPos(args [][]byte) (byte, Reply, bool) {
-	n, ok := redisnum.ParseInt(args[2])
-	if !ok {
-		return 0, errNotInt, false
-	}
-	if n != 0 && n != 1 {
-		return 0, errBitArg, false
-	}
-	return byte(n), Reply{}, true
-}
-
 // cmdBitPos: BITPOS key bit [start [end [BYTE|BIT]]]. Without an end, the
 // string is taken as zero-padded on the right: looking for a 0 in a string
 // of ones answers the bit just past it.
@@ -241,26 +167,6 @@ func cmdBitPos(x *ctx, args [][]byte, bit byte) Reply {
 	return Int(pos)
 }
 
-func parseBitOp(args [][]byte) (bitmap.Op, Reply, bool) {
-	var op bitmap.Op
-	switch a := args[1]; {
-	case eq(a, "AND"):
-		op = bitmap.And
-	case eq(a, "OR"):
-		op = bitmap.Or
-	case eq(a, "XOR"):
-		op = bitmap.Xor
-	case eq(a, "NOT"):
-		if len(args) != 4 {
-			return 0, errBitOpNot, false
-		}
-		op = bitmap.Not
-	default:
-		return 0, errSyntax, false
-	}
-	return op, Reply{}, true
-}
-
 // cmdBitOp: BITOP AND|OR|XOR|NOT destkey key [key ...]. Missing keys are
 // empty strings, shorter strings are zero-padded; the result replaces the
 // destination (any type, without TTL), or deletes it if empty.
@@ -287,108 +193,13 @@ func cmdBitOp(x *ctx, args [][]byte, op bitmap.Op) Reply {
 	return Int(int64(len(res)))
 }
 
-// BITFIELD subcommands.
-const (
-	bfGet = iota
-	bfSet
-	bfIncrBy
-)
-
-type bfOp struct {
-	op       int
-	overflow bitmap.Overflow
-	typ      bitmap.Type
-	offset   uint64
-	arg      int64 // SET's value, INCRBY's increment
-}
-
-// bitfieldArgs is a parsed BITFIELD or BITFIELD_RO.
-type bitfieldArgs struct {
-	ops   []bfOp
-	write bool // a SET or INCRBY among them
-}
-
-// parseBitfield parses BITFIELD's subcommands the way Redis does, failing
-// at the first error; BITFIELD_RO takes GETs only.
-func parseBitfield(args [][]byte) (bitfieldArgs, Reply, bool) {
-	var bf bitfieldArgs
-	overflow := bitmap.Wrap
-	for j := 2; j < len(args); j++ {
-		rem := len(args) - j - 1
-		var op int
-		switch sub := args[j]; {
-		case eq(sub, "GET") && rem >= 2:
-			op = bfGet
-		case eq(sub, "SET") && rem >= 3:
-			op = bfSet
-		case eq(sub, "INCRBY") && rem >= 3:
-			op = bfIncrBy
-		case eq(sub, "OVERFLOW") && rem >= 1:
-			j++
-			switch t := args[j]; {
-			case eq(t, "WRAP"):
-				overflow = bitmap.Wrap
-			case eq(t, "SAT"):
-				overflow = bitmap.Sat
-			case eq(t, "FAIL"):
-				overflow = bitmap.Fail
-			default:
-				return bf, errOverflowType, false
-			}
-			continue
-		default:
-			return bf, errSyntax, false
-		}
-		typ, ok := parseBitfieldType(args[j+1])
-		if !ok {
-			return bf, errBitfieldType, false
-		}
-		off, ok := parseBitOffset(args[j+2], true, int(typ.Width))
-		if !ok {
-			return bf, errBitOffset, false
-		}
-		var arg int64
-		if op != bfGet {
-			bf.write = true
-			if arg, ok = redisnum.ParseInt(args[j+3]); !ok {
-				return bf, errNotInt, false
-			}
-			j += 3
-		} else {
-			j += 2
-		}
-		bf.ops = append(bf.ops, bfOp{op: op, overflow: overflow, typ: typ, offset: off, arg: arg})
-	}
-	if bf.write && eq(args[0], "BITFIELD_RO") {
-		return bf, errBitfieldRO, false
-	}
-	return bf, Reply{}, true
-}
-
-// parseBitfieldType reads i1..i64 or u1..u63. Redis reads the width as a
-// C string: it stops at a NUL byte.
-func parseBitfieldType(b []byte) (bitmap.Type, bool) {
-	if i := bytes.IndexByte(b, 0); i >= 0 {
-		b = b[:i]
-	}
-	if len(b) == 0 || (b[0] != 'i' && b[0] != 'u') {
-		return bitmap.Type{}, false
-	}
-	signed := b[0] == 'i'
-	n, ok := redisnum.ParseInt(b[1:])
-	if !ok || n < 1 || (signed && n > 64) || (!signed && n > 63) {
-		return bitmap.Type{}, false
-	}
-	return bitmap.Type{Signed: signed, Width: uint(n)}, true
-}
-
 // cmdBitField: BITFIELD key [GET type offset | SET type offset value |
 // INCRBY type offset increment | OVERFLOW WRAP|SAT|FAIL ...], and
 // BITFIELD_RO key [GET type offset ...]. Writes first grow the string to
 // hold the farthest field written (even if an OVERFLOW FAIL then writes
 // nothing, as in Redis), keeping its TTL.
-func cmdBitField(x *ctx, args [][]byte, bf bitfieldArgs) Reply {
-	if bf.write && x.w == nil {
+func cmdBitField(x *ctx, args [][]byte, bf bitmap.Bitfield) Reply {
+	if bf.Write && x.w == nil {
 		return Error("ERR internal: write command sent to Read")
 	}
 	rec, exists, err := getString(x, args[1])
@@ -397,31 +208,31 @@ func cmdBitField(x *ctx, args [][]byte, bf bitfieldArgs) Reply {
 	}
 	v := rec.value
 	dirty := false
-	if bf.write {
+	if bf.Write {
 		var need uint64
-		for _, o := range bf.ops {
-			if o.op != bfGet {
-				need = max(need, (o.offset+uint64(o.typ.Width)-1)>>3+1)
+		for _, o := range bf.Ops {
+			if o.Op != bitmap.FieldGet {
+				need = max(need, (o.Offset+uint64(o.Type.Width)-1)>>3+1)
 			}
 		}
 		dirty = !exists || uint64(len(v)) < need
 		v = bitmap.Grow(v, need)
 	}
-	out := make([]Reply, len(bf.ops))
-	for i, o := range bf.ops {
-		old := bitmap.Field(v, o.offset, o.typ.Width)
-		if o.op == bfGet {
-			out[i] = Int(o.typ.Value(old))
+	out := make([]Reply, len(bf.Ops))
+	for i, o := range bf.Ops {
+		old := bitmap.Field(v, o.Offset, o.Type.Width)
+		if o.Op == bitmap.FieldGet {
+			out[i] = Int(o.Type.Value(old))
 			continue
 		}
-		bits, ret, ok := o.typ.Update(old, o.op == bfIncrBy, o.arg, o.overflow)
+		bits, ret, ok := o.Type.Update(old, o.Op == bitmap.FieldIncrBy, o.Arg, o.Overflow)
 		if !ok {
 			out[i] = Nil
 			continue
 		}
 		out[i] = Int(ret)
 		if bits != old {
-			bitmap.SetField(v, o.offset, o.typ.Width, bits)
+			bitmap.SetField(v, o.Offset, o.Type.Width, bits)
 			dirty = true
 		}
 	}

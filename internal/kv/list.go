@@ -12,6 +12,7 @@ import (
 
 	"github.com/kvorum/kvorum/internal/notify"
 	"github.com/kvorum/kvorum/internal/redisnum"
+	"github.com/kvorum/kvorum/internal/streamargs"
 )
 
 // Lists. A list's metadata value holds head and tail (coll.listBounds):
@@ -983,9 +984,9 @@ func BlockingTimeout(args [][]byte) (timeout time.Duration, keys [][]byte, ok bo
 		a, _, ok = parse(args)
 		ms, keys = a.timeout, a.keys
 	case "xreadgroup":
-		a, _, valid := parseXReadGroup(args)
-		if ok = valid && a.block; ok {
-			ms, keys = a.timeout, args[a.streams:a.streams+a.nkeys]
+		a, _, valid := streamargs.ParseXReadGroup(args)
+		if ok = valid && a.Block; ok {
+			ms, keys = a.Timeout, args[a.Streams:a.Streams+a.NKeys]
 		}
 	}
 	if !ok {

@@ -2,11 +2,10 @@ package kv
 
 import (
 	"bytes"
-	"slices"
-	"sort"
 
 	"github.com/kvorum/kvorum/internal/notify"
 	"github.com/kvorum/kvorum/internal/redisnum"
+	"github.com/kvorum/kvorum/internal/sortargs"
 )
 
 // SORT and SORT_RO, a port of Redis 7.0's sortCommandGeneric.
@@ -41,89 +40,18 @@ import (
 // SORT whose values are all valid numbers.
 
 func init() {
-	defParsed("sort", -2, "write denyoom movablekeys", 1, 1, 1, "generic", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result.", parseSort, cmdSort)
+	defParsed("sort", -2, "write denyoom movablekeys", 1, 1, 1, "generic", "Sorts the elements in a list, a set, or a sorted set, optionally storing the result.", sortargs.Parse, cmdSort)
 	table["sort"].readOnly = func(args [][]byte) bool {
-		o, _, ok := parseSort(args)
-		return ok && o.store == nil
+		o, _, ok := sortargs.Parse(args)
+		return ok && o.Store == nil
 	}
-	defParsed("sort_ro", -2, "readonly movablekeys", 1, 1, 1, "generic", "Returns the sorted elements of a list, a set, or a sorted set.", parseSort, cmdSort)
+	defParsed("sort_ro", -2, "readonly movablekeys", 1, 1, 1, "generic", "Returns the sorted elements of a list, a set, or a sorted set.", sortargs.Parse, cmdSort)
 }
 
 var errSortScore = Error("ERR One or more scores can't be converted into double")
 
-// sortOpts is a parsed SORT command.
-type sortOpts struct {
-	desc, alpha bool
-	dontSort    bool // BY a pattern without '*'
-	start, cnt  int64
-	by          []byte   // nil: none
-	gets        [][]byte // GET patterns, in order
-	store       []byte   // nil: none
-}
-
-// parseSort parses SORT's options as Redis does: left to right, the first
-// error wins; SORT_RO has no STORE.
-func parseSort(args [][]byte) (sortOpts, Reply, bool) {
-	ro := eq(args[0], "sort_ro")
-	o := sortOpts{cnt: -1}
-	for j := 2; j < len(args); j++ {
-		left := len(args) - j - 1
-		a := args[j]
-		switch {
-		case eq(a, "ASC"):
-			o.desc = false
-		case eq(a, "DESC"):
-			o.desc = true
-		case eq(a, "ALPHA"):
-			o.alpha = true
-		case eq(a, "LIMIT") && left >= 2:
-			s, ok := redisnum.ParseInt(args[j+1])
-			if !ok {
-				return o, errNotInt, false
-			}
-			c, ok := redisnum.ParseInt(args[j+2])
-			if !ok {
-				return o, errNotInt, false
-			}
-			o.start, o.cnt = s, c
-			j += 2
-		case !ro && eq(a, "STORE") && left >= 1:
-			o.store = args[j+1]
-			j++
-		case eq(a, "BY") && left >= 1:
-			o.by = args[j+1]
-			if bytes.IndexByte(sortCString(o.by), '*') < 0 {
-				o.dontSort = true // sticky, as in Redis
-			}
-			j++
-		case eq(a, "GET") && left >= 1:
-			o.gets = append(o.gets, args[j+1])
-			j++
-		default:
-			return o, errSyntax, false
-		}
-	}
-	return o, Reply{}, true
-}
-
-// sortCString is b up to its first NUL byte: what C string functions see of it.
-func sortCString(b []byte) []byte {
-	if i := bytes.IndexByte(b, 0); i >= 0 {
-		return b[:i]
-	}
-	return b
-}
-
-// sortItem is one element to sort and its sort key.
-type sortItem struct {
-	elem  []byte
-	score float64
-	cmp   []byte // ALPHA BY: the value looked up
-	has   bool   // ALPHA BY: whether it was found
-}
-
-func cmdSort(x *ctx, args [][]byte, o sortOpts) Reply {
-	if o.store != nil && x.w == nil {
+func cmdSort(x *ctx, args [][]byte, o sortargs.Opts) Reply {
+	if o.Store != nil && x.w == nil {
 		return Error("ERR internal: SORT ... STORE sent to Read")
 	}
 	rec, exists, err := x.load(args[1])
@@ -143,10 +71,10 @@ func cmdSort(x *ctx, args [][]byte, o sortOpts) Reply {
 		c = &coll{key: args[1], rec: rec}
 		n = c.length()
 	}
-	alpha, by, dontSort := o.alpha, o.by, o.dontSort
+	alpha, by, dontSort := o.Alpha, o.By, o.DontSort
 	hashOrder := false // a set returned in (emulated) hash-table order
 	if dontSort && typ == typeSet {
-		if o.store != nil || x.nested {
+		if o.Store != nil || x.nested {
 			// Redis sorts ALPHA here so that the result is the same on
 			// replicas (STORE) and in scripts.
 			dontSort, alpha, by = false, true, nil
@@ -155,19 +83,7 @@ func cmdSort(x *ctx, args [][]byte, o sortOpts) Reply {
 		}
 	}
 
-	// LIMIT, as Redis clamps it.
-	start := min(max(o.start, 0), n)
-	cnt := min(max(o.cnt, -1), n)
-	end := n - 1
-	if cnt >= 0 {
-		end = start + cnt - 1
-	}
-	if start >= n {
-		start, end = n-1, n-2
-	}
-	if end >= n {
-		end = n - 1
-	}
+	start, end := o.Window(n)
 
 	// elems is the result: the elements of positions [start, end] of the
 	// sorted (or native) order.
@@ -177,7 +93,7 @@ func cmdSort(x *ctx, args [][]byte, o sortOpts) Reply {
 	case dontSort && typ == typeList:
 		if end >= start {
 			l := x.listView(c)
-			if o.desc {
+			if o.Desc {
 				elems, err = l.read(n-1-end, n-start, true)
 			} else {
 				elems, err = l.read(start, end+1, false)
@@ -186,7 +102,7 @@ func cmdSort(x *ctx, args [][]byte, o sortOpts) Reply {
 	case dontSort && typ == typeZSet:
 		if end >= start {
 			var ents []zent
-			if o.desc {
+			if o.Desc {
 				ents, err = x.zview(c).byRank(n-1-end, n-1-start, true)
 			} else {
 				ents, err = x.zview(c).byRank(start, end, false)
@@ -208,18 +124,18 @@ func cmdSort(x *ctx, args [][]byte, o sortOpts) Reply {
 			break
 		}
 		if hashOrder {
-			sortHashOrder(all)
+			sortargs.HashOrder(all)
 		} else {
-			items := make([]sortItem, len(all))
+			items := make([]sortargs.Item, len(all))
 			for i, e := range all {
-				items[i].elem = e
+				items[i].Elem = e
 			}
 			if r, ok := x.sortKeys(items, by, alpha); !ok {
 				return r
 			}
-			sortItems(items, alpha, by != nil, o.store != nil, o.desc)
+			sortargs.Sort(items, alpha, by != nil, o.Store != nil, o.Desc)
 			for i, it := range items {
-				all[i] = it.elem
+				all[i] = it.Elem
 			}
 		}
 		if end >= start {
@@ -232,15 +148,15 @@ func cmdSort(x *ctx, args [][]byte, o sortOpts) Reply {
 
 	// The output: the elements, or for each one the value of each GET
 	// pattern (missing: a null, or with STORE an empty string).
-	if len(o.gets) == 0 {
-		if o.store != nil {
-			return x.sortStore(o.store, elems)
+	if len(o.Gets) == 0 {
+		if o.Store != nil {
+			return x.sortStore(o.Store, elems)
 		}
 		return bulks(elems)
 	}
-	out := make([]Reply, 0, len(elems)*len(o.gets))
+	out := make([]Reply, 0, len(elems)*len(o.Gets))
 	for _, e := range elems {
-		for _, p := range o.gets {
+		for _, p := range o.Gets {
 			v, found, err := x.sortLookup(p, e)
 			if err != nil {
 				return errReply(err)
@@ -248,19 +164,19 @@ func cmdSort(x *ctx, args [][]byte, o sortOpts) Reply {
 			switch {
 			case found:
 				out = append(out, Bulk(v))
-			case o.store != nil:
+			case o.Store != nil:
 				out = append(out, Bulk([]byte{}))
 			default:
 				out = append(out, Nil)
 			}
 		}
 	}
-	if o.store != nil {
+	if o.Store != nil {
 		vals := make([][]byte, len(out))
 		for i := range out {
 			vals[i] = out[i].Str
 		}
-		return x.sortStore(o.store, vals)
+		return x.sortStore(o.Store, vals)
 	}
 	return Array(out...)
 }
@@ -289,48 +205,20 @@ func (x *ctx) sortLoad(c *coll) ([][]byte, error) {
 	}
 }
 
-// sortHashOrder puts the members of a set in the order Redis 7.0 iterates
-// them where that is known: a set of at most 512 integers is an intset,
-// iterated in ascending numeric order. Any other set is a hash table whose
-// order is unspecified; kvorum keeps byte order.
-func sortHashOrder(all [][]byte) {
-	if len(all) > 512 {
-		return
-	}
-	nums := make([]int64, len(all))
-	for i, m := range all {
-		v, ok := redisnum.ParseInt(m)
-		if !ok {
-			return
-		}
-		nums[i] = v
-	}
-	idx := make([]int, len(all))
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.Slice(idx, func(i, j int) bool { return nums[idx[i]] < nums[idx[j]] })
-	sorted := make([][]byte, len(all))
-	for i, k := range idx {
-		sorted[i] = all[k]
-	}
-	copy(all, sorted)
-}
-
 // sortKeys fills in the sort keys of items: the BY value (or the element
 // itself) as a score, or for ALPHA BY the value looked up. ok=false: the
 // reply is an error to return.
-func (x *ctx) sortKeys(items []sortItem, by []byte, alpha bool) (Reply, bool) {
+func (x *ctx) sortKeys(items []sortargs.Item, by []byte, alpha bool) (Reply, bool) {
 	if alpha && by == nil {
 		return Reply{}, true // the elements themselves are compared
 	}
 	for i := range items {
 		it := &items[i]
-		v := it.elem
+		v := it.Elem
 		if by != nil {
 			var found bool
 			var err error
-			v, found, err = x.sortLookup(by, it.elem)
+			v, found, err = x.sortLookup(by, it.Elem)
 			if err != nil {
 				return errReply(err), false
 			}
@@ -339,61 +227,16 @@ func (x *ctx) sortKeys(items []sortItem, by []byte, alpha bool) (Reply, bool) {
 			}
 		}
 		if alpha {
-			it.cmp, it.has = v, true
+			it.Cmp, it.Has = v, true
 			continue
 		}
 		f, ok := redisnum.ParseStrtod(v)
 		if !ok {
 			return errSortScore, false
 		}
-		it.score = f
+		it.Score = f
 	}
 	return Reply{}, true
-}
-
-// sortItems sorts items as Redis's sortCompare orders them (stable: equal
-// items keep their order).
-func sortItems(items []sortItem, alpha, byPattern, store, desc bool) {
-	cmpBytes := func(a, b []byte) int {
-		if store {
-			return bytes.Compare(a, b)
-		}
-		return bytes.Compare(sortCString(a), sortCString(b)) // strcoll in the C locale
-	}
-	slices.SortStableFunc(items, func(a, b sortItem) int {
-		var c int
-		switch {
-		case !alpha:
-			switch {
-			case a.score > b.score:
-				c = 1
-			case a.score < b.score:
-				c = -1
-			default:
-				c = bytes.Compare(a.elem, b.elem)
-			}
-		case byPattern:
-			switch {
-			case !a.has || !b.has:
-				switch {
-				case a.has == b.has:
-					c = 0
-				case !a.has:
-					c = -1
-				default:
-					c = 1
-				}
-			default:
-				c = cmpBytes(a.cmp, b.cmp)
-			}
-		default:
-			c = cmpBytes(a.elem, b.elem)
-		}
-		if desc {
-			return -c
-		}
-		return c
-	})
 }
 
 // sortLookup is Redis's lookupKeyByPattern: "#" is the element itself;
@@ -403,7 +246,7 @@ func sortItems(items []sortItem, alpha, byPattern, store, desc bool) {
 // in Redis, the pattern is searched as a C string (up to its first NUL)
 // while the parts copied keep their bytes.
 func (x *ctx) sortLookup(pat, elem []byte) (v []byte, found bool, err error) {
-	cp := sortCString(pat)
+	cp := sortargs.CString(pat)
 	if len(cp) == 1 && cp[0] == '#' {
 		return elem, true, nil
 	}

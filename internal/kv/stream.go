@@ -8,7 +8,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/kvorum/kvorum/internal/notify"
-	"github.com/kvorum/kvorum/internal/redisnum"
+	"github.com/kvorum/kvorum/internal/streamargs"
 	"github.com/kvorum/kvorum/internal/streamid"
 	"github.com/kvorum/kvorum/internal/streamrec"
 )
@@ -66,52 +66,31 @@ import (
 // ID and fills the PEL): its BLOCK form is served by the node's blocking
 // write loop (BlockingTimeout), inside MULTI or a script it never blocks.
 
-const (
-	// streamNodeMaxEntries is Redis's stream-node-max-entries default.
-	streamNodeMaxEntries = 100
-	// xreadBlockedDefaultCount is the COUNT Redis applies to an XREAD that
-	// blocked without one (XREAD_BLOCKED_DEFAULT_COUNT).
-	xreadBlockedDefaultCount = 1000
-)
+// xreadBlockedDefaultCount is the COUNT Redis applies to an XREAD that
+// blocked without one (XREAD_BLOCKED_DEFAULT_COUNT).
+const xreadBlockedDefaultCount = 1000
 
 func init() {
 	const g = "stream"
-	defParsed("xadd", -5, "write denyoom fast", 1, 1, 1, g, "Appends a new message to a stream. Creates the key if it doesn't exist.", parseXAdd, cmdXAdd)
+	defParsed("xadd", -5, "write denyoom fast", 1, 1, 1, g, "Appends a new message to a stream. Creates the key if it doesn't exist.", streamargs.ParseXAdd, cmdXAdd)
 	def("xlen", 2, "readonly fast", 1, 1, 1, g, "Return the number of messages in a stream.", cmdXLen, nil)
-	defParsed("xrange", -4, "readonly", 1, 1, 1, g, "Returns the messages from a stream within a range of IDs.", parseXRange, cmdXRange)
-	defParsed("xrevrange", -4, "readonly", 1, 1, 1, g, "Returns the messages from a stream within a range of IDs in reverse order.", parseXRange, cmdXRange)
+	defParsed("xrange", -4, "readonly", 1, 1, 1, g, "Returns the messages from a stream within a range of IDs.", streamargs.ParseXRange, cmdXRange)
+	defParsed("xrevrange", -4, "readonly", 1, 1, 1, g, "Returns the messages from a stream within a range of IDs in reverse order.", streamargs.ParseXRange, cmdXRange)
 	def("xdel", -3, "write fast", 1, 1, 1, g, "Returns the number of messages after removing them from a stream.", cmdXDel, nil)
-	defParsed("xtrim", -4, "write", 1, 1, 1, g, "Deletes messages from the beginning of a stream.", parseXTrim, cmdXTrim)
-	defParsed("xsetid", -3, "write denyoom fast", 1, 1, 1, g, "An internal command for replicating stream values.", parseXSetID, cmdXSetID)
-	defParsed("xread", -4, "readonly blocking movablekeys", 0, 0, 0, g, "Returns messages from multiple streams with IDs greater than the ones requested. Blocks until a message is available otherwise.", parseXRead, cmdXRead)
-	defParsed("xinfo", -2, "", 0, 0, 0, g, "A container for stream introspection commands.", parseXInfo, cmdXInfo)
+	defParsed("xtrim", -4, "write", 1, 1, 1, g, "Deletes messages from the beginning of a stream.", streamargs.ParseXTrim, cmdXTrim)
+	defParsed("xsetid", -3, "write denyoom fast", 1, 1, 1, g, "An internal command for replicating stream values.", streamargs.ParseXSetID, cmdXSetID)
+	defParsed("xread", -4, "readonly blocking movablekeys", 0, 0, 0, g, "Returns messages from multiple streams with IDs greater than the ones requested. Blocks until a message is available otherwise.", streamargs.ParseXRead, cmdXRead)
+	defParsed("xinfo", -2, "", 0, 0, 0, g, "A container for stream introspection commands.", streamargs.ParseXInfo, cmdXInfo)
 }
 
 // Error texts of the stream commands (Redis 7.0).
 var (
-	errStreamID          = Error("ERR Invalid stream ID specified as stream command argument")
-	errStreamIDSmaller   = Error("ERR The ID specified in XADD is equal or smaller than the target stream top item")
-	errStreamIDZero      = Error("ERR The ID specified in XADD must be greater than 0-0")
-	errStreamExhausted   = Error("ERR The stream has exhausted the last possible ID, unable to add more items")
-	errStreamTooLarge    = Error("ERR Elements are too large to be stored")
-	errStreamBothTrims   = Error("ERR syntax error, MAXLEN and MINID options at the same time are not compatible")
-	errStreamMaxLenNeg   = Error("ERR The MAXLEN argument must be >= 0.")
-	errStreamLimitNeg    = Error("ERR The LIMIT argument must be >= 0.")
-	errStreamLimitNoTrim = Error("ERR syntax error, LIMIT cannot be used without specifying a trimming strategy")
-	errStreamNoStrategy  = Error("ERR syntax error, XTRIM must be called with a trimming strategy")
-	errStreamLimitExact  = Error("ERR syntax error, LIMIT cannot be used without the special ~ option")
-	errStreamBadStart    = Error("ERR invalid start ID for the interval")
-	errStreamBadEnd      = Error("ERR invalid end ID for the interval")
-	errXReadUnbalanced   = Error("ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.")
-	errXReadGroup        = Error("ERR The GROUP option is only supported by XREADGROUP. You called XREAD instead.")
-	errXReadNoAck        = Error("ERR The NOACK option is only supported by XREADGROUP. You called XREAD instead.")
-	errXReadGT           = Error("ERR The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option.")
-	errXReadTimeoutInt   = Error("ERR timeout is not an integer or out of range")
-	errXReadTimeoutNeg   = Error("ERR timeout is negative")
-	errXSetIDEntries     = Error("ERR entries_added must be positive")
-	errXSetIDMaxDel      = Error("ERR The ID specified in XSETID is smaller than the provided max_deleted_entry_id")
-	errXSetIDSmaller     = Error("ERR The ID specified in XSETID is smaller than the target stream top item")
-	errXSetIDLength      = Error("ERR The entries_added specified in XSETID is smaller than the target stream length")
+	errStreamIDSmaller = Error("ERR The ID specified in XADD is equal or smaller than the target stream top item")
+	errStreamExhausted = Error("ERR The stream has exhausted the last possible ID, unable to add more items")
+	errStreamTooLarge  = Error("ERR Elements are too large to be stored")
+	errXReadGT         = Error("ERR The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option.")
+	errXSetIDSmaller   = Error("ERR The ID specified in XSETID is smaller than the target stream top item")
+	errXSetIDLength    = Error("ERR The entries_added specified in XSETID is smaller than the target stream length")
 )
 
 // idReply is an ID's reply, a bulk string <ms>-<seq>.
@@ -232,128 +211,13 @@ func (x *ctx) edgeEntry(s *stream, last bool) (streamid.ID, bool, error) {
 	return id, found, err
 }
 
-// --- XADD / XTRIM option parsing (streamParseAddOrTrimArgsOrReply) ---
-
-const (
-	trimNone = iota
-	trimMaxLen
-	trimMinID
-)
-
-type addTrimArgs struct {
-	id        streamid.ID
-	idGiven   bool
-	seqGiven  bool
-	noMk      bool
-	strategy  int
-	approx    bool
-	limit     int64
-	maxLen    int64
-	minID     streamid.ID
-	fieldsPos int // XADD: index of the first field
-}
-
-func parseAddTrim(args [][]byte, xadd bool) (a addTrimArgs, r Reply, ok bool) {
-	i := 2
-	limitGiven := false
-	for ; i < len(args); i++ {
-		more := len(args) - 1 - i
-		opt := args[i]
-		switch {
-		case xadd && len(opt) == 1 && opt[0] == '*':
-			goto done
-		case (eq(opt, "maxlen") || eq(opt, "minid")) && more > 0:
-			if a.strategy != trimNone {
-				return a, errStreamBothTrims, false
-			}
-			a.approx = false
-			next := args[i+1]
-			if more >= 2 && len(next) == 1 && (next[0] == '~' || next[0] == '=') {
-				a.approx = next[0] == '~'
-				i++
-			}
-			if eq(opt, "maxlen") {
-				n, good := redisnum.ParseInt(args[i+1])
-				if !good {
-					return a, errNotInt, false
-				}
-				if n < 0 {
-					return a, errStreamMaxLenNeg, false
-				}
-				a.maxLen, a.strategy = n, trimMaxLen
-			} else {
-				id, good := streamid.ParseStrict(args[i+1])
-				if !good {
-					return a, errStreamID, false
-				}
-				a.minID, a.strategy = id, trimMinID
-			}
-			i++
-		case eq(opt, "limit") && more > 0:
-			n, good := redisnum.ParseInt(args[i+1])
-			if !good {
-				return a, errNotInt, false
-			}
-			if n < 0 {
-				return a, errStreamLimitNeg, false
-			}
-			a.limit, limitGiven = n, true
-			i++
-		case xadd && eq(opt, "nomkstream"):
-			a.noMk = true
-		case xadd:
-			id, seqGiven, good := streamid.Parse(opt, 0, true, true)
-			if !good {
-				return a, errStreamID, false
-			}
-			a.id, a.seqGiven, a.idGiven = id, seqGiven, true
-			goto done
-		default:
-			return a, errSyntax, false
-		}
-	}
-done:
-	if a.limit != 0 && a.strategy == trimNone {
-		return a, errStreamLimitNoTrim, false
-	}
-	if !xadd && a.strategy == trimNone {
-		return a, errStreamNoStrategy, false
-	}
-	if limitGiven {
-		if !a.approx {
-			return a, errStreamLimitExact, false
-		}
-	} else if a.approx {
-		a.limit = 100 * streamNodeMaxEntries
-	} else {
-		a.limit = 0
-	}
-	if xadd {
-		if !a.idGiven {
-			a.seqGiven = true
-		}
-		a.fieldsPos = i + 1
-		n := len(args) - a.fieldsPos
-		if n < 2 || n%2 == 1 {
-			return a, wrongArity("xadd"), false
-		}
-		if a.idGiven && a.seqGiven && a.id.IsZero() {
-			return a, errStreamIDZero, false
-		}
-	}
-	return a, Reply{}, true
-}
-
-func parseXAdd(args [][]byte) (addTrimArgs, Reply, bool)  { return parseAddTrim(args, true) }
-func parseXTrim(args [][]byte) (addTrimArgs, Reply, bool) { return parseAddTrim(args, false) }
-
-func cmdXAdd(x *ctx, args [][]byte, a addTrimArgs) Reply {
+func cmdXAdd(x *ctx, args [][]byte, a streamargs.AddTrim) Reply {
 	s, exists, err := x.loadStream(args[1])
 	if err != nil {
 		return errReply(err)
 	}
 	if !exists {
-		if a.noMk {
+		if a.NoMkStream {
 			return Nil
 		}
 		if s, err = x.createStream(args[1]); err != nil {
@@ -366,7 +230,7 @@ func cmdXAdd(x *ctx, args [][]byte, a addTrimArgs) Reply {
 	}
 	var id streamid.ID
 	switch {
-	case !a.idGiven:
+	case !a.IDGiven:
 		// streamNextID with the log's clock instead of mstime().
 		now := uint64(max(x.now, 0))
 		if now > st.Last.Ms {
@@ -374,22 +238,22 @@ func cmdXAdd(x *ctx, args [][]byte, a addTrimArgs) Reply {
 		} else {
 			id, _ = st.Last.Incr()
 		}
-	case a.seqGiven:
-		id = a.id
-	case st.Last.Ms == a.id.Ms:
+	case a.SeqGiven:
+		id = a.ID
+	case st.Last.Ms == a.ID.Ms:
 		if st.Last.Seq == math.MaxUint64 {
 			return errStreamTooLarge // Redis reports this case so (errno is not EDOM)
 		}
 		id = streamid.ID{Ms: st.Last.Ms, Seq: st.Last.Seq + 1}
 	default:
-		id = a.id
+		id = a.ID
 	}
 	if id.Cmp(st.Last) <= 0 {
 		return errStreamIDSmaller
 	}
 	// Nodes: join the tail node or start one (see the comment at the top).
 	var node streamrec.Node
-	if st.TailCount == 0 || st.TailCount >= streamNodeMaxEntries {
+	if st.TailCount == 0 || st.TailCount >= streamargs.NodeMaxEntries {
 		st.TailNode, st.TailCount = st.Appended, 0
 		st.Nodes++
 		node = streamrec.Node{ID: st.TailNode}
@@ -406,7 +270,7 @@ func cmdXAdd(x *ctx, args [][]byte, a addTrimArgs) Reply {
 	if err := x.putNode(s, node); err != nil {
 		return errReply(err)
 	}
-	if err := x.setElem(s.c, streamrec.EntryElem(id), streamrec.EncodeEntry(node.ID, args[a.fieldsPos:])); err != nil {
+	if err := x.setElem(s.c, streamrec.EntryElem(id), streamrec.EncodeEntry(node.ID, args[a.FieldsPos:])); err != nil {
 		return errReply(err)
 	}
 	st.Length++
@@ -416,7 +280,7 @@ func cmdXAdd(x *ctx, args [][]byte, a addTrimArgs) Reply {
 		st.First = id
 	}
 	var trimmed int64
-	if a.strategy != trimNone {
+	if a.Strategy != streamargs.TrimNone {
 		if trimmed, err = x.streamTrim(s, &a); err != nil {
 			return errReply(err)
 		}
@@ -435,7 +299,7 @@ func cmdXAdd(x *ctx, args [][]byte, a addTrimArgs) Reply {
 // strategy allows it (and LIMIT, if any, is not exceeded); then, unless
 // approximate, remove entries one by one from the next node. It updates
 // s's state (not saved) and returns the number of entries removed.
-func (x *ctx) streamTrim(s *stream, a *addTrimArgs) (int64, error) {
+func (x *ctx) streamTrim(s *stream, a *streamargs.AddTrim) (int64, error) {
 	st := &s.st
 	// Plan on the node records: the whole nodes to remove and the node to
 	// trim into, if any.
@@ -448,17 +312,17 @@ func (x *ctx) streamTrim(s *stream, a *addTrimArgs) (int64, error) {
 		if !ok {
 			return true
 		}
-		if a.strategy == trimMaxLen && length <= uint64(a.maxLen) {
+		if a.Strategy == streamargs.TrimMaxLen && length <= uint64(a.MaxLen) {
 			return false
 		}
-		if a.limit != 0 && planned+n.Live > uint64(a.limit) {
+		if a.Limit != 0 && planned+n.Live > uint64(a.Limit) {
 			return false
 		}
 		var remove bool
-		if a.strategy == trimMaxLen {
-			remove = length-n.Live >= uint64(a.maxLen)
+		if a.Strategy == streamargs.TrimMaxLen {
+			remove = length-n.Live >= uint64(a.MaxLen)
 		} else {
-			remove = n.Last.Cmp(a.minID) < 0
+			remove = n.Last.Cmp(a.MinID) < 0
 		}
 		if remove {
 			whole = append(whole, n)
@@ -466,7 +330,7 @@ func (x *ctx) streamTrim(s *stream, a *addTrimArgs) (int64, error) {
 			planned += n.Live
 			return true
 		}
-		if !a.approx {
+		if !a.Approx {
 			partial = &n
 		}
 		return false
@@ -488,8 +352,8 @@ func (x *ctx) streamTrim(s *stream, a *addTrimArgs) (int64, error) {
 				if partial == nil {
 					return false
 				}
-				if a.strategy == trimMaxLen && st.Length-deleted <= uint64(a.maxLen) ||
-					a.strategy == trimMinID && id.Cmp(a.minID) >= 0 {
+				if a.Strategy == streamargs.TrimMaxLen && st.Length-deleted <= uint64(a.MaxLen) ||
+					a.Strategy == streamargs.TrimMinID && id.Cmp(a.MinID) >= 0 {
 					return false
 				}
 				partial.Live--
@@ -523,7 +387,7 @@ func (x *ctx) streamTrim(s *stream, a *addTrimArgs) (int64, error) {
 	return int64(deleted), x.refreshFirst(s, deleted > 0)
 }
 
-func cmdXTrim(x *ctx, args [][]byte, a addTrimArgs) Reply {
+func cmdXTrim(x *ctx, args [][]byte, a streamargs.AddTrim) Reply {
 	s, exists, err := x.loadStream(args[1])
 	if err != nil || !exists {
 		return errOr(err, Int(0))
@@ -546,77 +410,15 @@ func cmdXLen(x *ctx, args [][]byte) Reply { return collLength(x, args, typeStrea
 
 // --- XRANGE / XREVRANGE ---
 
-type rangeArgs struct {
-	start, end streamid.ID
-	count      int64 // -1: none
-}
-
-func parseXRange(args [][]byte) (a rangeArgs, r Reply, ok bool) {
-	startArg, endArg := args[2], args[3]
-	if eq(args[0], "xrevrange") { // end start
-		startArg, endArg = endArg, startArg
-	}
-	if a.start, r, ok = parseRangeStart(startArg); !ok {
-		return a, r, false
-	}
-	if a.end, r, ok = parseRangeEnd(endArg); !ok {
-		return a, r, false
-	}
-	a.count = -1
-	for j := 4; j < len(args); j++ {
-		if eq(args[j], "count") && j+1 < len(args) {
-			n, good := redisnum.ParseInt(args[j+1])
-			if !good {
-				return a, errNotInt, false
-			}
-			a.count = max(n, 0)
-			j++
-		} else {
-			return a, errSyntax, false
-		}
-	}
-	return a, Reply{}, true
-}
-
-// parseRangeStart parses the start of a range of IDs: an exclusive start
-// is the successor of its ID.
-func parseRangeStart(b []byte) (streamid.ID, Reply, bool) {
-	id, excl, ok := streamid.ParseInterval(b, 0)
-	if !ok {
-		return id, errStreamID, false
-	}
-	if excl {
-		if id, ok = id.Incr(); !ok {
-			return id, errStreamBadStart, false
-		}
-	}
-	return id, Reply{}, true
-}
-
-// parseRangeEnd parses the end of a range of IDs: an exclusive end is the
-// predecessor of its ID.
-func parseRangeEnd(b []byte) (streamid.ID, Reply, bool) {
-	id, excl, ok := streamid.ParseInterval(b, math.MaxUint64)
-	if !ok {
-		return id, errStreamID, false
-	}
-	if excl {
-		if id, ok = id.Decr(); !ok {
-			return id, errStreamBadEnd, false
-		}
-	}
-	return id, Reply{}, true
-}
-
-func cmdXRange(x *ctx, args [][]byte, a rangeArgs) Reply {
+func cmdXRange(x *ctx, args [][]byte, a streamargs.Range) Reply {
 	s, exists, err := x.loadStream(args[1])
 	if err != nil || !exists {
 		return errOr(err, Array())
 	}
-	if a.count == 0 {
+	if a.Count == 0 {
 		return NilArray
 	}
-	out, err := x.rangeEntries(s, a.start, a.end, max(a.count, 0), eq(args[0], "xrevrange"))
+	out, err := x.rangeEntries(s, a.Start, a.End, max(a.Count, 0), eq(args[0], "xrevrange"))
 	if err != nil {
 		return errReply(err)
 	}
@@ -635,7 +437,7 @@ func cmdXDel(x *ctx, args [][]byte) Reply {
 	for i, a := range args[2:] {
 		id, ok := streamid.ParseStrict(a)
 		if !ok {
-			return errStreamID
+			return streamargs.ErrID
 		}
 		ids[i] = id
 	}
@@ -690,49 +492,7 @@ func cmdXDel(x *ctx, args [][]byte) Reply {
 
 // --- XSETID ---
 
-type setIDArgs struct {
-	id      streamid.ID
-	added   int64 // -1: not given
-	maxDel  streamid.ID
-	hasMaxD bool
-}
-
-func parseXSetID(args [][]byte) (a setIDArgs, r Reply, ok bool) {
-	a.added = -1
-	id, good := streamid.ParseStrict(args[2])
-	if !good {
-		return a, errStreamID, false
-	}
-	a.id = id
-	for i := 3; i < len(args); i += 2 {
-		more := len(args) - 1 - i
-		switch {
-		case eq(args[i], "entriesadded") && more > 0:
-			n, good := redisnum.ParseInt(args[i+1])
-			if !good {
-				return a, errNotInt, false
-			}
-			if n < 0 {
-				return a, errXSetIDEntries, false
-			}
-			a.added = n
-		case eq(args[i], "maxdeletedid") && more > 0:
-			md, good := streamid.ParseStrict(args[i+1])
-			if !good {
-				return a, errStreamID, false
-			}
-			if a.id.Cmp(md) < 0 {
-				return a, errXSetIDMaxDel, false
-			}
-			a.maxDel, a.hasMaxD = md, true
-		default:
-			return a, errSyntax, false
-		}
-	}
-	return a, Reply{}, true
-}
-
-func cmdXSetID(x *ctx, args [][]byte, a setIDArgs) Reply {
+func cmdXSetID(x *ctx, args [][]byte, a streamargs.SetID) Reply {
 	s, exists, err := x.loadStream(args[1])
 	if err != nil || !exists {
 		return errOr(err, errNoSuchKey)
@@ -743,19 +503,19 @@ func cmdXSetID(x *ctx, args [][]byte, a setIDArgs) Reply {
 		if err != nil {
 			return errReply(err)
 		}
-		if a.id.Cmp(top) < 0 {
+		if a.ID.Cmp(top) < 0 {
 			return errXSetIDSmaller
 		}
-		if a.added != -1 && st.Length > uint64(a.added) {
+		if a.Added != -1 && st.Length > uint64(a.Added) {
 			return errXSetIDLength
 		}
 	}
-	st.Last = a.id
-	if a.added != -1 {
-		st.Added = uint64(a.added)
+	st.Last = a.ID
+	if a.Added != -1 {
+		st.Added = uint64(a.Added)
 	}
-	if !a.maxDel.IsZero() {
-		st.MaxDel = a.maxDel
+	if !a.MaxDel.IsZero() {
+		st.MaxDel = a.MaxDel
 	}
 	if err := x.saveStream(s); err != nil {
 		return errReply(err)
@@ -766,89 +526,21 @@ func cmdXSetID(x *ctx, args [][]byte, a setIDArgs) Reply {
 
 // --- XREAD ---
 
-type xreadArgs struct {
-	count    int64
-	block    bool
-	timeout  int64 // ms, with block
-	streams  int   // index of the first key
-	nkeys    int
-	countIdx int // index of COUNT's argument, 0 if none
-}
-
-func parseXRead(args [][]byte) (a xreadArgs, r Reply, ok bool) {
-	g, r, ok := parseXReads(args, false)
-	return g.xreadArgs, r, ok
-}
-
-// parseXReads parses XREAD's options or, with group, XREADGROUP's (one
-// parser, as in Redis, so that both report the same errors in the same
-// order).
-func parseXReads(args [][]byte, group bool) (a xreadGroupArgs, r Reply, ok bool) {
-	for i := 1; i < len(args); i++ {
-		more := len(args) - 1 - i
-		o := args[i]
-		switch {
-		case eq(o, "block") && more > 0:
-			i++
-			n, good := redisnum.ParseInt(args[i])
-			if !good {
-				return a, errXReadTimeoutInt, false
-			}
-			if n < 0 {
-				return a, errXReadTimeoutNeg, false
-			}
-			a.block, a.timeout = true, n
-		case eq(o, "count") && more > 0:
-			i++
-			n, good := redisnum.ParseInt(args[i])
-			if !good {
-				return a, errNotInt, false
-			}
-			a.count, a.countIdx = max(n, 0), i
-		case eq(o, "streams") && more > 0:
-			a.streams = i + 1
-			n := len(args) - a.streams
-			if n%2 != 0 {
-				return a, errXReadUnbalanced, false
-			}
-			a.nkeys = n / 2
-			if group && a.group == nil {
-				return a, Error("ERR Missing GROUP option for XREADGROUP"), false
-			}
-			return a, Reply{}, true
-		case eq(o, "group") && more >= 2:
-			if !group {
-				return a, errXReadGroup, false
-			}
-			a.group, a.consumer = args[i+1], args[i+2]
-			i += 2
-		case eq(o, "noack"):
-			if !group {
-				return a, errXReadNoAck, false
-			}
-			a.noack = true
-		default:
-			return a, errSyntax, false
-		}
-	}
-	return a, errSyntax, false // STREAMS is mandatory
-}
-
 // cmdXRead is XREAD without blocking: the entries after the given IDs, or
 // a null array when no stream has any.
-func cmdXRead(x *ctx, args [][]byte, a xreadArgs) Reply {
-	streams := make([]*stream, a.nkeys)
-	ids := make([]streamid.ID, a.nkeys)
+func cmdXRead(x *ctx, args [][]byte, a streamargs.XRead) Reply {
+	streams := make([]*stream, a.NKeys)
+	ids := make([]streamid.ID, a.NKeys)
 	// As Redis: look each key up and parse its ID, in order.
-	for i := 0; i < a.nkeys; i++ {
-		s, exists, err := x.loadStream(args[a.streams+i])
+	for i := 0; i < a.NKeys; i++ {
+		s, exists, err := x.loadStream(args[a.Streams+i])
 		if err != nil {
 			return errReply(err)
 		}
 		if exists {
 			streams[i] = s
 		}
-		idArg := args[a.streams+a.nkeys+i]
+		idArg := args[a.Streams+a.NKeys+i]
 		switch string(idArg) {
 		case "$":
 			if exists {
@@ -860,7 +552,7 @@ func cmdXRead(x *ctx, args [][]byte, a xreadArgs) Reply {
 		}
 		id, good := streamid.ParseStrict(idArg)
 		if !good {
-			return errStreamID
+			return streamargs.ErrID
 		}
 		ids[i] = id
 	}
@@ -877,11 +569,11 @@ func cmdXRead(x *ctx, args [][]byte, a xreadArgs) Reply {
 			continue
 		}
 		start, _ := ids[i].Incr()
-		entries, err := x.rangeEntries(s, start, streamid.Max, a.count, false)
+		entries, err := x.rangeEntries(s, start, streamid.Max, a.Count, false)
 		if err != nil {
 			return errReply(err)
 		}
-		out = append(out, Bulk(args[a.streams+i]), Array(entries...))
+		out = append(out, Bulk(args[a.Streams+i]), Array(entries...))
 	}
 	if len(out) == 0 {
 		return NilArray
@@ -901,11 +593,11 @@ func StreamBlocking(args [][]byte) (timeout time.Duration, keys [][]byte, ok boo
 	if d == nil || d.spec.Name != "xread" || !arityOK(&d.spec, args) {
 		return 0, nil, false
 	}
-	a, _, valid := parseXRead(args)
-	if !valid || !a.block {
+	a, _, valid := streamargs.ParseXRead(args)
+	if !valid || !a.Block {
 		return 0, nil, false
 	}
-	return blockDuration(a.timeout), args[a.streams : a.streams+a.nkeys], true
+	return blockDuration(a.Timeout), args[a.Streams : a.Streams+a.NKeys], true
 }
 
 // withBlockedCount is args with "COUNT 1000" after the command's name:
@@ -924,18 +616,18 @@ func withBlockedCount(args [][]byte) [][]byte {
 // blocked without one). If a key holds another type the command is
 // returned unchanged: reading it replies with the error.
 func XReadResolve(r pebble.Reader, args [][]byte, nowMs int64) (first, retry [][]byte) {
-	a, _, ok := parseXRead(args)
+	a, _, ok := streamargs.ParseXRead(args)
 	if !ok {
 		return args, args
 	}
 	first = append([][]byte(nil), args...)
 	x := getCtx(r, nil, nowMs)
 	defer putCtx(x)
-	for i := 0; i < a.nkeys; i++ {
-		if string(args[a.streams+a.nkeys+i]) != "$" {
+	for i := 0; i < a.NKeys; i++ {
+		if string(args[a.Streams+a.NKeys+i]) != "$" {
 			continue
 		}
-		s, exists, err := x.loadStream(args[a.streams+i])
+		s, exists, err := x.loadStream(args[a.Streams+i])
 		if err != nil {
 			return args, args
 		}
@@ -943,10 +635,10 @@ func XReadResolve(r pebble.Reader, args [][]byte, nowMs int64) (first, retry [][
 		if exists {
 			id = s.st.Last
 		}
-		first[a.streams+a.nkeys+i] = id.AppendTo(nil)
+		first[a.Streams+a.NKeys+i] = id.AppendTo(nil)
 	}
 	retry = first
-	if a.countIdx == 0 {
+	if a.CountIdx == 0 {
 		retry = withBlockedCount(first)
 	}
 	return first, retry

@@ -2,11 +2,9 @@ package kv
 
 import (
 	"bytes"
-	"math"
 	"strconv"
-	"strings"
 
-	"github.com/kvorum/kvorum/internal/redisnum"
+	"github.com/kvorum/kvorum/internal/streamargs"
 	"github.com/kvorum/kvorum/internal/streamid"
 	"github.com/kvorum/kvorum/internal/streamrec"
 )
@@ -16,57 +14,12 @@ import (
 
 // --- XPENDING ---
 
-type xpendingArgs struct {
-	summary    bool
-	minIdle    int64
-	start, end streamid.ID
-	count      int64
-	consumer   []byte
-}
-
-func parseXPending(args [][]byte) (a xpendingArgs, r Reply, ok bool) {
-	if len(args) == 3 {
-		a.summary = true
-		return a, Reply{}, true
-	}
-	if len(args) < 6 || len(args) > 9 {
-		return a, errSyntax, false
-	}
-	i := 3
-	if eq(args[3], "idle") {
-		n, good := redisnum.ParseInt(args[4])
-		if !good {
-			return a, errNotInt, false
-		}
-		if len(args) < 8 {
-			return a, errSyntax, false
-		}
-		a.minIdle = n
-		i += 2
-	}
-	n, good := redisnum.ParseInt(args[i+2])
-	if !good {
-		return a, errNotInt, false
-	}
-	a.count = max(n, 0)
-	if a.start, r, ok = parseRangeStart(args[i]); !ok {
-		return a, r, false
-	}
-	if a.end, r, ok = parseRangeEnd(args[i+1]); !ok {
-		return a, r, false
-	}
-	if i+3 < len(args) {
-		a.consumer = args[i+3]
-	}
-	return a, Reply{}, true
-}
-
-func cmdXPending(x *ctx, args [][]byte, a xpendingArgs) Reply {
+func cmdXPending(x *ctx, args [][]byte, a streamargs.XPending) Reply {
 	s, g, err := x.loadGroup(args[1], args[2])
 	if err != nil {
 		return errReply(err)
 	}
-	if a.summary {
+	if a.Summary {
 		if g.PEL == 0 {
 			return Array(Int(0), Nil, Nil, NilArray)
 		}
@@ -97,36 +50,36 @@ func cmdXPending(x *ctx, args [][]byte, a xpendingArgs) Reply {
 		return Array(Int(int64(g.PEL)), idReply(first), idReply(last), Array(cons...))
 	}
 	prefix := streamrec.GroupPrefix(streamrec.KindPEL, g.Name)
-	if a.consumer != nil {
-		c, err := x.getConsumer(s, g, a.consumer)
+	if a.Consumer != nil {
+		c, err := x.getConsumer(s, g, a.Consumer)
 		if err != nil {
 			return errReply(err)
 		}
 		if c == nil {
 			return Array()
 		}
-		prefix = streamrec.ConsPELPrefix(g.Name, a.consumer)
+		prefix = streamrec.ConsPELPrefix(g.Name, a.Consumer)
 	}
 	out := []Reply{}
-	count := a.count
+	count := a.Count
 	var ierr error
-	err = x.iterElems(s.c, prefix, a.start.Append(bytes.Clone(prefix)), false, func(elem, v []byte) bool {
+	err = x.iterElems(s.c, prefix, a.Start.Append(bytes.Clone(prefix)), false, func(elem, v []byte) bool {
 		if count == 0 {
 			return false
 		}
 		id := streamrec.PELID(elem)
-		if id.Cmp(a.end) > 0 {
+		if id.Cmp(a.End) > 0 {
 			return false
 		}
 		var n *streamrec.NACK
-		if a.consumer != nil {
+		if a.Consumer != nil {
 			if n, ierr = x.getNACK(s, g, id); ierr != nil || n == nil {
 				return ierr == nil
 			}
 		} else {
 			n = streamrec.DecodeNACK(v)
 		}
-		if a.minIdle != 0 && x.now-n.Time < a.minIdle {
+		if a.MinIdle != 0 && x.now-n.Time < a.MinIdle {
 			return true
 		}
 		count--
@@ -149,68 +102,18 @@ func cmdXClaim(x *ctx, args [][]byte) Reply {
 	if err != nil {
 		return errReply(err)
 	}
-	minIdle, good := redisnum.ParseInt(args[4])
-	if !good {
-		return Error("ERR Invalid min-idle-time argument for XCLAIM")
-	}
-	minIdle = max(minIdle, 0)
-	var ids []streamid.ID
-	j := 5
-	for ; j < len(args); j++ {
-		id, ok := streamid.ParseStrict(args[j])
-		if !ok {
-			break
-		}
-		ids = append(ids, id)
-	}
 	now := x.now
-	cl := &claimer{x: x, s: s, g: g, name: args[3], time: -1, retry: -1}
-	force := false
-	var lastID streamid.ID
-	for ; j < len(args); j++ {
-		more := len(args) - 1 - j
-		o := args[j]
-		var n int64
-		var ok bool
-		switch {
-		case eq(o, "force"):
-			force = true
-			continue
-		case eq(o, "justid"):
-			cl.justID = true
-			continue
-		case eq(o, "lastid") && more > 0:
-			j++
-			if lastID, ok = streamid.ParseStrict(args[j]); !ok {
-				return errStreamID
-			}
-			continue
-		case (eq(o, "idle") || eq(o, "time") || eq(o, "retrycount")) && more > 0:
-			j++
-			if n, ok = redisnum.ParseInt(args[j]); !ok {
-				return errf("ERR Invalid ", strings.ToUpper(string(o)), " option argument for XCLAIM")
-			}
-		default:
-			return errf("ERR Unrecognized XCLAIM option '", cstr(o), "'")
-		}
-		switch {
-		case eq(o, "idle"):
-			cl.time = now - n
-		case eq(o, "time"):
-			cl.time = n
-		default:
-			cl.retry = n
-		}
+	a, r, ok := streamargs.ParseXClaim(args, now)
+	if !ok {
+		return r
 	}
-	if lastID.Cmp(g.Last) > 0 {
-		g.Last = lastID
+	cl := &claimer{x: x, s: s, g: g, name: args[3], time: a.Time, retry: a.Retry, justID: a.JustID}
+	if a.LastID.Cmp(g.Last) > 0 {
+		g.Last = a.LastID
 		cl.changed = true
 	}
-	if cl.time < 0 || cl.time > now {
-		cl.time = now
-	}
 	out := []Reply{}
-	for _, id := range ids {
+	for _, id := range a.IDs {
 		n, err := x.getNACK(s, g, id)
 		if err != nil {
 			return errReply(err)
@@ -227,11 +130,11 @@ func cmdXClaim(x *ctx, args [][]byte) Reply {
 			}
 			continue
 		}
-		if force && n == nil {
+		if a.Force && n == nil {
 			n = &streamrec.NACK{Time: now, Count: 1}
 			g.PEL++
 		}
-		if n == nil || (n.Consumer != nil && minIdle != 0 && now-n.Time < minIdle) {
+		if n == nil || (n.Consumer != nil && a.MinIdle != 0 && now-n.Time < a.MinIdle) {
 			continue
 		}
 		r, err := cl.claim(id, n)
@@ -320,57 +223,21 @@ func (cl *claimer) save() error {
 
 // --- XAUTOCLAIM ---
 
-type xautoclaimArgs struct {
-	minIdle int64
-	start   streamid.ID
-	count   int64
-	justID  bool
-}
-
-func parseXAutoClaim(args [][]byte) (a xautoclaimArgs, r Reply, ok bool) {
-	n, good := redisnum.ParseInt(args[4])
-	if !good {
-		return a, Error("ERR Invalid min-idle-time argument for XAUTOCLAIM"), false
-	}
-	a.minIdle = max(n, 0)
-	if a.start, r, ok = parseRangeStart(args[5]); !ok {
-		return a, r, false
-	}
-	a.count = 100
-	for j := 6; j < len(args); j++ {
-		more := len(args) - 1 - j
-		switch {
-		case eq(args[j], "count") && more > 0:
-			n, good := redisnum.ParseInt(args[j+1])
-			if !good || n < 1 || n > math.MaxInt64/16 {
-				return a, Error("ERR COUNT must be > 0"), false
-			}
-			a.count = n
-			j++
-		case eq(args[j], "justid"):
-			a.justID = true
-		default:
-			return a, errSyntax, false
-		}
-	}
-	return a, Reply{}, true
-}
-
-func cmdXAutoClaim(x *ctx, args [][]byte, a xautoclaimArgs) Reply {
+func cmdXAutoClaim(x *ctx, args [][]byte, a streamargs.XAutoClaim) Reply {
 	s, g, err := x.loadGroup(args[1], args[2])
 	if err != nil {
 		return errReply(err)
 	}
 	// Collect the candidates first (at most attempts of them plus the next
 	// one, which is the reply's cursor).
-	attempts := a.count * xautoclaimAttemptsF
+	attempts := a.Count * xautoclaimAttemptsF
 	type pending struct {
 		id streamid.ID
 		n  *streamrec.NACK
 	}
 	var cand []pending
 	prefix := streamrec.GroupPrefix(streamrec.KindPEL, g.Name)
-	err = x.iterElems(s.c, prefix, a.start.Append(bytes.Clone(prefix)), false, func(elem, v []byte) bool {
+	err = x.iterElems(s.c, prefix, a.Start.Append(bytes.Clone(prefix)), false, func(elem, v []byte) bool {
 		cand = append(cand, pending{streamrec.PELID(elem), streamrec.DecodeNACK(v)})
 		return int64(len(cand)) <= attempts
 	})
@@ -378,9 +245,9 @@ func cmdXAutoClaim(x *ctx, args [][]byte, a xautoclaimArgs) Reply {
 		return errReply(err)
 	}
 	now := x.now
-	count := a.count
+	count := a.Count
 	claimed, deleted := []Reply{}, []Reply{}
-	cl := &claimer{x: x, s: s, g: g, name: args[3], time: now, retry: -1, justID: a.justID}
+	cl := &claimer{x: x, s: s, g: g, name: args[3], time: now, retry: -1, justID: a.JustID}
 	i := 0
 	for ; attempts > 0 && count > 0 && i < len(cand); i++ {
 		attempts--
@@ -397,7 +264,7 @@ func cmdXAutoClaim(x *ctx, args [][]byte, a xautoclaimArgs) Reply {
 			count--
 			continue
 		}
-		if a.minIdle != 0 && now-p.n.Time < a.minIdle {
+		if a.MinIdle != 0 && now-p.n.Time < a.MinIdle {
 			continue
 		}
 		r, err := cl.claim(p.id, p.n)

@@ -5,8 +5,8 @@ import (
 	"strings"
 
 	"github.com/kvorum/kvorum/internal/notify"
-	"github.com/kvorum/kvorum/internal/redisnum"
 	"github.com/kvorum/kvorum/internal/reply"
+	"github.com/kvorum/kvorum/internal/streamargs"
 	"github.com/kvorum/kvorum/internal/streamid"
 	"github.com/kvorum/kvorum/internal/streamrec"
 )
@@ -40,14 +40,14 @@ const xautoclaimAttemptsF = 10
 
 func init() {
 	const g = "stream"
-	defParsed("xgroup", -2, "", 0, 0, 0, g, "A container for consumer groups commands.", parseXGroup, cmdXGroup)
+	defParsed("xgroup", -2, "", 0, 0, 0, g, "A container for consumer groups commands.", streamargs.ParseXGroup, cmdXGroup)
 	table["xgroup"].spec.Write = true
 	table["xgroup"].readOnly = func(args [][]byte) bool { return len(args) > 1 && eq(args[1], "help") }
-	defParsed("xreadgroup", -7, "write blocking movablekeys", 0, 0, 0, g, "Return new entries from a stream using a consumer group, or access the history of the pending entries for a given consumer. Can block.", parseXReadGroup, cmdXReadGroup)
+	defParsed("xreadgroup", -7, "write blocking movablekeys", 0, 0, 0, g, "Return new entries from a stream using a consumer group, or access the history of the pending entries for a given consumer. Can block.", streamargs.ParseXReadGroup, cmdXReadGroup)
 	def("xack", -4, "write fast", 1, 1, 1, g, "Marks a pending message as correctly processed, effectively removing it from the pending entries list of the consumer group.", cmdXAck, nil)
-	defParsed("xpending", -3, "readonly", 1, 1, 1, g, "Return information and entries from a stream consumer group pending entries list, that are messages fetched but never acknowledged.", parseXPending, cmdXPending)
+	defParsed("xpending", -3, "readonly", 1, 1, 1, g, "Return information and entries from a stream consumer group pending entries list, that are messages fetched but never acknowledged.", streamargs.ParseXPending, cmdXPending)
 	def("xclaim", -6, "write fast", 1, 1, 1, g, "Changes (or acquires) ownership of a message in a consumer group, as if the message was delivered to the specified consumer.", cmdXClaim, nil)
-	defParsed("xautoclaim", -6, "write fast", 1, 1, 1, g, "Changes (or acquires) ownership of messages in a consumer group, as if the messages were delivered to the specified consumer.", parseXAutoClaim, cmdXAutoClaim)
+	defParsed("xautoclaim", -6, "write fast", 1, 1, 1, g, "Changes (or acquires) ownership of messages in a consumer group, as if the messages were delivered to the specified consumer.", streamargs.ParseXAutoClaim, cmdXAutoClaim)
 }
 
 // cstr is a C "%s" of b: up to the first NUL byte.
@@ -275,52 +275,8 @@ func (x *ctx) deleteGroup(s *stream, g *streamrec.Group) error {
 
 // --- XGROUP ---
 
-var xgroupSubArity = map[string]int{"create": -5, "setid": -5, "destroy": 4, "createconsumer": 5, "delconsumer": 5, "help": 2}
-
-type xgroupArgs struct {
-	sub      string // the subcommand, in lower case
-	mkstream bool
-	read     int64
-}
-
-func parseXGroup(args [][]byte) (a xgroupArgs, r Reply, ok bool) {
-	a.read = streamrec.ReadUnknown
-	sub := strings.ToLower(string(args[1]))
-	a.sub = sub
-	arity, known := xgroupSubArity[sub]
-	if !known {
-		return a, subcommandErr("ERR unknown subcommand '", args, "XGROUP"), false
-	}
-	if (arity > 0 && len(args) != arity) || (arity < 0 && len(args) < -arity) {
-		return a, wrongArity("xgroup|" + sub), false
-	}
-	if len(args) >= 4 {
-		create, setid := sub == "create", sub == "setid"
-		for i := 5; i < len(args); {
-			switch {
-			case create && eq(args[i], "mkstream"):
-				a.mkstream = true
-				i++
-			case (create || setid) && eq(args[i], "entriesread") && i+1 < len(args):
-				n, good := redisnum.ParseInt(args[i+1])
-				if !good {
-					return a, errNotInt, false
-				}
-				if n < 0 && n != streamrec.ReadUnknown {
-					return a, Error("ERR value for ENTRIESREAD must be positive or -1"), false
-				}
-				a.read = n
-				i += 2
-			default:
-				return a, subSyntaxErr(args, "XGROUP"), false
-			}
-		}
-	}
-	return a, Reply{}, true
-}
-
-func cmdXGroup(x *ctx, args [][]byte, a xgroupArgs) Reply {
-	sub := a.sub
+func cmdXGroup(x *ctx, args [][]byte, a streamargs.XGroup) Reply {
+	sub := a.Sub
 	if sub == "help" {
 		return Array(
 			Status("XGROUP <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"),
@@ -347,7 +303,7 @@ func cmdXGroup(x *ctx, args [][]byte, a xgroupArgs) Reply {
 	if err != nil {
 		return errReply(err)
 	}
-	if !a.mkstream && !exists {
+	if !a.MkStream && !exists {
 		return Error("ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically.")
 	}
 	var g *streamrec.Group
@@ -356,7 +312,7 @@ func cmdXGroup(x *ctx, args [][]byte, a xgroupArgs) Reply {
 			return errReply(err)
 		}
 	}
-	if !a.mkstream && g == nil && (sub == "setid" || sub == "createconsumer" || sub == "delconsumer") {
+	if !a.MkStream && g == nil && (sub == "setid" || sub == "createconsumer" || sub == "delconsumer") {
 		return errNoGroupForKey(key, name)
 	}
 	switch {
@@ -369,7 +325,7 @@ func cmdXGroup(x *ctx, args [][]byte, a xgroupArgs) Reply {
 		} else {
 			var good bool
 			if id, good = streamid.ParseStrict(args[4]); !good {
-				return errStreamID
+				return streamargs.ErrID
 			}
 		}
 		if !exists {
@@ -380,7 +336,7 @@ func cmdXGroup(x *ctx, args [][]byte, a xgroupArgs) Reply {
 		if g != nil {
 			return Error("BUSYGROUP Consumer Group name already exists")
 		}
-		g = &streamrec.Group{Name: name, Last: id, Read: a.read}
+		g = &streamrec.Group{Name: name, Last: id, Read: a.Read}
 		if err := x.putGroup(s, g); err != nil {
 			return errReply(err)
 		}
@@ -400,10 +356,10 @@ func cmdXGroup(x *ctx, args [][]byte, a xgroupArgs) Reply {
 		} else {
 			var good bool
 			if id, _, good = streamid.Parse(args[4], 0, false, false); !good {
-				return errStreamID
+				return streamargs.ErrID
 			}
 		}
-		g.Last, g.Read = id, a.read
+		g.Last, g.Read = id, a.Read
 		if err := x.saveGroup(s, g, nil); err != nil {
 			return errReply(err)
 		}
@@ -466,20 +422,10 @@ func cmdXGroup(x *ctx, args [][]byte, a xgroupArgs) Reply {
 		x.event(notify.Stream, "xgroup-delconsumer", key)
 		return Int(int64(len(ids)))
 	}
-	return subSyntaxErr(args, "XGROUP")
+	return streamargs.SubSyntaxErr(args, "XGROUP")
 }
 
 // --- XREADGROUP ---
-
-type xreadGroupArgs struct {
-	xreadArgs
-	group, consumer []byte
-	noack           bool
-}
-
-func parseXReadGroup(args [][]byte) (a xreadGroupArgs, r Reply, ok bool) {
-	return parseXReads(args, true)
-}
 
 // XReadGroupRetry returns the command a blocked XREADGROUP repeats after
 // its first try: with "COUNT 1000" added when it has no COUNT (Redis's
@@ -489,7 +435,7 @@ func XReadGroupRetry(args [][]byte) [][]byte {
 	if len(args) == 0 || !eq(args[0], "xreadgroup") {
 		return args
 	}
-	if a, _, ok := parseXReadGroup(args); !ok || a.countIdx != 0 {
+	if a, _, ok := streamargs.ParseXReadGroup(args); !ok || a.CountIdx != 0 {
 		return args
 	}
 	return withBlockedCount(args)
@@ -497,18 +443,18 @@ func XReadGroupRetry(args [][]byte) [][]byte {
 
 var gtID = streamid.Max // ">"
 
-func cmdXReadGroup(x *ctx, args [][]byte, a xreadGroupArgs) Reply {
-	ids := make([]streamid.ID, a.nkeys)
-	for i := 0; i < a.nkeys; i++ {
-		key := args[a.streams+i]
-		_, g, err := x.findGroup(key, a.group)
+func cmdXReadGroup(x *ctx, args [][]byte, a streamargs.XReadGroup) Reply {
+	ids := make([]streamid.ID, a.NKeys)
+	for i := 0; i < a.NKeys; i++ {
+		key := args[a.Streams+i]
+		_, g, err := x.findGroup(key, a.Group)
 		if err != nil {
 			return errReply(err)
 		}
 		if g == nil {
-			return errf("NOGROUP No such key '", cstr(key), "' or consumer group '", cstr(a.group), "' in XREADGROUP with GROUP option")
+			return errf("NOGROUP No such key '", cstr(key), "' or consumer group '", cstr(a.Group), "' in XREADGROUP with GROUP option")
 		}
-		idArg := args[a.streams+a.nkeys+i]
+		idArg := args[a.Streams+a.NKeys+i]
 		switch string(idArg) {
 		case "$":
 			return Error("ERR The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer by specifying a proper ID, or use the > ID to get new messages. The $ ID would just return an empty result set.")
@@ -518,14 +464,14 @@ func cmdXReadGroup(x *ctx, args [][]byte, a xreadGroupArgs) Reply {
 		}
 		id, good := streamid.ParseStrict(idArg)
 		if !good {
-			return errStreamID
+			return streamargs.ErrID
 		}
 		ids[i] = id
 	}
 	var out []Reply
-	for i := 0; i < a.nkeys; i++ {
+	for i := 0; i < a.NKeys; i++ {
 		// The same key may be named twice: reload to see earlier changes.
-		s, g, err := x.findGroup(args[a.streams+i], a.group)
+		s, g, err := x.findGroup(args[a.Streams+i], a.Group)
 		if err != nil {
 			return errReply(err)
 		}
@@ -548,15 +494,15 @@ func cmdXReadGroup(x *ctx, args [][]byte, a xreadGroupArgs) Reply {
 			gt = g.Last
 		}
 		start, _ := gt.Incr()
-		c, err := x.lookupConsumer(s, g, a.consumer, true)
+		c, err := x.lookupConsumer(s, g, a.Consumer, true)
 		if err != nil {
 			return errReply(err)
 		}
 		var entries []Reply
 		if history {
-			entries, err = x.readConsumerPEL(s, g, c, start, a.count)
+			entries, err = x.readConsumerPEL(s, g, c, start, a.Count)
 		} else {
-			entries, err = x.deliverNew(s, g, c, start, a.count, a.noack)
+			entries, err = x.deliverNew(s, g, c, start, a.Count, a.NoAck)
 		}
 		if err != nil {
 			return errReply(err)
@@ -564,7 +510,7 @@ func cmdXReadGroup(x *ctx, args [][]byte, a xreadGroupArgs) Reply {
 		if err := x.saveGroup(s, g, c); err != nil {
 			return errReply(err)
 		}
-		out = append(out, Bulk(args[a.streams+i]), Array(entries...))
+		out = append(out, Bulk(args[a.Streams+i]), Array(entries...))
 	}
 	if len(out) == 0 {
 		return NilArray
@@ -663,7 +609,7 @@ func cmdXAck(x *ctx, args [][]byte) Reply {
 	for _, a := range args[3:] {
 		id, ok := streamid.ParseStrict(a)
 		if !ok {
-			return errStreamID
+			return streamargs.ErrID
 		}
 		ids = append(ids, id)
 	}

@@ -1,10 +1,7 @@
 package kv
 
 import (
-	"strings"
-
-	"github.com/kvorum/kvorum/internal/redisnum"
-	"github.com/kvorum/kvorum/internal/reply"
+	"github.com/kvorum/kvorum/internal/streamargs"
 	"github.com/kvorum/kvorum/internal/streamid"
 	"github.com/kvorum/kvorum/internal/streamrec"
 )
@@ -13,35 +10,6 @@ import (
 // stream.go and stream_group.go for the storage).
 
 // --- XINFO ---
-
-var xinfoSubArity = map[string]int{"help": 2, "stream": -3, "groups": 3, "consumers": 4}
-
-// parseXInfo checks XINFO's subcommand and its arity; sub is its name in
-// lower case.
-func parseXInfo(args [][]byte) (sub string, r Reply, ok bool) {
-	sub = strings.ToLower(string(args[1]))
-	arity, known := xinfoSubArity[sub]
-	if !known {
-		return "", subcommandErr("ERR unknown subcommand '", args, "XINFO"), false
-	}
-	if (arity > 0 && len(args) != arity) || (arity < 0 && len(args) < -arity) {
-		return "", wrongArity("xinfo|" + sub), false
-	}
-	return sub, Reply{}, true
-}
-
-// subSyntaxErr is Redis's error for a subcommand of a container given
-// the wrong arguments.
-func subSyntaxErr(args [][]byte, cmd string) Reply {
-	return subcommandErr("ERR unknown subcommand or wrong number of arguments for '", args, cmd)
-}
-
-// subcommandErr is Redis's error for a container's bad subcommand: text,
-// the subcommand as a C string, cut at 128 bytes, and ". Try CMD HELP.".
-func subcommandErr(text string, args [][]byte, cmd string) Reply {
-	b := reply.AppendCString([]byte(text), args[1], 128)
-	return reply.ErrorText(append(b, "'. Try "+cmd+" HELP."...))
-}
 
 func cmdXInfo(x *ctx, args [][]byte, sub string) Reply {
 	switch sub {
@@ -68,22 +36,9 @@ func cmdXInfo(x *ctx, args [][]byte, sub string) Reply {
 	case "consumers":
 		return x.xinfoConsumers(s, args[2], args[3])
 	}
-	full, count := false, int64(10)
-	if opts := args[3:]; len(opts) > 0 {
-		if (len(opts) != 1 && len(opts) != 3) || !eq(opts[0], "full") || (len(opts) == 3 && !eq(opts[1], "count")) {
-			return subSyntaxErr(args, "XINFO")
-		}
-		if len(opts) == 3 {
-			n, good := redisnum.ParseInt(opts[2])
-			if !good {
-				return errNotInt
-			}
-			if n < 0 {
-				n = 10
-			}
-			count = n
-		}
-		full = true
+	full, count, r, ok := streamargs.XInfoStream(args)
+	if !ok {
+		return r
 	}
 	st := &s.st
 	out := []Reply{
