@@ -34,6 +34,9 @@ type Effects struct {
 	// Leases holds every lease granted or renewed (TTLMs > 0, RenewIdx =
 	// the index of the entry that did it) or gone (TTLMs = 0).
 	Leases []LeaseInfo
+	// Expired counts the keys deleted because their TTL passed (INFO
+	// expired_keys).
+	Expired int
 
 	buf []byte // what Written and Published point into
 }
@@ -46,7 +49,7 @@ type Message struct {
 
 // Empty reports whether e records nothing (nil included).
 func (e *Effects) Empty() bool {
-	return e == nil || len(e.Written) == 0 && len(e.Published) == 0 && len(e.Leases) == 0
+	return e == nil || len(e.Written) == 0 && len(e.Published) == 0 && len(e.Leases) == 0 && e.Expired == 0
 }
 
 // Reset empties e for reuse, keeping its memory unless a large round made
@@ -54,7 +57,7 @@ func (e *Effects) Empty() bool {
 func (e *Effects) Reset() {
 	clear(e.Written) // drop references to buffers Reset may release
 	clear(e.Published)
-	e.Written, e.Published, e.Leases, e.buf = e.Written[:0], e.Published[:0], e.Leases[:0], e.buf[:0]
+	e.Written, e.Published, e.Leases, e.buf, e.Expired = e.Written[:0], e.Published[:0], e.Leases[:0], e.buf[:0], 0
 	if cap(e.buf) > maxKeptEffects {
 		e.buf = nil
 	}

@@ -258,11 +258,16 @@ func (x *ctx) load(k []byte) (record, bool, error) { return x.get(k, true) }
 // loadHeader is load without the value.
 func (x *ctx) loadHeader(k []byte) (record, bool, error) { return x.get(k, false) }
 
+// get counts the lookup in x.looked (reads report it: ReadCounted).
 func (x *ctx) get(k []byte, withValue bool) (record, bool, error) {
 	rec, ok, err := x.raw(k, withValue)
 	if err != nil || !ok || rec.expired(x.now) {
+		if err == nil {
+			x.looked.Misses++
+		}
 		return record{}, false, err
 	}
+	x.looked.Hits++
 	return rec, true, nil
 }
 

@@ -540,5 +540,8 @@ func cmdDelExpired(x *ctx, args [][]byte) Reply {
 		x.event(notify.Expired, "expired", k)
 		n++
 	}
+	if x.fx != nil {
+		x.fx.Expired += int(n)
+	}
 	return Int(n)
 }

@@ -40,6 +40,7 @@ type ctx struct {
 	notify     notify.Flags     // Apply only: the keyspace events to emit (see event)
 	settings   *Settings        // Apply only: the cluster-wide parameters; nil: none
 	nbuf       []byte           // scratch: notification channel
+	looked     Lookups          // the key lookups get made (ReadCounted)
 }
 
 // Env is what Apply knows about the log entry a command comes from.
@@ -84,7 +85,7 @@ func getCtx(r readerI, w writer, now int64) *ctx {
 
 func putCtx(x *ctx) {
 	x.r, x.w, x.fx, x.index, x.seed, x.calls, x.nested, x.cache, x.shared = nil, nil, nil, 0, 0, 0, false, nil, nil
-	x.notify, x.settings = 0, nil
+	x.notify, x.settings, x.looked = 0, nil, Lookups{}
 	if cap(x.vbuf) > 64<<10 {
 		x.vbuf = nil
 	}
@@ -302,29 +303,41 @@ func Read(r pebble.Reader, args [][]byte, nowMs int64) Reply {
 
 // ReadCached is Read through shared (nil: none), the read cache that the
 // Apply of r's writes publishes to (reccache.Cache.Share).
-func ReadCached(r pebble.Reader, shared *reccache.Shared, args [][]byte, nowMs int64) (rep Reply) {
+func ReadCached(r pebble.Reader, shared *reccache.Shared, args [][]byte, nowMs int64) Reply {
+	rep, _ := ReadCounted(r, shared, args, nowMs)
+	return rep
+}
+
+// Lookups counts a read's lookups of keys, as Redis's INFO keyspace_hits
+// and keyspace_misses do: one per key looked up (a key the command names
+// twice, twice), a hit if it exists.
+type Lookups struct{ Hits, Misses uint64 }
+
+// ReadCounted is ReadCached that also returns the key lookups it made.
+func ReadCounted(r pebble.Reader, shared *reccache.Shared, args [][]byte, nowMs int64) (rep Reply, looked Lookups) {
 	defer func() {
 		if p := recover(); p != nil {
 			rep = Error(fmt.Sprintf("ERR internal error: %v", p))
 		}
 	}()
 	if len(args) == 0 {
-		return Error("ERR empty command")
+		return Error("ERR empty command"), looked
 	}
 	d := lookup(args[0])
 	if d == nil || d.internal && d.readOnly == nil {
-		return reply.UnknownCommand(args)
+		return reply.UnknownCommand(args), looked
 	}
 	if d.spec.Write && (d.readOnly == nil || !d.readOnly(args)) {
-		return Error("ERR internal: write command sent to Read")
+		return Error("ERR internal: write command sent to Read"), looked
 	}
 	if r, ok := validate(d, args); !ok {
-		return r
+		return r, looked
 	}
 	x := getCtx(r, nil, nowMs)
 	x.shared = shared
 	defer putCtx(x)
-	return d.run(x, args)
+	rep = d.run(x, args)
+	return rep, x.looked
 }
 
 // call runs one command from inside a script or a transaction, in x's
@@ -351,5 +364,16 @@ func (x *ctx) call(args [][]byte) Reply {
 	y.cache, y.shared, y.notify, y.settings = x.cache, x.shared, x.notify, x.settings
 	y.nested = true
 	defer putCtx(y)
-	return d.run(y, args)
+	r := d.run(y, args)
+	x.looked.Hits, x.looked.Misses = x.looked.Hits+y.looked.Hits, x.looked.Misses+y.looked.Misses
+	return r
+}
+
+// CachedScripts counts the scripts of the replicated script cache in r
+// (INFO number_of_cached_scripts): a walk of their keys, done on demand.
+func CachedScripts(r pebble.Reader) (n int, err error) {
+	end := append([]byte(nil), scriptPrefix...)
+	end[len(end)-1]++
+	err = walkRange(r, scriptPrefix, end, nil, false, func(*pebble.Iterator) (bool, error) { n++; return true, nil })
+	return n, err
 }

@@ -968,6 +968,7 @@ func info(c *conn, args [][]byte) reply.Reply {
 			{"used_memory_human", bytesToHuman(ms.HeapAlloc)},
 			{"used_memory_rss", u64(rss)},
 			{"used_memory_rss_human", bytesToHuman(rss)},
+			{"number_of_cached_scripts", "0"}, // the backend's count replaces it
 			{"maxmemory", "0"},
 			{"maxmemory_human", "0B"},
 			{"maxmemory_policy", "noeviction"},
@@ -976,16 +977,7 @@ func info(c *conn, args [][]byte) reply.Reply {
 			{"go_gc_cycles", strconv.FormatUint(uint64(ms.NumGC), 10)},
 		}
 	}
-	sections["Stats"] = [][2]string{
-		{"total_connections_received", u64(s.totalConns.Load())},
-		{"total_commands_processed", u64(s.totalCmds.Load())},
-		{"instantaneous_ops_per_sec", "0"},
-		{"total_net_input_bytes", u64(s.netIn.Load())},
-		{"total_net_output_bytes", u64(s.netOut.Load())},
-		{"rejected_connections", u64(s.rejected.Load())},
-		{"protocol_errors", u64(s.protoErrs.Load())},
-		{"total_error_replies", u64(s.errs.total.Load())},
-	}
+	sections["Stats"] = s.statsFields()
 	sections["CPU"] = cpuFields()
 	sections["Modules"] = [][2]string{}
 	if picked("commandstats") {
@@ -999,9 +991,7 @@ func info(c *conn, args [][]byte) reply.Reply {
 			if _, ok := sections[sec.Name]; !ok && !slices.Contains(infoOrder, sec.Name) {
 				extra = append(extra, sec.Name)
 			}
-			// A section both have (Clients) gets the backend's fields
-			// after the server's own.
-			sections[sec.Name] = append(sections[sec.Name], sec.Fields...)
+			sections[sec.Name] = mergeFields(sections[sec.Name], sec.Fields)
 		}
 	}
 	var b []byte

@@ -150,7 +150,9 @@ type Server struct {
 	protoErrs  atomic.Uint64
 	netIn      atomic.Uint64
 	netOut     atomic.Uint64
-	errs       errorStats // INFO errorstats (stats.go)
+	netReads   atomic.Uint64 // socket reads (total_reads_processed)
+	netWrites  atomic.Uint64 // socket writes of replies (total_writes_processed)
+	errs       errorStats    // INFO errorstats (stats.go)
 
 	mu        sync.Mutex
 	closed    bool
@@ -281,7 +283,7 @@ func (s *Server) accept(nc net.Conn) {
 		proto:   2,
 		created: time.Now(),
 	}
-	c.rd = codec.NewReader(countingReader{connSource{c}, &s.netIn}, s.cfg.Limits)
+	c.rd = codec.NewReader(countingReader{connSource{c}, &s.netIn, &s.netReads}, s.cfg.Limits)
 	c.addr = nc.RemoteAddr().String()
 	c.laddr = nc.LocalAddr().String()
 	c.lastActive.Store(c.created.UnixNano())
@@ -328,13 +330,14 @@ func (s *Server) Close() error {
 
 // countingReader counts bytes received for INFO stats.
 type countingReader struct {
-	r io.Reader
-	n *atomic.Uint64
+	r        io.Reader
+	n, reads *atomic.Uint64
 }
 
 func (c countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n.Add(uint64(n))
+	c.reads.Add(1)
 	return n, err
 }
 
@@ -475,6 +478,7 @@ func (c *conn) flush() bool {
 	_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
 	n, err := c.nc.Write(c.out)
 	c.s.netOut.Add(uint64(n))
+	c.s.netWrites.Add(1)
 	if cap(c.out) > keepOut {
 		c.out = nil
 	} else {

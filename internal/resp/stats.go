@@ -158,8 +158,15 @@ func (s *Server) commandStatsFields() [][2]string {
 	return f
 }
 
-// resetCommandStats zeroes every command's counters and the error counts.
+// resetCommandStats zeroes every command's counters and the error counts,
+// and the other counters of INFO stats that CONFIG RESETSTAT zeroes: the
+// socket reads and writes, and the backend's.
 func (s *Server) resetCommandStats() {
+	s.netReads.Store(0)
+	s.netWrites.Store(0)
+	if r, ok := s.b.(statResetter); ok {
+		r.ResetStat()
+	}
 	for _, c := range s.cmds {
 		c.stats.reset()
 		for _, sc := range c.subs {
@@ -202,3 +209,86 @@ func residentBytes() (uint64, bool) {
 	}
 	return pages * uint64(os.Getpagesize()), true
 }
+
+// statsFields is the Stats section: Redis 7.0's fields in its order, 0
+// for what kvorum has no equivalent of (replication by sync, forks,
+// eviction, defragmentation, client tracking, I/O threads), and 0 where
+// the backend's count replaces it (mergeFields: keyspace_hits and
+// keyspace_misses, expired_keys), then kvorum's own.
+func (s *Server) statsFields() [][2]string {
+	u64 := func(v uint64) string { return strconv.FormatUint(v, 10) }
+	s.hub.mu.RLock()
+	channels, patterns, shards := len(s.hub.channels), len(s.hub.patterns), len(s.hub.shards)
+	s.hub.mu.RUnlock()
+	return [][2]string{
+		{"total_connections_received", u64(s.totalConns.Load())},
+		{"total_commands_processed", u64(s.totalCmds.Load())},
+		{"instantaneous_ops_per_sec", "0"},
+		{"total_net_input_bytes", u64(s.netIn.Load())},
+		{"total_net_output_bytes", u64(s.netOut.Load())},
+		{"total_net_repl_input_bytes", "0"},
+		{"total_net_repl_output_bytes", "0"},
+		{"instantaneous_input_kbps", "0.00"},
+		{"instantaneous_output_kbps", "0.00"},
+		{"instantaneous_input_repl_kbps", "0.00"},
+		{"instantaneous_output_repl_kbps", "0.00"},
+		{"rejected_connections", u64(s.rejected.Load())},
+		{"sync_full", "0"},
+		{"sync_partial_ok", "0"},
+		{"sync_partial_err", "0"},
+		{"expired_keys", "0"},
+		{"expired_stale_perc", "0.00"},
+		{"expired_time_cap_reached_count", "0"},
+		{"expire_cycle_cpu_milliseconds", "0"},
+		{"evicted_keys", "0"},
+		{"evicted_clients", "0"},
+		{"total_eviction_exceeded_time", "0"},
+		{"current_eviction_exceeded_time", "0"},
+		{"keyspace_hits", "0"},
+		{"keyspace_misses", "0"},
+		{"pubsub_channels", strconv.Itoa(channels)},
+		{"pubsub_patterns", strconv.Itoa(patterns)},
+		{"pubsubshard_channels", strconv.Itoa(shards)},
+		{"latest_fork_usec", "0"},
+		{"total_forks", "0"},
+		{"migrate_cached_sockets", "0"},
+		{"slave_expires_tracked_keys", "0"},
+		{"active_defrag_hits", "0"},
+		{"active_defrag_misses", "0"},
+		{"active_defrag_key_hits", "0"},
+		{"active_defrag_key_misses", "0"},
+		{"total_active_defrag_time", "0"},
+		{"current_active_defrag_time", "0"},
+		{"tracking_total_keys", "0"},
+		{"tracking_total_items", "0"},
+		{"tracking_total_prefixes", "0"},
+		{"unexpected_error_replies", "0"},
+		{"total_error_replies", u64(s.errs.total.Load())},
+		{"dump_payload_sanitizations", "0"},
+		{"total_reads_processed", u64(s.netReads.Load())},
+		{"total_writes_processed", u64(s.netWrites.Load())},
+		{"io_threaded_reads_processed", "0"},
+		{"io_threaded_writes_processed", "0"},
+		{"reply_buffer_shrinks", "0"},
+		{"reply_buffer_expands", "0"},
+		{"protocol_errors", u64(s.protoErrs.Load())},
+	}
+}
+
+// mergeFields adds the backend's fields of a section to the server's:
+// one the server lists already (a placeholder) takes its place, the
+// others follow.
+func mergeFields(own, backend [][2]string) [][2]string {
+	for _, f := range backend {
+		if i := slices.IndexFunc(own, func(g [2]string) bool { return g[0] == f[0] }); i >= 0 {
+			own[i][1] = f[1]
+		} else {
+			own = append(own, f)
+		}
+	}
+	return own
+}
+
+// statResetter is a backend with INFO counters of its own for CONFIG
+// RESETSTAT to zero.
+type statResetter interface{ ResetStat() }

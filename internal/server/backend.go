@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -171,9 +173,14 @@ func (n *Node) execRead(ctx context.Context, cmds [][][]byte, out []reply.Reply)
 	}
 	now := n.cfg.Now()
 	db := n.store.DB()
+	var looked kv.Lookups
 	for i, args := range cmds {
-		out[i] = readAt(db, n.machine.shared, args, now)
+		var l kv.Lookups
+		out[i], l = readCounted(db, n.machine.shared, args, now)
+		looked.Hits, looked.Misses = looked.Hits+l.Hits, looked.Misses+l.Misses
 	}
+	n.machine.stats.hits.Add(looked.Hits)
+	n.machine.stats.misses.Add(looked.Misses)
 }
 
 // readAt executes a read-only command against db as of one state, as a
@@ -185,12 +192,19 @@ func (n *Node) execRead(ctx context.Context, cmds [][][]byte, out []reply.Reply)
 // could return one old value and one new, and a collection read could
 // mix its header with another incarnation's elements.
 func readAt(db *pebble.DB, shared *reccache.Shared, args [][]byte, nowMs int64) kv.Reply {
+	r, _ := readCounted(db, shared, args, nowMs)
+	return r
+}
+
+// readCounted is readAt that also returns the key lookups the command
+// made (INFO keyspace_hits and keyspace_misses).
+func readCounted(db *pebble.DB, shared *reccache.Shared, args [][]byte, nowMs int64) (kv.Reply, kv.Lookups) {
 	if readsOneRecord(args) {
-		return kv.ReadCached(db, shared, args, nowMs)
+		return kv.ReadCounted(db, shared, args, nowMs)
 	}
 	snap := db.NewSnapshot()
 	defer snap.Close()
-	return kv.Read(snap, args, nowMs)
+	return kv.ReadCounted(snap, nil, args, nowMs)
 }
 
 // oneRecordReads are the read commands that read their one key's record
@@ -269,9 +283,67 @@ func (b *backend) Info() []resp.InfoSection {
 	if keys.Kind == reply.KindInt && keys.Int > 0 {
 		ks.Fields = append(ks.Fields, [2]string{"db0", fmt.Sprintf("keys=%d,expires=0,avg_ttl=0", keys.Int)})
 	}
+	stats := resp.InfoSection{Name: "Stats", Fields: [][2]string{ // placed in Redis's order by resp
+		{"expired_keys", u(n.machine.stats.expired.Load())},
+		{"keyspace_hits", u(n.machine.stats.hits.Load())},
+		{"keyspace_misses", u(n.machine.stats.misses.Load())},
+	}}
+	mem := resp.InfoSection{Name: "Memory"}
+	if scripts, err := kv.CachedScripts(n.store.DB()); err == nil {
+		mem.Fields = append(mem.Fields, [2]string{"number_of_cached_scripts", strconv.Itoa(scripts)})
+	}
+	saved := n.store.Replica(firstRange).SavedAt()
+	persist := n.persistenceInfo()
+	persist.Fields = slices.Insert(persist.Fields, min(1, len(persist.Fields)), [][2]string{
+		{"async_loading", "0"},
+		{"rdb_changes_since_last_save", strconv.FormatInt(n.machine.stats.changes(saved), 10)},
+		{"rdb_bgsave_in_progress", "0"},
+		{"rdb_last_save_time", strconv.FormatInt(saved.Unix(), 10)},
+		{"rdb_last_bgsave_status", "ok"},
+		{"aof_enabled", "0"},
+	}...)
 	clients := resp.InfoSection{Name: "Clients", Fields: [][2]string{
 		{"blocked_clients", strconv.FormatInt(n.blockedClients.Load(), 10)},
 		{"clients_in_timeout_table", strconv.FormatInt(n.inTimeoutTable.Load(), 10)},
 	}}
-	return []resp.InfoSection{clients, repl, n.persistenceInfo(), ks}
+	return []resp.InfoSection{clients, mem, persist, stats, repl, ks}
+}
+
+// ResetStat zeroes the node's INFO stats counters, as Redis's CONFIG
+// RESETSTAT does (not rdb_changes_since_last_save).
+func (b *backend) ResetStat() {
+	st := &(*Node)(b).machine.stats
+	st.hits.Store(0)
+	st.misses.Store(0)
+	st.expired.Store(0)
+}
+
+// nodeStats is the INFO counters Redis keeps per server that kvorum keeps
+// per node: the key lookups of the reads this node served (execRead), and
+// the keys expired and changed by the writes it applied (actOn).
+type nodeStats struct {
+	hits, misses, expired atomic.Uint64
+	// dirty counts the keys changed since the store's SavedAt was savedAt
+	// (Unix ns): rdb_changes_since_last_save.
+	dirty   atomic.Int64
+	savedAt atomic.Int64
+}
+
+// applied counts a committed round's effects; saved is the store's SavedAt.
+// Only actOn calls it.
+func (s *nodeStats) applied(fx *kv.Effects, saved time.Time) {
+	if ns := saved.UnixNano(); s.savedAt.Load() != ns {
+		s.savedAt.Store(ns)
+		s.dirty.Store(0)
+	}
+	s.dirty.Add(int64(len(fx.Written)))
+	s.expired.Add(uint64(fx.Expired))
+}
+
+// changes is rdb_changes_since_last_save, saved the store's SavedAt.
+func (s *nodeStats) changes(saved time.Time) int64 {
+	if s.savedAt.Load() != saved.UnixNano() {
+		return 0 // saved since the last round counted
+	}
+	return s.dirty.Load()
 }

@@ -45,6 +45,8 @@ type kvMachine struct {
 	// settings is the cluster-wide parameters (notify-keyspace-events)
 	// as the applied log has set them.
 	settings kv.Settings
+	// stats is the node's INFO counters (backend.go).
+	stats nodeStats
 }
 
 // roundEffects is one Ready round's effects and the index of its last
@@ -174,9 +176,11 @@ func (p *progress) wait(ctx context.Context, stop <-chan struct{}, idx uint64) b
 // (BLPOP, XREAD BLOCK, LOCK ACQUIRE on a lock's wait key; they read the
 // result from the DB), hands the messages published to this node's
 // subscribers (resp.Server.Deliver; never blocks on a client) and notes
-// lease renewals for the leader's expiry timer. It never waits for the
+// lease renewals for the leader's expiry timer, and counts what INFO
+// reports (keys changed, keys expired). It never waits for the
 // store, so the Ready loop never waits for it for long.
 func (n *Node) actOn(fx *kv.Effects) {
+	n.machine.stats.applied(fx, n.store.Replica(firstRange).SavedAt())
 	n.waiters.wake(fx.Written)
 	for _, m := range fx.Published {
 		n.resp.Deliver(m.Shard, m.Channel, m.Payload)

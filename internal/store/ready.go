@@ -520,6 +520,7 @@ func (r *Replica) truncateLog() error {
 		return &StorageError{Err: fmt.Errorf("truncate log: %w", err)}
 	}
 	r.log.SetTruncated(t)
+	r.savedAt.Store(time.Now().UnixNano())
 	r.forgetSizes(t.Index)
 	r.sizeTruncated()
 	return nil

@@ -39,6 +39,9 @@ type Replica struct {
 	logSizes   []entrySize
 	logBytes   int
 	logRetryAt int
+	// savedAt is when the log was last truncated or replaced by a
+	// snapshot (Unix ns; the replica's start before either): see SavedAt.
+	savedAt atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -213,6 +216,7 @@ func (s *Store) AddReplica(desc *storage.Descriptor) (*Replica, error) {
 		r.voteDelayUntil = s.mono().Add(s.electionTimeout())
 	}
 	r.applied.Store(applied.Index)
+	r.savedAt.Store(time.Now().UnixNano())
 	r.mu.rn = rn
 	r.mu.desc = desc
 	r.mu.proposals = map[uint64]*proposal{}
@@ -765,6 +769,12 @@ type Status struct {
 	Progress     map[uint64]tracker.Progress
 	LeadTransfer uint64
 }
+
+// SavedAt is when the replica last truncated its log or installed a
+// snapshot (its start before either): the state up to there no longer
+// needs the log, kvorum's equivalent of a Redis RDB save (INFO
+// rdb_last_save_time). Cheap: one atomic load.
+func (r *Replica) SavedAt() time.Time { return time.Unix(0, r.savedAt.Load()) }
 
 // Status reports the replica's state.
 func (r *Replica) Status() Status {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"path/filepath"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"go.etcd.io/raft/v3/raftpb"
@@ -97,6 +98,7 @@ func (r *Replica) stageSnapshot(b *pebble.Batch, it *readyItem) error {
 	if !ok {
 		return fmt.Errorf("snapshot at index %d accepted by raft but not staged", meta.GetIndex())
 	}
+	r.savedAt.Store(time.Now().UnixNano())
 	f, err := r.store.cfg.FS.Open(path)
 	if err != nil {
 		return err
