@@ -13,8 +13,6 @@ import (
 // and BITPOS's ranges are parsed by package kv, after the key lookup).
 
 var (
-	errSyntax       = reply.Error("ERR syntax error")
-	errNotInt       = reply.Error("ERR value is not an integer or out of range")
 	errBitOffset    = reply.Error("ERR bit offset is not an integer or out of range")
 	errBitValue     = reply.Error("ERR bit is not an integer or out of range")
 	errBitArg       = reply.Error("ERR The bit argument must be 1 or 0.")
@@ -84,7 +82,7 @@ func ParseSetBit(args [][]byte) (SetBitArgs, reply.Reply, bool) {
 func ParseBitPos(args [][]byte) (byte, reply.Reply, bool) {
 	n, ok := redisnum.ParseInt(args[2])
 	if !ok {
-		return 0, errNotInt, false
+		return 0, reply.ErrNotInt, false
 	}
 	if n != 0 && n != 1 {
 		return 0, errBitArg, false
@@ -108,7 +106,7 @@ func ParseBitOp(args [][]byte) (Op, reply.Reply, bool) {
 		}
 		op = Not
 	default:
-		return 0, errSyntax, false
+		return 0, reply.ErrSyntax, false
 	}
 	return op, reply.Reply{}, true
 }
@@ -164,7 +162,7 @@ func ParseBitfield(args [][]byte) (Bitfield, reply.Reply, bool) {
 			}
 			continue
 		default:
-			return bf, errSyntax, false
+			return bf, reply.ErrSyntax, false
 		}
 		typ, ok := parseType(args[j+1])
 		if !ok {
@@ -178,7 +176,7 @@ func ParseBitfield(args [][]byte) (Bitfield, reply.Reply, bool) {
 		if op != FieldGet {
 			bf.Write = true
 			if arg, ok = redisnum.ParseInt(args[j+3]); !ok {
-				return bf, errNotInt, false
+				return bf, reply.ErrNotInt, false
 			}
 			j += 3
 		} else {

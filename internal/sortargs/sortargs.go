@@ -14,10 +14,7 @@ import (
 	"github.com/kvorum/kvorum/internal/reply"
 )
 
-var (
-	errSyntax = reply.Error("ERR syntax error")
-	errNotInt = reply.Error("ERR value is not an integer or out of range")
-)
+var ()
 
 // Opts is a parsed SORT command.
 type Opts struct {
@@ -47,11 +44,11 @@ func Parse(args [][]byte) (Opts, reply.Reply, bool) {
 		case eq(a, "LIMIT") && left >= 2:
 			s, ok := redisnum.ParseInt(args[j+1])
 			if !ok {
-				return o, errNotInt, false
+				return o, reply.ErrNotInt, false
 			}
 			c, ok := redisnum.ParseInt(args[j+2])
 			if !ok {
-				return o, errNotInt, false
+				return o, reply.ErrNotInt, false
 			}
 			o.Start, o.Count = s, c
 			j += 2
@@ -68,7 +65,7 @@ func Parse(args [][]byte) (Opts, reply.Reply, bool) {
 			o.Gets = append(o.Gets, args[j+1])
 			j++
 		default:
-			return o, errSyntax, false
+			return o, reply.ErrSyntax, false
 		}
 	}
 	return o, reply.Reply{}, true

@@ -66,7 +66,7 @@ func ParseXGroup(args [][]byte) (a XGroup, r reply.Reply, ok bool) {
 			case (create || setid) && eq(args[i], "entriesread") && i+1 < len(args):
 				n, good := redisnum.ParseInt(args[i+1])
 				if !good {
-					return a, errNotInt, false
+					return a, reply.ErrNotInt, false
 				}
 				if n < 0 && n != streamrec.ReadUnknown {
 					return a, reply.Error("ERR value for ENTRIESREAD must be positive or -1"), false
@@ -106,7 +106,7 @@ func XInfoStream(args [][]byte) (full bool, count int64, r reply.Reply, ok bool)
 	if len(opts) == 3 {
 		n, good := redisnum.ParseInt(opts[2])
 		if !good {
-			return false, count, errNotInt, false
+			return false, count, reply.ErrNotInt, false
 		}
 		if n >= 0 {
 			count = n
@@ -133,23 +133,23 @@ func ParseXPending(args [][]byte) (a XPending, r reply.Reply, ok bool) {
 		return a, reply.Reply{}, true
 	}
 	if len(args) < 6 || len(args) > 9 {
-		return a, errSyntax, false
+		return a, reply.ErrSyntax, false
 	}
 	i := 3
 	if eq(args[3], "idle") {
 		n, good := redisnum.ParseInt(args[4])
 		if !good {
-			return a, errNotInt, false
+			return a, reply.ErrNotInt, false
 		}
 		if len(args) < 8 {
-			return a, errSyntax, false
+			return a, reply.ErrSyntax, false
 		}
 		a.MinIdle = n
 		i += 2
 	}
 	n, good := redisnum.ParseInt(args[i+2])
 	if !good {
-		return a, errNotInt, false
+		return a, reply.ErrNotInt, false
 	}
 	a.Count = max(n, 0)
 	if a.Start, r, ok = RangeStart(args[i]); !ok {
@@ -269,7 +269,7 @@ func ParseXAutoClaim(args [][]byte) (a XAutoClaim, r reply.Reply, ok bool) {
 		case eq(args[j], "justid"):
 			a.JustID = true
 		default:
-			return a, errSyntax, false
+			return a, reply.ErrSyntax, false
 		}
 	}
 	return a, reply.Reply{}, true

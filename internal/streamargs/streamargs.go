@@ -21,8 +21,6 @@ var ErrID = reply.Error("ERR Invalid stream ID specified as stream command argum
 
 // Error texts of the stream commands' syntax (Redis 7.0).
 var (
-	errSyntax          = reply.Error("ERR syntax error")
-	errNotInt          = reply.Error("ERR value is not an integer or out of range")
 	errIDZero          = reply.Error("ERR The ID specified in XADD must be greater than 0-0")
 	errBothTrims       = reply.Error("ERR syntax error, MAXLEN and MINID options at the same time are not compatible")
 	errMaxLenNeg       = reply.Error("ERR The MAXLEN argument must be >= 0.")
@@ -94,7 +92,7 @@ func ParseAddTrim(args [][]byte, xadd bool) (a AddTrim, r reply.Reply, ok bool) 
 			if eq(opt, "maxlen") {
 				n, good := redisnum.ParseInt(args[i+1])
 				if !good {
-					return a, errNotInt, false
+					return a, reply.ErrNotInt, false
 				}
 				if n < 0 {
 					return a, errMaxLenNeg, false
@@ -111,7 +109,7 @@ func ParseAddTrim(args [][]byte, xadd bool) (a AddTrim, r reply.Reply, ok bool) 
 		case eq(opt, "limit") && more > 0:
 			n, good := redisnum.ParseInt(args[i+1])
 			if !good {
-				return a, errNotInt, false
+				return a, reply.ErrNotInt, false
 			}
 			if n < 0 {
 				return a, errLimitNeg, false
@@ -128,7 +126,7 @@ func ParseAddTrim(args [][]byte, xadd bool) (a AddTrim, r reply.Reply, ok bool) 
 			a.ID, a.SeqGiven, a.IDGiven = id, seqGiven, true
 			goto done
 		default:
-			return a, errSyntax, false
+			return a, reply.ErrSyntax, false
 		}
 	}
 done:
@@ -194,12 +192,12 @@ func ParseXRange(args [][]byte) (a Range, r reply.Reply, ok bool) {
 		if eq(args[j], "count") && j+1 < len(args) {
 			n, good := redisnum.ParseInt(args[j+1])
 			if !good {
-				return a, errNotInt, false
+				return a, reply.ErrNotInt, false
 			}
 			a.Count = max(n, 0)
 			j++
 		} else {
-			return a, errSyntax, false
+			return a, reply.ErrSyntax, false
 		}
 	}
 	return a, reply.Reply{}, true
@@ -259,7 +257,7 @@ func ParseXSetID(args [][]byte) (a SetID, r reply.Reply, ok bool) {
 		case eq(args[i], "entriesadded") && more > 0:
 			n, good := redisnum.ParseInt(args[i+1])
 			if !good {
-				return a, errNotInt, false
+				return a, reply.ErrNotInt, false
 			}
 			if n < 0 {
 				return a, errXSetIDEntries, false
@@ -275,7 +273,7 @@ func ParseXSetID(args [][]byte) (a SetID, r reply.Reply, ok bool) {
 			}
 			a.MaxDel, a.HasMaxDel = md, true
 		default:
-			return a, errSyntax, false
+			return a, reply.ErrSyntax, false
 		}
 	}
 	return a, reply.Reply{}, true
@@ -333,7 +331,7 @@ func parseXReads(args [][]byte, group bool) (a XReadGroup, r reply.Reply, ok boo
 			i++
 			n, good := redisnum.ParseInt(args[i])
 			if !good {
-				return a, errNotInt, false
+				return a, reply.ErrNotInt, false
 			}
 			a.Count, a.CountIdx = max(n, 0), i
 		case eq(o, "streams") && more > 0:
@@ -359,8 +357,8 @@ func parseXReads(args [][]byte, group bool) (a XReadGroup, r reply.Reply, ok boo
 			}
 			a.NoAck = true
 		default:
-			return a, errSyntax, false
+			return a, reply.ErrSyntax, false
 		}
 	}
-	return a, errSyntax, false // STREAMS is mandatory
+	return a, reply.ErrSyntax, false // STREAMS is mandatory
 }
