@@ -31,7 +31,9 @@ import (
 // length. Both run at apply, with the replicated thresholds, so every
 // replica sets the flag at the same log index. Every collection saved has
 // flagEncKnown; one without it (written before kvorum tracked encodings)
-// counts as big if its length is above the threshold.
+// counts as big if its length is above the threshold, and keeps that
+// answer from its next write on (what its elements were is not known
+// without a scan: a short one with a long element counts as small).
 const (
 	flagEncKnown byte = 1 << iota
 	flagBig
@@ -128,6 +130,9 @@ func (x *ctx) loadColl(k []byte, typ byte) (*coll, bool, error) {
 	}
 	if rec.typ != typ {
 		return nil, false, errTypeMismatch
+	}
+	if x.w != nil && rec.flags&flagEncKnown == 0 && x.isBig(rec) {
+		rec.flags |= flagBig // an old record: kept as OBJECT ENCODING answered it
 	}
 	return &coll{key: k, rec: rec}, true, nil
 }
