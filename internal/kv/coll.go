@@ -22,11 +22,61 @@ import (
 //	                 [head, tail), length = tail - head
 //
 // A collection that becomes empty is deleted, as in Redis.
+//
+// The record's flags hold the collection's encoding as OBJECT ENCODING
+// answers it: Redis's small one (listpack, intset) until flagBig is set, as
+// Redis converts a hash, set or sorted set to its big one (hashtable,
+// skiplist) for good, until the key is deleted, when a write makes it cross
+// a threshold of Settings: grow checks each element written, saveColl the
+// length. Both run at apply, with the replicated thresholds, so every
+// replica sets the flag at the same log index. Every collection saved has
+// flagEncKnown; one without it (written before kvorum tracked encodings)
+// counts as big if its length is above the threshold, and keeps that
+// answer from its next write on (what its elements were is not known
+// without a scan: a short one with a long element counts as small).
+const (
+	flagEncKnown byte = 1 << iota
+	flagBig
+)
 
 // coll is a loaded collection: its metadata record and key.
 type coll struct {
-	key []byte
-	rec record
+	key  []byte
+	rec  record
+	grew bool // an element was added (a hash's: or set): saveColl checks the length
+}
+
+// grow notes that c's element elem (a hash's field, set to value) was
+// written: c takes the big encoding if either is too long for the small
+// one, or, for a set, if elem is not an integer (Redis's string2ll).
+func (x *ctx) grow(c *coll, elem, value []byte) {
+	c.grew = true
+	if c.rec.flags&flagBig != 0 {
+		return
+	}
+	big := false
+	switch c.rec.typ {
+	case typeHash:
+		max := x.limits().enc[hashValue]
+		big = int64(len(elem)) > max || int64(len(value)) > max
+	case typeSet:
+		_, ok := redisnum.ParseInt(elem)
+		big = !ok
+	case typeZSet:
+		big = int64(len(elem)) > x.limits().enc[zsetValue]
+	}
+	if big {
+		c.rec.flags |= flagBig
+	}
+}
+
+// isBig reports whether collection rec has Redis's big encoding.
+func (x *ctx) isBig(rec record) bool {
+	if rec.flags&flagEncKnown != 0 {
+		return rec.flags&flagBig != 0
+	}
+	c := coll{rec: rec}
+	return c.length() > x.limits().entries(rec.typ)
 }
 
 const listOrigin = uint64(1) << 63
@@ -81,6 +131,9 @@ func (x *ctx) loadColl(k []byte, typ byte) (*coll, bool, error) {
 	if rec.typ != typ {
 		return nil, false, errTypeMismatch
 	}
+	if x.w != nil && rec.flags&flagEncKnown == 0 && x.isBig(rec) {
+		rec.flags |= flagBig // an old record: kept as OBJECT ENCODING answered it
+	}
 	return &coll{key: k, rec: rec}, true, nil
 }
 
@@ -111,6 +164,10 @@ func (x *ctx) saveColl(c *coll) error {
 	if c.length() <= 0 {
 		return x.remove(c.key)
 	}
+	if (c.grew || c.rec.flags&flagEncKnown == 0) && c.length() > x.limits().entries(c.rec.typ) {
+		c.rec.flags |= flagBig
+	}
+	c.rec.flags |= flagEncKnown
 	// store, not storeOver: c may replace an expired record of another
 	// incarnation whose elements must go.
 	return x.store(c.key, &c.rec)
@@ -131,7 +188,9 @@ func (x *ctx) getElem(c *coll, elem []byte) ([]byte, bool, error) {
 // hasElem reports whether element elem exists.
 func (x *ctx) hasElem(c *coll, elem []byte) (bool, error) { return hasKey(x.r, c.elemKey(elem)) }
 
+// setElem writes element elem (see grow).
 func (x *ctx) setElem(c *coll, elem, value []byte) error {
+	x.grow(c, elem, value)
 	return x.w.Set(c.elemKey(elem), value, nil)
 }
 
@@ -174,12 +233,12 @@ func prefixEnd(p []byte) []byte {
 	return nil // p is all 0xFF: no upper bound
 }
 
-// copyElements copies every element of src's incarnation to dst's (used by
-// RENAME and the *STORE commands that copy a whole collection).
+// copyElements copies every element of src's incarnation to dst's (RENAME
+// and COPY, which keep the encoding, as Redis's do).
 func (x *ctx) copyElements(src, dst *coll) error {
 	var werr error
 	err := x.iterElems(src, nil, nil, false, func(elem, value []byte) bool {
-		werr = x.setElem(dst, elem, value)
+		werr = x.w.Set(dst.elemKey(elem), value, nil)
 		return werr == nil
 	})
 	if werr != nil {

@@ -1,7 +1,10 @@
 package kv
 
 import (
+	"strconv"
+
 	"github.com/kvorum/kvorum/internal/notify"
+	"github.com/kvorum/kvorum/internal/redisnum"
 )
 
 // Cluster-wide parameters: CONFIG SET of one is the internal write
@@ -20,6 +23,67 @@ var configPrefix = []byte{userPrefix, 0x00, 0x00, 'c'}
 type Settings struct {
 	loaded bool
 	notify notify.Flags
+	enc    [len(encParams)]int64 // the encoding thresholds, as encParams
+}
+
+// encParams are the thresholds of Redis's small collection encodings (see
+// the encoding flags in coll.go), under their Redis names (resp maps the
+// old "ziplist" aliases), with the defaults of a redis-server 7.0 started
+// without a configuration file. Values are stored in decimal.
+var encParams = [...]struct {
+	name string
+	def  int64
+}{{"hash-max-listpack-entries", 512}, {"hash-max-listpack-value", 64}, {"set-max-intset-entries", 512}, {"zset-max-listpack-entries", 128}, {"zset-max-listpack-value", 64}}
+
+const (
+	hashEntries = iota
+	hashValue
+	setEntries
+	zsetEntries
+	zsetValue
+)
+
+// encParam returns the index of parameter name in encParams, -1 if none.
+func encParam(name []byte) int {
+	for i, p := range encParams {
+		if string(name) == p.name {
+			return i
+		}
+	}
+	return -1
+}
+
+// encValue is parameter i's value stored as v (nil: not set).
+func encValue(i int, v []byte) int64 {
+	if n, ok := redisnum.ParseInt(v); ok && n >= 0 {
+		return n
+	}
+	return encParams[i].def
+}
+
+// entries is the most elements a collection of type typ has in its small
+// encoding.
+func (s *Settings) entries(typ byte) int64 {
+	switch typ {
+	case typeHash:
+		return s.enc[hashEntries]
+	case typeSet:
+		return s.enc[setEntries]
+	case typeZSet:
+		return s.enc[zsetEntries]
+	}
+	return 1<<63 - 1
+}
+
+// limits returns the cluster-wide parameters: the apply loop's copy, else
+// (reads, and Applies without Settings in tests) read from the store, the
+// defaults if that fails.
+func (x *ctx) limits() *Settings {
+	if x.settings == nil {
+		x.settings = &Settings{}
+		_ = x.settings.load(x.r)
+	}
+	return x.settings
 }
 
 // Reset makes the next Apply read the parameters from the store again.
@@ -35,6 +99,12 @@ func (s *Settings) load(r readerI) error {
 		return err
 	}
 	s.notify, _ = notify.Parse(string(v))
+	for i, p := range encParams {
+		if v, _, err = getCopy(r, configKey(p.name)); err != nil {
+			return err
+		}
+		s.enc[i] = encValue(i, v)
+	}
 	s.loaded = true
 	return nil
 }
@@ -57,11 +127,18 @@ func checkConfig(args [][]byte) (Reply, bool) {
 		return Reply{}, true
 	case eq(args[1], "SET") && len(args)%2 == 0:
 		for i := 2; i < len(args); i += 2 {
-			if string(args[i]) != notify.Param {
-				return Error("ERR unknown cluster parameter '" + string(args[i]) + "'"), false
+			name := string(args[i])
+			n, ok := redisnum.ParseInt(args[i+1])
+			switch {
+			case encParam(args[i]) >= 0:
+				ok = ok && n >= 0
+			case name == notify.Param:
+				_, ok = notify.Parse(string(args[i+1]))
+			default:
+				return Error("ERR unknown cluster parameter '" + name + "'"), false
 			}
-			if _, ok := notify.Parse(string(args[i+1])); !ok {
-				return Error("ERR invalid value for '" + notify.Param + "'"), false
+			if !ok {
+				return Error("ERR invalid value for '" + name + "'"), false
 			}
 		}
 		return Reply{}, true
@@ -71,14 +148,14 @@ func checkConfig(args [][]byte) (Reply, bool) {
 
 func cmdConfig(x *ctx, args [][]byte) Reply {
 	if eq(args[1], "GET") {
-		v, ok, err := getCopy(x.r, configKey(string(args[2])))
+		v, _, err := getCopy(x.r, configKey(string(args[2])))
 		if err != nil {
 			return errReply(err)
 		}
-		if !ok {
-			v = nil
+		if i := encParam(args[2]); i >= 0 {
+			return BulkString(strconv.FormatInt(encValue(i, v), 10))
 		}
-		f, _ := notify.Parse(string(v)) // the one parameter
+		f, _ := notify.Parse(string(v))
 		return BulkString(f.String())
 	}
 	for i := 2; i < len(args); i += 2 {
@@ -86,7 +163,9 @@ func cmdConfig(x *ctx, args [][]byte) Reply {
 		if err := x.w.Set(configKey(string(args[i])), args[i+1], nil); err != nil {
 			return errReply(err)
 		}
-		if x.settings != nil {
+		if j := encParam(args[i]); x.settings != nil && j >= 0 {
+			x.settings.enc[j] = encValue(j, args[i+1])
+		} else if x.settings != nil {
 			x.settings.notify = f
 		}
 	}

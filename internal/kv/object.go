@@ -8,9 +8,11 @@ import (
 )
 
 // OBJECT. Every collection is stored one element per Pebble key whatever
-// its size, so OBJECT ENCODING answers with the encoding Redis uses for
-// large collections of the type (hashtable, quicklist, skiplist); strings
-// get Redis's rule for the current value (int, embstr, raw).
+// its size, but OBJECT ENCODING answers the encoding Redis 7.0 would have
+// chosen: for hashes, sets and sorted sets the small or big one, as the
+// record's encoding flags say (see coll.go); quicklist for lists, as
+// Redis 7.0 always; strings get Redis's rule for the current value (int,
+// embstr, raw).
 
 func init() {
 	def("object", -2, "", 0, 0, 0, "generic", "A container for object introspection commands.", cmdObject, nil)
@@ -66,14 +68,24 @@ func cmdObject(x *ctx, args [][]byte) Reply {
 			return BulkString("embstr")
 		}
 		return BulkString("raw")
-	case typeHash, typeSet:
-		return BulkString("hashtable")
+	case typeHash:
+		return BulkString(x.pick(rec, "listpack", "hashtable"))
+	case typeSet:
+		return BulkString(x.pick(rec, "intset", "hashtable"))
 	case typeList:
 		return BulkString("quicklist")
 	case typeZSet:
-		return BulkString("skiplist")
+		return BulkString(x.pick(rec, "listpack", "skiplist"))
 	case typeStream:
 		return BulkString("stream")
 	}
 	return Nil
+}
+
+// pick returns big if collection rec has the big encoding, else small.
+func (x *ctx) pick(rec record, small, big string) string {
+	if x.isBig(rec) {
+		return big
+	}
+	return small
 }

@@ -217,7 +217,31 @@ func cmdSPop(x *ctx, args [][]byte, count int64) Reply {
 	if r := x.setRemove(c, picks, "spop"); r.IsError() {
 		return r
 	}
+	if c.length()*5 <= count {
+		if err := x.spopRebuilt(c); err != nil {
+			return errReply(err)
+		}
+	}
 	return setReply(elemReplies(picks))
+}
+
+// spopRebuilt: Redis's SPOP of a count that leaves at most a fifth of it
+// builds a new set of the rest (spopWithCountCommand's third case), an
+// intset again if the rest can be one.
+func (x *ctx) spopRebuilt(c *coll) error {
+	if c.rec.flags&flagBig == 0 || c.length() > x.limits().enc[setEntries] {
+		return nil
+	}
+	ints := true
+	err := x.iterElems(c, nil, nil, false, func(m, _ []byte) bool {
+		_, ints = redisnum.ParseInt(m)
+		return ints
+	})
+	if err != nil || !ints {
+		return err
+	}
+	c.rec.flags &^= flagBig
+	return x.storeOver(c.key, &c.rec)
 }
 
 // setRemove deletes the (distinct, present) members picks from c, saves
@@ -518,6 +542,7 @@ func cmdSOpStore(x *ctx, args [][]byte) Reply {
 		if err := x.materialize(dst); err != nil {
 			return false, err
 		}
+		x.grow(dst, m, nil)
 		buf = append(appendElemPrefix(buf[:0], dst.key, dst.rec.version), m...)
 		n++
 		return true, x.w.Set(buf, nil, nil)

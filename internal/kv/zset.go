@@ -180,6 +180,9 @@ func (z *zview) set(member []byte, f, old float64, had bool) error {
 		f = 0
 	}
 	u := redisnum.Sortable(f)
+	if !had {
+		z.x.grow(z.c, member, nil)
+	}
 	if had {
 		if ou := redisnum.Sortable(old); ou != u {
 			if err := z.x.w.Delete(z.skey(ou, member), nil); err != nil {

@@ -1,11 +1,13 @@
 package resp
 
 import (
+	"math"
 	"strconv"
 	"strings"
 
 	"github.com/kvorum/kvorum/internal/glob"
 	"github.com/kvorum/kvorum/internal/notify"
+	"github.com/kvorum/kvorum/internal/redisnum"
 	"github.com/kvorum/kvorum/internal/reply"
 )
 
@@ -29,10 +31,12 @@ type configParam struct {
 	set   func(s *Server, v string) (apply func(), err string)
 	fixed string
 	// cluster: the parameter is the cluster's, kept in the replicated
-	// state machine (kv's KVORUM.CONFIG): get and set are not used, check
-	// validates a value and returns the reason it is refused.
+	// state machine (kv's KVORUM.CONFIG) under the name canon if set (a
+	// Redis alias), else name: get and set are not used, check validates a
+	// value and returns it as kv stores it, or the reason it is refused.
 	cluster bool
-	check   func(v string) string
+	check   func(v string) (norm, why string)
+	canon   string
 }
 
 // Reasons a parameter cannot be changed (the text after "- " in Redis's
@@ -48,6 +52,10 @@ var configParams = []configParam{
 	{name: "appendonly", get: constant("yes"), fixed: fixedDurability},
 	{name: "bind", get: func(s *Server) string { return s.bindHost() }, fixed: fixedImmutable},
 	{name: "databases", get: constant("1"), fixed: fixedImmutable},
+	{name: "hash-max-listpack-entries", cluster: true, check: checkCount},
+	{name: "hash-max-listpack-value", cluster: true, check: checkMemory},
+	{name: "hash-max-ziplist-entries", cluster: true, check: checkCount, canon: "hash-max-listpack-entries"},
+	{name: "hash-max-ziplist-value", cluster: true, check: checkMemory, canon: "hash-max-listpack-value"},
 	{name: "maxclients", get: func(s *Server) string { return strconv.FormatInt(s.maxClients.Load(), 10) }, set: setMaxClients},
 	{name: "maxmemory", get: constant("0"), set: onlyValue("0", "kvorum does not evict keys: its data lives on disk, and its memory is set by the --cache-size, --read-cache and --record-cache flags")},
 	{name: "maxmemory-policy", get: constant("noeviction"), set: onlyValue("noeviction", "kvorum does not evict keys")},
@@ -55,14 +63,57 @@ var configParams = []configParam{
 	{name: "port", get: func(s *Server) string { return strconv.FormatInt(s.port.Load(), 10) }, fixed: fixedImmutable},
 	{name: "proto-max-bulk-len", get: func(s *Server) string { return strconv.Itoa(s.cfg.Limits.MaxBulkLen) }, fixed: fixedImmutable},
 	{name: "save", get: constant(""), fixed: fixedDurability},
+	{name: "set-max-intset-entries", cluster: true, check: checkCount},
 	{name: "timeout", get: constant("0"), set: onlyValue("0", "kvorum does not close idle clients")},
+	{name: "zset-max-listpack-entries", cluster: true, check: checkCount},
+	{name: "zset-max-listpack-value", cluster: true, check: checkMemory},
+	{name: "zset-max-ziplist-entries", cluster: true, check: checkCount, canon: "zset-max-listpack-entries"},
+	{name: "zset-max-ziplist-value", cluster: true, check: checkMemory, canon: "zset-max-listpack-value"},
 }
 
-func checkNotify(v string) string {
+func checkNotify(v string) (string, string) {
 	if _, ok := notify.Parse(v); !ok {
-		return "Invalid event class character. Use 'Ag$lshzxeKEtmdn'."
+		return "", "Invalid event class character. Use 'Ag$lshzxeKEtmdn'."
 	}
-	return ""
+	return v, ""
+}
+
+const errBetween = "argument must be between 0 and 9223372036854775807 inclusive"
+
+// checkCount takes what Redis's integer size_t parameters do: string2ll,
+// 0 to LONG_MAX.
+func checkCount(v string) (string, string) {
+	n, ok := redisnum.ParseInt([]byte(v))
+	if !ok {
+		return "", "argument couldn't be parsed into an integer"
+	}
+	if n < 0 {
+		return "", errBetween
+	}
+	return v, ""
+}
+
+// memUnits are the units of Redis's memtoull.
+var memUnits = map[string]uint64{"": 1, "b": 1, "k": 1000, "kb": 1024, "m": 1000 * 1000, "mb": 1 << 20, "g": 1000 * 1000 * 1000, "gb": 1 << 30}
+
+// checkMemory takes what Redis's memory size_t parameters do (memtoull):
+// digits, possibly none, then a unit, 0 to LONG_MAX bytes.
+func checkMemory(v string) (string, string) {
+	i := 0
+	for i < len(v) && v[i] >= '0' && v[i] <= '9' {
+		i++
+	}
+	mul, ok := memUnits[strings.ToLower(v[i:])]
+	if !ok || i >= 128 {
+		return "", "argument must be a memory value"
+	}
+	// Too many digits: the maximum, as strtoull; the product wraps around
+	// as in Redis 7.0.
+	n, _ := strconv.ParseUint(v[:i], 10, 64)
+	if n *= mul; n > math.MaxInt64 {
+		return "", errBetween
+	}
+	return strconv.FormatUint(n, 10), ""
 }
 
 // clusterConfig runs a KVORUM.CONFIG command (GET name, or SET name
@@ -102,6 +153,14 @@ func setMaxClients(s *Server, v string) (func(), string) {
 		return nil, "argument must be between 1 and 4294967295 inclusive"
 	}
 	return func() { s.maxClients.Store(n) }, ""
+}
+
+// kvName is a cluster parameter's name in kv.
+func (p *configParam) kvName() string {
+	if p.canon != "" {
+		return p.canon
+	}
+	return p.name
 }
 
 func findConfigParam(name string) *configParam {
@@ -152,7 +211,7 @@ func configGet(c *conn, args [][]byte) reply.Reply {
 				}
 				v := reply.BulkString("")
 				if p.cluster {
-					if v = clusterConfig(c, []byte("GET"), []byte(p.name)); v.Kind == reply.KindError {
+					if v = clusterConfig(c, []byte("GET"), []byte(p.kvName())); v.Kind == reply.KindError {
 						return v
 					}
 				} else {
@@ -189,10 +248,11 @@ func configSet(c *conn, args [][]byte) reply.Reply {
 		}
 		seen[p.name] = true
 		if p.cluster {
-			if why := p.check(val); why != "" {
+			norm, why := p.check(val)
+			if why != "" {
 				return configSetFailed(name, why)
 			}
-			cluster = append(cluster, []byte(p.name), args[i+1])
+			cluster = append(cluster, []byte(p.kvName()), []byte(norm))
 			continue
 		}
 		if p.set == nil {
