@@ -68,7 +68,7 @@
 // [first user key, 0x11) with one range deletion and keeps them.
 //
 // The metadata record is: type tag (1 byte: string=1, hash=2, list=3,
-// set=4, zset=5, stream=6), flags (1 byte, 0 for now), expiry deadline (int64 BE,
+// set=4, zset=5, stream=6), flags (1 byte: for hashes, sets and sorted sets the encoding flags of OBJECT ENCODING, see coll.go; 0 otherwise), expiry deadline (int64 BE,
 // Unix ms, 0 = none), version (uint64 BE), mod (uint64 BE: the log index of
 // the last write to the key, which WATCH compares), then for strings the
 // value itself and for collections the type's state: the length (hash,

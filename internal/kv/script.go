@@ -333,6 +333,9 @@ func scriptCall(x *ctx, args [][]byte, readOnly bool) Reply {
 			return Error("ERR This Redis command is not allowed from script")
 		}
 	}
+	if _, _, block := StreamBlocking(args); block || name == "xreadgroup" && Blocks(args) {
+		return Error("ERR " + name + " command is not allowed with BLOCK option from scripts")
+	}
 	if readOnly && d.spec.Write {
 		return Error("ERR Write commands are not allowed from read-only scripts.")
 	}
