@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"math/rand/v2"
@@ -77,9 +78,14 @@ func (n *Node) execQueuedPop(parent context.Context, args [][]byte, deadline <-c
 	}
 }
 
-// leaveQueues has wait id leave its keys' queues, in the background.
+// leaveQueues has wait id leave its keys' queues, in the background
+// (keys are copied: they point into the client's read buffer, which the
+// next command overwrites).
 func (n *Node) leaveQueues(id []byte, keys [][]byte) {
-	cmd := append([][]byte{[]byte("KVORUM.UNBLOCK"), id}, keys...)
+	cmd := [][]byte{[]byte("KVORUM.UNBLOCK"), id}
+	for _, k := range keys {
+		cmd = append(cmd, bytes.Clone(k))
+	}
 	n.bq.mu.Lock()
 	n.bq.gone = append(n.bq.gone, cmd)
 	n.bq.mu.Unlock()
