@@ -64,7 +64,7 @@ var configParams = []configParam{
 	{name: "proto-max-bulk-len", get: func(s *Server) string { return strconv.Itoa(s.cfg.Limits.MaxBulkLen) }, fixed: fixedImmutable},
 	{name: "save", get: constant(""), fixed: fixedDurability},
 	{name: "set-max-intset-entries", cluster: true, check: checkCount},
-	{name: "timeout", get: constant("0"), set: onlyValue("0", "kvorum does not close idle clients")},
+	{name: "timeout", get: func(s *Server) string { return strconv.FormatInt(s.idleTimeout.Load(), 10) }, set: setTimeout},
 	{name: "zset-max-listpack-entries", cluster: true, check: checkCount},
 	{name: "zset-max-listpack-value", cluster: true, check: checkMemory},
 	{name: "zset-max-ziplist-entries", cluster: true, check: checkCount, canon: "zset-max-listpack-entries"},
@@ -161,6 +161,17 @@ func (p *configParam) kvName() string {
 		return p.canon
 	}
 	return p.name
+}
+
+func setTimeout(s *Server, v string) (func(), string) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return nil, "argument couldn't be parsed into an integer"
+	}
+	if n < 0 || n > 1<<31-1 {
+		return nil, "argument must be between 0 and 2147483647 inclusive"
+	}
+	return func() { s.idleTimeout.Store(n) }, ""
 }
 
 func findConfigParam(name string) *configParam {

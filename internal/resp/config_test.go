@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestConfigKvorumValues: the parameters whose value differs from a
@@ -26,7 +27,7 @@ func TestConfigKvorumValues(t *testing.T) {
 		{[]string{"CONFIG", "SET", "appendonly", "no"}, "-ERR CONFIG SET failed (possibly related to argument 'appendonly') - " + fixedDurability + "\r\n"},
 		{[]string{"CONFIG", "SET", "save", "3600 1"}, "-ERR CONFIG SET failed (possibly related to argument 'save') - " + fixedDurability + "\r\n"},
 		{[]string{"CONFIG", "SET", "port", "1"}, "-ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config\r\n"},
-		{[]string{"CONFIG", "SET", "timeout", "5"}, "-ERR CONFIG SET failed (possibly related to argument 'timeout') - kvorum does not close idle clients\r\n"},
+		{[]string{"CONFIG", "SET", "timeout", "-1"}, "-ERR CONFIG SET failed (possibly related to argument 'timeout') - argument must be between 0 and 2147483647 inclusive\r\n"},
 		{[]string{"CONFIG", "SET", "timeout", "0"}, "+OK\r\n"},
 		// Atomic: a refused parameter leaves the others unchanged.
 		{[]string{"CONFIG", "SET", "maxclients", "7", "maxmemory", "1gb"}, "-ERR CONFIG SET failed (possibly related to argument 'maxmemory') - kvorum does not evict keys: its data lives on disk, and its memory is set by the --cache-size, --read-cache and --record-cache flags\r\n"},
@@ -139,5 +140,57 @@ func TestInfoStatsReset(t *testing.T) {
 	v := r[i+len("used_memory_rss:"):]
 	if rss, err := strconv.ParseUint(v[:strings.Index(v, "\r\n")], 10, 64); err != nil || rss < 1<<20 {
 		t.Fatalf("used_memory_rss %q: %v", v[:strings.Index(v, "\r\n")], err)
+	}
+}
+
+// TestConfigTimeoutClosesIdleClients: CONFIG SET timeout N closes a
+// client idle for N seconds, as Redis does, but not a subscriber, nor a
+// client that keeps talking; 0 turns it off again.
+func TestConfigTimeoutClosesIdleClients(t *testing.T) {
+	_, addr := startServer(t, Config{}, newFakeBackend())
+	admin := dialRaw(t, addr)
+	admin.cmd("CONFIG", "SET", "timeout", "1")
+	if got := admin.reply(); got != "+OK\r\n" {
+		t.Fatalf("CONFIG SET timeout 1: %q", got)
+	}
+	admin.cmd("CONFIG", "GET", "timeout")
+	if got := admin.reply(); got != "*2\r\n$7\r\ntimeout\r\n$1\r\n1\r\n" {
+		t.Fatalf("CONFIG GET timeout: %q", got)
+	}
+	idle, busy, sub := dialRaw(t, addr), dialRaw(t, addr), dialRaw(t, addr)
+	for _, c := range []*rawConn{idle, busy} {
+		c.cmd("PING")
+		if got := c.reply(); got != "+PONG\r\n" {
+			t.Fatalf("PING: %q", got)
+		}
+	}
+	sub.cmd("SUBSCRIBE", "ch")
+	sub.reply()
+	for i := 0; i < 5; i++ { // 2.5 s: the busy one talks every half second
+		time.Sleep(500 * time.Millisecond)
+		busy.cmd("PING")
+		if got := busy.reply(); got != "+PONG\r\n" {
+			t.Fatalf("a client talking every 0.5 s was closed: %q", got)
+		}
+	}
+	if _, err := idle.br.ReadByte(); err == nil {
+		t.Fatal("a client idle for 2.5 s with timeout 1 is still open")
+	}
+	sub.cmd("PING")
+	if got := sub.reply(); !strings.Contains(got, "pong") {
+		t.Fatalf("a subscriber was closed by the idle timeout: %q", got)
+	}
+	admin = dialRaw(t, addr) // the first one was idle too: closed
+	admin.cmd("CONFIG", "SET", "timeout", "0")
+	if got := admin.reply(); got != "+OK\r\n" {
+		t.Fatalf("CONFIG SET timeout 0: %q", got)
+	}
+	quiet := dialRaw(t, addr)
+	quiet.cmd("PING")
+	quiet.reply()
+	time.Sleep(1500 * time.Millisecond)
+	quiet.cmd("PING")
+	if got := quiet.reply(); got != "+PONG\r\n" {
+		t.Fatalf("timeout 0 still closed an idle client: %q", got)
 	}
 }

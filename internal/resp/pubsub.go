@@ -50,6 +50,13 @@ func (c *conn) subCount() int {
 	return len(c.subs.channels) + len(c.subs.patterns)
 }
 
+// subscribed is subMode under the hub's lock.
+func (c *conn) subscribed() bool {
+	c.s.hub.mu.RLock()
+	defer c.s.hub.mu.RUnlock()
+	return c.subMode()
+}
+
 // subMode reports whether the connection has any subscription (RESP2's
 // subscribed mode), shard channels included.
 func (c *conn) subMode() bool {

@@ -141,6 +141,9 @@ type Server struct {
 	bind    atomic.Pointer[string] // the first listener's IP, for CONFIG GET bind
 	// maxClients is Config.MaxClients, changed by CONFIG SET maxclients.
 	maxClients atomic.Int64
+	// idleTimeout closes a client idle for this many seconds (CONFIG SET
+	// timeout; 0: never), except a subscriber, as Redis does.
+	idleTimeout atomic.Int64
 
 	nextID     atomic.Uint64
 	clients    atomic.Int64
@@ -411,7 +414,15 @@ func (c *conn) serve() {
 		s.wg.Done()
 	}()
 	maxCmds, maxBytes := s.cfg.PipelineMaxCommands, s.cfg.PipelineMaxBytes
+	idleDeadline := false
 	for {
+		if t := s.idleTimeout.Load(); t > 0 && !c.subscribed() {
+			_ = c.nc.SetReadDeadline(time.Now().Add(time.Duration(t) * time.Second))
+			idleDeadline = true
+		} else if idleDeadline {
+			_ = c.nc.SetReadDeadline(time.Time{})
+			idleDeadline = false
+		}
 		args, err := c.rd.ReadCommand()
 		if err != nil {
 			c.readFailed(err)
@@ -451,6 +462,10 @@ func (c *conn) readFailed(err error) {
 	if errors.As(err, &pe) {
 		c.protocolError(err)
 		c.flush()
+		return
+	}
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		c.s.log.Debug("resp: client idle longer than the timeout; connection closed", "client", c.addr)
 		return
 	}
 	if err != io.EOF && !errors.Is(err, net.ErrClosed) && !c.s.isClosed() {
@@ -681,6 +696,7 @@ func (s connSource) Read(p []byte) (int, error) {
 func (c *conn) watchDisconnect() (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancel(c.ctx)
 	done := make(chan struct{})
+	_ = c.nc.SetReadDeadline(time.Time{}) // a blocked client is not idle (CONFIG timeout)
 	go func() {
 		defer close(done)
 		var b [4096]byte

@@ -160,3 +160,23 @@ func TestBlockedClientOfAStoppedNodeDoesNotHoldTheQueue(t *testing.T) {
 	}
 	t.Logf("served %v after the push (the stopped node's wait was first)", time.Since(start))
 }
+
+// TestBlockedClientNotClosedByIdleTimeout: CONFIG SET timeout does not
+// close a client blocked longer than it (Redis exempts blocked clients).
+func TestBlockedClientNotClosedByIdleTimeout(t *testing.T) {
+	c := newTestCluster(t, 3)
+	lead := c.waitLeader()
+	ctx := testCtx(t, 30*time.Second)
+	cl := c.client(lead)
+	if err := cl.ConfigSet(ctx, "timeout", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer cl.ConfigSet(ctx, "timeout", "0")
+	start := time.Now()
+	if _, err := cl.BLPop(ctx, 2500*time.Millisecond, "nothing").Result(); err != redis.Nil {
+		t.Fatalf("BLPOP 2.5 s with timeout 1: %v, want a nil reply", err)
+	}
+	if d := time.Since(start); d < 2*time.Second {
+		t.Fatalf("BLPOP returned after %v", d)
+	}
+}
