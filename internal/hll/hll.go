@@ -144,6 +144,10 @@ func (h *Sketch) Dense() bool { return h.enc() == encDense }
 // stale.
 func (h *Sketch) Cached() (uint64, bool) { return h.cached() }
 
+// SetCache stores card as the cached cardinality, valid (what Redis's
+// PFCOUNT writes back into the header).
+func (h *Sketch) SetCache(card uint64) { binary.LittleEndian.PutUint64(h.b[8:16], card&^(1<<63)) }
+
 // InvalidateCache marks the cached cardinality stale, as every write of an
 // HLL does.
 func (h *Sketch) InvalidateCache() { h.invalidateCache() }

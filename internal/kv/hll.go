@@ -13,21 +13,38 @@ import "github.com/kvorum/kvorum/internal/hll"
 // half way on a corrupted value keeps the registers it already set: Redis
 // edits the value in place before it notices.
 //
-// Deliberate difference: PFCOUNT of a single key does not store the
-// cardinality it computes. Redis writes it into the value's header although
-// PFCOUNT is flagged readonly; kvorum serves readonly commands on the read
-// path, which cannot write, and keeps PFCOUNT readonly as COMMAND reports
-// it. The count returned is the same (a valid cached count is returned
-// as is, as Redis does), only the header bytes differ: after such a PFCOUNT
-// Redis's value holds a valid cache and kvorum's still the stale one, which
-// GET shows, and so do the cache bytes after a later PFADD or PFMERGE, which
-// only set the stale bit. For the same reason such a PFCOUNT does not
-// touch WATCHed keys as Redis's does.
+// PFCOUNT of a single key whose cached cardinality is stale writes the
+// count back into the value's header, as Redis does (and, as there, it
+// touches WATCHed keys and emits no keyspace event). kvorum serves PFCOUNT
+// on the read path, which cannot write; the node then proposes
+// KVORUM.PFCACHE of the key (PFCountStale says when), which does the
+// write-back at apply on every replica. Inside MULTI/EXEC and scripts the
+// PFCOUNT itself writes back.
 
 func init() {
 	def("pfadd", -2, "write denyoom fast", 1, 1, 1, "hyperloglog", "Adds elements to a HyperLogLog key. Creates the key if it doesn't exist.", cmdPFAdd, nil)
 	def("pfcount", -2, "readonly", 1, -1, 1, "hyperloglog", "Returns the approximated cardinality of the set(s) observed by the HyperLogLog key(s).", cmdPFCount, nil)
 	def("pfmerge", -2, "write denyoom", 1, -1, 1, "hyperloglog", "Merges one or more HyperLogLog values into a single key.", cmdPFMerge, nil)
+	def("kvorum.pfcache", 2, "write", 1, 1, 1, "hyperloglog", "Internal: PFCOUNT's write-back of the cached cardinality.", cmdPFCount, nil)
+	table["kvorum.pfcache"].internal = true
+	specList = specList[:len(specList)-1]
+}
+
+// PFCountStale reports whether args is a PFCOUNT of one key that holds an
+// HLL whose cached cardinality is stale in r at nowMs: the node then
+// proposes KVORUM.PFCACHE of it.
+func PFCountStale(r readerI, args [][]byte, nowMs int64) bool {
+	if len(args) != 2 || !eq(args[0], "pfcount") {
+		return false
+	}
+	x := getCtx(r, nil, nowMs)
+	defer putCtx(x)
+	h, _, err := loadHLLKey(x, args[1])
+	if err != nil || h == nil {
+		return false
+	}
+	_, valid := h.Cached()
+	return !valid
 }
 
 var (
@@ -112,7 +129,7 @@ func cmdPFCount(x *ctx, args [][]byte) Reply {
 		}
 		return Int(int64(max.Count()))
 	}
-	h, _, err := loadHLLKey(x, args[1])
+	h, rec, err := loadHLLKey(x, args[1])
 	if err != nil {
 		return errReply(err)
 	}
@@ -125,6 +142,12 @@ func cmdPFCount(x *ctx, args [][]byte) Reply {
 	card, err := h.Count()
 	if err != nil {
 		return errCorruptHLL
+	}
+	if x.w != nil { // a write (KVORUM.PFCACHE, or inside EXEC or a script): cache it
+		h.SetCache(card)
+		if err := x.store(args[1], &record{typ: typeString, expire: rec.expire, value: h.Bytes()}); err != nil {
+			return errReply(err)
+		}
 	}
 	return Int(int64(card))
 }

@@ -67,6 +67,7 @@ func (b *backend) Do(ctx context.Context, cmds [][][]byte) []reply.Reply {
 			n.publishReplies(ctx, cmds[i:j], replies[i:j])
 		} else {
 			n.execRead(ctx, cmds[i:j], replies[i:j])
+			n.pfcountWriteBack(ctx, cmds[i:j], replies[i:j])
 		}
 		i = j
 	}
@@ -346,4 +347,21 @@ func (s *nodeStats) changes(saved time.Time) int64 {
 		return 0 // saved since the last round counted
 	}
 	return s.dirty.Load()
+}
+
+// pfcountWriteBack has the cardinality that each single-key PFCOUNT among
+// cmds (a run of reads just served) computed written back into the
+// HyperLogLog's header, as Redis's PFCOUNT does, when it was stale: one
+// KVORUM.PFCACHE per such key, proposed together, before the replies go
+// out (so a GET that follows sees Redis's bytes).
+func (n *Node) pfcountWriteBack(ctx context.Context, cmds [][][]byte, replies []reply.Reply) {
+	var wb [][][]byte
+	for i, c := range cmds {
+		if len(c) == 2 && len(c[0]) == len("pfcount") && replies[i].Kind == reply.KindInt && kv.PFCountStale(n.store.DB(), c, n.cfg.Now()) {
+			wb = append(wb, [][]byte{[]byte("KVORUM.PFCACHE"), c[1]})
+		}
+	}
+	if len(wb) > 0 {
+		n.execWrite(ctx, wb, make([]reply.Reply, len(wb))) // best effort: the count replied stands either way
+	}
 }
