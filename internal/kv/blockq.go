@@ -6,13 +6,14 @@ import (
 	"strconv"
 
 	"github.com/kvorum/kvorum/internal/reply"
+	"github.com/kvorum/kvorum/internal/streamargs"
 )
 
 // Blocked clients served in order (first come, first served), across
 // connections and nodes.
 //
 // A node runs a client's blocking pop (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH,
-// BLMPOP, BZPOPMIN, BZPOPMAX, BZMPOP) as KVORUM.BLOCK <waiter> <command>:
+// BLMPOP, BZPOPMIN, BZPOPMAX, BZMPOP, XREADGROUP BLOCK) as KVORUM.BLOCK <waiter> <command>:
 // waiter is the client's wait, unique in the cluster (node id, the node
 // process's boot id, a sequence number). Each key has a replicated queue
 // of the waits blocked on it, in the order their first attempt applied.
@@ -72,18 +73,19 @@ func init() {
 // queuedPop describes a blocking pop for its queue: its keys, the type
 // they must have, and how to run it on some of them only.
 type queuedPop struct {
-	keys [][]byte
-	typ  byte
+	keys  [][]byte
+	typ   byte
+	group []byte // XREADGROUP's group
 	// only returns the command limited to the keys keep allows (in
 	// order), or nil if it keeps none.
 	only func(keep []bool) [][]byte
 }
 
-// queuedPopOf returns the queue description of a blocking pop (not
-// XREADGROUP, whose waits are not queued), ok=false for anything else.
+// queuedPopOf returns the queue description of a blocking pop,
+// ok=false for anything else.
 func queuedPopOf(args [][]byte) (q queuedPop, ok bool) {
 	_, keys, ok := BlockingTimeout(args)
-	if !ok || eq(args[0], "xreadgroup") {
+	if !ok {
 		return q, false
 	}
 	q = queuedPop{keys: keys, typ: typeList}
@@ -91,6 +93,22 @@ func queuedPopOf(args [][]byte) (q queuedPop, ok bool) {
 		q.typ = typeZSet
 	}
 	switch {
+	case eq(args[0], "xreadgroup"): // ... STREAMS key... id...: keys and their IDs
+		a, _, _ := streamargs.ParseXReadGroup(args)
+		q.typ, q.group = typeStream, a.Group
+		q.only = func(keep []bool) [][]byte {
+			out := append([][]byte{}, args[:a.Streams]...)
+			var ids [][]byte
+			for i, k := range keys {
+				if keep[i] {
+					out, ids = append(out, k), append(ids, args[a.Streams+a.NKeys+i])
+				}
+			}
+			if len(ids) == 0 {
+				return nil
+			}
+			return append(out, ids...)
+		}
 	case eq(args[0], "blmove") || eq(args[0], "brpoplpush"): // one source key
 		q.only = func(keep []bool) [][]byte {
 			if !keep[0] {
@@ -127,6 +145,16 @@ func queuedPopOf(args [][]byte) (q queuedPop, ok bool) {
 		}
 	}
 	return q, true
+}
+
+// streamHasNew reports whether stream k has entries its group has not
+// been delivered (what a waiting XREADGROUP ... > would read).
+func (x *ctx) streamHasNew(k, group []byte) (bool, error) {
+	s, g, err := x.findGroup(k, group)
+	if err != nil || g == nil {
+		return false, err
+	}
+	return s.st.Last.Cmp(g.Last) > 0, nil
 }
 
 // QueuedPop reports whether args is a blocking pop that waits in its
@@ -214,7 +242,15 @@ func cmdBlock(x *ctx, args [][]byte) Reply {
 		// A waiting client stays blocked on a key that is now of another
 		// type (Redis serves it only from a key of the right type).
 		keep[i] = first && !(mine != nil && exists && rec.typ != q.typ)
-		yield = yield || !first && exists && rec.typ == q.typ
+		if !first && exists && rec.typ == q.typ && q.typ != typeStream {
+			yield = true // a list or sorted set that exists has elements
+		} else if !first && exists && rec.typ == q.typ {
+			newer, err := x.streamHasNew(k, q.group)
+			if err != nil {
+				return errReply(err)
+			}
+			yield = yield || newer
+		}
 	}
 	r := BlockingNull(cmd)
 	if run := q.only(keep); run != nil {

@@ -180,3 +180,50 @@ func TestBlockedClientNotClosedByIdleTimeout(t *testing.T) {
 		t.Fatalf("BLPOP returned after %v", d)
 	}
 }
+
+// TestBlockedXReadGroupServedInOrder: three consumers of one group block
+// on a stream 100 ms apart, through different nodes; three XADDs then
+// serve them in the order they blocked, one entry each (COUNT 1), as
+// Redis does. 10 runs.
+func TestBlockedXReadGroupServedInOrder(t *testing.T) {
+	c := newTestCluster(t, 3)
+	lead := c.waitLeader()
+	ctx := testCtx(t, 2*time.Minute)
+	for run := 0; run < 10; run++ {
+		key := fmt.Sprintf("s%d", run)
+		if err := c.client(lead).XGroupCreateMkStream(ctx, key, "g", "$").Err(); err != nil {
+			t.Fatal(err)
+		}
+		type got struct {
+			i   int
+			ids []string
+			err error
+		}
+		out := make(chan got, 3)
+		for i := 0; i < 3; i++ {
+			cl := c.client(uint64((run+i)%3 + 1))
+			go func() {
+				res, err := cl.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: fmt.Sprintf("c%d", i), Streams: []string{key, ">"}, Count: 1, Block: 20 * time.Second}).Result()
+				var ids []string
+				for _, s := range res {
+					for _, m := range s.Messages {
+						ids = append(ids, m.ID)
+					}
+				}
+				out <- got{i, ids, err}
+			}()
+			time.Sleep(100 * time.Millisecond)
+		}
+		for i := 1; i <= 3; i++ {
+			if err := c.client(uint64(i)).XAdd(ctx, &redis.XAddArgs{Stream: key, ID: fmt.Sprintf("%d-1", i), Values: []string{"f", "v"}}).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 3 {
+			g := <-out
+			if want := fmt.Sprintf("%d-1", g.i+1); g.err != nil || len(g.ids) != 1 || g.ids[0] != want {
+				t.Fatalf("run %d: consumer %d (blocked %dth) got %v %v, want [%s]", run, g.i, g.i+1, g.ids, g.err, want)
+			}
+		}
+	}
+}

@@ -60,6 +60,9 @@ func (n *Node) execQueuedPop(parent context.Context, args [][]byte, deadline <-c
 			}
 			return r
 		}
+		// A blocked XREADGROUP without COUNT is served with COUNT 1000.
+		args = kv.XReadGroupRetry(args)
+		cmds[1] = append([][]byte{[]byte("KVORUM.BLOCK"), id}, args...)
 		var retry <-chan time.Time
 		var t *time.Timer
 		if yield { // data it may not take yet: try again in a while even if nothing is written
