@@ -193,6 +193,20 @@ func (x *ctx) del(k []byte) error {
 	return err
 }
 
+// newOver emits "new" for k if it holds a live key that a command
+// replaces whole (RENAME, COPY REPLACE): Redis deletes it and adds it anew.
+// (store emits "new" itself when k is absent.)
+func (x *ctx) newOver(k []byte) error {
+	if !x.notify.Emits(notify.New) {
+		return nil
+	}
+	_, live, err := x.loadHeader(k)
+	if err == nil && live {
+		x.event(notify.New, "new", k)
+	}
+	return err
+}
+
 // collEvent is event for a collection a command has just saved, followed
 // by Redis's "del" if the command emptied it (saveColl deleted it).
 func (x *ctx) collEvent(class notify.Flags, event string, c *coll) {

@@ -76,6 +76,9 @@ func cmdCopy(x *ctx, args [][]byte, replace bool) Reply {
 			return errReply(err)
 		}
 	}
+	if err := x.newOver(args[2]); err != nil {
+		return errReply(err)
+	}
 	// store drops the destination's old incarnation, if any (an expired
 	// one too), and stamps the key for WATCH.
 	if err := x.store(args[2], &rec); err != nil {

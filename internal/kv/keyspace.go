@@ -248,6 +248,9 @@ func cmdRename(x *ctx, args [][]byte) Reply {
 			return errReply(err)
 		}
 	}
+	if err := x.newOver(args[2]); err != nil {
+		return errReply(err)
+	}
 	if err := x.remove(args[1]); err != nil {
 		return errReply(err)
 	}
