@@ -34,7 +34,7 @@ import (
 // Nothing is popped on behalf of a client that is not waiting for the
 // reply: a pop happens only in the apply of the client's own attempt.
 //
-//	'w' <len(key):4> <key> <seq:8>   a wait on key: the waiter id (24 bytes)
+//	'w' <len(key):4> <key> [<group>] <seq:8>   a wait on key (XREADGROUP: of group): the waiter id (24 bytes)
 //	'N' <node:8>                     a node's liveness: boot (8), last seen (8, Unix ms)
 
 var (
@@ -62,7 +62,7 @@ const BlockYield = "KVORUM-BLOCK-YIELD"
 
 func init() {
 	def("kvorum.block", -3, "write", 0, 0, 0, "list", "Internal: a blocked client's attempt, in its keys' queues.", cmdBlock, nil)
-	def("kvorum.unblock", -2, "write", 0, 0, 0, "list", "Internal: a blocked client stops waiting.", cmdUnblock, nil)
+	def("kvorum.unblock", -3, "write", 0, 0, 0, "list", "Internal: a blocked client stops waiting.", cmdUnblock, nil)
 	def("kvorum.alive", 3, "write", 0, 0, 0, "list", "Internal: a node's blocked clients are live.", cmdAlive, nil)
 	for _, n := range []string{"kvorum.block", "kvorum.unblock", "kvorum.alive"} {
 		table[n].internal = true
@@ -172,10 +172,13 @@ func BlockingNull(args [][]byte) Reply {
 	return NilArray
 }
 
-func waitQueue(key []byte) []byte {
+// waitQueue is the prefix of the queue of the waits on key (of XREADGROUP
+// consumers of group: consumers of different groups do not wait for each
+// other, as in Redis).
+func waitQueue(key, group []byte) []byte {
 	b := append(append([]byte{}, waitPrefix...), 0, 0, 0, 0)
 	binary.BigEndian.PutUint32(b[len(waitPrefix):], uint32(len(key)))
-	return append(b, key...)
+	return append(append(b, key...), group...)
 }
 
 // waitLive reports whether wait id's node has said recently that its
@@ -191,8 +194,8 @@ func (x *ctx) waitLive(id []byte) (bool, error) {
 // queuePos looks at key's queue for wait id: mine is its entry (nil if it
 // has none); first is whether no live wait is ahead of it. Entries of
 // dead waits found ahead of it are dropped.
-func (x *ctx) queuePos(key, id []byte) (mine []byte, first bool, err error) {
-	q := waitQueue(key)
+func (x *ctx) queuePos(key, group, id []byte) (mine []byte, first bool, err error) {
+	q := waitQueue(key, group)
 	var dead [][]byte
 	first = true
 	err = iterPrefix(x.r, q, func(k, v []byte) error {
@@ -230,7 +233,7 @@ func cmdBlock(x *ctx, args [][]byte) Reply {
 	entries := make([][]byte, len(q.keys))
 	yield := false
 	for i, k := range q.keys {
-		mine, first, err := x.queuePos(k, id)
+		mine, first, err := x.queuePos(k, q.group, id)
 		if err != nil {
 			return errReply(err)
 		}
@@ -275,7 +278,7 @@ func cmdBlock(x *ctx, args [][]byte) Reply {
 		if err != nil {
 			return errReply(err)
 		}
-		e := binary.BigEndian.AppendUint64(waitQueue(k), seq)
+		e := binary.BigEndian.AppendUint64(waitQueue(k, q.group), seq)
 		if err := x.w.Set(e, id, nil); err != nil {
 			return errReply(err)
 		}
@@ -286,11 +289,16 @@ func cmdBlock(x *ctx, args [][]byte) Reply {
 	return r
 }
 
-// cmdUnblock: KVORUM.UNBLOCK waiter key... The wait leaves the keys'
-// queues; the keys are touched, so that the waits behind it try again.
+// cmdUnblock: KVORUM.UNBLOCK waiter command... (the blocking pop the
+// wait ran). The wait leaves its keys' queues; the keys are touched, so
+// that the waits behind it try again.
 func cmdUnblock(x *ctx, args [][]byte) Reply {
-	for _, k := range args[2:] {
-		mine, _, err := x.queuePos(k, args[1])
+	q, ok := queuedPopOf(args[2:])
+	if !ok {
+		return Error("ERR KVORUM.UNBLOCK: not a blocking pop")
+	}
+	for _, k := range q.keys {
+		mine, _, err := x.queuePos(k, q.group, args[1])
 		if err == nil && mine != nil {
 			err = x.w.Delete(mine, nil)
 		}

@@ -227,3 +227,40 @@ func TestBlockedXReadGroupServedInOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestBlockedXReadGroupGroupsDoNotWaitForEachOther: consumers of
+// different groups do not queue behind each other: with the first
+// consumer (group g1) blocked through a node that then stops, a consumer
+// of group g2 blocked after it gets a new entry at once, not after the
+// stopped node's waits expire.
+func TestBlockedXReadGroupGroupsDoNotWaitForEachOther(t *testing.T) {
+	c := newTestCluster(t, 3)
+	lead := c.waitLeader()
+	ctx := testCtx(t, 60*time.Second)
+	gone := lead%3 + 1
+	for _, g := range []string{"g1", "g2"} {
+		if err := c.client(lead).XGroupCreateMkStream(ctx, "s", g, "$").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go c.client(gone).XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g1", Consumer: "c", Streams: []string{"s", ">"}, Block: 0})
+	time.Sleep(300 * time.Millisecond)
+	got := make(chan []redis.XStream, 1)
+	go func() {
+		res, _ := c.client(lead).XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g2", Consumer: "c", Streams: []string{"s", ">"}, Block: 20 * time.Second}).Result()
+		got <- res
+	}()
+	time.Sleep(200 * time.Millisecond)
+	c.stop(gone)
+	start := time.Now()
+	if err := c.client(lead).XAdd(ctx, &redis.XAddArgs{Stream: "s", ID: "1-1", Values: []string{"f", "v"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	res := <-got
+	if len(res) != 1 || len(res[0].Messages) != 1 || res[0].Messages[0].ID != "1-1" {
+		t.Fatalf("g2's consumer got %v", res)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("g2's consumer was served %v after the XADD: it waited for g1's stopped consumer", d)
+	}
+}

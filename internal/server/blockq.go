@@ -56,7 +56,7 @@ func (n *Node) execQueuedPop(parent context.Context, args [][]byte, deadline <-c
 		if !yield && !isNullReply(r) {
 			n.waiters.remove(wt)
 			if r.Kind == reply.KindError {
-				n.leaveQueues(id, keys) // it may have joined them before
+				n.leaveQueues(id, args) // it may have joined them before
 			}
 			return r
 		}
@@ -75,19 +75,19 @@ func (n *Node) execQueuedPop(parent context.Context, args [][]byte, deadline <-c
 			t.Stop()
 		}
 		if done {
-			n.leaveQueues(id, keys)
+			n.leaveQueues(id, args)
 			return r
 		}
 	}
 }
 
-// leaveQueues has wait id leave its keys' queues, in the background
-// (keys are copied: they point into the client's read buffer, which the
-// next command overwrites).
-func (n *Node) leaveQueues(id []byte, keys [][]byte) {
+// leaveQueues has wait id of the blocking pop args leave its keys'
+// queues, in the background (args are copied: they point into the
+// client's read buffer, which the next command overwrites).
+func (n *Node) leaveQueues(id []byte, args [][]byte) {
 	cmd := [][]byte{[]byte("KVORUM.UNBLOCK"), id}
-	for _, k := range keys {
-		cmd = append(cmd, bytes.Clone(k))
+	for _, a := range args {
+		cmd = append(cmd, bytes.Clone(a))
 	}
 	n.bq.mu.Lock()
 	n.bq.gone = append(n.bq.gone, cmd)
