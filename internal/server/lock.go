@@ -204,6 +204,12 @@ func (n *Node) execLock(parent context.Context, args [][]byte, a kv.Acquire) rep
 	cancel()
 	queuedAt, queued := kv.LockWaiting(out[0])
 	if !queued {
+		if parent.Err() != nil && !a.KeepQueued {
+			// The client went away while the acquire was in flight (its
+			// reply is lost): it may have been queued; leave the queue as
+			// a waiter that disconnects does.
+			n.giveUpLock(context.Background(), name, lease)
+		}
 		return out[0] // granted, or an error
 	}
 	recheck := time.NewTicker(lockRecheck)
