@@ -157,13 +157,6 @@ func (x *ctx) streamHasNew(k, group []byte) (bool, error) {
 	return s.st.Last.Cmp(g.Last) > 0, nil
 }
 
-// QueuedPop reports whether args is a blocking pop that waits in its
-// keys' queues (KVORUM.BLOCK): the list and sorted-set pops.
-func QueuedPop(args [][]byte) bool {
-	_, ok := queuedPopOf(args)
-	return ok
-}
-
 // BlockingNull is the reply a blocking pop gives when it times out.
 func BlockingNull(args [][]byte) Reply {
 	if eq(args[0], "blmove") || eq(args[0], "brpoplpush") {

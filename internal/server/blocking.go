@@ -19,9 +19,11 @@ import (
 // blocking: it registers the client as a waiter on the command's keys,
 // proposes the command through Raft, and if the reply is null waits until
 // a write to one of the keys is applied on this node (any node's push is
-// applied on every node), then proposes again. There is no polling: a
-// waiter wakes only when one of its keys changed, when its timeout
-// expires, or when the client goes away.
+// applied on every node), then proposes again (as KVORUM.BLOCK, a wait in
+// its keys' FIFO queues: blockq.go). There is no polling: a waiter wakes
+// only when one of its keys changed, when its timeout expires (or, having
+// yielded to a waiter ahead, after a second), or when the client goes
+// away.
 
 // waiters maps keys to the channels of clients blocked on them.
 type waiters struct {
@@ -118,29 +120,9 @@ func (n *Node) execBlocking(parent context.Context, args [][]byte, timeout time.
 	if !kv.IsWrite(args) {
 		return n.execBlockingRead(parent, args, deadline, keys)
 	}
-	if kv.QueuedPop(args) {
-		return n.execQueuedPop(parent, args, deadline, keys)
-	}
-	out := make([]reply.Reply, 1)
-	for {
-		// Register before trying, so a push applied between the try and
-		// the wait is not missed.
-		wt := n.waiters.add(keys)
-		ctx, cancel := context.WithTimeout(parent, n.cfg.RequestTimeout)
-		n.execWrite(ctx, [][][]byte{args}, out)
-		cancel()
-		if !isNullReply(out[0]) {
-			n.waiters.remove(wt)
-			return out[0]
-		}
-		// A blocked XREADGROUP without COUNT is served with COUNT 1000.
-		args = kv.XReadGroupRetry(args)
-		r, done := n.awaitWrite(parent, wt, deadline, nil, out[0])
-		n.waiters.remove(wt)
-		if done {
-			return r
-		}
-	}
+	// Every blocking write (the list and sorted-set pops, XREADGROUP
+	// BLOCK) waits in its keys' queues: blockq.go.
+	return n.execQueuedPop(parent, args, deadline, keys)
 }
 
 // awaitWrite waits, for a blocked client, until wt is signalled (a write
