@@ -108,7 +108,7 @@ func TestBitWritesOnlyWhenChanged(t *testing.T) {
 		return r, n
 	}
 	apply("SET", "k", "a", "PX", "5000")
-	stamp, _ := WatchStamp(db, []byte("k"), 1000)
+	stamp, _, _ := WatchStamp(db, []byte("k"), 1000, 0)
 	for _, c := range [][]string{
 		{"SETBIT", "k", "1", "1"},                                         // already set
 		{"SETBIT", "k", "0", "0"},                                         // already clear
@@ -120,7 +120,7 @@ func TestBitWritesOnlyWhenChanged(t *testing.T) {
 			t.Fatalf("%q: %s, %d writes", c, show(r), n)
 		}
 	}
-	if s, _ := WatchStamp(db, []byte("k"), 1000); s != stamp {
+	if s, _, _ := WatchStamp(db, []byte("k"), 1000, 0); s != stamp {
 		t.Fatal("an unchanged key's WATCH stamp moved")
 	}
 	if r, n := apply("SETBIT", "k", "3", "1"); show(r) != "0" || n == 0 {

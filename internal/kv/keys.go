@@ -23,9 +23,8 @@ var (
 	versionKey   = []byte{userPrefix, 0x00, 0x00, 'v'} // uint64 BE: last collection version handed out
 	scriptPrefix = []byte{userPrefix, 0x00, 0x00, 's'} // + sha1 hex: a cached Lua script body
 	firstUserKey = []byte{userPrefix, 0x00, 0x01}      // the escaped empty key "": lowest user key
-	// uint64 BE: log index of the last FLUSHALL. WATCH stamps an absent
-	// key with it and the key's deletion tombstone (tomb.go): see
-	// watchStamp.
+	// uint64 BE: log index of the last FLUSHALL. EXEC checks a key absent
+	// at WATCH against it (watchUnchanged, tomb.go).
 	flushKey = []byte{userPrefix, 0x00, 0x00, 'f'}
 )
 

@@ -504,7 +504,11 @@ func checkFlush(args [][]byte) (Reply, bool) {
 
 func cmdFlush(x *ctx, _ [][]byte) Reply {
 	// Every user key and element; the hidden keys (version counter, script
-	// cache) stay, as Redis keeps its script cache on FLUSHALL.
+	// cache) stay, as Redis keeps its script cache on FLUSHALL. The
+	// watched keys it deletes get their tombstone first (tomb.go).
+	if err := x.tombFlushed(); err != nil {
+		return errReply(err)
+	}
 	_, end := UserSpan()
 	if err := x.w.DeleteRange(firstUserKey, end, nil); err != nil {
 		return errReply(err)

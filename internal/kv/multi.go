@@ -17,12 +17,13 @@ import (
 //
 //	KVORUM.EXEC <nwatch> (<key> <stamp>)* (<argc> <arg>*)*
 //
-// WATCH is checked at apply time: each watched key's stamp (WatchStamp, read
-// at WATCH time after a linearizable read barrier) must still be the same,
-// or EXEC replies with a null array and runs nothing. A key's stamp is the
-// log index of the last write to it (plus one), so any write after
-// WATCH, on any node, changes it; an absent key's stamp is its last
-// deletion (see watchStamp).
+// WATCH is checked at apply time: each watched key must be unchanged since
+// its stamp (WatchStamp, read at WATCH time after a linearizable read
+// barrier), or EXEC replies with a null array and runs nothing. A key's
+// stamp is the log index of the last write to it (plus one), so any write
+// after WATCH, on any node, changes it; an absent key's stamp is a log
+// index at which it was absent, checked against its tombstone (see
+// watchUnchanged and tomb.go).
 
 func init() {
 	def("kvorum.exec", -2, "write", 0, 0, 0, "transactions", "Internal: a MULTI/EXEC transaction as one log entry.", cmdExec, nil)
@@ -38,38 +39,60 @@ func init() {
 	table["spublish"].spec.Write = true
 }
 
-// WatchStamp returns key's stamp: 0 if absent (or expired at nowMs), else
-// one more than the log index of the last write to it.
-func WatchStamp(r pebble.Reader, key []byte, nowMs int64) (uint64, error) {
+// WatchStamp returns key's stamp as of a state at log index applied or
+// later: one more than the log index of the last write to it, or, if the
+// key is absent (or expired at nowMs), absentStamp|applied. It also says
+// whether the absent key must be registered (KVORUM.WATCHREG) before the
+// WATCH answers, so that a FLUSHALL does not abort the transaction for
+// nothing (tomb.go).
+func WatchStamp(r pebble.Reader, key []byte, nowMs int64, applied uint64) (stamp uint64, register bool, err error) {
 	x := getCtx(r, nil, nowMs)
 	defer putCtx(x)
-	return x.watchStamp(key)
+	rec, ok, err := x.loadHeader(key)
+	if err != nil || ok {
+		return rec.mod + 1, false, err
+	}
+	reg, err := WatchRegistered(r, key, nowMs)
+	return absentStamp | applied, !reg, err
 }
 
-// watchStamp is what WATCH remembers of a key and EXEC compares: any
-// write or deletion of the key in between changes it. A live key's stamp
-// is the log index of its last write (+1). An absent key's stamp has the
-// top bit set and holds the index of the key's last deletion (its
-// tombstone, tomb.go) or the last FLUSHALL, whichever is later, so that a
-// key absent at WATCH that is created and deleted again before EXEC still
-// aborts it, as in Redis, and a deletion of any other key does not.
-func (x *ctx) watchStamp(key []byte) (uint64, error) {
-	rec, ok, err := x.loadHeader(key)
-	if err != nil {
-		return 0, err
+// absentStamp marks the stamp of a key absent at WATCH: the rest is a log
+// index A such that the key was absent in the state at A (the applied index
+// of the node before it read; before registrations, the key's last
+// deletion or FLUSHALL, which is such an index too).
+const absentStamp = 1 << 63
+
+// watchUnchanged reports whether key is as it was when WATCH gave it
+// stamp. A live key: its last write is the same. A key absent at WATCH, at
+// state A: it was not written after A (a record written after A, even
+// expired now, or a record that is live now), not deleted after A (its
+// tombstone), no collection of tombstones ran after A (it may have dropped
+// one), and every FLUSHALL after A found it registered (so it left a
+// tombstone if it deleted the key). A deletion of another key, or a
+// FLUSHALL while the key was absent, changes none of these: as in Redis,
+// they do not abort the transaction.
+func (x *ctx) watchUnchanged(key []byte, stamp uint64) (bool, error) {
+	if stamp&absentStamp == 0 {
+		rec, ok, err := x.loadHeader(key)
+		return ok && rec.mod+1 == stamp, err
 	}
-	if ok {
-		return rec.mod + 1, nil
+	a := stamp &^ absentStamp
+	rec, had, err := x.raw(key, false)
+	if err != nil || (had && (rec.mod > a || !rec.expired(x.now))) {
+		return false, err
 	}
-	del, err := x.tomb(key)
-	if err != nil {
-		return 0, err
+	if del, err := x.tomb(key); err != nil || del > a {
+		return false, err
+	}
+	if _, gc, err := x.tombFloor(); err != nil || gc > a {
+		return false, err
 	}
 	flush, err := x.indexKey(flushKey)
-	if err != nil {
-		return 0, err
+	if err != nil || flush <= a {
+		return err == nil, err
 	}
-	return 1<<63 | max(del, flush), nil
+	f0, ok, err := x.registration(key)
+	return ok && f0 <= a, err
 }
 
 // EncodeExec builds the KVORUM.EXEC command for a transaction: keys[i]
@@ -104,11 +127,11 @@ func cmdExec(x *ctx, args [][]byte) Reply {
 		if err != nil {
 			return errBadExec
 		}
-		got, serr := x.watchStamp(args[i])
-		if serr != nil {
-			return errReply(serr)
+		same, err := x.watchUnchanged(args[i], want)
+		if err != nil {
+			return errReply(err)
 		}
-		if got != want {
+		if !same {
 			return NilArray
 		}
 	}

@@ -253,7 +253,7 @@ func TestStreamGroupWatchAndWake(t *testing.T) {
 		return r, written
 	}
 	stamp := func() uint64 {
-		st, err := WatchStamp(db, []byte("s"), 1000)
+		st, _, err := WatchStamp(db, []byte("s"), 1000, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

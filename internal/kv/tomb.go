@@ -2,25 +2,43 @@ package kv
 
 import (
 	"encoding/binary"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
-// Deletion tombstones, for WATCH on absent keys (watchStamp): every
-// deletion of key k stores the entry's index under k in the tombstone
-// epoch of the entry's clock, so a transaction watching k while it was
-// absent aborts when k was created and deleted again before EXEC, and
-// only then (a deletion of another key does not touch k's tombstone).
-// Epochs are tombEpochMs long; the leader proposes KVORUM.TOMBGC when its
-// clock enters a new epoch, which drops every epoch but the last two with
-// one range deletion, so a tombstone lives one to two epochs. A WATCH
-// that spans the collection of its key's tombstone (a deletion at least
-// an epoch old) aborts once, spuriously, as a conservative answer.
+// Deletion tombstones and watch registrations, for WATCH on absent keys
+// (watchUnchanged in multi.go).
 //
-//	'd' <epoch:4> <key>   index (8)
-//	'D'                   the first epoch kept (4)
+// Every deletion of key k stores the entry's index under k in the
+// tombstone epoch of the entry's clock, so a transaction watching k while
+// it was absent aborts when k was created and deleted again before EXEC,
+// and only then (a deletion of another key does not touch k's
+// tombstone).
+//
+// FLUSHALL deletes every key with one range deletion and leaves no
+// tombstone per key. So that it aborts only the transactions watching a
+// key it actually deleted (as Redis's touchAllWatchedKeysInDb does), a
+// WATCH of an absent key registers it first (KVORUM.WATCHREG, one Raft
+// entry, at most once per key and epoch): FLUSHALL writes a tombstone for
+// each registered key it deletes. A registration records the index of the
+// last FLUSHALL when it was made, so EXEC knows whether it covered every
+// FLUSHALL since its WATCH.
+//
+// Epochs are tombEpochMs long; the leader proposes KVORUM.TOMBGC when its
+// clock enters a new epoch, which drops every epoch of tombstones and
+// registrations but the last two with one range deletion each, so both
+// live one to two epochs. A WATCH of an absent key that spans a collection
+// aborts, spuriously, as a conservative answer (the collection may have
+// dropped what would have shown a change).
+//
+//	'd' <epoch:4> <key>   index (8): the key's last deletion
+//	'r' <epoch:4> <key>   index (8): the last FLUSHALL when the key was registered
+//	'D'                   the first epoch kept (4), the index of the collection (8)
 
 var (
 	tombPrefix   = []byte{userPrefix, 0x00, 0x00, 'd'}
 	tombFloorKey = []byte{userPrefix, 0x00, 0x00, 'D'}
+	regPrefix    = []byte{userPrefix, 0x00, 0x00, 'r'}
 	bucketPrefix = []byte{userPrefix, 0x00, 0x00, 't'} // before: one index per hash bucket of keys
 )
 
@@ -34,8 +52,12 @@ const (
 
 func tombEpoch(nowMs int64) uint32 { return uint32(max(nowMs, 0) / tombEpochMs) }
 
-func tombKey(epoch uint32, k []byte) []byte {
-	b := binary.BigEndian.AppendUint32(append(make([]byte, 0, len(tombPrefix)+4+len(k)), tombPrefix...), epoch)
+func tombKey(epoch uint32, k []byte) []byte { return epochKey(tombPrefix, epoch, k) }
+
+func regKey(epoch uint32, k []byte) []byte { return epochKey(regPrefix, epoch, k) }
+
+func epochKey(prefix []byte, epoch uint32, k []byte) []byte {
+	b := binary.BigEndian.AppendUint32(append(make([]byte, 0, len(prefix)+4+len(k)), prefix...), epoch)
 	return append(b, k...)
 }
 
@@ -46,35 +68,104 @@ func (x *ctx) setTomb(k []byte) error {
 	return x.w.Set(tombKey(tombEpoch(x.now), k), v[:], nil)
 }
 
-// tombFloor is the first epoch whose tombstones are kept.
-func (x *ctx) tombFloor() (uint32, error) {
+// tombFloor is the first epoch whose tombstones are kept, and the log
+// index of the collection that set it (0 before collections recorded it).
+func (x *ctx) tombFloor() (uint32, uint64, error) {
 	v, ok, err := getCopy(x.r, tombFloorKey)
-	if err != nil || !ok || len(v) != 4 {
-		return 0, err
+	if err != nil || !ok || len(v) < 4 {
+		return 0, 0, err
 	}
-	return binary.BigEndian.Uint32(v), nil
+	var at uint64
+	if len(v) >= 12 {
+		at = binary.BigEndian.Uint64(v[4:])
+	}
+	return binary.BigEndian.Uint32(v), at, nil
+}
+
+// epochsRead is the first epoch a lookup of tombstones or registrations
+// reads.
+func (x *ctx) epochsRead() (uint32, error) {
+	floor, _, err := x.tombFloor()
+	if err == nil && floor == 0 { // no collection yet: start from the epoch before now
+		floor = max(tombEpoch(x.now), 1) - 1
+	}
+	return floor, err
 }
 
 // tomb returns the index of k's last deletion still recorded (0: none).
 func (x *ctx) tomb(k []byte) (uint64, error) {
-	floor, err := x.tombFloor()
+	return x.lastInEpochs(k, tombKey, func(a, b uint64) uint64 { return max(a, b) })
+}
+
+// registration returns the smallest FLUSHALL index recorded by a
+// registration of k still kept, and whether there is one.
+func (x *ctx) registration(k []byte) (uint64, bool, error) {
+	found := false
+	v, err := x.lastInEpochs(k, regKey, func(a, b uint64) uint64 {
+		if !found {
+			found = true
+			return b
+		}
+		return min(a, b)
+	})
+	return v, found, err
+}
+
+// lastInEpochs folds the 8-byte values stored for k in the epochs kept
+// (key(epoch, k)) with fold, from 0.
+func (x *ctx) lastInEpochs(k []byte, key func(uint32, []byte) []byte, fold func(acc, v uint64) uint64) (uint64, error) {
+	floor, err := x.epochsRead()
 	if err != nil {
 		return 0, err
 	}
-	if floor == 0 { // no collection yet: start from the epoch before now
-		floor = max(tombEpoch(x.now), 1) - 1
-	}
-	var last uint64
+	var acc uint64
 	for e := floor; e < floor+tombEpochsRead; e++ {
-		v, ok, err := getCopy(x.r, tombKey(e, k))
+		v, ok, err := getCopy(x.r, key(e, k))
 		if err != nil {
 			return 0, err
 		}
 		if ok && len(v) == 8 {
-			last = max(last, binary.BigEndian.Uint64(v))
+			acc = fold(acc, binary.BigEndian.Uint64(v))
 		}
 	}
-	return last, nil
+	return acc, nil
+}
+
+// WatchRegistered reports whether absent key k is registered for FLUSHALL
+// in the epoch of nowMs (so that the registration outlives the next
+// collection): a WATCH of k needs no KVORUM.WATCHREG then.
+func WatchRegistered(r readerI, k []byte, nowMs int64) (bool, error) {
+	return hasKey(r, regKey(tombEpoch(nowMs), k))
+}
+
+// tombFlushed writes, for FLUSHALL, the tombstone of every registered key
+// that has a record (expired or not): the keys FLUSHALL is about to
+// delete that a transaction may be watching.
+func (x *ctx) tombFlushed() error {
+	floor, err := x.epochsRead()
+	if err != nil {
+		return err
+	}
+	var keys [][]byte
+	err = walkRange(x.r, regKey(floor, nil), prefixEnd(regPrefix), nil, false, func(it *pebble.Iterator) (bool, error) {
+		if k := it.Key(); len(k) > len(regPrefix)+4 {
+			keys = append(keys, append([]byte(nil), k[len(regPrefix)+4:]...))
+		}
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if _, had, err := x.raw(k, false); err != nil {
+			return err
+		} else if had {
+			if err := x.setTomb(k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // TombGCDue reports whether the leader should propose KVORUM.TOMBGC at
@@ -82,7 +173,7 @@ func (x *ctx) tomb(k []byte) (uint64, error) {
 func TombGCDue(r readerI, nowMs int64) (bool, error) {
 	x := getCtx(r, nil, nowMs)
 	defer putCtx(x)
-	floor, err := x.tombFloor()
+	floor, _, err := x.tombFloor()
 	return tombEpoch(nowMs) >= floor+2, err
 }
 
@@ -92,18 +183,49 @@ func init() {
 	specList = specList[:len(specList)-1]
 }
 
-// cmdTombGC keeps the tombstones of the entry's epoch and the one before
-// (and later ones); it also drops the deletion buckets of stores written
-// before tombstones existed. It replies the new floor.
+// cmdTombGC keeps the tombstones and registrations of the entry's epoch
+// and the one before (and later ones); it also drops the deletion buckets
+// of stores written before tombstones existed. It replies the new floor.
 func cmdTombGC(x *ctx, _ [][]byte) Reply {
 	floor := max(tombEpoch(x.now), 1) - 1
-	for _, r := range [][2][]byte{{bucketPrefix, prefixEnd(bucketPrefix)}, {tombPrefix, tombKey(floor, nil)}} {
+	for _, r := range [][2][]byte{{bucketPrefix, prefixEnd(bucketPrefix)}, {tombPrefix, tombKey(floor, nil)}, {regPrefix, regKey(floor, nil)}} {
 		if err := x.w.DeleteRange(r[0], r[1], nil); err != nil {
 			return errReply(err)
 		}
 	}
-	if err := x.w.Set(tombFloorKey, binary.BigEndian.AppendUint32(nil, floor), nil); err != nil {
+	v := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(nil, floor), x.index)
+	if err := x.w.Set(tombFloorKey, v, nil); err != nil {
 		return errReply(err)
 	}
 	return Int(int64(floor))
+}
+
+func init() {
+	def("kvorum.watchreg", -2, "write", 0, 0, 0, "transactions", "Internal: registers absent watched keys for FLUSHALL.", cmdWatchReg, nil)
+	table["kvorum.watchreg"].internal = true
+	specList = specList[:len(specList)-1]
+}
+
+// cmdWatchReg registers each key in the entry's epoch, keeping a
+// registration already there (it covers more FLUSHALLs). It replies the
+// number of keys newly registered.
+func cmdWatchReg(x *ctx, args [][]byte) Reply {
+	flush, err := x.indexKey(flushKey)
+	if err != nil {
+		return errReply(err)
+	}
+	var n int64
+	for _, k := range args[1:] {
+		rk := regKey(tombEpoch(x.now), k)
+		if had, err := hasKey(x.r, rk); err != nil {
+			return errReply(err)
+		} else if had {
+			continue
+		}
+		if err := x.w.Set(rk, binary.BigEndian.AppendUint64(nil, flush), nil); err != nil {
+			return errReply(err)
+		}
+		n++
+	}
+	return Int(n)
 }

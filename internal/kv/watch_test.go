@@ -32,10 +32,15 @@ func TestWatchSeesEveryChangeOfAnAbsentKey(t *testing.T) {
 		}
 		return r
 	}
+	// stamp is WATCH as the node does it: the stamp at the applied index,
+	// then the registration of an absent key.
 	stamp := func(k string) uint64 {
-		s, err := WatchStamp(db, []byte(k), 1000)
+		s, register, err := WatchStamp(db, []byte(k), 1000, index)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if register {
+			apply("KVORUM.WATCHREG", k)
 		}
 		return s
 	}
@@ -70,8 +75,7 @@ func TestWatchSeesEveryChangeOfAnAbsentKey(t *testing.T) {
 	if r := run("a", st); !aborted(r) {
 		t.Fatalf("EXEC after the watched absent key was created ran: %s", show(r))
 	}
-	// FLUSHALL in between, key absent throughout: aborted (Redis: FLUSHALL
-	// touches every watched key).
+	// FLUSHALL in between, key created after WATCH: aborted.
 	apply("DEL", "a")
 	st = stamp("a")
 	apply("SET", "a", "z")
@@ -79,6 +83,33 @@ func TestWatchSeesEveryChangeOfAnAbsentKey(t *testing.T) {
 	if r := run("a", st); !aborted(r) {
 		t.Fatalf("EXEC after SET+FLUSHALL of the watched absent key ran: %s", show(r))
 	}
+	// FLUSHALL in between, key absent throughout: EXEC runs (Redis
+	// touches only the watched keys FLUSHALL deletes).
+	apply("DEL", "a")
+	st = stamp("a")
+	apply("SET", "other", "1")
+	apply("FLUSHALL")
+	if r := run("a", st); aborted(r) {
+		t.Fatalf("EXEC after a FLUSHALL that did not delete the watched absent key aborted: %s", show(r))
+	}
+	// The same without the registration (it failed): aborted, conservatively.
+	apply("DEL", "u")
+	st, _, _ = WatchStamp(db, []byte("u"), 1000, index)
+	apply("FLUSHALL")
+	if r := run("u", st); !aborted(r) {
+		t.Fatalf("EXEC after a FLUSHALL, watched key never registered, ran: %s", show(r))
+	}
+	// Created after WATCH with a TTL that passed before EXEC: aborted
+	// (the key was written).
+	st = stamp("e")
+	apply("SET", "e", "v", "PX", "1")
+	index++
+	b := db.NewIndexedBatch()
+	args := EncodeExec([][]byte{[]byte("e")}, []uint64{st}, [][][]byte{toArgs("SET", "e", "tx")})
+	if r := Apply(b, args, Env{Now: 5000, Index: index}); !aborted(r) {
+		t.Fatalf("EXEC after the watched absent key was created and expired ran: %s", show(r))
+	}
+	b.Close()
 	// A list emptied by a pop is deleted: aborted.
 	st = stamp("l")
 	apply("RPUSH", "l", "1")
@@ -118,9 +149,12 @@ func TestWatchAbsentKeyIgnoresOtherDeletions(t *testing.T) {
 		return r
 	}
 	stamp := func(k string) uint64 {
-		s, err := WatchStamp(db, []byte(k), now)
+		s, register, err := WatchStamp(db, []byte(k), now, index)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if register {
+			apply("KVORUM.WATCHREG", k)
 		}
 		return s
 	}

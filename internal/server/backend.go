@@ -142,7 +142,10 @@ func (n *Node) execWrite(ctx context.Context, cmds [][][]byte, out []reply.Reply
 	}
 }
 
-// Watch reads the WATCH stamps of keys at a linearizable read point.
+// Watch reads the WATCH stamps of keys at a linearizable read point. The
+// absent keys not yet registered for FLUSHALL are registered (one Raft
+// entry) before it answers; if that fails, a FLUSHALL before EXEC aborts
+// the transaction, as it did before registrations.
 func (b *backend) Watch(ctx context.Context, keys [][]byte) ([]uint64, *reply.Reply) {
 	n := (*Node)(b)
 	ctx, cancel := n.withRequestTimeout(ctx)
@@ -150,15 +153,26 @@ func (b *backend) Watch(ctx context.Context, keys [][]byte) ([]uint64, *reply.Re
 	if r := n.readBarrier(ctx); r != nil {
 		return nil, r
 	}
+	// The state read below is at this index or later (the applied index
+	// moves after the state it covers is committed).
+	applied := n.store.Replica(firstRange).AppliedIndex()
 	now := n.cfg.Now()
 	stamps := make([]uint64, len(keys))
+	var reg [][]byte
 	for i, k := range keys {
-		s, err := kv.WatchStamp(n.store.DB(), k, now)
+		s, register, err := kv.WatchStamp(n.store.DB(), k, now, applied)
 		if err != nil {
 			r := reply.Error("ERR storage: " + err.Error())
 			return nil, &r
 		}
 		stamps[i] = s
+		if register {
+			reg = append(reg, k)
+		}
+	}
+	if len(reg) > 0 {
+		cmd := append([][]byte{[]byte("KVORUM.WATCHREG")}, reg...)
+		n.execWrite(ctx, [][][]byte{cmd}, make([]reply.Reply, 1))
 	}
 	return stamps, nil
 }
