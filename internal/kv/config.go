@@ -2,6 +2,7 @@ package kv
 
 import (
 	"strconv"
+	"sync/atomic"
 
 	"github.com/kvorum/kvorum/internal/notify"
 	"github.com/kvorum/kvorum/internal/redisnum"
@@ -24,6 +25,18 @@ type Settings struct {
 	loaded bool
 	notify notify.Flags
 	enc    [len(encParams)]int64 // the encoding thresholds, as encParams
+	// notifyNow is notify for readers outside the apply loop (the node's
+	// read path asks whether to report key misses: Notify).
+	notifyNow atomic.Uint32
+}
+
+// Notify returns the cluster's notify-keyspace-events as the apply loop
+// last saw it; safe to call from any goroutine (0 before the first Apply).
+func (s *Settings) Notify() notify.Flags { return notify.Flags(s.notifyNow.Load()) }
+
+func (s *Settings) setNotify(f notify.Flags) {
+	s.notify = f
+	s.notifyNow.Store(uint32(f))
 }
 
 // encParams are the thresholds of Redis's small collection encodings (see
@@ -98,7 +111,8 @@ func (s *Settings) load(r readerI) error {
 	if err != nil {
 		return err
 	}
-	s.notify, _ = notify.Parse(string(v))
+	f, _ := notify.Parse(string(v))
+	s.setNotify(f)
 	for i, p := range encParams {
 		if v, _, err = getCopy(r, configKey(p.name)); err != nil {
 			return err
@@ -166,7 +180,7 @@ func cmdConfig(x *ctx, args [][]byte) Reply {
 		if j := encParam(args[i]); x.settings != nil && j >= 0 {
 			x.settings.enc[j] = encValue(j, args[i+1])
 		} else if x.settings != nil {
-			x.settings.notify = f
+			x.settings.setNotify(f)
 		}
 	}
 	return OK

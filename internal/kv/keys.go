@@ -263,6 +263,9 @@ func (x *ctx) get(k []byte, withValue bool) (record, bool, error) {
 	if err != nil || !ok || rec.expired(x.now) {
 		if err == nil {
 			x.looked.Misses++
+			if x.missOn {
+				x.keyMissed(k)
+			}
 		}
 		return record{}, false, err
 	}

@@ -15,7 +15,7 @@ import (
 // once written.
 func TestObjectEncodingSettingsAndOldRecords(t *testing.T) {
 	db := openMem(t)
-	var s Settings
+	s := &Settings{}
 	apply := func(args ...string) Reply {
 		b := db.NewIndexedBatch()
 		defer b.Close()
@@ -24,7 +24,7 @@ func TestObjectEncodingSettingsAndOldRecords(t *testing.T) {
 		for i, a := range args {
 			bs[i] = []byte(a)
 		}
-		r := Apply(b, bs, Env{Now: time.Now().UnixMilli(), Index: testIndex, Settings: &s})
+		r := Apply(b, bs, Env{Now: time.Now().UnixMilli(), Index: testIndex, Settings: s})
 		if err := b.Commit(pebble.NoSync); err != nil {
 			t.Fatal(err)
 		}
@@ -41,7 +41,7 @@ func TestObjectEncodingSettingsAndOldRecords(t *testing.T) {
 	enc("h", "listpack")
 	apply("HSET", "h", "c", "3")
 	enc("h", "hashtable")
-	s, old := Settings{}, s // another node's copy, from here on
+	s, old := &Settings{}, s // another node's copy, from here on
 	apply("KVORUM.CONFIG", "SET", "hash-max-listpack-entries", "1")
 	s = old
 	apply("HSET", "h2", "a", "1", "b", "2")

@@ -41,6 +41,10 @@ type ctx struct {
 	settings   *Settings        // Apply only: the cluster-wide parameters; nil: none
 	nbuf       []byte           // scratch: notification channel
 	looked     Lookups          // the key lookups get made (ReadCounted)
+	// missOn: get records the keys it misses in missed (the keymiss
+	// events of a read command; see keyMiss).
+	missOn bool
+	missed [][]byte
 }
 
 // Env is what Apply knows about the log entry a command comes from.
@@ -85,7 +89,9 @@ func getCtx(r readerI, w writer, now int64) *ctx {
 
 func putCtx(x *ctx) {
 	x.r, x.w, x.fx, x.index, x.seed, x.calls, x.nested, x.cache, x.shared = nil, nil, nil, 0, 0, 0, false, nil, nil
-	x.notify, x.settings, x.looked = 0, nil, Lookups{}
+	x.notify, x.settings, x.looked, x.missOn = 0, nil, Lookups{}, false
+	clear(x.missed)
+	x.missed = x.missed[:0]
 	if cap(x.vbuf) > 64<<10 {
 		x.vbuf = nil
 	}
@@ -292,6 +298,9 @@ func Apply(b *pebble.Batch, args [][]byte, env Env) (r Reply) {
 			return errReply(err)
 		}
 		x.notify = s.notify
+		if err := x.writeMisses(d, args); err != nil {
+			return errReply(err)
+		}
 	}
 	return d.run(x, args)
 }
@@ -304,17 +313,23 @@ func Read(r pebble.Reader, args [][]byte, nowMs int64) Reply {
 // ReadCached is Read through shared (nil: none), the read cache that the
 // Apply of r's writes publishes to (reccache.Cache.Share).
 func ReadCached(r pebble.Reader, shared *reccache.Shared, args [][]byte, nowMs int64) Reply {
-	rep, _ := ReadCounted(r, shared, args, nowMs)
+	rep, _ := ReadCounted(r, shared, args, nowMs, false)
 	return rep
 }
 
 // Lookups counts a read's lookups of keys, as Redis's INFO keyspace_hits
 // and keyspace_misses do: one per key looked up (a key the command names
 // twice, twice), a hit if it exists.
-type Lookups struct{ Hits, Misses uint64 }
+type Lookups struct {
+	Hits, Misses uint64
+	// Missed are the keys missed, when ReadCounted was asked for them
+	// (keymiss events): the node proposes KVORUM.KEYMISS with them.
+	Missed [][]byte
+}
 
-// ReadCounted is ReadCached that also returns the key lookups it made.
-func ReadCounted(r pebble.Reader, shared *reccache.Shared, args [][]byte, nowMs int64) (rep Reply, looked Lookups) {
+// ReadCounted is ReadCached that also returns the key lookups it made,
+// and the keys it missed if missed is set.
+func ReadCounted(r pebble.Reader, shared *reccache.Shared, args [][]byte, nowMs int64, missed bool) (rep Reply, looked Lookups) {
 	defer func() {
 		if p := recover(); p != nil {
 			rep = Error(fmt.Sprintf("ERR internal error: %v", p))
@@ -334,10 +349,14 @@ func ReadCounted(r pebble.Reader, shared *reccache.Shared, args [][]byte, nowMs 
 		return r, looked
 	}
 	x := getCtx(r, nil, nowMs)
-	x.shared = shared
+	x.shared, x.missOn = shared, missed
 	defer putCtx(x)
 	rep = d.run(x, args)
-	return rep, x.looked
+	looked = x.looked
+	if len(x.missed) > 0 {
+		looked.Missed = append([][]byte(nil), x.missed...)
+	}
+	return rep, looked
 }
 
 // call runs one command from inside a script or a transaction, in x's
@@ -363,9 +382,16 @@ func (x *ctx) call(args [][]byte) Reply {
 	y.index, y.seed, y.fx = x.index, x.seed<<20|x.calls, x.fx // effects: the same list, in order
 	y.cache, y.shared, y.notify, y.settings = x.cache, x.shared, x.notify, x.settings
 	y.nested = true
+	// A read command's misses are Redis's keymiss events, emitted here
+	// at apply (inside MULTI/EXEC or a script) like every other event.
+	y.missOn = !d.spec.Write && (x.missOn || x.notify.Emits(notify.KeyMiss))
 	defer putCtx(y)
+	if err := y.writeMisses(d, args); err != nil {
+		return errReply(err)
+	}
 	r := d.run(y, args)
 	x.looked.Hits, x.looked.Misses = x.looked.Hits+y.looked.Hits, x.looked.Misses+y.looked.Misses
+	x.missed = append(x.missed, y.missed...) // read path (EVAL_RO); empty at apply
 	return r
 }
 

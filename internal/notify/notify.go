@@ -33,7 +33,7 @@ const (
 	Expired                    // x: a key deleted because its TTL passed
 	Evicted                    // e: never emitted (kvorum does not evict)
 	Stream                     // t
-	KeyMiss                    // m: never emitted by kvorum (see README)
+	KeyMiss                    // m: a read lookup found no key (kv/keymiss.go)
 	loaded                     // module-only in Redis; no letter
 	Module                     // d: never emitted (no modules)
 	New                        // n: a key created

@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/kvorum/kvorum/internal/notify"
 	"github.com/kvorum/kvorum/internal/reccache"
 	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/resp"
@@ -189,13 +190,29 @@ func (n *Node) execRead(ctx context.Context, cmds [][][]byte, out []reply.Reply)
 	now := n.cfg.Now()
 	db := n.store.DB()
 	var looked kv.Lookups
+	missed := n.machine.settings.Notify().Emits(notify.KeyMiss)
 	for i, args := range cmds {
 		var l kv.Lookups
-		out[i], l = readCounted(db, n.machine.shared, args, now)
+		out[i], l = readCounted(db, n.machine.shared, args, now, missed)
 		looked.Hits, looked.Misses = looked.Hits+l.Hits, looked.Misses+l.Misses
+		looked.Missed = append(looked.Missed, l.Missed...)
 	}
 	n.machine.stats.hits.Add(looked.Hits)
 	n.machine.stats.misses.Add(looked.Misses)
+	if len(looked.Missed) > 0 {
+		n.reportKeyMisses(ctx, looked.Missed)
+	}
+}
+
+// reportKeyMisses emits the keymiss events of reads this node served
+// (notify-keyspace-events has the m class): reads do not go through the
+// log, so the node proposes KVORUM.KEYMISS, whose apply emits them on
+// every node, in log order. The reads' replies wait for it (best effort:
+// a failure loses the events, not the replies), so a client sees its
+// miss's event before the reply, as from Redis.
+func (n *Node) reportKeyMisses(ctx context.Context, keys [][]byte) {
+	cmd := append([][]byte{[]byte("KVORUM.KEYMISS")}, keys...)
+	n.execWrite(ctx, [][][]byte{cmd}, make([]reply.Reply, 1))
 }
 
 // readAt executes a read-only command against db as of one state, as a
@@ -207,19 +224,19 @@ func (n *Node) execRead(ctx context.Context, cmds [][][]byte, out []reply.Reply)
 // could return one old value and one new, and a collection read could
 // mix its header with another incarnation's elements.
 func readAt(db *pebble.DB, shared *reccache.Shared, args [][]byte, nowMs int64) kv.Reply {
-	r, _ := readCounted(db, shared, args, nowMs)
+	r, _ := readCounted(db, shared, args, nowMs, false)
 	return r
 }
 
 // readCounted is readAt that also returns the key lookups the command
 // made (INFO keyspace_hits and keyspace_misses).
-func readCounted(db *pebble.DB, shared *reccache.Shared, args [][]byte, nowMs int64) (kv.Reply, kv.Lookups) {
+func readCounted(db *pebble.DB, shared *reccache.Shared, args [][]byte, nowMs int64, missed bool) (kv.Reply, kv.Lookups) {
 	if readsOneRecord(args) {
-		return kv.ReadCounted(db, shared, args, nowMs)
+		return kv.ReadCounted(db, shared, args, nowMs, missed)
 	}
 	snap := db.NewSnapshot()
 	defer snap.Close()
-	return kv.ReadCounted(snap, nil, args, nowMs)
+	return kv.ReadCounted(snap, nil, args, nowMs, missed)
 }
 
 // oneRecordReads are the read commands that read their one key's record
