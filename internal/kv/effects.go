@@ -37,6 +37,12 @@ type Effects struct {
 	// Expired counts the keys deleted because their TTL passed (INFO
 	// expired_keys).
 	Expired int
+	// Looked counts the read lookups made at apply (INFO keyspace_hits
+	// and keyspace_misses): those of read commands inside MULTI/EXEC and
+	// scripts, and of the keys write commands read (GETDEL, SET ... GET,
+	// the *STORE sources, ...). Every replica counts them; the node
+	// reports them while it leads, so that each is counted once.
+	Looked Lookups
 
 	buf []byte // what Written and Published point into
 }
@@ -49,7 +55,7 @@ type Message struct {
 
 // Empty reports whether e records nothing (nil included).
 func (e *Effects) Empty() bool {
-	return e == nil || len(e.Written) == 0 && len(e.Published) == 0 && len(e.Leases) == 0 && e.Expired == 0
+	return e == nil || len(e.Written) == 0 && len(e.Published) == 0 && len(e.Leases) == 0 && e.Expired == 0 && e.Looked.Hits+e.Looked.Misses == 0
 }
 
 // Reset empties e for reuse, keeping its memory unless a large round made
@@ -58,6 +64,7 @@ func (e *Effects) Reset() {
 	clear(e.Written) // drop references to buffers Reset may release
 	clear(e.Published)
 	e.Written, e.Published, e.Leases, e.buf, e.Expired = e.Written[:0], e.Published[:0], e.Leases[:0], e.buf[:0], 0
+	e.Looked = Lookups{}
 	if cap(e.buf) > maxKeptEffects {
 		e.buf = nil
 	}

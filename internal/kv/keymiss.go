@@ -53,17 +53,26 @@ func numKeysAt(i int) func([][]byte) [][]byte {
 	}
 }
 
-// writeMisses emits keymiss for the keys write command d (args) reads
-// that are absent, before it runs.
-func (x *ctx) writeMisses(d *cmdDef, args [][]byte) error {
+// readLookups makes the read lookups of write command d (args) before it
+// runs, as Redis does: it counts them (Effects.Looked) and emits keymiss
+// for the keys absent.
+func (x *ctx) readLookups(d *cmdDef, args [][]byte) error {
+	if x.fx == nil || !d.spec.Write {
+		return nil
+	}
 	f := missReadKeys[d.spec.Name]
-	if f == nil || !x.notify.Emits(notify.KeyMiss) {
+	if f == nil {
 		return nil
 	}
 	for _, k := range f(args) {
-		if _, ok, err := x.loadHeader(k); err != nil {
+		_, ok, err := x.loadHeader(k)
+		switch {
+		case err != nil:
 			return err
-		} else if !ok {
+		case ok:
+			x.fx.Looked.Hits++
+		default:
+			x.fx.Looked.Misses++
 			x.event(notify.KeyMiss, "keymiss", k)
 		}
 	}

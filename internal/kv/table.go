@@ -298,9 +298,9 @@ func Apply(b *pebble.Batch, args [][]byte, env Env) (r Reply) {
 			return errReply(err)
 		}
 		x.notify = s.notify
-		if err := x.writeMisses(d, args); err != nil {
-			return errReply(err)
-		}
+	}
+	if err := x.readLookups(d, args); err != nil {
+		return errReply(err)
 	}
 	return d.run(x, args)
 }
@@ -386,11 +386,15 @@ func (x *ctx) call(args [][]byte) Reply {
 	// at apply (inside MULTI/EXEC or a script) like every other event.
 	y.missOn = !d.spec.Write && (x.missOn || x.notify.Emits(notify.KeyMiss))
 	defer putCtx(y)
-	if err := y.writeMisses(d, args); err != nil {
+	if err := y.readLookups(d, args); err != nil {
 		return errReply(err)
 	}
 	r := d.run(y, args)
 	x.looked.Hits, x.looked.Misses = x.looked.Hits+y.looked.Hits, x.looked.Misses+y.looked.Misses
+	if !d.spec.Write && x.w != nil && x.fx != nil {
+		x.fx.Looked.Hits += y.looked.Hits
+		x.fx.Looked.Misses += y.looked.Misses
+	}
 	x.missed = append(x.missed, y.missed...) // read path (EVAL_RO); empty at apply
 	return r
 }

@@ -181,6 +181,15 @@ func (p *progress) wait(ctx context.Context, stop <-chan struct{}, idx uint64) b
 // store, so the Ready loop never waits for it for long.
 func (n *Node) actOn(fx *kv.Effects) {
 	n.machine.stats.applied(fx, n.store.Replica(firstRange).SavedAt())
+	if l := fx.Looked; l.Hits+l.Misses > 0 {
+		// Read lookups made at apply: counted by the leader, which
+		// computes the replies of the entries it applies (a follower that
+		// forwarded the command gets its reply from there).
+		if _, leads := n.store.Replica(firstRange).Leader(); leads {
+			n.machine.stats.hits.Add(l.Hits)
+			n.machine.stats.misses.Add(l.Misses)
+		}
+	}
 	n.waiters.wake(fx.Written)
 	for _, m := range fx.Published {
 		n.resp.Deliver(m.Shard, m.Channel, m.Payload)

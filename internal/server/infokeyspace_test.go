@@ -315,3 +315,64 @@ func TestInfoStatsFieldsLikeRedis(t *testing.T) {
 		t.Errorf("INFO stats fields:\nkvorum       %s\nredis-server %s", strings.Join(got, ","), strings.Join(want, ","))
 	}
 }
+
+// keyspaceApplyLookups are commands whose read lookups kvorum makes at
+// apply: reads queued in MULTI or run by a script, and writes that read a
+// key. Each is a list of commands run between two RESETSTATs.
+var keyspaceApplyLookups = [][][]string{
+	{{"MULTI"}, {"GET", "s"}, {"GET", "nokey"}, {"HGET", "h", "f"}, {"EXEC"}},
+	{{"EVAL", "return redis.call('GET', KEYS[1])", "1", "nokey"}},
+	{{"EVAL", "return redis.call('MGET', KEYS[1], KEYS[2])", "2", "s", "nokey"}},
+	{{"SET", "s2", "v"}, {"GETDEL", "s2"}, {"GETDEL", "s2"}},
+	{{"GETEX", "s", "PERSIST"}, {"GETEX", "nokey"}},
+	{{"SET", "s", "v3", "GET"}, {"SET", "nokey2", "v", "GET"}, {"DEL", "nokey2"}},
+	{{"SUNIONSTORE", "dst", "set", "nokey"}, {"ZUNIONSTORE", "zdst", "2", "z", "nokey"}},
+	{{"COPY", "s", "s3"}, {"COPY", "nokey", "s4"}},
+}
+
+// TestInfoKeyspaceHitsAtApplyLikeRedis: the read lookups kvorum makes at
+// apply (MULTI/EXEC, scripts, writes that read a key) are counted as
+// redis-server counts them, by the leader (it computes the replies; a
+// follower that forwards the command does not count them).
+func TestInfoKeyspaceHitsAtApplyLikeRedis(t *testing.T) {
+	ref := dialT(t, kvdiff.StartServer(t))
+	c := newTestCluster(t, 3)
+	lead := c.waitLeader()
+	kc := dialT(t, c.node(lead).ClientAddr())
+	fol := dialT(t, c.node(followersOf(lead, 3)[0]).ClientAddr())
+	for _, conn := range []*kvdiff.Conn{ref, kc} {
+		for _, args := range keyspaceSetup {
+			if v := doT(t, conn, args...); v.Type == '-' {
+				t.Fatalf("%v: %s", args, v.Str)
+			}
+		}
+	}
+	stats := func(conn *kvdiff.Conn) string {
+		return fmt.Sprintf("hits=%d misses=%d",
+			infoInt(t, conn, "stats", "keyspace_hits"), infoInt(t, conn, "stats", "keyspace_misses"))
+	}
+	for _, cmds := range keyspaceApplyLookups {
+		doT(t, ref, "CONFIG", "RESETSTAT")
+		for _, args := range cmds {
+			doT(t, ref, args...)
+		}
+		want := stats(ref)
+		doT(t, kc, "CONFIG", "RESETSTAT")
+		doT(t, fol, "CONFIG", "RESETSTAT")
+		for _, args := range cmds {
+			doT(t, kc, args...)
+		}
+		// The leader counts them when it acts on the committed round,
+		// just after the reply: wait a little for it.
+		got := stats(kc)
+		for deadline := time.Now().Add(3 * time.Second); got != want && time.Now().Before(deadline); got = stats(kc) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got != want {
+			t.Errorf("%v: kvorum %s, redis-server %s", cmds, got, want)
+		}
+		if f := stats(fol); f != "hits=0 misses=0" {
+			t.Errorf("%v: a follower that served nothing counts %s", cmds, f)
+		}
+	}
+}
