@@ -161,7 +161,7 @@ func slowlogCommand() *command {
 // 10, -1 all).
 func slowlogGet(c *conn, args [][]byte) reply.Reply {
 	if len(args) > 3 {
-		return reply.Error("ERR unknown subcommand or wrong number of arguments for 'get'. Try SLOWLOG HELP.")
+		return reply.Error("ERR unknown subcommand or wrong number of arguments for '" + string(args[1][:min(len(args[1]), 128)]) + "'. Try SLOWLOG HELP.")
 	}
 	count := int64(10)
 	if len(args) == 3 {
