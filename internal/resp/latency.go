@@ -20,8 +20,11 @@ import (
 //
 // Events: a command whose time (as INFO commandstats counts it) reached
 // latency-monitor-threshold milliseconds is a sample of "command", or of
-// "fast-command" if it has Redis's fast flag. Each event keeps one sample
-// per second (the highest), the last 160 of them, and its all-time high.
+// "fast-command" if it has Redis's fast flag. kvorum adds "kvorum-batch":
+// one Backend.Do call, a pipelined run of data commands executed as one
+// batch (for writes, one Raft commit), which can be slow while each
+// command's share of it is not. Each event keeps one sample per second
+// (the highest), the last 160 of them, and its all-time high.
 
 const latencyTSLen = 160 // LATENCY_TS_LEN
 
@@ -45,6 +48,16 @@ type latencyMonitor struct {
 func (m *latencyMonitor) init() {
 	m.tracking.Store(true)
 	m.percentiles = []float64{50, 99, 99.9}
+}
+
+// note samples event if d reached latency-monitor-threshold (Redis's
+// latencyAddSampleIfNeeded).
+func (m *latencyMonitor) note(event string, d time.Duration) {
+	if th := m.threshold.Load(); th > 0 {
+		if ms := int64(d / time.Millisecond); ms >= th {
+			m.add(event, ms, time.Now().Unix())
+		}
+	}
 }
 
 // add is Redis's latencyAddSample.

@@ -1,9 +1,12 @@
 package resp
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvorum/kvorum/internal/reply"
 )
 
 // TestLatencyMonitorSamples: as Redis's latencyAddSample, one sample per
@@ -188,5 +191,41 @@ func TestLatencyPercentile(t *testing.T) {
 		if got := percentile(counts, total, tc.p); got != tc.want {
 			t.Errorf("p%v: %v, want %v", tc.p, got, tc.want)
 		}
+	}
+}
+
+// sleepBackend is a fakeBackend whose every Do call takes at least d.
+type sleepBackend struct {
+	*fakeBackend
+	d time.Duration
+}
+
+func (b sleepBackend) Do(ctx context.Context, cmds [][][]byte) []reply.Reply {
+	time.Sleep(b.d)
+	return b.fakeBackend.Do(ctx, cmds)
+}
+
+// TestLatencyBatchEvent: kvorum's own event "kvorum-batch" samples a
+// pipelined run of data commands as the backend executed it (one Do
+// call), slow as a whole while each command's share may not be; the
+// slow log has its commands with their shares.
+func TestLatencyBatchEvent(t *testing.T) {
+	_, addr := startServer(t, Config{}, sleepBackend{newFakeBackend(), 8 * time.Millisecond})
+	c := dialRaw(t, addr)
+	c.do("CONFIG", "SET", "latency-monitor-threshold", "5", "slowlog-log-slower-than", "1000")
+	c.send(strings.Repeat("*2\r\n$3\r\nGET\r\n$1\r\nk\r\n", 4))
+	for range 4 {
+		c.reply()
+	}
+	r := c.do("LATENCY", "LATEST")
+	found := false
+	for _, e := range r.elems {
+		found = found || e.elems[0].str == "kvorum-batch" && e.elems[2].n >= 8
+	}
+	if !found {
+		t.Errorf("LATENCY LATEST after a pipelined run of 4 GETs taking 8 ms: %+v", r)
+	}
+	if args, _, _ := slowArgs(t, c.do("SLOWLOG", "GET")); len(args) != 4 || args[0][0] != "GET" || args[3][0] != "GET" {
+		t.Errorf("SLOWLOG GET: %q", args)
 	}
 }

@@ -630,6 +630,9 @@ func (c *conn) doRun(replies []reply.Reply) {
 	}
 	out := c.s.b.Do(ctx, c.run)
 	el := time.Since(start)
+	if !blocks {
+		c.s.lat.note("kvorum-batch", el)
+	}
 	d := el.Seconds()
 	share := el / time.Duration(len(c.run)) // INFO commandstats: the run's time split among its commands
 	for j, i := range c.runIdx {

@@ -68,14 +68,10 @@ func (c *conn) observe(call *command, args [][]byte, d time.Duration) {
 	if !call.skipSlowlog && s.slow.slow(d) {
 		c.slowlogPush(args, d)
 	}
-	if th := s.lat.threshold.Load(); th > 0 {
-		if ms := int64(d / time.Millisecond); ms >= th {
-			event := "command"
-			if call.fast {
-				event = "fast-command"
-			}
-			s.lat.add(event, ms, time.Now().Unix())
-		}
+	if call.fast {
+		s.lat.note("fast-command", d)
+	} else {
+		s.lat.note("command", d)
 	}
 }
 

@@ -211,7 +211,7 @@ func TestSlowlogConfigAndErrors(t *testing.T) {
 		{[]string{"SLOWLOG", "GET", "x"}, "-ERR count should be greater than or equal to -1\r\n"},
 		{[]string{"SLOWLOG", "GET", "-2"}, "-ERR count should be greater than or equal to -1\r\n"},
 		{[]string{"SLOWLOG", "GET", "0"}, "*0\r\n"},
-		{[]string{"SLOWLOG", "GET", "1", "2"}, "-ERR unknown subcommand or wrong number of arguments for 'get'. Try SLOWLOG HELP.\r\n"},
+		{[]string{"SLOWLOG", "GET", "1", "2"}, "-ERR unknown subcommand or wrong number of arguments for 'GET'. Try SLOWLOG HELP.\r\n"},
 		{[]string{"SLOWLOG", "LEN", "1"}, "-ERR wrong number of arguments for 'slowlog|len' command\r\n"},
 		{[]string{"SLOWLOG", "FOO"}, "-ERR unknown subcommand 'FOO'. Try SLOWLOG HELP.\r\n"},
 		{[]string{"SLOWLOG"}, "-ERR wrong number of arguments for 'slowlog' command\r\n"},
