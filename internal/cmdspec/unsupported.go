@@ -23,7 +23,12 @@ func init() {
 	add("replication is Raft's; use `kvorum ctl` to manage members",
 		"replicaof", "slaveof", "sync", "psync", "failover", "cluster", "asking")
 	add("kvorum does not expose server internals through this command; see /metrics on the admin port",
-		"debug", "pfdebug", "pfselftest", "monitor", "module", "latency", "memory", "slowlog", "acl", "shutdown", "lolwut")
+		"debug", "pfdebug", "pfselftest", "monitor", "module", "memory", "acl", "shutdown", "lolwut")
+	// SLOWLOG is answered by the node a client is connected to (package
+	// resp), not inside a script, which runs at apply time on every
+	// replica (LATENCY is refused in scripts as Redis refuses it).
+	add("SLOWLOG is the node's and answers a client, not a script: scripts run at apply time on every replica",
+		"slowlog")
 }
 
 // Unsupported returns why kvorum does not implement the Redis command

@@ -31,6 +31,9 @@ type command struct {
 	calls   prometheus.Counter
 	latency prometheus.Observer
 	stats   cmdStats // INFO commandstats (stats.go)
+	// fast: Redis's flag (LATENCY's fast-command event); skipSlowlog:
+	// Redis's skip_slowlog (EXEC), kept out of SLOWLOG.
+	fast, skipSlowlog bool
 }
 
 var connFlags = []string{"noscript", "loading", "stale", "fast", "no_auth", "allow_busy"}
@@ -135,7 +138,7 @@ func connCommands() []*command {
 	for _, c := range cmds {
 		c.spec.Group = "connection"
 	}
-	cmds = append(cmds, configCommand())
+	cmds = append(cmds, configCommand(), slowlogCommand(), latencyCommand())
 	for _, c := range cmds {
 		switch c.spec.Name {
 		case "readonly", "readwrite":
@@ -178,8 +181,10 @@ func (s *Server) buildTable() {
 	for name, c := range s.cmds {
 		c.calls = s.m.cmds.WithLabelValues(name)
 		c.latency = s.m.latency.WithLabelValues(name)
+		c.setFlags()
 		for _, sc := range c.subs {
 			sc.calls, sc.latency = c.calls, c.latency
+			sc.setFlags()
 		}
 	}
 }
@@ -922,7 +927,7 @@ func info(c *conn, args [][]byte) reply.Reply {
 	}
 	picked := func(name string) bool {
 		n := strings.ToLower(name)
-		return every || want[n] || dflt && n != "commandstats"
+		return every || want[n] || dflt && n != "commandstats" && n != "latencystats"
 	}
 	now := time.Now()
 	up := now.Sub(s.started)
@@ -984,6 +989,9 @@ func info(c *conn, args [][]byte) reply.Reply {
 		sections["Commandstats"] = s.commandStatsFields()
 	}
 	sections["Errorstats"] = s.errs.fields()
+	if picked("latencystats") {
+		sections["Latencystats"] = s.latencyStatsFields()
+	}
 	sections["Cluster"] = [][2]string{{"cluster_enabled", "0"}}
 	var extra []string // the backend's sections Redis does not have
 	if s.b != nil {
@@ -1021,7 +1029,7 @@ func info(c *conn, args [][]byte) reply.Reply {
 
 // infoOrder is the order of INFO's sections, Redis 7.0's (genRedisInfoString).
 var infoOrder = []string{"Server", "Clients", "Memory", "Persistence", "Stats", "Replication",
-	"CPU", "Modules", "Commandstats", "Errorstats", "Cluster", "Keyspace"}
+	"CPU", "Modules", "Commandstats", "Errorstats", "Latencystats", "Cluster", "Keyspace"}
 
 // bytesToHuman formats n like Redis's INFO *_human fields.
 func bytesToHuman(n uint64) string {

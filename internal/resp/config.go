@@ -56,6 +56,9 @@ var configParams = []configParam{
 	{name: "hash-max-listpack-value", cluster: true, check: checkMemory},
 	{name: "hash-max-ziplist-entries", cluster: true, check: checkCount, canon: "hash-max-listpack-entries"},
 	{name: "hash-max-ziplist-value", cluster: true, check: checkMemory, canon: "hash-max-listpack-value"},
+	{name: "latency-monitor-threshold", get: getLatencyThreshold, set: setLatencyThreshold},
+	{name: "latency-tracking", get: getLatencyTracking, set: setLatencyTracking},
+	{name: "latency-tracking-info-percentiles", get: getLatencyPercentiles, set: setLatencyPercentiles},
 	{name: "maxclients", get: func(s *Server) string { return strconv.FormatInt(s.maxClients.Load(), 10) }, set: setMaxClients},
 	{name: "maxmemory", get: constant("0"), set: onlyValue("0", "kvorum does not evict keys: its data lives on disk, and its memory is set by the --cache-size, --read-cache and --record-cache flags")},
 	{name: "maxmemory-policy", get: constant("noeviction"), set: onlyValue("noeviction", "kvorum does not evict keys")},
@@ -64,6 +67,8 @@ var configParams = []configParam{
 	{name: "proto-max-bulk-len", get: func(s *Server) string { return strconv.Itoa(s.cfg.Limits.MaxBulkLen) }, fixed: fixedImmutable},
 	{name: "save", get: constant(""), fixed: fixedDurability},
 	{name: "set-max-intset-entries", cluster: true, check: checkCount},
+	{name: "slowlog-log-slower-than", get: getSlowlogSlowerThan, set: setSlowlogSlowerThan},
+	{name: "slowlog-max-len", get: getSlowlogMaxLen, set: setSlowlogMaxLen},
 	{name: "timeout", get: func(s *Server) string { return strconv.FormatInt(s.idleTimeout.Load(), 10) }, set: setTimeout},
 	{name: "zset-max-listpack-entries", cluster: true, check: checkCount},
 	{name: "zset-max-listpack-value", cluster: true, check: checkMemory},
@@ -294,8 +299,10 @@ func configSetFailed(name, why string) reply.Reply {
 }
 
 // configResetStat zeroes INFO's counters (stats, commandstats,
-// errorstats), as Redis's resetServerStats does for its own (the /metrics
-// counters are not reset: they are cumulative by Prometheus's rules).
+// errorstats) and the commands' latency histograms, as Redis's
+// resetServerStats and resetCommandTableStats do for theirs (the /metrics
+// counters are not reset: they are cumulative by Prometheus's rules). As
+// in Redis, SLOWLOG and LATENCY's events are not reset.
 func configResetStat(c *conn, args [][]byte) reply.Reply {
 	s := c.s
 	s.totalConns.Store(0)

@@ -2,6 +2,7 @@ package resp
 
 import (
 	"bytes"
+	"time"
 
 	"github.com/kvorum/kvorum/internal/reply"
 )
@@ -149,7 +150,7 @@ func unwatchCmd(c *conn, args [][]byte) reply.Reply {
 	return reply.OK
 }
 
-func execCmd(c *conn, args [][]byte) reply.Reply {
+func execCmd(c *conn, args [][]byte) (r reply.Reply) {
 	if !c.tx.multi {
 		return errExecNoMulti
 	}
@@ -158,6 +159,12 @@ func execCmd(c *conn, args [][]byte) reply.Reply {
 		return errExecAbort
 	}
 	queued := c.tx.queued
+	start := time.Now()
+	defer func() { // before the reset: SLOWLOG logs what the transaction ran
+		if r.Kind == reply.KindArray {
+			c.slowlogTx(queued, time.Since(start))
+		}
+	}()
 	var data [][][]byte
 	for _, q := range queued {
 		if cmd := c.s.lookup(q[0]); cmd == nil || cmd.handler == nil {

@@ -153,9 +153,11 @@ type Server struct {
 	protoErrs  atomic.Uint64
 	netIn      atomic.Uint64
 	netOut     atomic.Uint64
-	netReads   atomic.Uint64 // socket reads (total_reads_processed)
-	netWrites  atomic.Uint64 // socket writes of replies (total_writes_processed)
-	errs       errorStats    // INFO errorstats (stats.go)
+	netReads   atomic.Uint64  // socket reads (total_reads_processed)
+	netWrites  atomic.Uint64  // socket writes of replies (total_writes_processed)
+	errs       errorStats     // INFO errorstats (stats.go)
+	slow       slowLog        // SLOWLOG (slowlog.go)
+	lat        latencyMonitor // LATENCY, INFO latencystats (latency.go)
 
 	mu        sync.Mutex
 	closed    bool
@@ -200,6 +202,8 @@ func NewServer(cfg Config, b Backend) *Server {
 		hub:       newHub(),
 	}
 	s.maxClients.Store(int64(cfg.MaxClients))
+	s.slow.init()
+	s.lat.init()
 	s.buildTable()
 	return s
 }
@@ -558,7 +562,9 @@ func (c *conn) exec(batch [][][]byte) {
 				d := time.Since(start)
 				cmd.latency.Observe(d.Seconds())
 				if !queued || rejectedReply(&r) {
-					statsOf(cmd, args).record(&r, d)
+					if call := callOf(cmd, args); call != nil && call.stats.record(&r, d) {
+						c.observe(call, args, d)
+					}
 				}
 			}
 			if c.closeAfter {
@@ -573,8 +579,8 @@ func (c *conn) exec(batch [][][]byte) {
 		}
 		if r, ok := s.table.Check(args); !ok {
 			replies[i] = r
-			if cmd != nil {
-				cmd.stats.record(&replies[i], 0)
+			if cmd != nil && cmd.stats.record(&replies[i], 0) {
+				c.observe(cmd, args, 0) // refused by its own checks, as Redis's command would be
 			}
 			continue
 		}
@@ -624,6 +630,9 @@ func (c *conn) doRun(replies []reply.Reply) {
 	}
 	out := c.s.b.Do(ctx, c.run)
 	el := time.Since(start)
+	if !blocks {
+		c.s.lat.note("kvorum-batch", el)
+	}
 	d := el.Seconds()
 	share := el / time.Duration(len(c.run)) // INFO commandstats: the run's time split among its commands
 	for j, i := range c.runIdx {
@@ -635,7 +644,11 @@ func (c *conn) doRun(replies []reply.Reply) {
 		}
 		if cmd := c.runCmd[j]; cmd != nil {
 			cmd.latency.Observe(d)
-			cmd.stats.record(&replies[i], share)
+			// A blocking command's time includes its wait, which Redis's
+			// SLOWLOG and LATENCY leave out: kvorum does not observe it.
+			if cmd.stats.record(&replies[i], share) && !(blocks && c.s.table.Blocks(c.run[j])) {
+				c.observe(cmd, c.run[j], share)
+			}
 		}
 	}
 	clear(c.run)

@@ -866,6 +866,14 @@ func TestRedisCLI(t *testing.T) {
 	if out := run("", "COMMAND", "DOCS", "ping"); !strings.Contains(out, "summary") {
 		t.Fatalf("COMMAND DOCS: %q", out)
 	}
+	// --latency (PINGs for a second when its output is not a terminal):
+	// min, max, avg, samples.
+	if f := strings.Fields(run("", "--latency")); len(f) != 4 || f[3] == "0" {
+		t.Fatalf("redis-cli --latency: %q", f)
+	}
+	if out := run("", "SLOWLOG", "GET"); out != "\n" && !strings.Contains(out, "127.0.0.1:") {
+		t.Fatalf("SLOWLOG GET: %q", out)
+	}
 }
 
 // COMMAND LIST FILTERBY PATTERN matches as Redis 7 does: case-insensitive,

@@ -23,6 +23,7 @@ import (
 // subcommand) and calls that answered an error.
 type cmdStats struct {
 	calls, usec, rejected, failed atomic.Uint64
+	hist                          latencyHist // LATENCY HISTOGRAM, INFO latencystats (latency.go)
 }
 
 func (st *cmdStats) reset() {
@@ -30,6 +31,7 @@ func (st *cmdStats) reset() {
 	st.usec.Store(0)
 	st.rejected.Store(0)
 	st.failed.Store(0)
+	st.hist.reset()
 }
 
 // rejectedReply reports whether r is an error Redis gives before it runs
@@ -39,34 +41,37 @@ func rejectedReply(r *reply.Reply) bool {
 		(bytes.HasPrefix(r.Str, []byte("ERR wrong number of arguments")) || bytes.HasPrefix(r.Str, []byte("ERR unknown subcommand")))
 }
 
-// record counts one call of st that answered r after d (st nil: none).
-func (st *cmdStats) record(r *reply.Reply, d time.Duration) {
+// record counts one call of st that answered r after d (st nil: none),
+// and reports whether it counted as executed (not rejected): the call
+// that SLOWLOG, LATENCY and the latency histogram then see.
+func (st *cmdStats) record(r *reply.Reply, d time.Duration) bool {
 	if st == nil {
-		return
+		return false
 	}
 	if rejectedReply(r) {
 		st.rejected.Add(1)
-		return
+		return false
 	}
 	st.calls.Add(1)
 	st.usec.Add(uint64(d / time.Microsecond))
 	if r.Kind == reply.KindError {
 		st.failed.Add(1)
 	}
+	return true
 }
 
-// statsOf is the counters a call of cmd with args goes to: a container's
-// subcommand has its own, as in Redis ("config|get"); an unknown
-// subcommand has none (nil: Redis counts it in errorstats only).
-func statsOf(cmd *command, args [][]byte) *cmdStats {
+// callOf is the command whose counters a call of cmd with args goes to: a
+// container's subcommand has its own, as in Redis ("config|get"); an
+// unknown subcommand has none (nil: Redis counts it in errorstats only).
+func callOf(cmd *command, args [][]byte) *command {
 	if len(cmd.subs) == 0 || len(args) < 2 {
-		return &cmd.stats
+		return cmd
 	}
 	var buf [32]byte
 	if name, ok := lower(&buf, args[1]); ok {
 		for _, sc := range cmd.subs {
 			if sc.spec.Name[len(cmd.spec.Name)+1:] == string(name) {
-				return &sc.stats
+				return sc
 			}
 		}
 	}
