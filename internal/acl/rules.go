@@ -29,13 +29,13 @@ type selector struct {
 	// set by +@all/allcommands only, cleared by -@all/nocommands; it
 	// decides whether the description starts with +@all or -@all.
 	future    bool
-	allowed   []uint64            // command bitmap, by Command.ID
-	firstArgs map[int][]string    // allowed first arguments of a denied command, by ID
-	keys      []keyPattern        // unless allKeys
-	channels  []string            // unless allChannels
-	chanBytes [][]byte            // channels' bytes
-	cmds      *Commands           // the universe
-	_         [0]func()           // not comparable
+	allowed   []uint64         // command bitmap, by Command.ID
+	firstArgs map[int][]string // allowed first arguments of a denied command, by ID
+	keys      []keyPattern     // unless allKeys
+	channels  []string         // unless allChannels
+	chanBytes [][]byte         // channels' bytes
+	cmds      *Commands        // the universe
+	_         [0]func()        // not comparable
 }
 
 func newSelector(cmds *Commands) *selector {
@@ -101,15 +101,15 @@ func (s *selector) setAll(allow bool) {
 type errCode uint8
 
 const (
-	errNone     errCode = iota
-	errNoEnt            // ENOENT
-	errInval            // EINVAL
-	errExist            // EEXIST
-	errIsDir            // EISDIR
-	errNoDev            // ENODEV
-	errBadMsg           // EBADMSG
-	errAlready          // EALREADY
-	errChild            // ECHILD
+	errNone    errCode = iota
+	errNoEnt           // ENOENT
+	errInval           // EINVAL
+	errExist           // EEXIST
+	errIsDir           // EISDIR
+	errNoDev           // ENODEV
+	errBadMsg          // EBADMSG
+	errAlready         // EALREADY
+	errChild           // ECHILD
 )
 
 // text is ACLSetUserStringError.
