@@ -157,6 +157,9 @@ func cstr(s string) string {
 
 // apply is ACLSetSelector.
 func (s *selector) apply(op string) errCode {
+	if op == "" {
+		return errInval // an empty rule inside a selector, as ("")
+	}
 	c := cstr(op)
 	var c1 byte
 	if len(c) > 1 {
