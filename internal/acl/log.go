@@ -90,11 +90,11 @@ func (l *Log) Add(e LogEntry, now time.Time) {
 		if i == 10 {
 			break
 		}
-		d := now.Sub(cur.Updated)
+		d := now.UnixMilli() - cur.Updated.UnixMilli() // Redis's mstime
 		if d < 0 {
 			d = -d
 		}
-		if cur.Reason != e.Reason || cur.Context != e.Context || d > logGroupingWindow || cur.Object != e.Object || cur.Username != e.Username {
+		if cur.Reason != e.Reason || cur.Context != e.Context || d > logGroupingWindow.Milliseconds() || cur.Object != e.Object || cur.Username != e.Username {
 			continue
 		}
 		copy(l.entries[1:i+1], l.entries[:i])
