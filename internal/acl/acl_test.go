@@ -285,3 +285,29 @@ func BenchmarkCheck(b *testing.B) {
 		}
 	})
 }
+
+func TestChannelsNarrowed(t *testing.T) {
+	reg := acl.NewRegistry(nil)
+	for _, c := range []struct {
+		rules []string
+		want  bool
+	}{
+		{[]string{"on", "resetchannels", "&a", "&b"}, false}, // created
+		{[]string{"&c"}, false},                              // superset
+		{[]string{"resetchannels", "&a", "(&b &c)"}, false},  // same, spread over selectors
+		{[]string{"resetchannels", "&a"}, false},             // the selector keeps b and c
+		{[]string{"clearselectors"}, true},
+		{[]string{"allchannels"}, false},
+		{[]string{"resetchannels", "&x"}, true}, // had allchannels
+		{[]string{"(&*)"}, false},
+		{[]string{"clearselectors"}, true}, // the selector had allchannels
+	} {
+		ch, err := reg.Apply("u", c.rules...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ch.ChannelsNarrowed != c.want {
+			t.Errorf("%v: narrowed %v", c.rules, ch.ChannelsNarrowed)
+		}
+	}
+}

@@ -178,10 +178,15 @@ func startRedisACL(t *testing.T, aclfile string) (addr, log string, err error) {
 			return "", out.String(), errExited
 		default:
 		}
-		// A default user with a password answers NOAUTH: still up.
-		if c, err := net.Dial("tcp", addr); err == nil {
+		// redis-server listens before it reads the ACL file, and
+		// answers only after: any reply (NOAUTH if the default user has
+		// a password) means it is up.
+		if c, err := kvdiff.Dial(addr, 2); err == nil {
+			_, err := c.Do("PING")
 			c.Close()
-			return addr, "", nil
+			if err == nil {
+				return addr, "", nil
+			}
 		}
 	}
 	return "", out.String(), errExited

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -206,12 +207,32 @@ func replySafe(s string) string {
 // it, all rules or none. The rules are ACL SETUSER's arguments; a
 // selector may span several ("(~a" "+get)"). The error is Redis's reply.
 func (r *Registry) SetUser(name string, rules ...string) error {
+	_, err := r.Apply(name, rules...)
+	return err
+}
+
+// Change tells what a successful Apply did beyond the rules.
+type Change struct {
+	// Created: the user did not exist.
+	Created bool
+	// ChannelsNarrowed is Redis's test in ACLKillPubsubClientsIfNeeded:
+	// the user had channel permissions that the new rules do not keep
+	// (no selector has allchannels and the new patterns are not a
+	// superset of the old). Redis then closes each Pub/Sub connection of
+	// the user that has a pattern subscription p with
+	// !CheckChannel(p, true) or a channel or shard channel subscription
+	// c with !CheckChannel(c, false); that is the caller's.
+	ChannelsNarrowed bool
+}
+
+// Apply is SetUser, telling what changed.
+func (r *Registry) Apply(name string, rules ...string) (Change, error) {
 	if hasSpaces(name) {
-		return errf("Usernames can't contain spaces or null characters")
+		return Change{}, errf("Usernames can't contain spaces or null characters")
 	}
 	merged, bad, ok := mergeSelectorArgs(rules)
 	if !ok {
-		return &Error{replySafe("ERR Unmatched parenthesis in acl selector starting at '" + cstr(rules[bad]) + "'.")}
+		return Change{}, &Error{replySafe("ERR Unmatched parenthesis in acl selector starting at '" + cstr(rules[bad]) + "'.")}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -224,15 +245,41 @@ func (r *Registry) SetUser(name string, rules ...string) error {
 	}
 	for _, op := range merged {
 		if e := st.apply(op); e != errNone {
-			return &Error{replySafe("ERR Error in ACL SETUSER modifier '" + cstr(op) + "': " + e.text())}
+			return Change{}, &Error{replySafe("ERR Error in ACL SETUSER modifier '" + cstr(op) + "': " + e.text())}
 		}
 	}
+	var ch Change
 	if u == nil {
 		u = &User{name: name}
 		r.users[name] = u
+		ch.Created = true
+	} else {
+		ch.ChannelsNarrowed = channelsNarrowed(u.load(), st)
 	}
 	u.publish(st)
-	return nil
+	return ch, nil
+}
+
+// channelsNarrowed is the test of ACLKillPubsubClientsIfNeeded.
+func channelsNarrowed(old, cur *state) bool {
+	var upcoming []string
+	for _, s := range cur.selectors {
+		if s.allChannels {
+			return false
+		}
+		upcoming = append(upcoming, s.channels...)
+	}
+	for _, s := range old.selectors {
+		if s.allChannels {
+			return true
+		}
+		for _, c := range s.channels {
+			if !slices.Contains(upcoming, c) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // DelUser is ACL DELUSER: the number of users removed; none if one of the
