@@ -132,3 +132,27 @@ func (l *Log) Len() int { return len(l.entries) }
 
 // Reset is ACL LOG RESET: the log is emptied (entry IDs go on).
 func (l *Log) Reset() { l.entries = nil }
+
+// EntryFor is the entry addACLLogEntry makes for a command refused by a
+// check (Check's Denial and position) in context ctx, run by username:
+// the object is the command's full name, or the refused key or channel.
+// ClientInfo is the caller's.
+func EntryFor(username string, cmd *Command, args [][]byte, d Denial, pos int, ctx Context) LogEntry {
+	e := LogEntry{Reason: d, Context: ctx, Username: username}
+	switch d {
+	case DeniedCommand:
+		e.Object = cmd.Name
+	case DeniedKey, DeniedChannel:
+		if pos >= 0 && pos < len(args) {
+			e.Object = string(args[pos])
+		}
+	}
+	return e
+}
+
+// AuthEntryFor is the entry of a failed AUTH or HELLO AUTH: the object
+// is the command name as the client sent it (args[0]: "AUTH", "hello"),
+// the username the one that failed ("default" for AUTH <password>).
+func AuthEntryFor(username string, commandName []byte, ctx Context) LogEntry {
+	return LogEntry{Reason: DeniedAuth, Context: ctx, Object: string(commandName), Username: username}
+}
