@@ -1,6 +1,7 @@
 package acl
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
@@ -430,11 +431,32 @@ func trimSet(s, set string) string {
 	return strings.Trim(s, set)
 }
 
+// readLikeFgets is how ACLLoadFromFile reads the file: fgets into a
+// 1024-byte buffer, each piece (a line, or 1023 bytes of a longer one)
+// appended up to its first NUL.
+func readLikeFgets(content []byte) string {
+	var b strings.Builder
+	for len(content) > 0 {
+		n := len(content)
+		if i := bytes.IndexByte(content, '\n'); i >= 0 && i+1 < n {
+			n = i + 1
+		}
+		n = min(n, 1023)
+		piece := content[:n]
+		if i := bytes.IndexByte(piece, 0); i >= 0 {
+			piece = piece[:i]
+		}
+		b.Write(piece)
+		content = content[n:]
+	}
+	return b.String()
+}
+
 // parseFile checks an ACL file as ACLLoadFromFile does and returns the
 // users it defines, their names in file order, and the errors text
 // ("" if none).
 func parseFile(cmds *Commands, filename string, content []byte) (map[string]*state, []string, string) {
-	text := string(content)
+	text := readLikeFgets(content)
 	var errs strings.Builder
 	states := map[string]*state{}
 	var order []string

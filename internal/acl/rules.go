@@ -423,7 +423,7 @@ func mergeSelectorArgs(args []string) (merged []string, bad int, ok bool) {
 			continue
 		}
 		if open != -1 {
-			cur += " " + op
+			cur += " " + cstr(op) // sdscatfmt's %s
 			if len(op) > 0 && op[len(op)-1] == ')' {
 				open = -1
 				merged = append(merged, cur)
