@@ -102,6 +102,8 @@ type Commands struct {
 	byTop map[string]*Command // top-level by lower-case name
 	all   []*Command          // by ID
 	words int                 // uint64 words of a command bitmap
+	// inCat are the commands of each category in walk order.
+	inCat [NumCategories][]*Command
 }
 
 // NewCommands builds the universe of Redis's commands and the extra
@@ -146,6 +148,13 @@ func NewCommands(extra ...CommandSpec) (*Commands, error) {
 		sort.Slice(t.Subcommands, func(i, j int) bool { return t.Subcommands[i].Name < t.Subcommands[j].Name })
 	}
 	c.words = (len(c.all) + 63) / 64
+	c.walk(func(cmd *Command) {
+		for i := range c.inCat {
+			if cmd.Categories&(1<<i) != 0 {
+				c.inCat[i] = append(c.inCat[i], cmd)
+			}
+		}
+	})
 	return c, nil
 }
 
@@ -240,6 +249,16 @@ func (c *Commands) InCategory(cat Category) []string {
 		}
 	})
 	return out
+}
+
+// members are the commands of cat, a single category, in walk order.
+func (c *Commands) members(cat Category) []*Command {
+	for i := range c.inCat {
+		if cat == 1<<i {
+			return c.inCat[i]
+		}
+	}
+	return nil
 }
 
 // walk calls f for every command in name order, each container before

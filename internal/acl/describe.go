@@ -90,15 +90,13 @@ func (s *selector) describeSingle(fake *selector, cmd *Command, b *strings.Build
 
 // countCategory is ACLCountCategoryBitsForSelector.
 func (s *selector) countCategory(cat Category) (on, off int) {
-	s.cmds.walk(func(cmd *Command) {
-		if cmd.Categories&cat != 0 {
-			if s.bit(cmd.ID) {
-				on++
-			} else {
-				off++
-			}
+	for _, cmd := range s.cmds.members(cat) {
+		if s.bit(cmd.ID) {
+			on++
+		} else {
+			off++
 		}
-	})
+	}
 	return
 }
 

@@ -71,7 +71,7 @@ func (u *User) Deleted() bool { return u.deleted.Load() }
 
 // Describe is ACLDescribeUser: the user's rules as ACL LIST shows them
 // after "user <name> ", and as ACL SETUSER and the ACL file accept them.
-func (u *User) Describe() string { return u.load().desc }
+func (u *User) Describe() string { return u.load().description() }
 
 // Info is ACL GETUSER's reply.
 func (u *User) Info() UserInfo { return u.load().info() }
@@ -104,10 +104,7 @@ func (u *User) PasswordOK(password string) bool {
 	return ok
 }
 
-func (u *User) publish(st *state) {
-	st.desc = st.describe()
-	u.st.Store(st)
-}
+func (u *User) publish(st *state) { u.st.Store(st) }
 
 // Registry holds the users, Redis's Users radix tree. Starting from
 // NewRegistry (the default user alone), the same ACL SETUSER, ACL

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Key permissions of a key pattern (Redis's ACL_READ_PERMISSION,
@@ -78,12 +79,11 @@ func (s *selector) changePerm(cmd *Command, allow bool) {
 	}
 }
 
+// setCategory is ACLSetSelectorCommandBitsForCategory for one category.
 func (s *selector) setCategory(cat Category, allow bool) {
-	s.cmds.walk(func(cmd *Command) {
-		if cmd.Categories&cat != 0 {
-			s.changePerm(cmd, allow)
-		}
-	})
+	for _, cmd := range s.cmds.members(cat) {
+		s.changePerm(cmd, allow)
+	}
 }
 
 func (s *selector) setAll(allow bool) {
@@ -306,7 +306,15 @@ type state struct {
 	passwords []string // SHA-256 hex digests, in the order added
 	selectors []*selector
 	cmds      *Commands
-	desc      string // the description, computed once
+	descOnce  sync.Once
+	desc      string // the description, computed once when asked
+}
+
+// description is the state's ACLDescribeUser, computed on first use
+// (Redis caches it in acl_string too).
+func (st *state) description() string {
+	st.descOnce.Do(func() { st.desc = st.describe() })
+	return st.desc
 }
 
 func newState(cmds *Commands) *state {
