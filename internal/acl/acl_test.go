@@ -311,3 +311,64 @@ func TestChannelsNarrowed(t *testing.T) {
 		}
 	}
 }
+
+// Checks on a handle while its rules change and users load: no data race
+// (run with -race), and every check sees one whole set of rules.
+func TestConcurrentChecks(t *testing.T) {
+	reg := acl.NewRegistry(commands)
+	u := mustSet(t, reg, "u", "on", "~a*", "+get")
+	get := commands.LookupName("get")
+	keys := &fixedKeys{keys: []acl.KeyRef{{Pos: 1, Flags: acl.KeyAccess}}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			if i%2 == 0 {
+				mustSet(t, reg, "u", "resetkeys", "~b*")
+			} else {
+				mustSet(t, reg, "u", "resetkeys", "~a*")
+			}
+			if i%50 == 0 {
+				if err := reg.LoadLines(reg.Lines()); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+	}()
+	args := [][]byte{[]byte("get"), []byte("a1")}
+	for {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		d, _ := u.Check(get, args, keys)
+		if d != acl.Allowed && d != acl.DeniedKey {
+			t.Fatal(d)
+		}
+		_ = u.Describe()
+		_ = reg.Usernames()
+	}
+}
+
+func TestSyncLines(t *testing.T) {
+	reg := acl.NewRegistry(nil)
+	a := mustSet(t, reg, "a", "on", "~x")
+	b := mustSet(t, reg, "b", "on")
+	src := acl.NewRegistry(nil)
+	mustSet(t, src, "a", "off", "~y", "+get")
+	mustSet(t, src, "c", "on")
+	mustSet(t, src, "default", "off")
+	if err := reg.SyncLines(src.Lines()); err != nil {
+		t.Fatal(err)
+	}
+	if reg.User("a") != a || a.Deleted() || a.Enabled() || !b.Deleted() || reg.User("c") == nil || reg.Default().Enabled() {
+		t.Error("SyncLines handles")
+	}
+	if strings.Join(reg.Lines(), "\n") != strings.Join(src.Lines(), "\n") {
+		t.Errorf("SyncLines:\n%q\n%q", reg.Lines(), src.Lines())
+	}
+	if err := reg.SyncLines([]string{"user a bogus"}); err == nil || reg.User("a") != a {
+		t.Error("a bad list applied")
+	}
+}

@@ -40,10 +40,12 @@
 // hash order, which differs between runs; here they are in name order
 // (the same set of rules, a container's before its subcommands').
 //
-// Replication: a registry is rebuilt from Lines with LoadLines (the ACL
-// file format; Load is ACL LOAD of a file's content with its error
-// messages and line numbers, SaveFile what ACL SAVE writes), or by
-// replaying SetUser and DelUser calls in order.
+// Replication: a registry is rebuilt from Lines (the ACL file format)
+// with SyncLines, which keeps the handles of the users that stay, or
+// LoadLines, which is ACL LOAD (Load is ACL LOAD of a file's content with
+// its error messages and line numbers, SaveFile what ACL SAVE writes), or
+// by replaying SetUser (Apply) and DelUser calls in order: all are
+// deterministic.
 //
 // # Checks
 //

@@ -417,6 +417,44 @@ func (r *Registry) Load(filename string, content []byte) error {
 	return nil
 }
 
+// SyncLines makes the registry's users those of lines (as Lines returns
+// them), all or nothing like Load, but keeps the handles of the users
+// that stay: their connections see the new rules instead of being
+// Deleted. It suits a replica installing a snapshot of the users; Load
+// is ACL LOAD.
+func (r *Registry) SyncLines(lines []string) error {
+	states, order, errs := parseFile(r.cmds, "lines", []byte(strings.Join(lines, "\n")))
+	if errs != "" {
+		return &Error{"ERR " + errs + "WARNING: ACL errors detected, no change to the previously active ACL rules was performed"}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	users := map[string]*User{DefaultUser: r.def}
+	for _, name := range order {
+		if name == DefaultUser {
+			continue
+		}
+		u := r.users[name]
+		if u == nil {
+			u = &User{name: name}
+		}
+		u.publish(states[name])
+		users[name] = u
+	}
+	for name, u := range r.users {
+		if users[name] == nil {
+			u.deleted.Store(true)
+		}
+	}
+	r.users = users
+	if st := states[DefaultUser]; st != nil {
+		r.def.publish(st)
+	} else {
+		r.def.publish(defaultState(r.cmds))
+	}
+	return nil
+}
+
 // LoadLines is Load of the lines (as Lines returns them) joined by
 // newlines: the way to rebuild a registry's users from a replicated list.
 func (r *Registry) LoadLines(lines []string) error {
