@@ -142,13 +142,31 @@ func (x *ctx) putNode(s *stream, n streamrec.Node) error {
 	return x.setElem(s.c, streamrec.NodeElem(n.ID), n.Encode())
 }
 
-// dropNode deletes node n's record after its last live entry went.
+// dropNode deletes node n's record after its last live entry went. If it
+// was the tail node, the node before it (if any) is the tail again, as
+// Redis's next XADD finds the last listpack of its radix tree.
 func (x *ctx) dropNode(s *stream, node uint64) error {
 	s.st.Nodes--
-	if node == s.st.TailNode {
-		s.st.TailCount = 0 // Redis frees the listpack: the next XADD starts a node
+	if err := x.delElem(s.c, streamrec.NodeElem(node)); err != nil {
+		return err
 	}
-	return x.delElem(s.c, streamrec.NodeElem(node))
+	if node != s.st.TailNode {
+		return nil
+	}
+	s.st.TailCount = 0 // no tail: the next XADD starts a node
+	if s.st.Nodes == 0 {
+		return nil
+	}
+	return x.iterElems(s.c, []byte{streamrec.KindNode}, streamrec.NodeElem(node), true, func(elem, v []byte) bool {
+		n, ok := streamrec.DecodeNodeElem(elem, v)
+		if !ok || n.ID >= node {
+			return true
+		}
+		if n.Exact {
+			s.st.TailNode, s.st.TailCount = n.ID, n.Added
+		}
+		return false
+	})
 }
 
 // entryReply builds [id, [field, value, ...]] from an entry's element
@@ -252,21 +270,25 @@ func cmdXAdd(x *ctx, args [][]byte, a streamargs.AddTrim) Reply {
 		return errStreamIDSmaller
 	}
 	// Nodes: join the tail node or start one (see the comment at the top).
+	fv := args[a.FieldsPos:]
 	var node streamrec.Node
-	if st.TailCount == 0 || st.TailCount >= streamargs.NodeMaxEntries {
-		st.TailNode, st.TailCount = st.Appended, 0
-		st.Nodes++
-		node = streamrec.Node{ID: st.TailNode}
-	} else {
+	joined := false
+	if st.TailCount != 0 && st.Nodes > 0 {
 		var err error
-		if node, _, err = x.getNode(s, st.TailNode); err != nil {
+		if node, joined, err = x.getNode(s, st.TailNode); err != nil {
 			return errReply(err)
 		}
+		maxBytes, maxEntries := x.limits().streamNode()
+		joined = joined && !node.Full(fv, maxBytes, maxEntries)
 	}
-	st.TailCount++
+	if !joined {
+		st.TailNode = st.Appended
+		st.Nodes++
+		node = streamrec.NewNode(st.TailNode, id, fv)
+	}
+	node.Append(id, fv)
+	st.TailCount = node.Added
 	st.Appended++
-	node.Live++
-	node.Last = id
 	if err := x.putNode(s, node); err != nil {
 		return errReply(err)
 	}
@@ -301,6 +323,11 @@ func cmdXAdd(x *ctx, args [][]byte, a streamargs.AddTrim) Reply {
 // s's state (not saved) and returns the number of entries removed.
 func (x *ctx) streamTrim(s *stream, a *streamargs.AddTrim) (int64, error) {
 	st := &s.st
+	limit := a.Limit
+	if a.DefaultLimit {
+		_, maxEntries := x.limits().streamNode()
+		limit = streamargs.DefaultLimit(maxEntries)
+	}
 	// Plan on the node records: the whole nodes to remove and the node to
 	// trim into, if any.
 	var whole []streamrec.Node
@@ -315,7 +342,7 @@ func (x *ctx) streamTrim(s *stream, a *streamargs.AddTrim) (int64, error) {
 		if a.Strategy == streamargs.TrimMaxLen && length <= uint64(a.MaxLen) {
 			return false
 		}
-		if a.Limit != 0 && planned+n.Live > uint64(a.Limit) {
+		if limit != 0 && planned+n.Live > uint64(limit) {
 			return false
 		}
 		var remove bool
