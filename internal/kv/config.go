@@ -25,13 +25,19 @@ var configPrefix = []byte{userPrefix, 0x00, 0x00, 'c'}
 type Settings struct {
 	loaded bool
 	notify notify.Flags
-	enc    [len(encParams)]int64 // the encoding thresholds, as encParams
+	enc    [len(encParams)]int64 // the integer parameters, as encParams
 }
+
+// MaxMemory returns maxmemory as the apply loop last loaded or set it,
+// ok=false before it first loaded the parameters. For the apply loop's
+// goroutine only (the node copies it after each Apply for its write
+// guard).
+func (s *Settings) MaxMemory() (v int64, ok bool) { return s.enc[maxMemory], s.loaded }
 
 // encParams are the cluster's integer parameters: the thresholds of
 // Redis's small collection encodings (see the encoding flags in coll.go),
 // the node limits of streams (stream.go), and maxmemory (enforced by the
-// node before it proposes a write: MaxMemory), under their Redis names
+// node before it proposes a write: ReadMaxMemory), under their Redis names
 // (resp maps the old "ziplist" aliases), with the defaults of a
 // redis-server 7.0 started without a configuration file. Values are
 // stored in decimal.
@@ -89,11 +95,11 @@ func (s *Settings) streamNode() (maxBytes, maxEntries uint64) {
 	return uint64(s.enc[streamNodeMaxBytes]), uint64(s.enc[streamNodeMaxEntries]) //nolint:gosec // never negative
 }
 
-// MaxMemory reads the cluster's maxmemory parameter (bytes, 0: no limit)
+// ReadMaxMemory reads the cluster's maxmemory parameter (bytes, 0: no limit)
 // from r, a node's store: the node refuses writes flagged denyoom while
 // its data set is larger (a read of the local state, not linearizable: a
 // change reaches each node when it applies the KVORUM.CONFIG entry).
-func MaxMemory(r pebble.Reader) (int64, error) {
+func ReadMaxMemory(r pebble.Reader) (int64, error) {
 	v, _, err := getCopy(r, configKey("maxmemory"))
 	if err != nil {
 		return 0, err

@@ -571,6 +571,11 @@ func (c *conn) exec(batch [][][]byte) {
 			replies[i] = s.unknownCommand(args)
 			continue
 		}
+		if cmd != nil && arityOK(cmd.spec.Arity, len(args)) && s.oomRefuses(cmd, args) {
+			replies[i] = errOOM // maxmemory.go
+			cmd.stats.record(&replies[i], 0)
+			continue
+		}
 		if r, ok := s.table.Check(args); !ok {
 			replies[i] = r
 			if cmd != nil {

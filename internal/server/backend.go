@@ -293,6 +293,8 @@ func (b *backend) Info() []resp.InfoSection {
 	if scripts, err := kv.CachedScripts(n.store.DB()); err == nil {
 		mem.Fields = append(mem.Fields, [2]string{"number_of_cached_scripts", strconv.Itoa(scripts)})
 	}
+	// The data set estimate maxmemory is compared with (maxmemory.go).
+	mem.Fields = append(mem.Fields, [2]string{"used_memory_dataset", strconv.FormatInt(n.dataSize(), 10)})
 	saved := n.store.Replica(firstRange).SavedAt()
 	persist := n.persistenceInfo()
 	persist.Fields = slices.Insert(persist.Fields, min(1, len(persist.Fields)), [][2]string{
