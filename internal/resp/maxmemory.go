@@ -22,6 +22,8 @@ import (
 //     transaction is discarded).
 //
 // Commands that do not add data (DEL, GET, EXPIRE, PUBLISH, ...) run.
+// Scripts (EVAL, EVALSHA, FCALL) are proposed wrapped (oomWrapper), so
+// that every replica applies Redis's rules for scripts over maxmemory.
 // The estimate and the limit are the backend's (memoryLimiter); the
 // limit changes on each node when it applies the CONFIG SET.
 
@@ -33,6 +35,22 @@ type memoryLimiter interface {
 	// OverMaxMemory reports whether the node's data set is larger than
 	// maxmemory (never when it is 0).
 	OverMaxMemory() bool
+}
+
+// oomWrapper is a Commands table with commands that run differently when
+// proposed over maxmemory (package kv: scripts, as KVORUM.OOM).
+type oomWrapper interface {
+	OOMWrap(args [][]byte) [][]byte
+}
+
+// oomWrap is args as this node proposes it now: wrapped by the table if
+// the node is over maxmemory and the command is one it wraps.
+func (s *Server) oomWrap(cmd *command, args [][]byte) [][]byte {
+	w, ok := s.table.(oomWrapper)
+	if !ok || cmd == nil || !strings.HasPrefix(cmd.spec.Name, "eval") && !strings.HasPrefix(cmd.spec.Name, "fcall") || !s.overMaxMemory() {
+		return args
+	}
+	return w.OOMWrap(args)
 }
 
 // errOOM is Redis's shared.oomerr.

@@ -583,7 +583,7 @@ func (c *conn) exec(batch [][][]byte) {
 			}
 			continue
 		}
-		c.run = append(c.run, args)
+		c.run = append(c.run, s.oomWrap(cmd, args))
 		c.runIdx = append(c.runIdx, i)
 		c.runCmd = append(c.runCmd, cmd)
 	}

@@ -37,6 +37,9 @@ func TestMaxMemory(t *testing.T) {
 	if got := infoField(t, fc, "memory", "maxmemory"); got != "0" {
 		t.Fatalf("maxmemory %s before any CONFIG SET", got)
 	}
+	ok(fc, "FUNCTION", "LOAD", "#!lua name=lib\nredis.register_function('f', function(keys, args) return redis.call('set','k','v') end)\n"+
+		"redis.register_function{function_name='g', callback=function(keys, args) return redis.call('get','k0') end, flags={'no-writes'}}\n"+
+		"redis.register_function{function_name='h', callback=function(keys, args) return redis.call('set','k','v') end, flags={'allow-oom'}}")
 	// A transaction queued before the limit is passed, executed after.
 	ok(txc, "MULTI")
 	ok(txc, "SET", "queued", "v")
@@ -92,6 +95,31 @@ func TestMaxMemory(t *testing.T) {
 		}
 		ok(conn, "EXPIRE", "k1", "1000")
 		ok(conn, "PUBLISH", "ch", "m")
+	}
+	// Scripts, as redis-server 7.0 answers them over maxmemory (recorded).
+	for _, conn := range []*kvdiff.Conn{fc, kc} {
+		for _, s := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"EVAL", "return redis.call('set','k','v')", "0"}, "-" + oomError + " script: d223ed8c7345b684e8ed044ed472601f536fa58b, on @user_script:1."},
+			{[]string{"EVAL", "redis.call('del','zz'); return redis.call('set','k','v')", "0"}, "+OK"},
+			{[]string{"EVAL", "redis.pcall('set','k','v'); return redis.call('get','k0')", "0"}, "$" + value},
+			{[]string{"EVAL", "#!lua\nreturn 1", "0"}, "-" + oomError},
+			{[]string{"EVAL", "#!lua flags=no-writes\nreturn redis.call('get','k0')", "0"}, "$" + value},
+			{[]string{"EVAL", "#!lua flags=allow-oom\nreturn redis.call('set','k','v')", "0"}, "+OK"},
+			{[]string{"EVALSHA", "d223ed8c7345b684e8ed044ed472601f536fa58b", "0"}, "-" + oomError + " script: d223ed8c7345b684e8ed044ed472601f536fa58b, on @user_script:1."},
+			{[]string{"FCALL", "f", "0"}, "-" + oomError},
+			{[]string{"FCALL", "g", "0"}, "$" + value},
+			{[]string{"FCALL_RO", "g", "0"}, "$" + value},
+			{[]string{"FCALL", "h", "0"}, "+OK"},
+			{[]string{"FUNCTION", "LOAD", "#!lua name=lib2\nredis.register_function('h', function() return 1 end)"}, "-" + oomError},
+		} {
+			v := doT(t, conn, s.args...)
+			if got := string(v.Type) + string(v.Str); got != s.want {
+				t.Errorf("%q over maxmemory: %.120q, want %.120q", s.args, got, s.want)
+			}
+		}
 	}
 	if v := ok(fc, "DEL", "k0"); v.Int != 1 {
 		t.Errorf("DEL k0 over maxmemory: %v", v)
