@@ -27,26 +27,28 @@ import (
 // other collections an emptied stream is not deleted (as in Redis): writes
 // save the record with x.store, never saveColl.
 //
-// Nodes. Redis keeps a stream as a radix tree of listpacks ("nodes") of at
-// most stream-node-max-entries (100) entries or stream-node-max-bytes
-// (4096) bytes; approximate trimming (MAXLEN/MINID ~) removes whole nodes
-// only. kvorum models the node layout by entry count: an entry joins the
-// tail node unless 100 entries were already added to it (deleted ones
-// count, as in Redis) or the tail node was removed (XDEL of its last live
-// entry, or a trim of the whole node), and then starts a new node. An
-// exact trim that stops inside a node only deletes entries, as Redis
-// marks them deleted: the node stays even with no live entry left. Node ids are the ordinal of their
-// first entry among all entries ever appended to this incarnation (state
-// field appended, not touched by XSETID). Each node has a record with its
-// live entry count and the last ID ever added to it (tombstones included,
-// which is what Redis compares for MINID ~). The byte limit is not
-// modelled: with entries larger than about 40 bytes Redis's nodes are
-// smaller than kvorum's and Redis may trim more with ~ than kvorum does.
-// The rule is deterministic and never trims more than the exact form
-// (= or no modifier) would: only whole head nodes that the exact form
-// would remove too. XINFO STREAM reports radix-tree-keys as the number of
-// nodes and radix-tree-nodes as that plus one (Redis's count of internal
-// radix tree nodes depends on the key bytes; it is not modelled).
+// Nodes. Redis keeps a stream as a radix tree of listpacks ("nodes"),
+// keyed by their first ("master") entry's ID; XADD appends to the last
+// node unless it holds stream-node-max-entries entries (deleted ones
+// count) or its listpack plus the new entry's raw field and value lengths
+// reaches stream-node-max-bytes (streamAppendItem); approximate trimming
+// (MAXLEN/MINID ~) removes whole nodes only. kvorum keeps a node record
+// per node (streamrec.Node) with its live entries, the last ID ever added,
+// its master ID and fields, the entries ever added and the size its
+// listpack would have in Redis (streamrec's listpack.go), and decides as
+// Redis does with the cluster's two parameters (Settings.streamNode). The
+// tail node is the last node record: when XDEL removes the tail node's
+// last live entry the node goes and the node before it is the tail again,
+// as in Redis. An exact trim that stops inside a node only deletes
+// entries, as Redis marks them deleted: the node stays even with no live
+// entry left. Node ids are the ordinal of their first entry among all
+// entries ever appended to this incarnation (state field appended, not
+// touched by XSETID), so node records sort as Redis's radix tree keys.
+// XINFO STREAM reports radix-tree-keys as the number of nodes and
+// radix-tree-nodes as the node count of the radix tree rax would build of
+// their master IDs (streamrec.RaxNodes, one pass over the node records).
+// Node records written before kvorum kept sizes (24 bytes) count as full:
+// the next XADD starts a new node.
 //
 // Consumer groups (stream_group.go) are elements of the same incarnation
 // with the kinds 'g' (groups), 'c' (consumers), 'p' (a group's pending
