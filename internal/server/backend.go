@@ -63,6 +63,7 @@ func (b *backend) Do(ctx context.Context, cmds [][][]byte) []reply.Reply {
 			j++
 		}
 		if write {
+			n.noteWrites(cmds[i:j]) // maxmemory.go
 			n.execWrite(ctx, cmds[i:j], replies[i:j])
 			n.publishReplies(ctx, cmds[i:j], replies[i:j])
 		} else {

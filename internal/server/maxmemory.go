@@ -21,7 +21,9 @@ import (
 // on the size of the data set, cheap to read. Deleted data leaves it when
 // compactions reclaim the space. Sampling costs a Pebble metrics
 // collection, so it is done at most once a second, by the command that
-// finds the sample stale; in between the last one stands. A node over the limit refuses denyoom commands before it
+// finds the sample stale; in between the last one stands, plus the bytes
+// of the writes this node proposed since (their arguments' size: a node
+// that receives a burst of writes refuses them before the next sample). A node over the limit refuses denyoom commands before it
 // proposes them, whatever its role: the replicas of one cluster hold the
 // same data, so they refuse alike within a sample's delay.
 
@@ -33,6 +35,24 @@ type memGuard struct {
 	mu   sync.Mutex   // held while sampling
 	at   atomic.Int64 // time of the last sample, Unix ns (0: none)
 	used atomic.Int64 // bytes, at the last sample
+	// since is the size of the writes proposed by this node since the
+	// last sample (only counted while maxmemory is set).
+	since atomic.Int64
+}
+
+// noteWrites counts the writes cmds in the estimate until the next
+// sample, if maxmemory is set.
+func (n *Node) noteWrites(cmds [][][]byte) {
+	if n.maxMemory() <= 0 {
+		return
+	}
+	var b int64
+	for _, c := range cmds {
+		for _, a := range c {
+			b += int64(len(a))
+		}
+	}
+	n.mem.since.Add(b)
 }
 
 // maxMemory is the cluster's maxmemory as this node has applied it
@@ -56,11 +76,11 @@ func (n *Node) dataSize() int64 {
 	g := &n.mem
 	now := time.Now().UnixNano()
 	if now-g.at.Load() < int64(memSampleInterval) || !g.mu.TryLock() {
-		return g.used.Load() // fresh, or another command is sampling
+		return g.used.Load() + g.since.Load() // fresh, or another command is sampling
 	}
 	defer g.mu.Unlock()
 	if now-g.at.Load() < int64(memSampleInterval) {
-		return g.used.Load()
+		return g.used.Load() + g.since.Load()
 	}
 	db := n.store.DB()
 	if db == nil {
@@ -73,6 +93,7 @@ func (n *Node) dataSize() int64 {
 	}
 	used := int64(min(disk+db.Metrics().WAL.Size, 1<<63-1)) //nolint:gosec // capped
 	g.used.Store(used)
+	g.since.Store(0) // in used now (roughly: a write proposed meanwhile is forgotten)
 	g.at.Store(now)
 	return used
 }
