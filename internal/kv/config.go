@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"sync/atomic"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/kvorum/kvorum/internal/notify"
 	"github.com/kvorum/kvorum/internal/redisnum"
 )
@@ -24,7 +26,7 @@ var configPrefix = []byte{userPrefix, 0x00, 0x00, 'c'}
 type Settings struct {
 	loaded bool
 	notify notify.Flags
-	enc    [len(encParams)]int64 // the encoding thresholds, as encParams
+	enc    [len(encParams)]int64 // the integer parameters, as encParams
 	// notifyNow is notify for readers outside the apply loop (the node's
 	// read path asks whether to report key misses: Notify).
 	notifyNow atomic.Uint32
@@ -39,14 +41,24 @@ func (s *Settings) setNotify(f notify.Flags) {
 	s.notifyNow.Store(uint32(f))
 }
 
-// encParams are the thresholds of Redis's small collection encodings (see
-// the encoding flags in coll.go), under their Redis names (resp maps the
-// old "ziplist" aliases), with the defaults of a redis-server 7.0 started
-// without a configuration file. Values are stored in decimal.
+// MaxMemory returns maxmemory as the apply loop last loaded or set it,
+// ok=false before it first loaded the parameters. For the apply loop's
+// goroutine only (the node copies it after each Apply for its write
+// guard).
+func (s *Settings) MaxMemory() (v int64, ok bool) { return s.enc[maxMemory], s.loaded }
+
+// encParams are the cluster's integer parameters: the thresholds of
+// Redis's small collection encodings (see the encoding flags in coll.go),
+// the node limits of streams (stream.go), and maxmemory (enforced by the
+// node before it proposes a write: ReadMaxMemory), under their Redis names
+// (resp maps the old "ziplist" aliases), with the defaults of a
+// redis-server 7.0 started without a configuration file. Values are
+// stored in decimal.
 var encParams = [...]struct {
 	name string
 	def  int64
-}{{"hash-max-listpack-entries", 512}, {"hash-max-listpack-value", 64}, {"set-max-intset-entries", 512}, {"zset-max-listpack-entries", 128}, {"zset-max-listpack-value", 64}}
+}{{"hash-max-listpack-entries", 512}, {"hash-max-listpack-value", 64}, {"set-max-intset-entries", 512}, {"zset-max-listpack-entries", 128}, {"zset-max-listpack-value", 64},
+	{"stream-node-max-bytes", 4096}, {"stream-node-max-entries", 100}, {"maxmemory", 0}}
 
 const (
 	hashEntries = iota
@@ -54,6 +66,9 @@ const (
 	setEntries
 	zsetEntries
 	zsetValue
+	streamNodeMaxBytes
+	streamNodeMaxEntries
+	maxMemory
 )
 
 // encParam returns the index of parameter name in encParams, -1 if none.
@@ -86,6 +101,23 @@ func (s *Settings) entries(typ byte) int64 {
 		return s.enc[zsetEntries]
 	}
 	return 1<<63 - 1
+}
+
+// streamNode returns stream-node-max-bytes and stream-node-max-entries.
+func (s *Settings) streamNode() (maxBytes, maxEntries uint64) {
+	return uint64(s.enc[streamNodeMaxBytes]), uint64(s.enc[streamNodeMaxEntries]) //nolint:gosec // never negative
+}
+
+// ReadMaxMemory reads the cluster's maxmemory parameter (bytes, 0: no limit)
+// from r, a node's store: the node refuses writes flagged denyoom while
+// its data set is larger (a read of the local state, not linearizable: a
+// change reaches each node when it applies the KVORUM.CONFIG entry).
+func ReadMaxMemory(r pebble.Reader) (int64, error) {
+	v, _, err := getCopy(r, configKey("maxmemory"))
+	if err != nil {
+		return 0, err
+	}
+	return encValue(maxMemory, v), nil
 }
 
 // limits returns the cluster-wide parameters: the apply loop's copy, else

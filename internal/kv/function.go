@@ -515,6 +515,10 @@ func cmdFcall(x *ctx, args [][]byte) Reply {
 	if ro && !fi.NoWrites() {
 		return Error("ERR Can not execute a script with write flag using *_ro command.")
 	}
+	if x.oom && !fi.NoWrites() && !fi.AllowOOM() {
+		return errOOM // maxmemory.go: a function that may write
+	}
+	x.oom = x.oom && !fi.AllowOOM()
 	lib, r := script.ParseLibrary(l.Code)
 	if lib == nil {
 		return r

@@ -165,6 +165,10 @@ func runEval(x *ctx, s *script.Script, args [][]byte, numKeys int) Reply {
 	if ro && s.Shebang() && !s.NoWrites() {
 		return Error("ERR Can not execute a script with write flag using *_ro command.")
 	}
+	if x.oom && s.Shebang() && !s.NoWrites() && !s.AllowOOM() {
+		return errOOM // maxmemory.go: a script that declares it may write
+	}
+	x.oom = x.oom && !s.AllowOOM()
 	c := newScriptCaller(x, ro || (s.Shebang() && s.NoWrites()))
 	return script.Run(c, s, keys, argv, x.rand().Uint64())
 }
@@ -338,6 +342,12 @@ func scriptCall(x *ctx, args [][]byte, readOnly bool) Reply {
 	}
 	if readOnly && d.spec.Write {
 		return Error("ERR Write commands are not allowed from read-only scripts.")
+	}
+	if x.oom && !x.wrote && d.denyOOM() {
+		return errOOM // maxmemory.go: only before the run's first write
+	}
+	if d.spec.Write {
+		x.wrote = true
 	}
 	return x.call(args)
 }

@@ -27,26 +27,28 @@ import (
 // other collections an emptied stream is not deleted (as in Redis): writes
 // save the record with x.store, never saveColl.
 //
-// Nodes. Redis keeps a stream as a radix tree of listpacks ("nodes") of at
-// most stream-node-max-entries (100) entries or stream-node-max-bytes
-// (4096) bytes; approximate trimming (MAXLEN/MINID ~) removes whole nodes
-// only. kvorum models the node layout by entry count: an entry joins the
-// tail node unless 100 entries were already added to it (deleted ones
-// count, as in Redis) or the tail node was removed (XDEL of its last live
-// entry, or a trim of the whole node), and then starts a new node. An
-// exact trim that stops inside a node only deletes entries, as Redis
-// marks them deleted: the node stays even with no live entry left. Node ids are the ordinal of their
-// first entry among all entries ever appended to this incarnation (state
-// field appended, not touched by XSETID). Each node has a record with its
-// live entry count and the last ID ever added to it (tombstones included,
-// which is what Redis compares for MINID ~). The byte limit is not
-// modelled: with entries larger than about 40 bytes Redis's nodes are
-// smaller than kvorum's and Redis may trim more with ~ than kvorum does.
-// The rule is deterministic and never trims more than the exact form
-// (= or no modifier) would: only whole head nodes that the exact form
-// would remove too. XINFO STREAM reports radix-tree-keys as the number of
-// nodes and radix-tree-nodes as that plus one (Redis's count of internal
-// radix tree nodes depends on the key bytes; it is not modelled).
+// Nodes. Redis keeps a stream as a radix tree of listpacks ("nodes"),
+// keyed by their first ("master") entry's ID; XADD appends to the last
+// node unless it holds stream-node-max-entries entries (deleted ones
+// count) or its listpack plus the new entry's raw field and value lengths
+// reaches stream-node-max-bytes (streamAppendItem); approximate trimming
+// (MAXLEN/MINID ~) removes whole nodes only. kvorum keeps a node record
+// per node (streamrec.Node) with its live entries, the last ID ever added,
+// its master ID and fields, the entries ever added and the size its
+// listpack would have in Redis (streamrec's listpack.go), and decides as
+// Redis does with the cluster's two parameters (Settings.streamNode). The
+// tail node is the last node record: when XDEL removes the tail node's
+// last live entry the node goes and the node before it is the tail again,
+// as in Redis. An exact trim that stops inside a node only deletes
+// entries, as Redis marks them deleted: the node stays even with no live
+// entry left. Node ids are the ordinal of their first entry among all
+// entries ever appended to this incarnation (state field appended, not
+// touched by XSETID), so node records sort as Redis's radix tree keys.
+// XINFO STREAM reports radix-tree-keys as the number of nodes and
+// radix-tree-nodes as the node count of the radix tree rax would build of
+// their master IDs (streamrec.RaxNodes, one pass over the node records).
+// Node records written before kvorum kept sizes (24 bytes) count as full:
+// the next XADD starts a new node.
 //
 // Consumer groups (stream_group.go) are elements of the same incarnation
 // with the kinds 'g' (groups), 'c' (consumers), 'p' (a group's pending
@@ -142,13 +144,31 @@ func (x *ctx) putNode(s *stream, n streamrec.Node) error {
 	return x.setElem(s.c, streamrec.NodeElem(n.ID), n.Encode())
 }
 
-// dropNode deletes node n's record after its last live entry went.
+// dropNode deletes node n's record after its last live entry went. If it
+// was the tail node, the node before it (if any) is the tail again, as
+// Redis's next XADD finds the last listpack of its radix tree.
 func (x *ctx) dropNode(s *stream, node uint64) error {
 	s.st.Nodes--
-	if node == s.st.TailNode {
-		s.st.TailCount = 0 // Redis frees the listpack: the next XADD starts a node
+	if err := x.delElem(s.c, streamrec.NodeElem(node)); err != nil {
+		return err
 	}
-	return x.delElem(s.c, streamrec.NodeElem(node))
+	if node != s.st.TailNode {
+		return nil
+	}
+	s.st.TailCount = 0 // no tail: the next XADD starts a node
+	if s.st.Nodes == 0 {
+		return nil
+	}
+	return x.iterElems(s.c, []byte{streamrec.KindNode}, streamrec.NodeElem(node), true, func(elem, v []byte) bool {
+		n, ok := streamrec.DecodeNodeElem(elem, v)
+		if !ok || n.ID >= node {
+			return true
+		}
+		if n.Exact {
+			s.st.TailNode, s.st.TailCount = n.ID, n.Added
+		}
+		return false
+	})
 }
 
 // entryReply builds [id, [field, value, ...]] from an entry's element
@@ -252,21 +272,25 @@ func cmdXAdd(x *ctx, args [][]byte, a streamargs.AddTrim) Reply {
 		return errStreamIDSmaller
 	}
 	// Nodes: join the tail node or start one (see the comment at the top).
+	fv := args[a.FieldsPos:]
 	var node streamrec.Node
-	if st.TailCount == 0 || st.TailCount >= streamargs.NodeMaxEntries {
-		st.TailNode, st.TailCount = st.Appended, 0
-		st.Nodes++
-		node = streamrec.Node{ID: st.TailNode}
-	} else {
+	joined := false
+	if st.TailCount != 0 && st.Nodes > 0 {
 		var err error
-		if node, _, err = x.getNode(s, st.TailNode); err != nil {
+		if node, joined, err = x.getNode(s, st.TailNode); err != nil {
 			return errReply(err)
 		}
+		maxBytes, maxEntries := x.limits().streamNode()
+		joined = joined && !node.Full(fv, maxBytes, maxEntries)
 	}
-	st.TailCount++
+	if !joined {
+		st.TailNode = st.Appended
+		st.Nodes++
+		node = streamrec.NewNode(st.TailNode, id, fv)
+	}
+	node.Append(id, fv)
+	st.TailCount = node.Added
 	st.Appended++
-	node.Live++
-	node.Last = id
 	if err := x.putNode(s, node); err != nil {
 		return errReply(err)
 	}
@@ -301,6 +325,11 @@ func cmdXAdd(x *ctx, args [][]byte, a streamargs.AddTrim) Reply {
 // s's state (not saved) and returns the number of entries removed.
 func (x *ctx) streamTrim(s *stream, a *streamargs.AddTrim) (int64, error) {
 	st := &s.st
+	limit := a.Limit
+	if a.DefaultLimit {
+		_, maxEntries := x.limits().streamNode()
+		limit = streamargs.DefaultLimit(maxEntries)
+	}
 	// Plan on the node records: the whole nodes to remove and the node to
 	// trim into, if any.
 	var whole []streamrec.Node
@@ -315,7 +344,7 @@ func (x *ctx) streamTrim(s *stream, a *streamargs.AddTrim) (int64, error) {
 		if a.Strategy == streamargs.TrimMaxLen && length <= uint64(a.MaxLen) {
 			return false
 		}
-		if a.Limit != 0 && planned+n.Live > uint64(a.Limit) {
+		if limit != 0 && planned+n.Live > uint64(limit) {
 			return false
 		}
 		var remove bool

@@ -41,10 +41,14 @@ func cmdXInfo(x *ctx, args [][]byte, sub string) Reply {
 		return r
 	}
 	st := &s.st
+	raxNodes, err := x.raxNodes(s)
+	if err != nil {
+		return errReply(err)
+	}
 	out := []Reply{
 		BulkString("length"), Int(int64(st.Length)),
 		BulkString("radix-tree-keys"), Int(int64(st.Nodes)),
-		BulkString("radix-tree-nodes"), Int(int64(st.Nodes) + 1),
+		BulkString("radix-tree-nodes"), Int(raxNodes),
 		BulkString("last-generated-id"), idReply(st.Last),
 		BulkString("max-deleted-entry-id"), idReply(st.MaxDel),
 		BulkString("entries-added"), Int(int64(st.Added)),
@@ -83,6 +87,19 @@ func cmdXInfo(x *ctx, args [][]byte, sub string) Reply {
 		}
 	}
 	return Map(out...)
+}
+
+// raxNodes is the number of nodes of the radix tree Redis would keep the
+// stream's nodes in (streamrec.RaxNodes): one pass over the node records.
+func (x *ctx) raxNodes(s *stream) (int64, error) {
+	keys := make([]streamid.ID, 0, min(s.st.Nodes, 1<<16))
+	err := x.iterElems(s.c, []byte{streamrec.KindNode}, nil, false, func(elem, v []byte) bool {
+		if n, ok := streamrec.DecodeNodeElem(elem, v); ok {
+			keys = append(keys, n.Key())
+		}
+		return true
+	})
+	return streamrec.RaxNodes(keys), err
 }
 
 // --- XINFO GROUPS / CONSUMERS / STREAM FULL ---

@@ -31,6 +31,8 @@ type ctx struct {
 	seed       uint64   // deterministic randomness for writes (see rand)
 	fx         *Effects // what the entry did besides replies and writes; nil: not recorded
 	nested     bool     // run by call: inside a transaction or FENCED (nobody can park)
+	oom        bool     // proposed over maxmemory (KVORUM.OOM, maxmemory.go)
+	wrote      bool     // a script's run called a write command (Redis's SCRIPT_WRITE_DIRTY)
 	kbuf, vbuf []byte   // scratch: storage key, encoded record
 	tbuf       []byte   // scratch: expiry index key (indexTTL)
 	rng        *rand.PCG
@@ -89,7 +91,7 @@ func getCtx(r readerI, w writer, now int64) *ctx {
 
 func putCtx(x *ctx) {
 	x.r, x.w, x.fx, x.index, x.seed, x.calls, x.nested, x.cache, x.shared = nil, nil, nil, 0, 0, 0, false, nil, nil
-	x.notify, x.settings, x.looked, x.missOn = 0, nil, Lookups{}, false
+	x.notify, x.settings, x.looked, x.missOn, x.oom, x.wrote = 0, nil, Lookups{}, false, false, false
 	clear(x.missed)
 	x.missed = x.missed[:0]
 	if cap(x.vbuf) > 64<<10 {

@@ -974,8 +974,8 @@ func info(c *conn, args [][]byte) reply.Reply {
 			{"used_memory_rss", u64(rss)},
 			{"used_memory_rss_human", bytesToHuman(rss)},
 			{"number_of_cached_scripts", "0"}, // the backend's count replaces it
-			{"maxmemory", "0"},
-			{"maxmemory_human", "0B"},
+			{"maxmemory", i64(s.maxMemory())},
+			{"maxmemory_human", bytesToHuman(uint64(s.maxMemory()))}, //nolint:gosec // never negative
 			{"maxmemory_policy", "noeviction"},
 			{"mem_allocator", "go"},
 			{"go_heap_objects", u64(ms.HeapObjects)},

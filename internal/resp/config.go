@@ -2,6 +2,7 @@ package resp
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -60,8 +61,8 @@ var configParams = []configParam{
 	{name: "latency-tracking", get: getLatencyTracking, set: setLatencyTracking},
 	{name: "latency-tracking-info-percentiles", get: getLatencyPercentiles, set: setLatencyPercentiles},
 	{name: "maxclients", get: func(s *Server) string { return strconv.FormatInt(s.maxClients.Load(), 10) }, set: setMaxClients},
-	{name: "maxmemory", get: constant("0"), set: onlyValue("0", "kvorum does not evict keys: its data lives on disk, and its memory is set by the --cache-size, --read-cache and --record-cache flags")},
-	{name: "maxmemory-policy", get: constant("noeviction"), set: onlyValue("noeviction", "kvorum does not evict keys")},
+	{name: "maxmemory", cluster: true, check: checkMemory},
+	{name: "maxmemory-policy", get: constant("noeviction"), set: setMaxMemoryPolicy},
 	{name: notify.Param, cluster: true, check: checkNotify},
 	{name: "port", get: func(s *Server) string { return strconv.FormatInt(s.port.Load(), 10) }, fixed: fixedImmutable},
 	{name: "proto-max-bulk-len", get: func(s *Server) string { return strconv.Itoa(s.cfg.Limits.MaxBulkLen) }, fixed: fixedImmutable},
@@ -69,6 +70,8 @@ var configParams = []configParam{
 	{name: "set-max-intset-entries", cluster: true, check: checkCount},
 	{name: "slowlog-log-slower-than", get: getSlowlogSlowerThan, set: setSlowlogSlowerThan},
 	{name: "slowlog-max-len", get: getSlowlogMaxLen, set: setSlowlogMaxLen},
+	{name: "stream-node-max-bytes", cluster: true, check: checkMemory},
+	{name: "stream-node-max-entries", cluster: true, check: checkCount},
 	{name: "timeout", get: func(s *Server) string { return strconv.FormatInt(s.idleTimeout.Load(), 10) }, set: setTimeout},
 	{name: "zset-max-listpack-entries", cluster: true, check: checkCount},
 	{name: "zset-max-listpack-value", cluster: true, check: checkMemory},
@@ -137,16 +140,20 @@ func (s *Server) bindHost() string {
 
 func constant(v string) func(*Server) string { return func(*Server) string { return v } }
 
-// onlyValue accepts the parameter's one value (a no-op, as setting any
-// parameter to its current value is in Redis) and refuses any other with
-// why.
-func onlyValue(v, why string) func(*Server, string) (func(), string) {
-	return func(_ *Server, nv string) (func(), string) {
-		if !strings.EqualFold(nv, v) {
-			return nil, why
-		}
+// evictionPolicies are Redis's maxmemory-policy values but noeviction.
+var evictionPolicies = []string{"volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl", "allkeys-lru", "allkeys-lfu", "allkeys-random"}
+
+// setMaxMemoryPolicy accepts noeviction, the one policy kvorum has (see
+// maxmemory.go); an eviction policy is refused saying why, anything else
+// as Redis refuses an unknown enum value.
+func setMaxMemoryPolicy(_ *Server, v string) (func(), string) {
+	switch {
+	case strings.EqualFold(v, "noeviction"):
 		return func() {}, ""
+	case slices.ContainsFunc(evictionPolicies, func(p string) bool { return strings.EqualFold(p, v) }):
+		return nil, "kvorum does not evict keys (its data lives on disk): only noeviction is supported, and writes that add data are refused over maxmemory"
 	}
+	return nil, "argument(s) must be one of the following: " + strings.Join(evictionPolicies, ", ") + ", noeviction"
 }
 
 func setMaxClients(s *Server, v string) (func(), string) {

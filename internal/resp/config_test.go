@@ -30,7 +30,9 @@ func TestConfigKvorumValues(t *testing.T) {
 		{[]string{"CONFIG", "SET", "timeout", "-1"}, "-ERR CONFIG SET failed (possibly related to argument 'timeout') - argument must be between 0 and 2147483647 inclusive\r\n"},
 		{[]string{"CONFIG", "SET", "timeout", "0"}, "+OK\r\n"},
 		// Atomic: a refused parameter leaves the others unchanged.
-		{[]string{"CONFIG", "SET", "maxclients", "7", "maxmemory", "1gb"}, "-ERR CONFIG SET failed (possibly related to argument 'maxmemory') - kvorum does not evict keys: its data lives on disk, and its memory is set by the --cache-size, --read-cache and --record-cache flags\r\n"},
+		{[]string{"CONFIG", "SET", "maxclients", "7", "maxmemory-policy", "allkeys-lru"}, "-ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - kvorum does not evict keys (its data lives on disk): only noeviction is supported, and writes that add data are refused over maxmemory\r\n"},
+		{[]string{"CONFIG", "SET", "maxmemory-policy", "lru"}, "-ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - argument(s) must be one of the following: volatile-lru, volatile-lfu, volatile-random, volatile-ttl, allkeys-lru, allkeys-lfu, allkeys-random, noeviction\r\n"},
+		{[]string{"CONFIG", "SET", "maxmemory-policy", "NoEviction"}, "+OK\r\n"},
 		{[]string{"CONFIG", "GET", "maxclients"}, "*2\r\n$10\r\nmaxclients\r\n$5\r\n10000\r\n"},
 	} {
 		c.cmd(tc.args...)

@@ -89,6 +89,8 @@ func (c *conn) queue(cmd *command, args [][]byte) reply.Reply {
 		r, ok = reply.Error("ERR Command not allowed inside a transaction"), false
 	case cmd == nil || (cmd.handler == nil && !c.s.table.Known(args[0])):
 		r, ok = c.s.unknownCommand(args), false
+	case arityOK(cmd.spec.Arity, len(args)) && c.s.overMaxMemory():
+		r, ok = errOOM, false // maxmemory.go: nothing is queued over maxmemory
 	case noMulti(cmd):
 		r, ok = reply.Error("ERR Command not allowed inside a transaction"), false
 	case cmd.handler != nil:
@@ -155,6 +157,9 @@ func execCmd(c *conn, args [][]byte) (r reply.Reply) {
 		return errExecNoMulti
 	}
 	defer c.tx.reset()
+	if c.execOOM() {
+		return errOOM // maxmemory.go: Redis checks this before the queued errors
+	}
 	if c.tx.dirty {
 		return errExecAbort
 	}

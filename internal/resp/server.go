@@ -577,6 +577,11 @@ func (c *conn) exec(batch [][][]byte) {
 			replies[i] = s.unknownCommand(args)
 			continue
 		}
+		if cmd != nil && arityOK(cmd.spec.Arity, len(args)) && s.oomRefuses(cmd, args) {
+			replies[i] = errOOM // maxmemory.go
+			cmd.stats.record(&replies[i], 0)
+			continue
+		}
 		if r, ok := s.table.Check(args); !ok {
 			replies[i] = r
 			if cmd != nil && cmd.stats.record(&replies[i], 0) {
@@ -584,7 +589,7 @@ func (c *conn) exec(batch [][][]byte) {
 			}
 			continue
 		}
-		c.run = append(c.run, args)
+		c.run = append(c.run, s.oomWrap(cmd, args))
 		c.runIdx = append(c.runIdx, i)
 		c.runCmd = append(c.runCmd, cmd)
 	}

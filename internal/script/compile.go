@@ -20,6 +20,7 @@ type Script struct {
 	proto    *lua.FunctionProto
 	shebang  bool // the script declared flags ("#!lua ...")
 	noWrites bool // ... and no-writes among them
+	allowOOM bool // ... and allow-oom among them
 }
 
 // Shebang reports whether the script starts with a "#!lua" line: Redis 7
@@ -28,6 +29,9 @@ func (s *Script) Shebang() bool { return s.shebang }
 
 // NoWrites reports whether the script declares the no-writes flag.
 func (s *Script) NoWrites() bool { return s.noWrites }
+
+// AllowOOM reports whether the script declares the allow-oom flag.
+func (s *Script) AllowOOM() bool { return s.allowOOM }
 
 // SHA1Hex returns the lower-case hex SHA1 of b: a script's name.
 func SHA1Hex(b []byte) string {
@@ -121,7 +125,9 @@ func parseShebang(body []byte, cs *Script) (int, string) {
 			switch f {
 			case "no-writes":
 				cs.noWrites = true
-			case "allow-oom", "allow-stale", "no-cluster", "allow-cross-slot-keys":
+			case "allow-oom":
+				cs.allowOOM = true
+			case "allow-stale", "no-cluster", "allow-cross-slot-keys":
 			default:
 				return 0, "Unexpected flag in script shebang: " + f
 			}

@@ -26,10 +26,16 @@ type Function struct {
 // Function flags, in Redis's scripts_flags_def order (FUNCTION LIST).
 var functionFlagNames = []string{"no-writes", "allow-oom", "allow-stale", "no-cluster", "allow-cross-slot-keys"}
 
-const flagNoWrites = 1 // bit of "no-writes"
+const (
+	flagNoWrites = 1 // bit of "no-writes"
+	flagAllowOOM = 2 // bit of "allow-oom"
+)
 
 // NoWrites reports whether f has the no-writes flag.
 func (f Function) NoWrites() bool { return f.Flags&flagNoWrites != 0 }
+
+// AllowOOM reports whether f has the allow-oom flag.
+func (f Function) AllowOOM() bool { return f.Flags&flagAllowOOM != 0 }
 
 // FlagNames returns the names of f's flags in Redis's order.
 func (f Function) FlagNames() []string {

@@ -64,6 +64,7 @@ func (b *backend) Do(ctx context.Context, cmds [][][]byte) []reply.Reply {
 			j++
 		}
 		if write {
+			n.noteWrites(cmds[i:j]) // maxmemory.go
 			n.execWrite(ctx, cmds[i:j], replies[i:j])
 			n.publishReplies(ctx, cmds[i:j], replies[i:j])
 		} else {
@@ -324,6 +325,8 @@ func (b *backend) Info() []resp.InfoSection {
 	if scripts, err := kv.CachedScripts(n.store.DB()); err == nil {
 		mem.Fields = append(mem.Fields, [2]string{"number_of_cached_scripts", strconv.Itoa(scripts)})
 	}
+	// The data set estimate maxmemory is compared with (maxmemory.go).
+	mem.Fields = append(mem.Fields, [2]string{"used_memory_dataset", strconv.FormatInt(n.dataSize(), 10)})
 	saved := n.store.Replica(firstRange).SavedAt()
 	persist := n.persistenceInfo()
 	persist.Fields = slices.Insert(persist.Fields, min(1, len(persist.Fields)), [][2]string{

@@ -45,6 +45,10 @@ type kvMachine struct {
 	// settings is the cluster-wide parameters (notify-keyspace-events)
 	// as the applied log has set them.
 	settings kv.Settings
+	// maxMem is maxmemory as the applied log has set it, for other
+	// goroutines; maxMemKnown: the settings were loaded once.
+	maxMem      atomic.Int64
+	maxMemKnown atomic.Bool
 	// stats is the node's INFO counters (backend.go).
 	stats nodeStats
 }
@@ -76,7 +80,12 @@ func (m *kvMachine) Apply(b *pebble.Batch, args [][]byte, env store.ApplyEnv) re
 		}
 	}
 	m.fx.index = env.Index
-	return kv.Apply(b, args, kv.Env{Now: env.Now, Index: env.Index, Seq: env.Seq, Effects: &m.fx.Effects, Records: m.records, Settings: &m.settings})
+	r := kv.Apply(b, args, kv.Env{Now: env.Now, Index: env.Index, Seq: env.Seq, Effects: &m.fx.Effects, Records: m.records, Settings: &m.settings})
+	if v, ok := m.settings.MaxMemory(); ok {
+		m.maxMem.Store(v) // for the maxmemory guard (maxmemory.go)
+		m.maxMemKnown.Store(true)
+	}
+	return r
 }
 
 // Replaced: a snapshot replaces the whole keyspace (one range covers it).

@@ -55,6 +55,7 @@ type Node struct {
 	inTimeoutTable atomic.Int64
 	lastPeerLookup atomic.Int64 // learnPeers rate limit (unix ns)
 	disk           diskMonitor  // free space guard (disk.go)
+	mem            memGuard     // maxmemory guard (maxmemory.go)
 	bq             *blockQueues // this node's waits in the blocked pops' queues (blockq.go)
 	bqKick         chan struct{}
 

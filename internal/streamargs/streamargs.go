@@ -13,8 +13,16 @@ import (
 	"github.com/kvorum/kvorum/internal/streamid"
 )
 
-// NodeMaxEntries is Redis's stream-node-max-entries default.
-const NodeMaxEntries = 100
+// DefaultLimit is the LIMIT of an approximate trim that gives none, as
+// Redis 7.0 sets it from stream-node-max-entries (at most 100 nodes'
+// worth, capped to 10000 if that is 0 or wraps, and to 1000000).
+func DefaultLimit(nodeMaxEntries uint64) int64 {
+	l := int64(nodeMaxEntries * 100) //nolint:gosec // wraps as Redis's long long product does
+	if l <= 0 {
+		l = 10000
+	}
+	return min(l, 1000000)
+}
 
 // ErrID is Redis's error for an ID that does not parse.
 var ErrID = reply.Error("ERR Invalid stream ID specified as stream command argument")
@@ -64,9 +72,12 @@ type AddTrim struct {
 	Strategy   int
 	Approx     bool
 	Limit      int64
-	MaxLen     int64
-	MinID      streamid.ID
-	FieldsPos  int // XADD: index of the first field
+	// DefaultLimit: an approximate trim without LIMIT, whose limit depends
+	// on the cluster's stream-node-max-entries (DefaultLimit).
+	DefaultLimit bool
+	MaxLen       int64
+	MinID        streamid.ID
+	FieldsPos    int // XADD: index of the first field
 }
 
 // ParseAddTrim parses XADD's arguments (xadd) or XTRIM's.
@@ -141,7 +152,7 @@ done:
 			return a, errLimitExact, false
 		}
 	} else if a.Approx {
-		a.Limit = 100 * NodeMaxEntries
+		a.DefaultLimit = true // DefaultLimit(stream-node-max-entries) when applied
 	} else {
 		a.Limit = 0
 	}

@@ -10,7 +10,8 @@
 //
 //	'e' <id:16>                an entry: <node:8> <n:uvarint> then n times
 //	                           <len:uvarint> <bytes> (field, value, ...)
-//	'n' <node:8>               a node: <live:8> <last id:16>
+//	'n' <node:8>               a node: <live:8> <last id:16> [<master id:16>
+//	                           <added:8> <bytes:8> <fields>] (Node.Encode)
 //	'g' <group name>           a group: last-delivered-id (16),
 //	                           entries-read (int64, -1: unknown),
 //	                           PEL size, consumers (8 each)
@@ -153,22 +154,60 @@ func (s *State) Lag(g *Group) (n int64, ok bool) {
 // Nodes and entries
 
 // Node is a node record: its id, its live entries and the last ID ever
-// added to it.
+// added to it; and, for records written since kvorum models Redis's node
+// sizes (Exact, see listpack.go), the node's master ID (its first entry's
+// ID: Redis's radix tree key), the entries ever added to it (live and
+// deleted), its listpack size without the count and deleted elements, and
+// the master entry's fields.
 type Node struct {
 	ID   uint64
 	Live uint64
 	Last streamid.ID
+
+	Exact  bool
+	Master streamid.ID
+	Added  uint64
+	Bytes  uint64
+	Fields [][]byte
 }
+
+// nodeBase is the length of a node record written before Exact: live and
+// last.
+const nodeBase = 8 + streamid.Size
 
 // NodeElem is node id's element key.
 func NodeElem(id uint64) []byte { return be.AppendUint64([]byte{KindNode}, id) }
 
 // DecodeNode decodes node id's record; ok=false if v is too short.
 func DecodeNode(id uint64, v []byte) (n Node, ok bool) {
-	if len(v) < 8+streamid.Size {
+	if len(v) < nodeBase {
 		return Node{ID: id}, false
 	}
-	return Node{ID: id, Live: be.Uint64(v), Last: streamid.Get(v[8:])}, true
+	n = Node{ID: id, Live: be.Uint64(v), Last: streamid.Get(v[8:])}
+	p := v[nodeBase:]
+	if len(p) < streamid.Size+16 {
+		return n, true // an older record
+	}
+	n.Master = streamid.Get(p)
+	n.Added = be.Uint64(p[streamid.Size:])
+	n.Bytes = be.Uint64(p[streamid.Size+8:])
+	p = p[streamid.Size+16:]
+	k, w := binary.Uvarint(p)
+	if w <= 0 || k > uint64(len(p)) {
+		return Node{ID: id, Live: n.Live, Last: n.Last}, true
+	}
+	p = p[w:]
+	n.Fields = make([][]byte, 0, k)
+	for i := uint64(0); i < k; i++ {
+		l, w := binary.Uvarint(p)
+		if w <= 0 || uint64(len(p)-w) < l {
+			return Node{ID: id, Live: n.Live, Last: n.Last}, true
+		}
+		n.Fields = append(n.Fields, append([]byte(nil), p[w:w+int(l)]...))
+		p = p[w+int(l):]
+	}
+	n.Exact = true
+	return n, true
 }
 
 // DecodeNodeElem decodes a node from its element key and record; ok=false
@@ -180,8 +219,23 @@ func DecodeNodeElem(elem, v []byte) (Node, bool) {
 	return DecodeNode(be.Uint64(elem[1:]), v)
 }
 
-// Encode encodes n's record.
-func (n Node) Encode() []byte { return n.Last.Append(be.AppendUint64(nil, n.Live)) }
+// Encode encodes n's record: <live:8> <last:16>, then if n is Exact
+// <master:16> <added:8> <bytes:8> <n:uvarint> and n times <len:uvarint>
+// <field>.
+func (n Node) Encode() []byte {
+	v := n.Last.Append(be.AppendUint64(make([]byte, 0, nodeBase), n.Live))
+	if !n.Exact {
+		return v
+	}
+	v = n.Master.Append(v)
+	v = be.AppendUint64(be.AppendUint64(v, n.Added), n.Bytes)
+	v = binary.AppendUvarint(v, uint64(len(n.Fields)))
+	for _, f := range n.Fields {
+		v = binary.AppendUvarint(v, uint64(len(f)))
+		v = append(v, f...)
+	}
+	return v
+}
 
 // EntryElem is entry id's element key.
 func EntryElem(id streamid.ID) []byte { return id.Append([]byte{KindEntry}) }

@@ -47,7 +47,7 @@ func TestRoundTrips(t *testing.T) {
 		t.Errorf("short state %+v", got)
 	}
 	n := Node{ID: 7, Live: 2, Last: streamid.ID{Ms: 3, Seq: 4}}
-	if got, ok := DecodeNodeElem(NodeElem(7), n.Encode()); !ok || got != n {
+	if got, ok := DecodeNodeElem(NodeElem(7), n.Encode()); !ok || !reflect.DeepEqual(got, n) {
 		t.Errorf("node %+v %v", got, ok)
 	}
 	if _, ok := DecodeNode(7, []byte{1}); ok {
