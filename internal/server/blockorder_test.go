@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -51,11 +52,25 @@ func blockOrderRun(ctx context.Context, c *testCluster, key string, run, clients
 	}
 	out := make(chan got, clients)
 	for i := 0; i < clients; i++ {
-		cl := c.client(uint64((run+i)%3 + 1)) // each client through another node than the one before
+		node := uint64((run+i)%3 + 1) // each client through another node than the one before
+		conn := c.client(node).Conn()
+		defer conn.Close()
+		name := fmt.Sprintf("%s-%d", key, i)
+		if err := conn.ClientSetName(ctx, name).Err(); err != nil {
+			return err.Error()
+		}
 		go func() {
-			v, err := cl.BLPop(ctx, 30*time.Second, key).Result()
+			v, err := conn.BLPop(ctx, 30*time.Second, key).Result()
 			out <- got{i, v, err}
 		}()
+		// The blocking order is the order in which the commands reach
+		// the server: wait until this one has (its connection's current
+		// command is BLPOP), so that a client-side delay (a dial, a
+		// goroutine scheduled late on a loaded machine) does not reorder
+		// the clients; then 100 ms before the next one.
+		if !arrived(ctx, c, node, name) {
+			return fmt.Sprintf("client %d's BLPOP did not reach node %d", i, node)
+		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	if err := c.client(uint64(run%3+1)).RPush(ctx, key, "e0", "e1", "e2", "e3").Err(); err != nil {
@@ -70,6 +85,23 @@ func blockOrderRun(ctx context.Context, c *testCluster, key string, run, clients
 		}
 	}
 	return why
+}
+
+// arrived waits (up to 10 s) until node's CLIENT LIST shows the
+// connection named name running BLPOP.
+func arrived(ctx context.Context, c *testCluster, node uint64, name string) bool {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		list, err := c.client(node).ClientList(ctx).Result()
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(list, "\n") {
+			if strings.Contains(line, " name="+name+" ") && strings.Contains(line, " cmd=blpop ") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // TestBlockedClientNotWokenByTypeChange: a key that becomes a list and
