@@ -11,6 +11,7 @@ import (
 	"github.com/kvorum/kvorum/internal/notify"
 	"github.com/kvorum/kvorum/internal/reccache"
 	"github.com/kvorum/kvorum/internal/reply"
+	"github.com/kvorum/kvorum/internal/script"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -41,6 +42,7 @@ type ctx struct {
 	settings   *Settings        // Apply only: the cluster-wide parameters; nil: none
 	nbuf       []byte           // scratch: notification channel
 	looked     Lookups          // the key lookups get made (ReadCounted)
+	scripts    *script.Monitor  // the node's record of running scripts; nil: none
 }
 
 // Env is what Apply knows about the log entry a command comes from.
@@ -59,6 +61,10 @@ type Env struct {
 	// Settings, if set, is the state machine's copy of the cluster-wide
 	// parameters (notify-keyspace-events), the same one for every Apply.
 	Settings *Settings
+	// Scripts, if set, is the node's record of the scripts running on it
+	// (SCRIPT KILL, the BUSY reply, FUNCTION STATS): the scripts the
+	// command runs are recorded there while they run.
+	Scripts *script.Monitor
 }
 
 // rand returns the command's random source: seeded from the log position
@@ -85,7 +91,7 @@ func getCtx(r readerI, w writer, now int64) *ctx {
 
 func putCtx(x *ctx) {
 	x.r, x.w, x.fx, x.index, x.seed, x.calls, x.nested, x.cache, x.shared = nil, nil, nil, 0, 0, 0, false, nil, nil
-	x.notify, x.settings, x.looked = 0, nil, Lookups{}
+	x.notify, x.settings, x.looked, x.scripts = 0, nil, Lookups{}, nil
 	if cap(x.vbuf) > 64<<10 {
 		x.vbuf = nil
 	}
@@ -285,7 +291,7 @@ func Apply(b *pebble.Batch, args [][]byte, env Env) (r Reply) {
 		return r
 	}
 	x := getCtx(b, b, env.Now)
-	x.index, x.seed, x.fx, x.cache, x.settings = env.Index, uint64(env.Seq), env.Effects, env.Records, env.Settings
+	x.index, x.seed, x.fx, x.cache, x.settings, x.scripts = env.Index, uint64(env.Seq), env.Effects, env.Records, env.Settings, env.Scripts
 	defer putCtx(x)
 	if s := env.Settings; s != nil {
 		if err := s.load(b); err != nil {
@@ -315,6 +321,20 @@ type Lookups struct{ Hits, Misses uint64 }
 
 // ReadCounted is ReadCached that also returns the key lookups it made.
 func ReadCounted(r pebble.Reader, shared *reccache.Shared, args [][]byte, nowMs int64) (rep Reply, looked Lookups) {
+	return ReadIn(r, ReadEnv{Shared: shared}, args, nowMs)
+}
+
+// ReadEnv is what a read knows of the node that serves it.
+type ReadEnv struct {
+	// Shared is the node's read cache (see ReadCached); nil: none.
+	Shared *reccache.Shared
+	// Scripts is the node's record of running scripts (see Env.Scripts);
+	// nil: none.
+	Scripts *script.Monitor
+}
+
+// ReadIn is ReadCounted on the node env describes.
+func ReadIn(r pebble.Reader, env ReadEnv, args [][]byte, nowMs int64) (rep Reply, looked Lookups) {
 	defer func() {
 		if p := recover(); p != nil {
 			rep = Error(fmt.Sprintf("ERR internal error: %v", p))
@@ -334,7 +354,7 @@ func ReadCounted(r pebble.Reader, shared *reccache.Shared, args [][]byte, nowMs 
 		return r, looked
 	}
 	x := getCtx(r, nil, nowMs)
-	x.shared = shared
+	x.shared, x.scripts = env.Shared, env.Scripts
 	defer putCtx(x)
 	rep = d.run(x, args)
 	return rep, x.looked
@@ -361,7 +381,7 @@ func (x *ctx) call(args [][]byte) Reply {
 	x.calls++
 	y := getCtx(x.r, x.w, x.now)
 	y.index, y.seed, y.fx = x.index, x.seed<<20|x.calls, x.fx // effects: the same list, in order
-	y.cache, y.shared, y.notify, y.settings = x.cache, x.shared, x.notify, x.settings
+	y.cache, y.shared, y.notify, y.settings, y.scripts = x.cache, x.shared, x.notify, x.settings, x.scripts
 	y.nested = true
 	defer putCtx(y)
 	r := d.run(y, args)

@@ -51,11 +51,13 @@ var configParams = []configParam{
 	{name: "appendfsync", get: constant("always"), fixed: fixedDurability},
 	{name: "appendonly", get: constant("yes"), fixed: fixedDurability},
 	{name: "bind", get: func(s *Server) string { return s.bindHost() }, fixed: fixedImmutable},
+	{name: "busy-reply-threshold", get: getBusyThreshold, set: setBusyThreshold},
 	{name: "databases", get: constant("1"), fixed: fixedImmutable},
 	{name: "hash-max-listpack-entries", cluster: true, check: checkCount},
 	{name: "hash-max-listpack-value", cluster: true, check: checkMemory},
 	{name: "hash-max-ziplist-entries", cluster: true, check: checkCount, canon: "hash-max-listpack-entries"},
 	{name: "hash-max-ziplist-value", cluster: true, check: checkMemory, canon: "hash-max-listpack-value"},
+	{name: "lua-time-limit", get: getBusyThreshold, set: setBusyThreshold},
 	{name: "maxclients", get: func(s *Server) string { return strconv.FormatInt(s.maxClients.Load(), 10) }, set: setMaxClients},
 	{name: "maxmemory", get: constant("0"), set: onlyValue("0", "kvorum does not evict keys: its data lives on disk, and its memory is set by the --cache-size, --read-cache and --record-cache flags")},
 	{name: "maxmemory-policy", get: constant("noeviction"), set: onlyValue("noeviction", "kvorum does not evict keys")},
@@ -172,6 +174,18 @@ func setTimeout(s *Server, v string) (func(), string) {
 		return nil, "argument must be between 0 and 2147483647 inclusive"
 	}
 	return func() { s.idleTimeout.Store(n) }, ""
+}
+
+// busy-reply-threshold and its alias lua-time-limit (busy.go): Redis's
+// integer parameter, 0 to LLONG_MAX milliseconds.
+func getBusyThreshold(s *Server) string { return strconv.FormatInt(s.busyThreshold.Load(), 10) }
+
+func setBusyThreshold(s *Server, v string) (func(), string) {
+	if _, why := checkCount(v); why != "" {
+		return nil, why
+	}
+	n, _ := redisnum.ParseInt([]byte(v))
+	return func() { s.busyThreshold.Store(n) }, ""
 }
 
 func findConfigParam(name string) *configParam {

@@ -10,6 +10,7 @@ import (
 	"github.com/kvorum/kvorum/internal/kv"
 	"github.com/kvorum/kvorum/internal/reccache"
 	"github.com/kvorum/kvorum/internal/reply"
+	"github.com/kvorum/kvorum/internal/script"
 	"github.com/kvorum/kvorum/internal/storage"
 	"github.com/kvorum/kvorum/internal/store"
 )
@@ -32,6 +33,9 @@ import (
 // its only caller.
 type kvMachine struct {
 	fx   *roundEffects      // the round being applied; nil: take one from free
+	// scripts records the scripts running on this node, at apply time and
+	// on the read path (SCRIPT KILL, the BUSY reply, FUNCTION STATS).
+	scripts script.Monitor
 	free chan *roundEffects // records effectsLoop is done with
 	// taken is the log index of the newest round whose effects were
 	// handed to the store; delivered (effectsLoop) catches up with it.
@@ -76,7 +80,8 @@ func (m *kvMachine) Apply(b *pebble.Batch, args [][]byte, env store.ApplyEnv) re
 		}
 	}
 	m.fx.index = env.Index
-	return kv.Apply(b, args, kv.Env{Now: env.Now, Index: env.Index, Seq: env.Seq, Effects: &m.fx.Effects, Records: m.records, Settings: &m.settings})
+	return kv.Apply(b, args, kv.Env{Now: env.Now, Index: env.Index, Seq: env.Seq, Effects: &m.fx.Effects, Records: m.records, Settings: &m.settings,
+		Scripts: &m.scripts})
 }
 
 // Replaced: a snapshot replaces the whole keyspace (one range covers it).
