@@ -32,11 +32,11 @@ import (
 // kvMachine is package kv as the store's state machine. The Ready loop is
 // its only caller.
 type kvMachine struct {
-	fx   *roundEffects      // the round being applied; nil: take one from free
+	fx *roundEffects // the round being applied; nil: take one from free
 	// scripts records the scripts running on this node, at apply time and
 	// on the read path (SCRIPT KILL, the BUSY reply, FUNCTION STATS).
 	scripts script.Monitor
-	free chan *roundEffects // records effectsLoop is done with
+	free    chan *roundEffects // records effectsLoop is done with
 	// taken is the log index of the newest round whose effects were
 	// handed to the store; delivered (effectsLoop) catches up with it.
 	taken atomic.Uint64
