@@ -37,13 +37,21 @@ func (c *conn) busyReply(cmd *command, args [][]byte) (r reply.Reply, busy bool)
 	if isFunctionStats(args) && function {
 		return reply.Reply{}, false // FUNCTION STATS shows the running function
 	}
-	if c.tx.multi {
-		c.tx.dirty = true // as Redis's rejectCommand: EXEC will fail
-	}
+	msg := "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
 	if function {
-		return reply.Error("BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE."), true
+		msg = "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE."
 	}
-	return reply.Error("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."), true
+	// As Redis's rejectCommand: a refused EXEC discards the transaction
+	// (with or without MULTI), another command inside MULTI makes EXEC
+	// fail.
+	if cmd.spec.Name == "exec" {
+		c.tx.reset()
+		return reply.Error("EXECABORT Transaction discarded because of: " + msg), true
+	}
+	if c.tx.multi {
+		c.tx.dirty = true
+	}
+	return reply.Error(msg), true
 }
 
 // allowBusy reports whether cmd has Redis's allow_busy flag: the
