@@ -626,6 +626,9 @@ func (vm *luaVM) errHandler(L *lua.LState) int {
 			}
 		}
 	}
+	if ok && dbg.What != "G" && strings.HasSuffix(e.msg, gopherCallErr) {
+		e.msg = callError(L, dbg, e.msg)
+	}
 	if ok {
 		e.source, e.line = "=[C]", "-1"
 		if dbg.What != "G" {
