@@ -194,6 +194,13 @@ func killEverywhere(t *testing.T, c *testCluster, addr, src string) (string, boo
 	var conns []*kvdiff.Conn
 	for id := uint64(1); id <= 3; id++ {
 		cn := dialRESP2(t, c.node(id).ClientAddr())
+		// A follower may still be applying the previous script.
+		for deadline := time.Now().Add(time.Minute); !strings.Contains(doRendered(t, cn, "SCRIPT", "KILL"), "NOTBUSY"); {
+			if time.Now().After(deadline) {
+				t.Fatal("a node still runs a script after a minute")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 		doRendered(t, cn, "CONFIG", "SET", "busy-reply-threshold", "20")
 		conns = append(conns, cn)
 	}
