@@ -1,7 +1,7 @@
 package resp
 
 import (
-	"strings"
+	"bytes"
 	"time"
 
 	"github.com/kvorum/kvorum/internal/reply"
@@ -24,18 +24,22 @@ import (
 
 // busyReply is the BUSY reply to cmd if a script has run past the
 // threshold on this node and cmd may not run meanwhile; busy false
-// otherwise. It costs one atomic load when no script runs.
+// otherwise. It costs two atomic loads when no script runs.
 func (c *conn) busyReply(cmd *command, args [][]byte) (r reply.Reply, busy bool) {
 	sc := c.s.cfg.Scripts
-	if sc == nil || allowBusy(cmd, args) && !isFunctionStats(args) {
+	if sc == nil {
 		return reply.Reply{}, false
 	}
 	b, function := sc.Busy(time.Duration(c.s.busyThreshold.Load()) * time.Millisecond)
 	if !b {
 		return reply.Reply{}, false
 	}
-	if isFunctionStats(args) && function {
-		return reply.Reply{}, false // FUNCTION STATS shows the running function
+	if isFunctionStats(args) {
+		if function {
+			return reply.Reply{}, false // FUNCTION STATS shows the running function
+		}
+	} else if allowBusy(cmd, args) {
+		return reply.Reply{}, false
 	}
 	msg := "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
 	if function {
@@ -70,7 +74,7 @@ func allowBusy(cmd *command, args [][]byte) bool {
 }
 
 func isSub(args [][]byte, container, sub string) bool {
-	return len(args) == 2 && strings.EqualFold(string(args[0]), container) && strings.EqualFold(string(args[1]), sub)
+	return len(args) == 2 && bytes.EqualFold(args[0], []byte(container)) && bytes.EqualFold(args[1], []byte(sub))
 }
 
 func isScriptKill(args [][]byte) bool {
@@ -87,5 +91,5 @@ func (c *conn) scriptKill(args [][]byte) (reply.Reply, bool) {
 	if sc == nil || !isScriptKill(args) {
 		return reply.Reply{}, false
 	}
-	return sc.Kill(strings.EqualFold(string(args[0]), "function")), true
+	return sc.Kill(bytes.EqualFold(args[0], []byte("function"))), true
 }
