@@ -66,8 +66,9 @@ import (
 //     register is refused before it reaches the Raft log; without REPLACE
 //     the same errors come at apply time, after the "already exists" check,
 //     as in Redis.
-//   - FUNCTION KILL always answers NOTBUSY and FUNCTION STATS never shows a
-//     running script: a function cannot run longer than its budget.
+//   - FUNCTION KILL, SCRIPT KILL, the BUSY reply and FUNCTION STATS's
+//     running_script: see script.Monitor and the README. FUNCTION STATS
+//     shows the oldest function running on the node that answers.
 //   - A load that exceeds the budget fails with kvorum's budget error
 //     (Redis: a 500 ms "FUNCTION LOAD timeout").
 
@@ -475,7 +476,16 @@ func functionStats(x *ctx) Reply {
 	if err != nil {
 		return errReply(err)
 	}
-	return Map(BulkString("running_script"), Nil,
+	running := Nil
+	if name, cmd, d, ok := x.scripts.RunningFunction(); ok {
+		args := make([]Reply, len(cmd))
+		for i, a := range cmd {
+			args[i] = Bulk(a)
+		}
+		running = Map(BulkString("name"), BulkString(name), BulkString("command"), Array(args...),
+			BulkString("duration_ms"), Int(d.Milliseconds()))
+	}
+	return Map(BulkString("running_script"), running,
 		BulkString("engines"), Map(BulkString("LUA"),
 			Map(BulkString("libraries_count"), Int(libs), BulkString("functions_count"), Int(fns))))
 }
@@ -524,7 +534,9 @@ func cmdFcall(x *ctx, args [][]byte) Reply {
 		return r
 	}
 	c := newScriptCaller(x, ro || fi.NoWrites())
-	return lib.Call(c, fi.Name, args[3:3+nk], args[3+nk:], x.rand().Uint64())
+	run := x.beginRun(fi.Name, args, true, ro || fi.NoWrites())
+	defer x.scripts.End(run)
+	return lib.Call(c, fi.Name, args[3:3+nk], args[3+nk:], x.rand().Uint64(), run)
 }
 
 // cStr cuts s at its first NUL byte, as C's %s does.

@@ -44,8 +44,10 @@ import (
 // # Differences from Redis 7.0
 //
 // Those of the runtime are listed in package script's documentation.
-// SCRIPT KILL always answers NOTBUSY (a script cannot run longer than its
-// budget) and SCRIPT DEBUG is not supported.
+// SCRIPT DEBUG is not supported. SCRIPT KILL and FUNCTION KILL are
+// answered by the node's script.Monitor (package resp intercepts them):
+// the kv commands answer NOTBUSY only inside MULTI. The runs are recorded
+// there by beginRun.
 
 var errNoScript = Error("NOSCRIPT No matching script. Please use EVAL.")
 
@@ -169,8 +171,27 @@ func runEval(x *ctx, s *script.Script, args [][]byte, numKeys int) Reply {
 		return errOOM // maxmemory.go: a script that declares it may write
 	}
 	x.oom = x.oom && !s.AllowOOM()
-	c := newScriptCaller(x, ro || (s.Shebang() && s.NoWrites()))
-	return script.Run(c, s, keys, argv, x.rand().Uint64())
+	readOnly := ro || (s.Shebang() && s.NoWrites())
+	c := newScriptCaller(x, readOnly)
+	run := x.beginRun(s.SHA(), args, false, readOnly)
+	defer x.scripts.End(run)
+	return script.Run(c, s, keys, argv, x.rand().Uint64(), run)
+}
+
+// beginRun records a run of the script or function name, by the command
+// args, in the node's Monitor (nil if the node keeps none; x.scripts.End
+// ends it). A run that cannot write (read-only: EVAL_RO, FCALL_RO, a
+// no-writes script or function) can be killed: on the read path it
+// changes nothing, and at apply time it changes nothing either, so
+// stopping it on some replicas leaves every replica's state the same. A
+// run at apply time that may write cannot be killed.
+func (x *ctx) beginRun(name string, args [][]byte, function, readOnly bool) *script.Running {
+	if x.scripts == nil {
+		return nil
+	}
+	run := &script.Running{Name: name, Command: args, Function: function, Killable: readOnly || x.w == nil}
+	x.scripts.Begin(run)
+	return run
 }
 
 var scriptHelp = []string{

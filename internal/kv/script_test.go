@@ -92,6 +92,21 @@ func BenchmarkScriptBudget(b *testing.B) {
 	}
 }
 
+// BenchmarkScriptBudgetMonitored is BenchmarkScriptBudget with the run
+// recorded in a script.Monitor, as on a node: the kill flag is read at
+// every instruction.
+func BenchmarkScriptBudgetMonitored(b *testing.B) {
+	db := openMem(b)
+	var m script.Monitor
+	env := Env{Now: 1, Index: 1, Scripts: &m}
+	for i := 0; i < b.N; i++ {
+		r := applyAt(b, db, env, "EVAL", "local t = {} local i = 0 while true do i = i + 1 t[i % 100 + 1] = i end", "0")
+		if string(r.Str) != budgetErr {
+			b.Fatal(fmtScriptReply(r))
+		}
+	}
+}
+
 // TestScriptDeterminism applies the same entries to two fresh databases:
 // identical replies and identical storage, for scripts that draw random
 // numbers, read the time, iterate tables and call SPOP.

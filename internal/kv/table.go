@@ -11,6 +11,7 @@ import (
 	"github.com/kvorum/kvorum/internal/notify"
 	"github.com/kvorum/kvorum/internal/reccache"
 	"github.com/kvorum/kvorum/internal/reply"
+	"github.com/kvorum/kvorum/internal/script"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -45,8 +46,9 @@ type ctx struct {
 	looked     Lookups          // the key lookups get made (ReadCounted)
 	// missOn: get records the keys it misses in missed (the keymiss
 	// events of a read command; see keyMiss).
-	missOn bool
-	missed [][]byte
+	missOn  bool
+	missed  [][]byte
+	scripts *script.Monitor // the node's record of running scripts; nil: none
 }
 
 // Env is what Apply knows about the log entry a command comes from.
@@ -65,6 +67,10 @@ type Env struct {
 	// Settings, if set, is the state machine's copy of the cluster-wide
 	// parameters (notify-keyspace-events), the same one for every Apply.
 	Settings *Settings
+	// Scripts, if set, is the node's record of the scripts running on it
+	// (SCRIPT KILL, the BUSY reply, FUNCTION STATS): the scripts the
+	// command runs are recorded there while they run.
+	Scripts *script.Monitor
 }
 
 // rand returns the command's random source: seeded from the log position
@@ -91,7 +97,7 @@ func getCtx(r readerI, w writer, now int64) *ctx {
 
 func putCtx(x *ctx) {
 	x.r, x.w, x.fx, x.index, x.seed, x.calls, x.nested, x.cache, x.shared = nil, nil, nil, 0, 0, 0, false, nil, nil
-	x.notify, x.settings, x.looked, x.missOn, x.oom, x.wrote = 0, nil, Lookups{}, false, false, false
+	x.notify, x.settings, x.looked, x.missOn, x.oom, x.wrote, x.scripts = 0, nil, Lookups{}, false, false, false, nil
 	clear(x.missed)
 	x.missed = x.missed[:0]
 	if cap(x.vbuf) > 64<<10 {
@@ -293,7 +299,7 @@ func Apply(b *pebble.Batch, args [][]byte, env Env) (r Reply) {
 		return r
 	}
 	x := getCtx(b, b, env.Now)
-	x.index, x.seed, x.fx, x.cache, x.settings = env.Index, uint64(env.Seq), env.Effects, env.Records, env.Settings
+	x.index, x.seed, x.fx, x.cache, x.settings, x.scripts = env.Index, uint64(env.Seq), env.Effects, env.Records, env.Settings, env.Scripts
 	defer putCtx(x)
 	if s := env.Settings; s != nil {
 		if err := s.load(b); err != nil {
@@ -315,7 +321,7 @@ func Read(r pebble.Reader, args [][]byte, nowMs int64) Reply {
 // ReadCached is Read through shared (nil: none), the read cache that the
 // Apply of r's writes publishes to (reccache.Cache.Share).
 func ReadCached(r pebble.Reader, shared *reccache.Shared, args [][]byte, nowMs int64) Reply {
-	rep, _ := ReadCounted(r, shared, args, nowMs, false)
+	rep, _ := ReadCounted(r, shared, args, nowMs)
 	return rep
 }
 
@@ -329,9 +335,25 @@ type Lookups struct {
 	Missed [][]byte
 }
 
-// ReadCounted is ReadCached that also returns the key lookups it made,
-// and the keys it missed if missed is set.
-func ReadCounted(r pebble.Reader, shared *reccache.Shared, args [][]byte, nowMs int64, missed bool) (rep Reply, looked Lookups) {
+// ReadCounted is ReadCached that also returns the key lookups it made.
+func ReadCounted(r pebble.Reader, shared *reccache.Shared, args [][]byte, nowMs int64) (rep Reply, looked Lookups) {
+	return ReadIn(r, ReadEnv{Shared: shared}, args, nowMs)
+}
+
+// ReadEnv is what a read knows of the node that serves it.
+type ReadEnv struct {
+	// Shared is the node's read cache (see ReadCached); nil: none.
+	Shared *reccache.Shared
+	// Scripts is the node's record of running scripts (see Env.Scripts);
+	// nil: none.
+	Scripts *script.Monitor
+	// Missed: return the keys the read missed (Lookups.Missed), for
+	// their keymiss events (keymiss.go).
+	Missed bool
+}
+
+// ReadIn is ReadCounted on the node env describes.
+func ReadIn(r pebble.Reader, env ReadEnv, args [][]byte, nowMs int64) (rep Reply, looked Lookups) {
 	defer func() {
 		if p := recover(); p != nil {
 			rep = Error(fmt.Sprintf("ERR internal error: %v", p))
@@ -351,7 +373,7 @@ func ReadCounted(r pebble.Reader, shared *reccache.Shared, args [][]byte, nowMs 
 		return r, looked
 	}
 	x := getCtx(r, nil, nowMs)
-	x.shared, x.missOn = shared, missed
+	x.shared, x.scripts, x.missOn = env.Shared, env.Scripts, env.Missed
 	defer putCtx(x)
 	rep = d.run(x, args)
 	looked = x.looked
@@ -382,7 +404,7 @@ func (x *ctx) call(args [][]byte) Reply {
 	x.calls++
 	y := getCtx(x.r, x.w, x.now)
 	y.index, y.seed, y.fx = x.index, x.seed<<20|x.calls, x.fx // effects: the same list, in order
-	y.cache, y.shared, y.notify, y.settings = x.cache, x.shared, x.notify, x.settings
+	y.cache, y.shared, y.notify, y.settings, y.scripts = x.cache, x.shared, x.notify, x.settings, x.scripts
 	y.nested = true
 	// A read command's misses are Redis's keymiss events, emitted here
 	// at apply (inside MULTI/EXEC or a script) like every other event.

@@ -52,6 +52,7 @@ var configParams = []configParam{
 	{name: "appendfsync", get: constant("always"), fixed: fixedDurability},
 	{name: "appendonly", get: constant("yes"), fixed: fixedDurability},
 	{name: "bind", get: func(s *Server) string { return s.bindHost() }, fixed: fixedImmutable},
+	{name: "busy-reply-threshold", get: getBusyThreshold, set: setBusyThreshold},
 	{name: "databases", get: constant("1"), fixed: fixedImmutable},
 	{name: "hash-max-listpack-entries", cluster: true, check: checkCount},
 	{name: "hash-max-listpack-value", cluster: true, check: checkMemory},
@@ -60,6 +61,7 @@ var configParams = []configParam{
 	{name: "latency-monitor-threshold", get: getLatencyThreshold, set: setLatencyThreshold},
 	{name: "latency-tracking", get: getLatencyTracking, set: setLatencyTracking},
 	{name: "latency-tracking-info-percentiles", get: getLatencyPercentiles, set: setLatencyPercentiles},
+	{name: "lua-time-limit", get: getBusyThreshold, set: setBusyThreshold},
 	{name: "maxclients", get: func(s *Server) string { return strconv.FormatInt(s.maxClients.Load(), 10) }, set: setMaxClients},
 	{name: "maxmemory", cluster: true, check: checkMemory},
 	{name: "maxmemory-policy", get: constant("noeviction"), set: setMaxMemoryPolicy},
@@ -184,6 +186,18 @@ func setTimeout(s *Server, v string) (func(), string) {
 		return nil, "argument must be between 0 and 2147483647 inclusive"
 	}
 	return func() { s.idleTimeout.Store(n) }, ""
+}
+
+// busy-reply-threshold and its alias lua-time-limit (busy.go): Redis's
+// integer parameter, 0 to LLONG_MAX milliseconds.
+func getBusyThreshold(s *Server) string { return strconv.FormatInt(s.busyThreshold.Load(), 10) }
+
+func setBusyThreshold(s *Server, v string) (func(), string) {
+	if _, why := checkCount(v); why != "" {
+		return nil, why
+	}
+	n, _ := redisnum.ParseInt([]byte(v))
+	return func() { s.busyThreshold.Store(n) }, ""
 }
 
 func findConfigParam(name string) *configParam {

@@ -103,7 +103,25 @@ type Config struct {
 	// of argument data).
 	PipelineMaxCommands int
 	PipelineMaxBytes    int
+
+	// Scripts is the node's record of the scripts running on it
+	// (script.Monitor in production); nil: none, and SCRIPT KILL and
+	// FUNCTION KILL go to the backend like other commands.
+	Scripts Scripts
 }
+
+// Scripts is what the server asks of the scripts running on its node.
+type Scripts interface {
+	// Busy reports whether the oldest running script has run for at least
+	// threshold, and whether it is a function.
+	Busy(threshold time.Duration) (busy, function bool)
+	// Kill is SCRIPT KILL (function false) or FUNCTION KILL: its reply.
+	Kill(function bool) reply.Reply
+}
+
+// DefaultBusyReplyThreshold is busy-reply-threshold's default, in
+// milliseconds (Redis 7.0's).
+const DefaultBusyReplyThreshold = 5000
 
 // Defaults for Config.
 const (
@@ -144,6 +162,9 @@ type Server struct {
 	// idleTimeout closes a client idle for this many seconds (CONFIG SET
 	// timeout; 0: never), except a subscriber, as Redis does.
 	idleTimeout atomic.Int64
+	// busyThreshold is busy-reply-threshold (lua-time-limit), in ms: while
+	// a script has run longer on this node, commands get BUSY (busy.go).
+	busyThreshold atomic.Int64
 
 	nextID     atomic.Uint64
 	clients    atomic.Int64
@@ -204,6 +225,7 @@ func NewServer(cfg Config, b Backend) *Server {
 	s.maxClients.Store(int64(cfg.MaxClients))
 	s.slow.init()
 	s.lat.init()
+	s.busyThreshold.Store(DefaultBusyReplyThreshold)
 	s.buildTable()
 	return s
 }
@@ -534,6 +556,10 @@ func (c *conn) exec(batch [][][]byte) {
 		if cmd != nil {
 			c.lastCmd.Store(cmd)
 			cmd.calls.Inc()
+			if r, busy := c.busyReply(cmd, args); busy {
+				replies[i] = r
+				continue
+			}
 		}
 		intercept := c.tx.multi && !txControl(cmd) ||
 			c.push.started && c.inSubscribedRESP2() && (cmd == nil || !allowedSubscribed(cmd.spec.Name))
@@ -587,6 +613,10 @@ func (c *conn) exec(batch [][][]byte) {
 			if cmd != nil && cmd.stats.record(&replies[i], 0) {
 				c.observe(cmd, args, 0) // refused by its own checks, as Redis's command would be
 			}
+			continue
+		}
+		if r, ok := c.scriptKill(args); ok {
+			replies[i] = r
 			continue
 		}
 		c.run = append(c.run, s.oomWrap(cmd, args))

@@ -174,3 +174,6 @@ func oneLine(s string) string {
 	}
 	return string(b)
 }
+
+// SHA is the script's sha1, in lower-case hex.
+func (s *Script) SHA() string { return s.sha }

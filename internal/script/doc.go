@@ -109,6 +109,16 @@
 // there is no rollback). Loading a library and each call of a function
 // have a budget each.
 //
+// # Killing a run
+//
+// The node's Monitor (monitor.go) records the runs in progress (Run and
+// Library.Call take a *Running). Monitor.Kill sets a run's atomic kill
+// flag, which budgetCtx.Done reads next to the count: the run raises at
+// its next instruction, pcall cannot hold it, and it answers Redis's
+// "ERR Script killed by user with SCRIPT KILL... script: <name>, on
+// <source>:<line>.". Whether a run may be killed (it cannot write) is the
+// caller's to say (Running.Killable).
+//
 // To keep costs honest, scripts are compiled from a rewritten syntax tree
 // (rewriter, rewrite.go): a .. b .. c becomes one call of a helper that
 // checks and charges the result's size (strings are limited to 512 MB,
@@ -132,7 +142,9 @@
 //
 // # Files
 //
-// vm.go: Caller, Run, the pool, the budget and a run's life; compile.go:
+// vm.go: Caller, Run, the pool, the budget and a run's life; monitor.go:
+// the running scripts of a node; callerr.go: Lua 5.1's text for a call of
+// a non-function, rebuilt from the bytecode; compile.go:
 // Compile and the cache; reply.go: Lua values to replies and back;
 // redislib.go: the redis library; baselib.go, strlib.go, format.go,
 // pattern.go, tablelib.go, mathlib.go, bitlib.go, cjson.go: the other

@@ -3,6 +3,7 @@ package script
 import (
 	"errors"
 	"strings"
+	"sync/atomic"
 
 	"github.com/kvorum/kvorum/internal/reply"
 	lua "github.com/yuin/gopher-lua"
@@ -95,14 +96,15 @@ func (l *Library) Load() ([]Function, reply.Reply, bool) {
 // c runs the commands it calls, seed seeds math.random. The body runs
 // again first, in the load environment, to rebuild the function's
 // closure, so state kept in a library's upvalues does not survive between
-// calls. Loading and the call have a budget each.
-func (l *Library) Call(c Caller, name string, keys, argv [][]byte, seed uint64) reply.Reply {
+// calls. Loading and the call have a budget each. run, if not nil, is the
+// call's record in the node's Monitor (see Run).
+func (l *Library) Call(c Caller, name string, keys, argv [][]byte, seed uint64, run *Running) reply.Reply {
 	cs, r := l.compile()
 	if cs == nil {
 		return r
 	}
 	vm := getLuaVM()
-	r, clean := vm.callFunction(c, cs, name, keys, argv, seed)
+	r, clean := vm.callFunction(c, cs, name, keys, argv, seed, run.killFlag())
 	putLuaVM(vm, clean)
 	return r
 }
@@ -171,6 +173,8 @@ func (vm *luaVM) loadFunctions(cs *Script) (ld *fnLoad, r reply.Reply, err error
 	err = vm.pcall1(0)
 	L.SetTop(0)
 	switch {
+	case vm.budget.killed:
+		return nil, vm.killedReply(), err
 	case vm.budget.exhausted:
 		return nil, errBudget(), err
 	case err != nil:
@@ -296,9 +300,10 @@ func (vm *luaVM) registerFunction(L *lua.LState) int {
 }
 
 // callFunction rebuilds the library's closures and runs function name.
-func (vm *luaVM) callFunction(c Caller, cs *Script, name string, keys, argv [][]byte, seed uint64) (reply.Reply, bool) {
+func (vm *luaVM) callFunction(c Caller, cs *Script, name string, keys, argv [][]byte, seed uint64, kill *atomic.Bool) (reply.Reply, bool) {
 	L := vm.L
 	vm.start(c, name, functionSourceName, seed)
+	vm.budget.kill = kill
 	ld, r, err := vm.loadFunctions(cs)
 	if ld == nil {
 		return vm.abort(r, err)
@@ -312,7 +317,7 @@ func (vm *luaVM) callFunction(c Caller, cs *Script, name string, keys, argv [][]
 	if fn == nil {
 		return vm.abort(errFunctionNotFound, nil)
 	}
-	vm.budget = budgetCtx{left: Budget}
+	vm.budget = budgetCtx{left: Budget, kill: vm.budget.kill}
 	vm.run.allocated = 0
 	L.Push(fn)
 	L.Push(stringArray(L, keys))

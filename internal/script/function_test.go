@@ -91,19 +91,19 @@ func TestLibraryCall(t *testing.T) {
 	}
 	c := &fakeCaller{}
 	for i := 0; i < 3; i++ {
-		wantReply(t, "count", lib.Call(c, "count", nil, nil, 1), int64(1))
+		wantReply(t, "count", lib.Call(c, "count", nil, nil, 1, nil), int64(1))
 	}
-	wantReply(t, "set", lib.Call(c, "SET", [][]byte{[]byte("k")}, [][]byte{[]byte("v")}, 1), "OK")
+	wantReply(t, "set", lib.Call(c, "SET", [][]byte{[]byte("k")}, [][]byte{[]byte("v")}, 1, nil), "OK")
 	if fmt.Sprint(c.calls) != "[SET k v]" {
 		t.Errorf("calls: %q", c.calls)
 	}
-	wantReply(t, "register at run time", lib.Call(c, "again", nil, nil, 1),
+	wantReply(t, "register at run time", lib.Call(c, "again", nil, nil, 1, nil),
 		"ERR:ERR redis.register_function can only be called on FUNCTION LOAD command script: again, on @user_function:6.")
-	wantReply(t, "budget", lib.Call(c, "spin", nil, nil, 1), "ERR:"+budgetErr)
-	wantReply(t, "unknown", lib.Call(c, "nope", nil, nil, 1), "ERR:ERR Function not found")
+	wantReply(t, "budget", lib.Call(c, "spin", nil, nil, 1, nil), "ERR:"+budgetErr)
+	wantReply(t, "unknown", lib.Call(c, "nope", nil, nil, 1, nil), "ERR:ERR Function not found")
 	// A read-only caller refuses the write; the error names the function.
 	ro := &fakeCaller{readOnly: true}
-	wantReply(t, "read-only", lib.Call(ro, "set", [][]byte{[]byte("k")}, [][]byte{[]byte("v")}, 1),
+	wantReply(t, "read-only", lib.Call(ro, "set", [][]byte{[]byte("k")}, [][]byte{[]byte("v")}, 1, nil),
 		"ERR:ERR Write commands are not allowed from read-only scripts. script: set, on @user_function:5.")
 	// Scripts still see the ordinary globals after functions ran.
 	wantReply(t, "eval after", eval(t, c, "return {string.len(KEYS[1]), type(redis.register_function)}", []string{"abc"}, nil), []any{int64(3), "nil"})

@@ -54,7 +54,7 @@ func eval(t testing.TB, c Caller, src string, keys, argv []string) reply.Reply {
 	if s == nil {
 		return r
 	}
-	return Run(c, s, bytesOf(keys), bytesOf(argv), 42)
+	return Run(c, s, bytesOf(keys), bytesOf(argv), 42, nil)
 }
 
 // eval0 runs src without keys or arguments and with a caller that knows
@@ -193,9 +193,9 @@ func TestBudgetStopsLoops(t *testing.T) {
 // numbers; math.randomseed restarts the sequence as Redis does.
 func TestSeed(t *testing.T) {
 	s, _ := Compile(SHA1Hex([]byte("x")), []byte("return {math.random(1000000000), math.random(1000000000)}"))
-	a := Run(&fakeCaller{}, s, nil, nil, 1)
-	b := Run(&fakeCaller{}, s, nil, nil, 1)
-	c := Run(&fakeCaller{}, s, nil, nil, 2)
+	a := Run(&fakeCaller{}, s, nil, nil, 1, nil)
+	b := Run(&fakeCaller{}, s, nil, nil, 1, nil)
+	c := Run(&fakeCaller{}, s, nil, nil, 2, nil)
 	if show(a) != show(b) {
 		t.Errorf("same seed: %s vs %s", show(a), show(b))
 	}

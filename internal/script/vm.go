@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kvorum/kvorum/internal/reply"
@@ -34,10 +35,12 @@ type Caller interface {
 
 // Run runs s with the given KEYS and ARGV on a pooled Lua state and
 // returns its reply. c runs the commands it calls; seed seeds math.random
-// (the same seed draws the same numbers on every replica).
-func Run(c Caller, s *Script, keys, argv [][]byte, seed uint64) reply.Reply {
+// (the same seed draws the same numbers on every replica). run, if not
+// nil, is the run's record in the node's Monitor: Monitor.Kill stops the
+// run at its next instruction.
+func Run(c Caller, s *Script, keys, argv [][]byte, seed uint64, run *Running) reply.Reply {
 	vm := getLuaVM()
-	r, clean := vm.exec(c, s, keys, argv, seed)
+	r, clean := vm.exec(c, s, keys, argv, seed, run.killFlag())
 	putLuaVM(vm, clean)
 	return r
 }
@@ -78,10 +81,14 @@ func errBudget() reply.Reply {
 
 // budgetCtx is the LState's context: its Done is called once per VM
 // instruction, so it counts them; library functions spend from the same
-// counter (luaVM.charge).
+// counter (luaVM.charge). Done also reads kill, the run's SCRIPT KILL
+// flag (nil: the run cannot be killed): a plain load on amd64 and arm64,
+// next to the count.
 type budgetCtx struct {
 	left      int64
 	exhausted bool
+	kill      *atomic.Bool
+	killed    bool // kill was seen: every later instruction raises
 }
 
 var closedDone = func() chan struct{} {
@@ -100,6 +107,10 @@ func (b *budgetCtx) Done() <-chan struct{} {
 	b.left--
 	if b.left < 0 {
 		b.exhausted = true
+		return closedDone
+	}
+	if b.kill != nil && (b.killed || b.kill.Load()) {
+		b.killed = true
 		return closedDone
 	}
 	return nil
@@ -416,9 +427,10 @@ func (vm *luaVM) clean() bool {
 
 // exec runs a script. It returns the reply and whether the state may be
 // reused.
-func (vm *luaVM) exec(c Caller, cs *Script, keys, argv [][]byte, seed uint64) (reply.Reply, bool) {
+func (vm *luaVM) exec(c Caller, cs *Script, keys, argv [][]byte, seed uint64, kill *atomic.Bool) (reply.Reply, bool) {
 	L := vm.L
 	vm.start(c, cs.sha, scriptSourceName, seed)
+	vm.budget.kill = kill
 	vm.globals.RawSetString("KEYS", stringArray(L, keys))
 	vm.globals.RawSetString("ARGV", stringArray(L, argv))
 	L.Push(L.NewFunctionFromProto(cs.proto))
@@ -453,6 +465,8 @@ func (vm *luaVM) finish(err error) (reply.Reply, bool) {
 	panicked := errors.As(err, &ae) && ae.Type == lua.ApiErrorPanic
 	var r reply.Reply
 	switch {
+	case vm.budget.killed:
+		r = vm.killedReply()
 	case vm.budget.exhausted:
 		r = errBudget()
 	case err != nil:
@@ -460,6 +474,8 @@ func (vm *luaVM) finish(err error) (reply.Reply, bool) {
 	default:
 		r = vm.toReply(L.Get(-1), 0)
 		switch {
+		case vm.budget.killed:
+			r = vm.killedReply()
 		case vm.budget.exhausted:
 			r = errBudget()
 		case vm.run.tooDeep:
@@ -610,6 +626,9 @@ func (vm *luaVM) errHandler(L *lua.LState) int {
 			}
 		}
 	}
+	if ok && dbg.What != "G" && strings.HasSuffix(e.msg, gopherCallErr) {
+		e.msg = callError(L, dbg, e.msg)
+	}
 	if ok {
 		e.source, e.line = "=[C]", "-1"
 		if dbg.What != "G" {
@@ -624,6 +643,20 @@ func (vm *luaVM) errHandler(L *lua.LState) int {
 	vm.run.err = e
 	L.Push(obj)
 	return 1
+}
+
+// killedReply is Redis 7.0's reply to a run that SCRIPT KILL or FUNCTION
+// KILL stopped, with where it stopped.
+func (vm *luaVM) killedReply() reply.Reply {
+	msg := "ERR Script killed by user with SCRIPT KILL..."
+	if e := vm.run.err; e != nil && e.source != "" && e.line != "" {
+		line := e.line
+		if line == "0" {
+			line = "1" // the instructions the rewriter puts before the script's first line
+		}
+		msg += " script: " + vm.run.sha + ", on " + e.source + ":" + line + "."
+	}
+	return reply.Error(msg)
 }
 
 func (vm *luaVM) errorReply(err error) reply.Reply {

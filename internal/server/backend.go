@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -52,6 +53,15 @@ func (b *backend) Do(ctx context.Context, cmds [][][]byte) []reply.Reply {
 			i++
 			continue
 		}
+		if n.machine.scripts.Active() && isFunctionStats(cmds[i]) {
+			// A script runs on this node: its FUNCTION STATS answers
+			// from the node's applied state, without the read point, which
+			// would wait behind a run at apply time.
+			now := n.cfg.Now()
+			replies[i], _ = readCounted(n.store.DB(), kv.ReadEnv{Scripts: &n.machine.scripts}, cmds[i], now)
+			i++
+			continue
+		}
 		write := isWrite(cmds[i])
 		j := i + 1
 		for j < len(cmds) && isWrite(cmds[j]) == write {
@@ -77,6 +87,11 @@ func (b *backend) Do(ctx context.Context, cmds [][][]byte) []reply.Reply {
 }
 
 func isWrite(args [][]byte) bool { return kv.IsWrite(args) }
+
+// isFunctionStats reports whether args is FUNCTION STATS.
+func isFunctionStats(args [][]byte) bool {
+	return len(args) == 2 && strings.EqualFold(string(args[0]), "function") && strings.EqualFold(string(args[1]), "stats")
+}
 
 func fill(out []reply.Reply, r reply.Reply) {
 	for i := range out {
@@ -194,7 +209,7 @@ func (n *Node) execRead(ctx context.Context, cmds [][][]byte, out []reply.Reply)
 	missed := n.machine.settings.Notify().Emits(notify.KeyMiss)
 	for i, args := range cmds {
 		var l kv.Lookups
-		out[i], l = readCounted(db, n.machine.shared, args, now, missed)
+		out[i], l = readCounted(db, kv.ReadEnv{Shared: n.machine.shared, Scripts: &n.machine.scripts, Missed: missed}, args, now)
 		looked.Hits, looked.Misses = looked.Hits+l.Hits, looked.Misses+l.Misses
 		looked.Missed = append(looked.Missed, l.Missed...)
 	}
@@ -225,19 +240,20 @@ func (n *Node) reportKeyMisses(ctx context.Context, keys [][]byte) {
 // could return one old value and one new, and a collection read could
 // mix its header with another incarnation's elements.
 func readAt(db *pebble.DB, shared *reccache.Shared, args [][]byte, nowMs int64) kv.Reply {
-	r, _ := readCounted(db, shared, args, nowMs, false)
+	r, _ := readCounted(db, kv.ReadEnv{Shared: shared}, args, nowMs)
 	return r
 }
 
-// readCounted is readAt that also returns the key lookups the command
-// made (INFO keyspace_hits and keyspace_misses).
-func readCounted(db *pebble.DB, shared *reccache.Shared, args [][]byte, nowMs int64, missed bool) (kv.Reply, kv.Lookups) {
+// readCounted is readAt on the node env describes that also returns the
+// key lookups the command made (INFO keyspace_hits and keyspace_misses).
+func readCounted(db *pebble.DB, env kv.ReadEnv, args [][]byte, nowMs int64) (kv.Reply, kv.Lookups) {
 	if readsOneRecord(args) {
-		return kv.ReadCounted(db, shared, args, nowMs, missed)
+		return kv.ReadIn(db, env, args, nowMs)
 	}
 	snap := db.NewSnapshot()
 	defer snap.Close()
-	return kv.ReadCounted(snap, nil, args, nowMs, missed)
+	env.Shared = nil
+	return kv.ReadIn(snap, env, args, nowMs)
 }
 
 // oneRecordReads are the read commands that read their one key's record

@@ -10,6 +10,7 @@ import (
 	"github.com/kvorum/kvorum/internal/kv"
 	"github.com/kvorum/kvorum/internal/reccache"
 	"github.com/kvorum/kvorum/internal/reply"
+	"github.com/kvorum/kvorum/internal/script"
 	"github.com/kvorum/kvorum/internal/storage"
 	"github.com/kvorum/kvorum/internal/store"
 )
@@ -31,8 +32,11 @@ import (
 // kvMachine is package kv as the store's state machine. The Ready loop is
 // its only caller.
 type kvMachine struct {
-	fx   *roundEffects      // the round being applied; nil: take one from free
-	free chan *roundEffects // records effectsLoop is done with
+	fx *roundEffects // the round being applied; nil: take one from free
+	// scripts records the scripts running on this node, at apply time and
+	// on the read path (SCRIPT KILL, the BUSY reply, FUNCTION STATS).
+	scripts script.Monitor
+	free    chan *roundEffects // records effectsLoop is done with
 	// taken is the log index of the newest round whose effects were
 	// handed to the store; delivered (effectsLoop) catches up with it.
 	taken atomic.Uint64
@@ -80,7 +84,8 @@ func (m *kvMachine) Apply(b *pebble.Batch, args [][]byte, env store.ApplyEnv) re
 		}
 	}
 	m.fx.index = env.Index
-	r := kv.Apply(b, args, kv.Env{Now: env.Now, Index: env.Index, Seq: env.Seq, Effects: &m.fx.Effects, Records: m.records, Settings: &m.settings})
+	r := kv.Apply(b, args, kv.Env{Now: env.Now, Index: env.Index, Seq: env.Seq, Effects: &m.fx.Effects, Records: m.records, Settings: &m.settings,
+		Scripts: &m.scripts})
 	if v, ok := m.settings.MaxMemory(); ok {
 		m.maxMem.Store(v) // for the maxmemory guard (maxmemory.go)
 		m.maxMemKnown.Store(true)

@@ -107,6 +107,7 @@ func Start(cfg Config) (n *Node, err error) {
 		Registerer: n.reg,
 		NodeID:     uint64(n.id),
 		Version:    Version,
+		Scripts:    &n.machine.scripts,
 	}, (*backend)(n))
 	n.trans = transport.New(transport.Config{NodeID: uint64(n.id), ClusterID: n.clusterID, Logger: log, Registerer: n.reg, Interceptor: cfg.PeerInterceptor}, (*peerHandler)(n), n.openSnapshot)
 	n.store = store.New(store.Config{
