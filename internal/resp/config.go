@@ -67,7 +67,7 @@ var configParams = []configParam{
 	{name: "maxmemory-policy", get: constant("noeviction"), set: setMaxMemoryPolicy},
 	{name: notify.Param, cluster: true, check: checkNotify},
 	{name: "port", get: func(s *Server) string { return strconv.FormatInt(s.port.Load(), 10) }, fixed: fixedImmutable},
-	{name: "proto-max-bulk-len", get: func(s *Server) string { return strconv.Itoa(s.cfg.Limits.MaxBulkLen) }, fixed: fixedImmutable},
+	{name: "proto-max-bulk-len", get: getMaxBulkLen, set: setMaxBulkLen},
 	{name: "save", get: constant(""), fixed: fixedDurability},
 	{name: "set-max-intset-entries", cluster: true, check: checkCount},
 	{name: "slowlog-log-slower-than", get: getSlowlogSlowerThan, set: setSlowlogSlowerThan},
@@ -353,4 +353,34 @@ func configHelp(c *conn, args [][]byte) reply.Reply {
 		"    Rewrite the configuration file.",
 		"HELP",
 		"    Prints this help.")
+}
+
+// getMaxBulkLen is proto-max-bulk-len: the value CONFIG SET gave, else
+// the limit the node started with (Redis's default, 512mb, unless the
+// frame limit, --max-frame-size, is lower: a bulk cannot exceed a frame).
+func getMaxBulkLen(s *Server) string {
+	if n := s.maxBulkLen.Load(); n > 0 {
+		return strconv.FormatInt(n, 10)
+	}
+	return strconv.Itoa(s.startBulkLen())
+}
+
+// startBulkLen is the bulk limit of the node's start-up configuration.
+func (s *Server) startBulkLen() int {
+	return s.cfg.Limits.WithDefaults().MaxBulkLen
+}
+
+// setMaxBulkLen takes what Redis's proto-max-bulk-len does (a memory
+// value of at least 1mb); it applies to the bulks read from then on, by
+// every connection of the node, up to the frame limit.
+func setMaxBulkLen(s *Server, v string) (func(), string) {
+	norm, why := checkMemory(v)
+	if why != "" {
+		return nil, why
+	}
+	n, _ := strconv.ParseInt(norm, 10, 64)
+	if n < 1<<20 {
+		return nil, "argument must be between 1048576 and 9223372036854775807 inclusive"
+	}
+	return func() { s.maxBulkLen.Store(n) }, ""
 }

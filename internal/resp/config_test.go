@@ -196,3 +196,45 @@ func TestConfigTimeoutClosesIdleClients(t *testing.T) {
 		t.Fatalf("timeout 0 still closed an idle client: %q", got)
 	}
 }
+
+// TestConfigSetProtoMaxBulkLen: CONFIG SET proto-max-bulk-len takes
+// effect on the node's connections, already open ones included, at their
+// next read: a larger bulk is refused with Redis's protocol error (and the
+// connection closed, as Redis closes it); below 1mb is refused as Redis
+// refuses it, and CONFIG GET answers the value set.
+func TestConfigSetProtoMaxBulkLen(t *testing.T) {
+	_, addr := startServer(t, Config{}, newFakeBackend())
+	c := dialRaw(t, addr)
+	other := dialRaw(t, addr) // open before the change
+	big := strings.Repeat("x", 1<<20+5)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"CONFIG", "SET", "proto-max-bulk-len", "100"}, "-ERR CONFIG SET failed (possibly related to argument 'proto-max-bulk-len') - argument must be between 1048576 and 9223372036854775807 inclusive\r\n"},
+		{[]string{"ECHO", big}, "$1048581\r\n" + big + "\r\n"},
+		{[]string{"CONFIG", "SET", "proto-max-bulk-len", "1mb"}, "+OK\r\n"},
+		{[]string{"CONFIG", "GET", "proto-max-bulk-len"}, "*2\r\n$18\r\nproto-max-bulk-len\r\n$7\r\n1048576\r\n"},
+	} {
+		c.cmd(tc.args...)
+		if got := c.reply(); got != tc.want {
+			t.Fatalf("%.60s: got %.80q, want %.80q", strings.Join(tc.args, " "), got, tc.want)
+		}
+	}
+	other.cmd("PING")
+	if got := other.reply(); got != "+PONG\r\n" {
+		t.Fatalf("PING: %q", got)
+	}
+	other.cmd("ECHO", big)
+	if got := other.reply(); got != "-ERR Protocol error: invalid bulk length\r\n" {
+		t.Fatalf("a bulk over the new limit on a connection opened before: %.80q", got)
+	}
+	c.cmd("CONFIG", "SET", "proto-max-bulk-len", "512mb")
+	if got := c.reply(); got != "+OK\r\n" {
+		t.Fatal(got)
+	}
+	c.cmd("ECHO", big)
+	if got := c.reply(); got != "$1048581\r\n"+big+"\r\n" {
+		t.Fatalf("after raising the limit again: %.80q", got)
+	}
+}

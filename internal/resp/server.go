@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"runtime/debug"
 	"slices"
@@ -162,6 +163,9 @@ type Server struct {
 	// idleTimeout closes a client idle for this many seconds (CONFIG SET
 	// timeout; 0: never), except a subscriber, as Redis does.
 	idleTimeout atomic.Int64
+	// maxBulkLen is CONFIG SET proto-max-bulk-len (0: the start-up
+	// limit); each connection applies it before its next read.
+	maxBulkLen atomic.Int64
 	// busyThreshold is busy-reply-threshold (lua-time-limit), in ms: while
 	// a script has run longer on this node, commands get BUSY (busy.go).
 	busyThreshold atomic.Int64
@@ -441,7 +445,12 @@ func (c *conn) serve() {
 	}()
 	maxCmds, maxBytes := s.cfg.PipelineMaxCommands, s.cfg.PipelineMaxBytes
 	idleDeadline := false
+	bulkLen := int64(0)
 	for {
+		if n := s.maxBulkLen.Load(); n != bulkLen {
+			bulkLen = n
+			c.rd.SetMaxBulkLen(int(min(n, math.MaxInt)))
+		}
 		if t := s.idleTimeout.Load(); t > 0 && !c.subscribed() {
 			_ = c.nc.SetReadDeadline(time.Now().Add(time.Duration(t) * time.Second))
 			idleDeadline = true

@@ -147,6 +147,15 @@ func (r *Reader) Reset(rd io.Reader) {
 // Limits returns the effective limits.
 func (r *Reader) Limits() Limits { return r.lim }
 
+// SetMaxBulkLen changes the largest bulk argument for the frames read
+// from now on (at most MaxFrameSize; n <= 0: MaxFrameSize).
+func (r *Reader) SetMaxBulkLen(n int) {
+	if n <= 0 || n > r.lim.MaxFrameSize {
+		n = r.lim.MaxFrameSize
+	}
+	r.lim.MaxBulkLen = n
+}
+
 // Buffered returns the number of bytes read from the stream but not yet
 // parsed: a non-zero value means more pipelined input is already here.
 func (r *Reader) Buffered() int { return r.w - r.r }
