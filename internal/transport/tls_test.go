@@ -491,3 +491,51 @@ func TestNewPeerTLSErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A node that trusts the cluster's CA but presents a certificate of
+// another one (NewPeerTLS refuses such files: the PeerTLS is made by
+// hand) passes its own check of the server and is refused by the
+// server's check of its certificate, which with TLS 1.3 it learns only
+// when it reads: that refusal is a TLS mismatch too.
+func TestTLSClientCertOfAnotherCARefused(t *testing.T) {
+	checkLeaks(t)
+	ca := newCA(t, "cluster")
+	a, _ := tlsNode(t, 1, ca, Config{}, nil)
+	foreign := issue(t, newCA(t, "intruder"), "node-2")
+	pair, err := tls.X509KeyPair(foreign.CertPEM, foreign.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := writeTLS(t, t.TempDir(), "node", ca, foreign)
+	xt := &PeerTLS{files: files, log: slog.New(slog.DiscardHandler), interval: time.Hour, checked: time.Now(), cert: &pair, pool: pool(ca)}
+	if xt.stamps, err = xt.stat(); err != nil {
+		t.Fatal(err)
+	}
+	x := startNode(t, 2, testAddr(t), newRecorder(), Config{TLS: xt}, bytesSource([]byte("x")))
+	x.t.SetPeer(1, a.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+
+	if _, err := x.t.dialStream(ctx, a.addr, kindRaft); !errors.Is(err, ErrPeerTLS) {
+		t.Fatalf("raft stream with a certificate of another CA: %v", err)
+	}
+	_, err = x.t.CallAddr(ctx, a.addr, "join", nil)
+	if !errors.Is(err, ErrPeerTLS) || !errors.Is(err, ErrNotSent) {
+		t.Fatalf("call with a certificate of another CA: %v", err)
+	}
+	t.Logf("the joining side sees: %v", err)
+	if _, err := x.t.CallPipelined(ctx, 1, "exec", nil); !errors.Is(err, ErrPeerTLS) {
+		t.Fatalf("pipelined call with a certificate of another CA: %v", err)
+	}
+	x.t.Send([]*raftpb.Message{heartbeat(2, 1), snapMsg(2, 1)})
+	if rep := waitSnapReport(t, x.rec); rep != (snapReport{1, false}) {
+		t.Fatalf("snapshot report %+v", rep)
+	}
+	waitFor(t, "node 1 unreachable", func() bool { return x.rec.unreachableCount(1) > 0 })
+	if n := a.rec.count(); n != 0 {
+		t.Fatalf("%d messages delivered", n)
+	}
+	if snaps, _ := a.rec.receivedSnaps(); len(snaps) != 0 {
+		t.Fatal("snapshot delivered")
+	}
+}
