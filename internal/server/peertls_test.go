@@ -49,12 +49,16 @@ func peerServedSerial(addr string, cert *devca.Issued, ca *devca.CA) (*big.Int, 
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	var ok [1]byte // the node's "certificate accepted" (transport.tlsAccepted)
+	if _, err := io.ReadFull(c, ok[:]); err != nil {
+		return nil, err
+	}
 	if _, err := c.Write([]byte("KVR\x02R\x00\x00\x00\x00\x00\x00\x00\x00")); err != nil {
 		return nil, err
 	}
 	var ack [4]byte
-	if _, err := io.ReadFull(c, ack[:]); err != nil {
-		return nil, err
+	if _, err := io.ReadFull(c, ack[:]); err != nil || ok[0] != 0x06 || string(ack[:]) != "KVR\x02" {
+		return nil, fmt.Errorf("answers %q %q, %v", ok[:], ack[:], err)
 	}
 	return c.ConnectionState().PeerCertificates[0].SerialNumber, nil
 }

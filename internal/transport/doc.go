@@ -40,7 +40,11 @@
 // the first bytes that tell a framed stream from gRPC, and every
 // connection the transport dials (framed streams, gRPC's dialer) does the
 // client side of it; the certificates and CA bundle are read from files
-// that are re-read when they change. A node with TLS answers a plaintext
+// that are re-read when they change. After a handshake it accepts, a
+// node writes one byte (tlsAccepted) before anything else, which the
+// dialing node waits for: with TLS 1.3 a refusal of the client's
+// certificate would otherwise reach it only after it had written (and
+// failed with a bare broken pipe). A node with TLS answers a plaintext
 // peer's framed stream with a refusal (tlsRequiredAnswer) and its gRPC
 // calls with an Unauthenticated status; a node without answers a TLS
 // ClientHello with a handshake_failure alert. The dialing side gets an

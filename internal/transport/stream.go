@@ -216,8 +216,30 @@ func (t *Transport) dialPeer(ctx context.Context, addr string) (net.Conn, error)
 		_ = c.Close()
 		return nil, tlsDialError(addr, err)
 	}
+	// The server's verdict on our certificate: with TLS 1.3 the handshake
+	// returns before the server checked it, and a refusal would only come
+	// with the first read, after gRPC or the stream had written (which
+	// the closed connection then fails with a bare EPIPE): wait for
+	// tlsAccepted, or the alert, before anything is written.
+	if dl, ok := hctx.Deadline(); ok {
+		_ = c.SetReadDeadline(dl)
+	}
+	var ok [1]byte
+	if _, err := io.ReadFull(tc, ok[:]); err != nil || ok[0] != tlsAccepted {
+		_ = c.Close()
+		if err == nil {
+			err = fmt.Errorf("%w: bad answer %q to the TLS handshake", errBadFrame, ok[:])
+		}
+		return nil, tlsDialError(addr, err)
+	}
+	_ = c.SetReadDeadline(time.Time{})
 	return &tlsConn{Conn: tc, raw: c}, nil
 }
+
+// tlsAccepted is the byte a node with peer TLS writes first on a
+// connection whose handshake succeeded: it tells the dialing node that
+// its certificate was accepted.
+const tlsAccepted = 0x06
 
 // tlsDialError is the error of a TLS connection to addr that failed in or
 // right after the handshake.
@@ -253,9 +275,7 @@ func (t *Transport) dialStream(ctx context.Context, addr string, kind byte) (*co
 		case err == nil:
 			err = fmt.Errorf("%w: bad stream answer %q", errBadFrame, ack[:])
 		case t.cliTLS != nil && isTLSMismatch(err):
-			// With TLS 1.3 the server checks the client's certificate
-			// after the client's handshake returned: its refusal is
-			// the first thing read.
+			// (dialPeer waited for the server's verdict: not expected.)
 			return nil, tlsDialError(addr, err)
 		}
 		return nil, fmt.Errorf("transport: opening stream to %s: %w", addr, err)
@@ -366,6 +386,10 @@ func (t *Transport) sniff(c net.Conn, gl, rl *grpcListener) {
 			return
 		}
 		c = &tlsConn{Conn: tc, raw: raw}
+		if _, err := c.Write([]byte{tlsAccepted}); err != nil {
+			_ = c.Close()
+			return
+		}
 		if n, err = io.ReadFull(c, head[:len(streamMagic)]); err != nil {
 			_ = c.Close()
 			return

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/big"
@@ -121,15 +122,19 @@ func servedSerial(addr string, client *devca.Issued, roots *x509.CertPool) (*big
 	}
 	defer c.Close()
 	// The server's verdict on the client's certificate (TLS 1.3: after
-	// the client's handshake) arrives with the first read; a framed
-	// stream's preface gets streamMagic back.
+	// the client's handshake) arrives with the first read: tlsAccepted,
+	// then a framed stream's preface gets streamMagic back.
 	_ = c.SetDeadline(time.Now().Add(time.Second))
+	var ok [1]byte
+	if _, err := io.ReadFull(c, ok[:]); err != nil {
+		return nil, err
+	}
 	if _, err := c.Write(append([]byte(streamMagic), kindRaft, 0, 0, 0, 0, 0, 0, 0, 0)); err != nil {
 		return nil, err
 	}
 	var ack [len(streamMagic)]byte
-	if _, err := io.ReadFull(c, ack[:]); err != nil {
-		return nil, err
+	if _, err := io.ReadFull(c, ack[:]); err != nil || ok[0] != tlsAccepted || string(ack[:]) != streamMagic {
+		return nil, fmt.Errorf("answers %q %q, %v", ok[:], ack[:], err)
 	}
 	return c.ConnectionState().PeerCertificates[0].SerialNumber, nil
 }
