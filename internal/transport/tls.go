@@ -127,16 +127,6 @@ func NewPeerTLS(files TLSFiles, log *slog.Logger) (*PeerTLS, error) {
 	return p, nil
 }
 
-// Files returns the files p reads.
-func (p *PeerTLS) Files() TLSFiles { return p.files }
-
-// Certificate returns the certificate currently presented (after a
-// reload check).
-func (p *PeerTLS) Certificate() *x509.Certificate {
-	cert, _ := p.current()
-	return cert.Leaf
-}
-
 func (p *PeerTLS) paths() [3]string {
 	return [3]string{p.files.CertFile, p.files.KeyFile, p.files.CAFile}
 }
