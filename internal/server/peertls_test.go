@@ -247,3 +247,28 @@ func TestPeerMTLSCluster(t *testing.T) {
 		t.Fatalf("members with the impostor around: %d", n)
 	}
 }
+
+// The other way round: a node with peer TLS cannot join a cluster without
+// it, and is told so at once.
+func TestPeerTLSNodeCannotJoinPlaintextCluster(t *testing.T) {
+	c := newTestCluster(t, 1)
+	ca, err := devca.New("cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := nodeConfig(t, 2, c.net)
+	cfg.Join = c.node(1).PeerAddr()
+	cfg.PeerTLS, _ = writePeerTLS(t, t.TempDir(), "node-2", ca, ca)
+	start := time.Now()
+	n, err := Start(cfg)
+	if err == nil {
+		_ = n.Stop()
+		t.Fatal("a node with peer TLS joined a cluster without")
+	}
+	if !strings.Contains(err.Error(), "refused by peer TLS") || time.Since(start) > 10*time.Second {
+		t.Fatalf("join error after %v: %v", time.Since(start), err)
+	}
+	if got := len(c.node(1).Status().Members); got != 1 {
+		t.Fatalf("members: %d", got)
+	}
+}
