@@ -25,7 +25,7 @@ import (
 
 // ---- fixtures ----
 
-func newCA(t *testing.T, name string) *devca.CA {
+func newCA(t testing.TB, name string) *devca.CA {
 	t.Helper()
 	ca, err := devca.New(name)
 	if err != nil {
@@ -34,7 +34,7 @@ func newCA(t *testing.T, name string) *devca.CA {
 	return ca
 }
 
-func issue(t *testing.T, ca *devca.CA, name string) *devca.Issued {
+func issue(t testing.TB, ca *devca.CA, name string) *devca.Issued {
 	t.Helper()
 	c, err := ca.Issue(name)
 	if err != nil {
@@ -45,7 +45,7 @@ func issue(t *testing.T, ca *devca.CA, name string) *devca.Issued {
 
 // writeTLS writes cert (with ca's certificate as the CA file) into dir
 // and returns the files.
-func writeTLS(t *testing.T, dir, name string, ca *devca.CA, cert *devca.Issued) TLSFiles {
+func writeTLS(t testing.TB, dir, name string, ca *devca.CA, cert *devca.Issued) TLSFiles {
 	t.Helper()
 	f, err := ca.WriteFiles(dir, name, cert)
 	if err != nil {
@@ -55,7 +55,7 @@ func writeTLS(t *testing.T, dir, name string, ca *devca.CA, cert *devca.Issued) 
 }
 
 // newPeerTLS loads files, looking at them again every 10 ms.
-func newPeerTLS(t *testing.T, files TLSFiles, log *slog.Logger) *PeerTLS {
+func newPeerTLS(t testing.TB, files TLSFiles, log *slog.Logger) *PeerTLS {
 	t.Helper()
 	p, err := NewPeerTLS(files, log)
 	if err != nil {
