@@ -26,7 +26,7 @@ const (
 )
 
 var demoHelp = helpText{
-	usage: `kvorum demo [--nodes N] [--port PORT] [--data-dir DIR]`,
+	usage: `kvorum demo [--nodes N] [--port PORT] [--data-dir DIR] [--peer-tls]`,
 	description: `
 Runs a complete N-node cluster inside this one process, on 127.0.0.1, for
 trying kvorum out. Node i (1..N) listens on:
@@ -39,8 +39,10 @@ It waits for a leader, prints how to connect, and runs until Ctrl-C (or
 SIGTERM), then stops every node cleanly. Without --data-dir the data lives in
 a temporary directory removed on exit; with --data-dir DIR node i keeps its
 data in DIR/node-i, and running the demo again with the same --data-dir (and
---nodes) resumes that cluster.`,
-	groups: []flagGroup{{"Flags", []string{"nodes", "port", "data-dir", "log-level", "log-format"}}},
+--nodes) resumes that cluster. With --peer-tls the nodes talk to each other
+over mutual TLS, with certificates of a throwaway CA made for the run (in
+DIR/peer-tls; what 'kvorum start --peer-cert-file ...' does with yours).`,
+	groups: []flagGroup{{"Flags", []string{"nodes", "port", "data-dir", "peer-tls", "log-level", "log-format"}}},
 	footer: `
 Examples:
   kvorum demo
@@ -54,6 +56,7 @@ type demoFlags struct {
 	nodes     int
 	port      int
 	dataDir   string
+	peerTLS   bool
 	logLevel  string
 	logFormat string
 }
@@ -63,6 +66,7 @@ func newDemoFlags() *demoFlags {
 	f.fs.IntVar(&f.nodes, "nodes", 3, fmt.Sprintf("number of nodes (`N`), 1 to %d", demoMaxNodes))
 	f.fs.IntVar(&f.port, "port", 6379, "first client `PORT`; peer ports start at PORT+1000, admin ports at PORT+2000")
 	f.fs.StringVar(&f.dataDir, "data-dir", "", "keep node data in `DIR`/node-1, DIR/node-2, ... and reuse it on the next run\n(default: a temporary directory, removed on exit)")
+	f.fs.BoolVar(&f.peerTLS, "peer-tls", false, "mutual TLS between the nodes, with certificates of a throwaway CA made for\nthe run (in DIR/peer-tls)")
 	f.fs.StringVar(&f.logLevel, "log-level", "warn", "`LEVEL` of node logs written to stderr: debug, info, warn or error")
 	f.fs.StringVar(&f.logFormat, "log-format", "text", "`FORMAT` of logs: text or json")
 	return f
@@ -168,6 +172,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	}
 
 	cfgs := demoNodeConfigs(f.nodes, f.port, dir)
+	tlsNote := ""
+	if f.peerTLS {
+		tlsDir, err := demoPeerTLS(dir, cfgs)
+		if err != nil {
+			return fmt.Errorf("making the demo's peer TLS certificates: %w", err)
+		}
+		tlsNote = fmt.Sprintf("peer TLS: mutual, certificates of a throwaway CA in %s\n", tlsDir)
+	}
 	nodes := make([]*server.Node, 0, f.nodes)
 	defer func() {
 		if len(nodes) > 0 {
@@ -198,7 +210,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 			where += " (resumed)"
 		}
 	}
-	fmt.Fprintf(stdout, "kvorum demo: %d node(s), data in %s\n\n", len(nodes), where)
+	fmt.Fprintf(stdout, "kvorum demo: %d node(s), data in %s\n%s\n", len(nodes), where, tlsNote)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tCLIENT (RESP)\tPEER (RAFT)\tADMIN (HTTP)")
 	for _, n := range nodes {

@@ -47,6 +47,7 @@ a single-node cluster. A restarted node needs only --data-dir.`,
 		{"Clients (sizes accept K, M, G suffixes: powers of 1024)", []string{"request-timeout", "max-key-size", "max-value-size", "max-args", "max-frame-size", "max-clients"}},
 		{"Storage", []string{"min-free-disk", "cache-size", "memtable-size", "record-cache", "read-cache"}},
 		{"Logging", []string{"log-level", "log-format"}},
+		peerTLSFlagGroup,
 	},
 }
 
@@ -97,6 +98,7 @@ func newStartFlags() *startFlags {
 	fs.Var(sizeValue{&f.readCache}, "read-cache", "`SIZE` of the read cache: whole records (values included) of recently read\nkeys, which reads serve without a storage-engine lookup and writes replace as\nthey are applied; resident memory on top of --cache-size; 0 turns it off")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "`LEVEL` of logs written to stderr: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "`FORMAT` of logs: text or json")
+	addPeerTLSFlags(fs, &c.PeerTLS)
 	return f
 }
 
@@ -159,6 +161,9 @@ func parseStart(args []string, stdout io.Writer) (*startFlags, error) {
 		}
 	}
 	if err := validateRaftFlags(c); err != nil {
+		return nil, bad("%v", err)
+	}
+	if err := validatePeerTLSFlags(c.PeerTLS); err != nil {
 		return nil, bad("%v", err)
 	}
 	for _, l := range []struct {

@@ -106,6 +106,13 @@ type Config struct {
 	// (fault injection in tests).
 	PeerInterceptor transport.Interceptor
 
+	// PeerTLS, when its files are set (all three or none), makes the peer
+	// port mutual TLS: every connection accepted or dialed presents this
+	// node's certificate and requires one of the CA in PeerTLS.CAFile
+	// (transport.PeerTLS; the files are re-read when they change). Every
+	// node of a cluster must have it, or none.
+	PeerTLS transport.TLSFiles
+
 	// Logger receives structured logs. Default: warnings and errors to stderr.
 	Logger *slog.Logger
 
@@ -228,6 +235,9 @@ func (c *Config) Validate() error {
 	}
 	if len(c.InitialCluster) > 0 && c.Join != "" {
 		return errors.New("--initial-cluster and --join are mutually exclusive")
+	}
+	if f := c.PeerTLS; f.Enabled() && (f.CertFile == "" || f.KeyFile == "" || f.CAFile == "") {
+		return errors.New("peer TLS needs --peer-cert-file, --peer-key-file and --peer-trusted-ca-file, all three")
 	}
 	if len(c.InitialCluster) > 0 {
 		if _, ok := c.InitialCluster[c.ID]; c.ID != 0 && !ok {

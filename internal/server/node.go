@@ -94,6 +94,12 @@ func Start(cfg Config) (n *Node, err error) {
 	}
 	log := cfg.Logger.With("node", uint64(n.id))
 
+	var peerTLS *transport.PeerTLS
+	if cfg.PeerTLS.Enabled() {
+		if peerTLS, err = transport.NewPeerTLS(cfg.PeerTLS, log); err != nil {
+			return nil, err
+		}
+	}
 	if n.peerLis, err = net.Listen("tcp", cfg.PeerAddr); err != nil {
 		return nil, fmt.Errorf("listen on peer address: %w", err)
 	}
@@ -109,7 +115,7 @@ func Start(cfg Config) (n *Node, err error) {
 		Version:    Version,
 		Scripts:    &n.machine.scripts,
 	}, (*backend)(n))
-	n.trans = transport.New(transport.Config{NodeID: uint64(n.id), ClusterID: n.clusterID, Logger: log, Registerer: n.reg, Interceptor: cfg.PeerInterceptor}, (*peerHandler)(n), n.openSnapshot)
+	n.trans = transport.New(transport.Config{NodeID: uint64(n.id), ClusterID: n.clusterID, Logger: log, Registerer: n.reg, Interceptor: cfg.PeerInterceptor, TLS: peerTLS}, (*peerHandler)(n), n.openSnapshot)
 	n.store = store.New(store.Config{
 		NodeID: n.id, DB: n.db, FS: cfg.FS, Dir: cfg.DataDir, Transport: n.trans,
 		TickInterval: cfg.TickInterval, ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,

@@ -273,6 +273,11 @@ func (n *Node) join() error {
 			n.cfg.Logger.Info("joined cluster", "via", n.cfg.Join)
 			return nil
 		}
+		if errors.Is(err, transport.ErrPeerTLS) {
+			// Not a passing failure: retrying cannot help until a
+			// certificate or the configuration changes.
+			return fmt.Errorf("join via %s refused by peer TLS (every node of a cluster needs --peer-cert-file, --peer-key-file and --peer-trusted-ca-file with certificates of the cluster's CA, or none has them): %w", n.cfg.Join, err)
+		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("join via %s: %w", n.cfg.Join, err)
 		}

@@ -35,6 +35,22 @@
 //     at once in one frame, in any order. Same payloads, statuses (encoded
 //     in the response frame) and WireDetail as Call.
 //
+// With Config.TLS (tls.go) the whole port is mutual TLS: Serve's
+// per-connection goroutine completes the TLS handshake before it reads
+// the first bytes that tell a framed stream from gRPC, and every
+// connection the transport dials (framed streams, gRPC's dialer) does the
+// client side of it; the certificates and CA bundle are read from files
+// that are re-read when they change. After a handshake it accepts, a
+// node writes one byte (tlsAccepted) before anything else, which the
+// dialing node waits for: with TLS 1.3 a refusal of the client's
+// certificate would otherwise reach it only after it had written (and
+// failed with a bare broken pipe). A node with TLS answers a plaintext
+// peer's framed stream with a refusal (tlsRequiredAnswer) and its gRPC
+// calls with an Unauthenticated status; a node without answers a TLS
+// ClientHello with a handshake_failure alert. The dialing side gets an
+// error wrapping ErrPeerTLS (and ErrNotSent). The Interceptor sits above
+// all this and works the same with or without TLS.
+//
 // Local implements the same methods in process (LocalNetwork routes by node
 // id), with the same asynchrony, copying, bounded queues and Interceptor,
 // for cluster tests without sockets. Sender is the interface both satisfy.

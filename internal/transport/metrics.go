@@ -62,6 +62,8 @@ type metrics struct {
 	// foreignStreams counts streams and calls refused because the sender
 	// belongs to another cluster.
 	foreignStreams prometheus.Counter
+	// tlsRefused counts peer connections refused by peer TLS, by reason.
+	tlsRefused *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -103,6 +105,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		foreignStreams: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvorum_transport_foreign_streams_refused_total", Help: "Peer streams, snapshots and calls refused because the sender belongs to another cluster.",
 		}),
+		tlsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvorum_transport_tls_refused_total", Help: "Accepted peer connections refused by peer TLS, by reason: handshake (failed: no certificate, or one of another CA), plaintext (a peer without TLS, on a node with it), tls_unexpected (a peer with TLS, on a node without).",
+		}, []string{"reason"}),
 	}
 	if reg != nil {
 		m.sent = kvmetrics.Register(reg, m.sent)
@@ -117,6 +122,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.callFrames = kvmetrics.Register(reg, m.callFrames)
 		m.callsPipelined = kvmetrics.Register(reg, m.callsPipelined)
 		m.foreignStreams = kvmetrics.Register(reg, m.foreignStreams)
+		m.tlsRefused = kvmetrics.Register(reg, m.tlsRefused)
 	}
 	return m
 }

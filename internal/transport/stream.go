@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -94,6 +95,10 @@ type connStream struct {
 	// copies at once; a Calls frame's payloads alias it, so not there).
 	reuse bool
 	rbuf  []byte
+	// single: write the length prefix and the frame with one Write (a TLS
+	// connection would make them two records), through wbuf.
+	single bool
+	wbuf   []byte
 }
 
 // newConnStream makes a stream of c that ends (c closed) when ctx is
@@ -101,10 +106,12 @@ type connStream struct {
 func newConnStream(ctx context.Context, c net.Conn) *connStream {
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
+	_, isTLS := c.(*tlsConn)
 	return &connStream{
-		c:   c,
-		r:   bufio.NewReaderSize(c, 64<<10),
-		ctx: ctx,
+		c:      c,
+		single: isTLS,
+		r:      bufio.NewReaderSize(c, 64<<10),
+		ctx:    ctx,
 		cancel: func() {
 			cancel()
 			if stop() { // AfterFunc had not run: close here, synchronously
@@ -124,6 +131,14 @@ func (s *connStream) SendMsg(m any) error {
 	}
 	binary.BigEndian.PutUint32(s.hdr[:], uint32(len(f.b)))
 	if err := s.c.SetWriteDeadline(time.Now().Add(streamWriteTimeout)); err != nil {
+		return err
+	}
+	if s.single {
+		s.wbuf = append(append(s.wbuf[:0], s.hdr[:]...), f.b...)
+		_, err := s.c.Write(s.wbuf)
+		if cap(s.wbuf) > maxReusedFrame {
+			s.wbuf = nil
+		}
 		return err
 	}
 	s.vec = [2][]byte{s.hdr[:], f.b}
@@ -178,9 +193,11 @@ func (s *connStream) CloseSend() error {
 	return s.c.Close()
 }
 
-// dialStream opens a framed stream of kind to addr; canceling ctx or the
-// stream's cancel closes it.
-func (t *Transport) dialStream(ctx context.Context, addr string, kind byte) (*connStream, error) {
+// dialPeer opens a connection to a peer's port: TCP, and with Config.TLS
+// the TLS handshake too (bounded by the dial timeout). A handshake that
+// the two nodes' TLS settings or certificates make fail wraps ErrPeerTLS.
+// It dials the framed streams and is gRPC's dialer.
+func (t *Transport) dialPeer(ctx context.Context, addr string) (net.Conn, error) {
 	d := net.Dialer{Timeout: t.cfg.DialTimeout, KeepAlive: 10 * time.Second}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -188,6 +205,57 @@ func (t *Transport) dialStream(ctx context.Context, addr string, kind byte) (*co
 	}
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
+	}
+	if t.cliTLS == nil {
+		return c, nil
+	}
+	tc := tls.Client(c, t.cliTLS)
+	hctx, cancel := context.WithTimeout(ctx, t.cfg.DialTimeout)
+	defer cancel()
+	if err := tc.HandshakeContext(hctx); err != nil {
+		_ = c.Close()
+		return nil, tlsDialError(addr, err)
+	}
+	// The server's verdict on our certificate: with TLS 1.3 the handshake
+	// returns before the server checked it, and a refusal would only come
+	// with the first read, after gRPC or the stream had written (which
+	// the closed connection then fails with a bare EPIPE): wait for
+	// tlsAccepted, or the alert, before anything is written.
+	if dl, ok := hctx.Deadline(); ok {
+		_ = c.SetReadDeadline(dl)
+	}
+	var ok [1]byte
+	if _, err := io.ReadFull(tc, ok[:]); err != nil || ok[0] != tlsAccepted {
+		_ = c.Close()
+		if err == nil {
+			err = fmt.Errorf("%w: bad answer %q to the TLS handshake", errBadFrame, ok[:])
+		}
+		return nil, tlsDialError(addr, err)
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	return &tlsConn{Conn: tc, raw: c}, nil
+}
+
+// tlsAccepted is the byte a node with peer TLS writes first on a
+// connection whose handshake succeeded: it tells the dialing node that
+// its certificate was accepted.
+const tlsAccepted = 0x06
+
+// tlsDialError is the error of a TLS connection to addr that failed in or
+// right after the handshake.
+func tlsDialError(addr string, err error) error {
+	if isTLSMismatch(err) {
+		return fmt.Errorf("%w: TLS with %s: %w (%s)", ErrPeerTLS, addr, err, tlsMismatchHint)
+	}
+	return fmt.Errorf("transport: TLS with %s: %w", addr, err)
+}
+
+// dialStream opens a framed stream of kind to addr; canceling ctx or the
+// stream's cancel closes it.
+func (t *Transport) dialStream(ctx context.Context, addr string, kind byte) (*connStream, error) {
+	c, err := t.dialPeer(ctx, addr)
+	if err != nil {
+		return nil, err
 	}
 	// The preface, then the server's answer (streamMagic back) within the
 	// dial timeout: a peer that accepts connections but does not serve
@@ -201,8 +269,14 @@ func (t *Transport) dialStream(ctx context.Context, addr string, kind byte) (*co
 	}
 	if _, err := io.ReadFull(c, ack[:]); err != nil || string(ack[:]) != streamMagic {
 		_ = c.Close()
-		if err == nil {
+		switch {
+		case err == nil && string(ack[:]) == tlsRequiredAnswer:
+			return nil, fmt.Errorf("%w: opening stream to %s: %w", ErrPeerTLS, addr, errTLSRequired)
+		case err == nil:
 			err = fmt.Errorf("%w: bad stream answer %q", errBadFrame, ack[:])
+		case t.cliTLS != nil && isTLSMismatch(err):
+			// (dialPeer waited for the server's verdict: not expected.)
+			return nil, tlsDialError(addr, err)
 		}
 		return nil, fmt.Errorf("transport: opening stream to %s: %w", addr, err)
 	}
@@ -225,6 +299,15 @@ func (t *Transport) Serve(l net.Listener) error {
 	gl := &grpcListener{addr: l.Addr(), conns: make(chan net.Conn), done: make(chan struct{})}
 	grpcDone := make(chan error, 1)
 	go func() { grpcDone <- t.srv.Serve(gl) }()
+	// With peer TLS, plaintext gRPC callers get a refusal they can read.
+	var rl *grpcListener
+	refuseDone := make(chan error, 1)
+	if t.refuse != nil {
+		rl = &grpcListener{addr: l.Addr(), conns: make(chan net.Conn), done: make(chan struct{})}
+		go func() { refuseDone <- t.refuse.Serve(rl) }()
+	} else {
+		refuseDone <- nil
+	}
 	var err error
 	for {
 		var c net.Conn
@@ -240,13 +323,17 @@ func (t *Transport) Serve(l net.Listener) error {
 			_ = c.Close()
 			break
 		}
-		go t.sniff(c, gl)
+		go t.sniff(c, gl, rl)
 	}
 	gl.Close()
+	if rl != nil {
+		rl.Close()
+	}
 	t.mu.RLock()
 	closed := t.closed
 	t.mu.RUnlock()
 	<-grpcDone
+	<-refuseDone
 	if closed {
 		return nil
 	}
@@ -266,22 +353,57 @@ func (t *Transport) track(c net.Conn) bool {
 }
 
 // sniff reads the first bytes of an accepted connection and serves it as a
-// framed stream, or hands it to gRPC.
-func (t *Transport) sniff(c net.Conn, gl *grpcListener) {
+// framed stream, or hands it to gRPC. With peer TLS it first completes
+// the TLS handshake (the bytes classified are then the first ones inside
+// TLS) and refuses plaintext peers (rl: where plaintext gRPC callers are
+// answered); without, it refuses TLS peers.
+func (t *Transport) sniff(c net.Conn, gl, rl *grpcListener) {
 	defer t.serverConns.Done()
 	// Close closes the connection until it is handed over (gRPC's Stop
 	// closes those it serves).
-	stop := context.AfterFunc(t.ctx, func() { _ = c.Close() })
+	raw := c
+	stop := context.AfterFunc(t.ctx, func() { _ = raw.Close() })
 	defer stop()
-	_ = c.SetReadDeadline(time.Now().Add(sniffTimeout))
+	_ = c.SetDeadline(time.Now().Add(sniffTimeout)) // the TLS handshake writes too
 	var head [prefaceLen]byte
 	n, err := io.ReadFull(c, head[:len(streamMagic)])
 	if err != nil {
 		_ = c.Close()
 		return
 	}
+	switch {
+	case t.srvTLS != nil && head[0] != tlsHandshakeRecord:
+		t.refusePlaintext(c, head[:n], rl, stop)
+		return
+	case t.srvTLS != nil:
+		tc := tls.Server(&prefixConn{Conn: c, r: io.MultiReader(bytes.NewReader(head[:n]), c)}, t.srvTLS)
+		if err := tc.HandshakeContext(t.ctx); err != nil {
+			_ = c.Close()
+			if t.ctx.Err() == nil {
+				t.refused(refusedHandshake, "refused a peer connection: TLS handshake failed (a node without a certificate of this cluster's CA?)",
+					"remote", c.RemoteAddr().String(), "err", err)
+			}
+			return
+		}
+		c = &tlsConn{Conn: tc, raw: raw}
+		if _, err := c.Write([]byte{tlsAccepted}); err != nil {
+			_ = c.Close()
+			return
+		}
+		if n, err = io.ReadFull(c, head[:len(streamMagic)]); err != nil {
+			_ = c.Close()
+			return
+		}
+	case head[0] == tlsHandshakeRecord:
+		t.refused(refusedTLS, "refused a TLS peer connection: this node has no peer TLS configured (started without --peer-cert-file, --peer-key-file and --peer-trusted-ca-file, while the peer has them)",
+			"remote", c.RemoteAddr().String())
+		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = c.Write(alertHandshakeFailure)
+		_ = c.Close()
+		return
+	}
 	if string(head[:n]) != streamMagic {
-		_ = c.SetReadDeadline(time.Time{})
+		_ = c.SetDeadline(time.Time{})
 		if !stop() {
 			return // closed meanwhile
 		}
@@ -297,7 +419,7 @@ func (t *Transport) sniff(c net.Conn, gl *grpcListener) {
 		_ = c.Close()
 		return
 	}
-	_ = c.SetReadDeadline(time.Time{})
+	_ = c.SetDeadline(time.Time{})
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
@@ -325,6 +447,58 @@ func (t *Transport) sniff(c net.Conn, gl *grpcListener) {
 		t.log.Debug("peer stream ended", "remote", c.RemoteAddr().String(), "err", err)
 	}
 }
+
+// Kinds of refused connection (a log line of each at most every
+// refusedLogInterval, and the reason label of
+// kvorum_transport_tls_refused_total).
+const (
+	refusedHandshake = iota // the TLS handshake failed
+	refusedPlaintext        // a plaintext peer on a TLS port
+	refusedTLS              // a TLS peer on a plaintext port
+	numRefusals
+)
+
+var refusalReasons = [numRefusals]string{"handshake", "plaintext", "tls_unexpected"}
+
+// refused counts a refused connection and logs it, rate-limited.
+func (t *Transport) refused(kind int, msg string, args ...any) {
+	t.m.tlsRefused.WithLabelValues(refusalReasons[kind]).Inc()
+	if ok, held := t.refusedLog[kind].allow(); ok {
+		if held > 0 {
+			args = append(args, "similar_refusals_not_logged", held)
+		}
+		t.log.Warn(msg, args...)
+	}
+}
+
+// refusePlaintext answers a plaintext connection to a node with peer TLS:
+// a framed stream gets tlsRequiredAnswer, a gRPC client (HTTP/2 preface)
+// the refusal server's status, anything else a closed connection.
+func (t *Transport) refusePlaintext(c net.Conn, head []byte, rl *grpcListener, stop func() bool) {
+	t.refused(refusedPlaintext, "refused a plaintext peer connection: this node requires mutual TLS on its peer port (is the peer started without --peer-cert-file, --peer-key-file and --peer-trusted-ca-file?)",
+		"remote", c.RemoteAddr().String())
+	switch {
+	case string(head) == streamMagic:
+		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = c.Write([]byte(tlsRequiredAnswer))
+	case string(head) == http2Preface[:len(head)] && rl != nil:
+		_ = c.SetDeadline(time.Now().Add(sniffTimeout)) // the refusal takes no longer
+		if !stop() {
+			return
+		}
+		pc := &prefixConn{Conn: c, r: io.MultiReader(bytes.NewReader(head), c)}
+		select {
+		case rl.conns <- pc:
+		case <-rl.done:
+			_ = c.Close()
+		}
+		return
+	}
+	_ = c.Close()
+}
+
+// http2Preface starts every HTTP/2 (gRPC) client connection.
+const http2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 // sameCluster reports whether a stream from a node of cluster from may be
 // served by one of cluster ours (0: not known, which matches any).

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -98,6 +99,11 @@ type Config struct {
 	QueueSize int
 	// SnapshotChunkSize is the size of snapshot data frames (default 1 MiB).
 	SnapshotChunkSize int
+	// TLS, when set, makes every connection of the peer port, accepted
+	// and dialed, mutual TLS with the certificates it holds (tls.go); nil:
+	// plain TCP. Nodes of one cluster must agree: a node with TLS refuses
+	// plaintext peers and the other way round (ErrPeerTLS).
+	TLS *PeerTLS
 }
 
 // Transport carries raft messages, snapshots and calls between nodes over
@@ -113,6 +119,14 @@ type Transport struct {
 	m       *metrics
 	srv     *grpc.Server
 	rep     *reporter
+
+	// With Config.TLS: the configurations of accepted and dialed
+	// connections, the gRPC server that answers plaintext gRPC callers
+	// with refusePlaintext, and the rate limits of the log lines about
+	// refused connections (one per kind of refusal).
+	srvTLS, cliTLS *tls.Config
+	refuse         *grpc.Server
+	refusedLog     [numRefusals]logLimiter
 
 	ctx    context.Context // canceled by Close
 	cancel context.CancelFunc
@@ -163,6 +177,15 @@ func New(cfg Config, h Handler, snaps SnapshotSource) *Transport {
 		grpc.InitialConnWindowSize(connWindowSize),
 	)
 	t.srv.RegisterService(&serviceDesc, t)
+	for i := range t.refusedLog {
+		t.refusedLog[i].interval = refusedLogInterval
+	}
+	if cfg.TLS != nil {
+		t.srvTLS, t.cliTLS = cfg.TLS.serverConfig(), cfg.TLS.clientConfig()
+		t.refuse = grpc.NewServer(grpc.UnknownServiceHandler(func(any, grpc.ServerStream) error {
+			return status.Error(codes.Unauthenticated, refusePlaintext)
+		}))
+	}
 	t.wg.Add(1)
 	go func() {
 		defer t.wg.Done()
@@ -192,10 +215,7 @@ func (t *Transport) newConn(addr string) (*grpc.ClientConn, error) {
 	dialTimeout := t.cfg.DialTimeout
 	return grpc.NewClient("passthrough:///"+addr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
-			d := net.Dialer{Timeout: dialTimeout}
-			return d.DialContext(ctx, "tcp", a)
-		}),
+		grpc.WithContextDialer(t.dialPeer), // TCP, and TLS with Config.TLS
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: minBackoff, Multiplier: 2, Jitter: 0.2, MaxDelay: maxBackoff},
 			MinConnectTimeout: dialTimeout,
@@ -377,6 +397,15 @@ func (t *Transport) invoke(ctx context.Context, conn *grpc.ClientConn, method st
 			// The caller's own deadline or cancellation wins.
 			return nil, status.FromContextError(cerr).Err()
 		}
+		if st, ok := status.FromError(err); ok && (st.Code() == codes.Unavailable && statusIsTLSMismatch(st.Message()) ||
+			st.Code() == codes.Unauthenticated && st.Message() == refusePlaintext) {
+			// Refused by the peer's TLS or by ours before any call was
+			// served.
+			if strings.Contains(st.Message(), tlsMismatchHint) { // the dialer's error says it
+				return nil, fmt.Errorf("%w: %w: %w", ErrNotSent, ErrPeerTLS, err)
+			}
+			return nil, fmt.Errorf("%w: %w: %w (%s)", ErrNotSent, ErrPeerTLS, err, tlsMismatchHint)
+		}
 		if st, ok := status.FromError(err); ok && st.Code() == codes.Unavailable &&
 			(strings.Contains(st.Message(), "while dialing") || strings.Contains(st.Message(), "connection refused")) {
 			// gRPC fails an RPC this way only before it is written to a
@@ -405,7 +434,10 @@ func (t *Transport) Close() error {
 	for _, l := range listeners {
 		_ = l.Close()
 	}
-	t.srv.Stop()         // gRPC's connections; waits for its handlers to return
+	t.srv.Stop() // gRPC's connections; waits for its handlers to return
+	if t.refuse != nil {
+		t.refuse.Stop()
+	}
 	t.serverConns.Wait() // framed stream servers and their handlers
 	t.wg.Wait()          // peer loops close their connections on the way out
 	return nil

@@ -28,6 +28,9 @@
 //     test binary re-executed as a client), kill -9 of the leader during a
 //     contended run with the grant history checked, a minority node that
 //     must not grant, a lagging follower.
+//   - peertls_test.go: nodes started with the peer TLS flags replicate
+//     over mutual TLS, a node without them cannot join, a certificate
+//     rewritten under running nodes is served on new connections.
 //
 // For faults inside one process see internal/torture; for long randomized
 // runs of real processes under faults, internal/chaos (`kvorum chaos`).

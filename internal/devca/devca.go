@@ -1,0 +1,164 @@
+// Package devca makes throwaway certificate authorities and node
+// certificates for peer TLS (package transport): for tests, and for
+// `kvorum demo --peer-tls`. Keys are ECDSA P-256; nothing here is meant
+// for a production CA. Standard library only.
+package devca
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// CA is a certificate authority: its certificate and key.
+type CA struct {
+	Cert    *x509.Certificate
+	CertPEM []byte
+	key     *ecdsa.PrivateKey
+}
+
+// New makes a self-signed CA named name, valid from an hour ago for a
+// year.
+func New(name string) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: name, Organization: []string{"kvorum devca"}},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(365 * 24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	return &CA{Cert: cert, CertPEM: pemBlock("CERTIFICATE", der), key: key}, nil
+}
+
+// Issued is a certificate the CA issued, with its key.
+type Issued struct {
+	Cert    *x509.Certificate
+	CertPEM []byte
+	KeyPEM  []byte
+}
+
+// Issue makes a node certificate named name, usable by a server and a
+// client (serverAuth and clientAuth), for 127.0.0.1, ::1, localhost and
+// hosts (IP addresses or DNS names).
+func (ca *CA) Issue(name string, hosts ...string) (*Issued, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: name, Organization: []string{"kvorum devca"}},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(365 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		DNSNames:     []string{"localhost"},
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return &Issued{Cert: cert, CertPEM: pemBlock("CERTIFICATE", der), KeyPEM: pemBlock("PRIVATE KEY", kder)}, nil
+}
+
+// Files are the paths WriteFiles wrote.
+type Files struct{ Cert, Key, CA string }
+
+// WriteFiles writes the certificate, its key (mode 0600) and the CA
+// certificate as dir/name.crt, dir/name.key and dir/ca.crt, each
+// replaced atomically (written aside, then renamed), so that a node
+// reading them meanwhile sees either the old file or the new one.
+func (ca *CA) WriteFiles(dir, name string, c *Issued) (Files, error) {
+	f := Files{
+		Cert: filepath.Join(dir, name+".crt"),
+		Key:  filepath.Join(dir, name+".key"),
+		CA:   filepath.Join(dir, "ca.crt"),
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return f, err
+	}
+	for _, w := range []struct {
+		path string
+		data []byte
+		mode os.FileMode
+	}{{f.Key, c.KeyPEM, 0o600}, {f.Cert, c.CertPEM, 0o644}, {f.CA, ca.CertPEM, 0o644}} {
+		if err := writeAtomic(w.path, w.data, w.mode); err != nil {
+			return f, err
+		}
+	}
+	return f, nil
+}
+
+func writeAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".devca-*")
+	if err != nil {
+		return err
+	}
+	name := tmp.Name()
+	_, err = tmp.Write(data)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(name, mode)
+	}
+	if err == nil {
+		err = os.Rename(name, path)
+	}
+	if err != nil {
+		_ = os.Remove(name)
+		return fmt.Errorf("devca: writing %s: %w", path, err)
+	}
+	return nil
+}
+
+func pemBlock(typ string, der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
+}
+
+func serial() *big.Int {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
