@@ -209,6 +209,23 @@ func TestClientTLS(t *testing.T) {
 			t.Errorf("redis-cli --tls get: %v\n%s", err, out)
 		}
 	})
+	// redis-py with ssl=True, when Debian's python3-redis is installed.
+	t.Run("redis-py", func(t *testing.T) {
+		py := "/usr/bin/python3"
+		if err := exec.Command(py, "-c", "import redis, ssl").Run(); err != nil {
+			t.Skipf("%s cannot import redis (apt-get install python3-redis): the redis-py ssl=True check did not run", py)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		script := `import sys, redis
+r = redis.Redis(host="127.0.0.1", port=int(sys.argv[1]), ssl=True, ssl_ca_certs=sys.argv[2], socket_timeout=10)
+r.set("from-python", "ok")
+print(r.get("greeting").decode(), r.get("from-python").decode())`
+		out, err := exec.CommandContext(cctx, py, "-c", script, tlsPort, files.caFile).CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != "hello over tls ok" {
+			t.Errorf("redis-py ssl=True: %v\n%s", err, out)
+		}
+	})
 }
 
 // hasTLSBuild reports whether redis-cli knows --tls (Debian's is built
@@ -317,4 +334,3 @@ func TestTLSStartErrors(t *testing.T) {
 		}
 	}
 }
-
