@@ -255,7 +255,7 @@ func (c *Config) Validate() error {
 	if c.ElectionTicks <= c.HeartbeatTicks {
 		return fmt.Errorf("election ticks (%d) must be greater than heartbeat ticks (%d)", c.ElectionTicks, c.HeartbeatTicks)
 	}
-	if err := c.validateSecurity(); err != nil {
+	if err := c.ValidateSecurity(); err != nil {
 		return err
 	}
 	if len(c.InitialCluster) > 0 && c.Join != "" {
@@ -269,9 +269,9 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// validateSecurity checks the TLS and admin settings (the files are read
-// by Start, which reports what is wrong with them).
-func (c *Config) validateSecurity() error {
+// ValidateSecurity checks the TLS and admin settings (the files are read
+// by Start, which reports what is wrong with them). Validate includes it.
+func (c *Config) ValidateSecurity() error {
 	if c.ClientAddr == "-" && c.TLSClientAddr == "" {
 		return errors.New("the plain-text client port is off (--port 0) and no --tls-port is set: clients could not connect")
 	}
