@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/kvorum/kvorum/internal/server"
 	"github.com/kvorum/kvorum/internal/testport"
+	"github.com/kvorum/kvorum/internal/tlsconf"
 	"github.com/kvorum/kvorum/internal/tlsconf/certgen"
 )
 
@@ -297,4 +300,71 @@ func statusField(out, name string) string {
 		}
 	}
 	return ""
+}
+
+// TestDemoTLS: `kvorum demo --tls` serves TLS clients with the CA it
+// prints.
+func TestDemoTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a demo cluster")
+	}
+	var port int
+	for i := 0; i < 20 && port == 0; i++ {
+		a := freeTestAddr(t)
+		_, ps, _ := net.SplitHostPort(a)
+		p, _ := strconv.Atoi(ps)
+		ok := p+demoTLSOffset < 65536
+		for _, off := range []int{demoPeerOffset, demoAdminOffset, demoTLSOffset} {
+			if l, err := net.Listen("tcp", demoAddr(p+off)); err == nil {
+				l.Close()
+			} else {
+				ok = false
+			}
+		}
+		if ok {
+			port = p
+		}
+	}
+	if port == 0 {
+		t.Fatal("no free port range for the demo")
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- runDemo(ctx, []string{"--nodes", "1", "--port", strconv.Itoa(port), "--data-dir", dir, "--tls"}, out, io.Discard)
+	}()
+	defer func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("demo: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("demo did not stop within 30s")
+		}
+	}()
+	caFile := filepath.Join(dir, "tls", "ca.crt")
+	want := fmt.Sprintf("node 1  redis-cli --tls --cacert %s -p %d", caFile, port+demoTLSOffset)
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("demo output lacks %q:\n%s", want, out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	pool, err := tlsconf.LoadCA(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := redis.NewClient(&redis.Options{Addr: demoAddr(port + demoTLSOffset), TLSConfig: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"},
+		MaxRetries: -1, DialTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second})
+	defer cl.Close()
+	rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer rcancel()
+	if err := cl.Set(rctx, "hello", "tls", 0).Err(); err != nil {
+		t.Fatalf("SET over the demo's TLS port: %v", err)
+	}
 }
