@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/kvorum/kvorum/internal/admin"
 	"github.com/kvorum/kvorum/internal/server"
 	"github.com/kvorum/kvorum/internal/testport"
 	"github.com/kvorum/kvorum/internal/tlsconf"
@@ -366,5 +368,37 @@ func TestDemoTLS(t *testing.T) {
 	defer rcancel()
 	if err := cl.Set(rctx, "hello", "tls", 0).Err(); err != nil {
 		t.Fatalf("SET over the demo's TLS port: %v", err)
+	}
+}
+
+// TestCtlClientCert: ctl --cert/--key reach an admin server that admits
+// client certificates of its CA instead of a token.
+func TestCtlClientCert(t *testing.T) {
+	dir := t.TempDir()
+	ca, caFile, cert, key := testCerts(t, dir)
+	f := &fakeNode{st: admin.Status{NodeID: 1, Role: "leader", Leader: 1, Ready: true}}
+	srvCert, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewUnstartedServer(admin.New(admin.Config{Node: f, CertAuth: true}).Handler())
+	ts.TLS = &tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: ca.Pool(), ClientAuth: tls.VerifyClientCertIfGiven}
+	ts.StartTLS()
+	defer ts.Close()
+	leaf, err := ca.Client("operator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ccert, ckey := filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key")
+	if err := leaf.Write(ccert, ckey); err != nil {
+		t.Fatal(err)
+	}
+	addr := strings.TrimPrefix(ts.URL, "https://")
+	if code, out, errOut := runCmd("ctl", "--addr", addr, "--cacert", caFile, "--cert", ccert, "--key", ckey, "status"); code != 0 || !strings.Contains(out, "role:") {
+		t.Errorf("ctl with a client certificate: exit %d\n%s%s", code, out, errOut)
+	}
+	code, _, errOut := runCmd("ctl", "--addr", addr, "--cacert", caFile, "status")
+	if code != 1 || !strings.Contains(errOut, "client certificate") || !strings.Contains(errOut, "HTTP 401") {
+		t.Errorf("ctl without a client certificate: exit %d %q", code, errOut)
 	}
 }
