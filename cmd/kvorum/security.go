@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -96,6 +97,23 @@ func applySecurityFlags(s *securityFlags, set map[string]bool, c *server.Config)
 	// The combinations (--tls-port without a certificate, ...) are checked
 	// by the server's own validation, with the same flag names.
 	return c.ValidateSecurity()
+}
+
+// warnInsecureAdmin logs a warning when the admin token would cross a
+// network in clear text (plain HTTP on an address that is not loopback).
+func warnInsecureAdmin(log *slog.Logger, c *server.Config) {
+	if c.AdminToken == "" || c.AdminTLSCertFile != "" || c.AdminAddr == "-" {
+		return
+	}
+	host, _, err := net.SplitHostPort(c.AdminAddr)
+	if err != nil {
+		return
+	}
+	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+		return
+	}
+	log.Warn("the admin token travels in clear text: the admin port speaks plain HTTP on a non-loopback address (add --admin-tls-cert-file and --admin-tls-key-file)",
+		"admin_addr", c.AdminAddr)
 }
 
 // readToken reads a token file: its content without surrounding

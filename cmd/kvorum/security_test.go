@@ -402,3 +402,24 @@ func TestCtlClientCert(t *testing.T) {
 		t.Errorf("ctl without a client certificate: exit %d %q", code, errOut)
 	}
 }
+
+func TestWarnInsecureAdmin(t *testing.T) {
+	for _, c := range []struct {
+		cfg  server.Config
+		warn bool
+	}{
+		{server.Config{AdminAddr: "0.0.0.0:8379", AdminToken: "t"}, true},
+		{server.Config{AdminAddr: "10.0.0.1:8379", AdminToken: "t"}, true},
+		{server.Config{AdminAddr: "127.0.0.1:8379", AdminToken: "t"}, false},
+		{server.Config{AdminAddr: "[::1]:8379", AdminToken: "t"}, false},
+		{server.Config{AdminAddr: "0.0.0.0:8379", AdminToken: "t", AdminTLSCertFile: "c"}, false},
+		{server.Config{AdminAddr: "0.0.0.0:8379"}, false},
+	} {
+		var b strings.Builder
+		log, _ := newLogger(&b, "warn", "text")
+		warnInsecureAdmin(log, &c.cfg)
+		if got := strings.Contains(b.String(), "clear text"); got != c.warn {
+			t.Errorf("%+v: warned %v, want %v", c.cfg, got, c.warn)
+		}
+	}
+}

@@ -333,6 +333,8 @@ func runStartWith(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		}
 	}
 
+	warnInsecureAdmin(log, &cfg)
+
 	startAttrs := []any{"version", versionString(), "data_dir", cfg.DataDir}
 	if cfg.ID != 0 {
 		startAttrs = append(startAttrs, "id", cfg.ID)
