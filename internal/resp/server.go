@@ -218,8 +218,9 @@ func NewServer(cfg Config, b Backend) *Server {
 }
 
 // Serve accepts connections on l until Close. It always returns a non-nil
-// error; after Close, ErrServerClosed. The first listener served is the
-// node's plain-text port (INFO tcp_port, CONFIG GET port and bind).
+// error; after Close, ErrServerClosed. The first listener served this way
+// is the node's plain-text port (INFO tcp_port, CONFIG GET port); the first
+// of any kind gives CONFIG GET bind.
 func (s *Server) Serve(l net.Listener) error { return s.serve(l, nil) }
 
 // ServeTLS is Serve for a port that speaks TLS with cfg: each connection's
