@@ -440,6 +440,14 @@ func (c *conn) handshake(tc *tls.Conn) bool {
 	if err := tc.HandshakeContext(c.ctx); err != nil {
 		c.s.m.tlsFails.Inc()
 		c.s.log.Debug("resp: TLS handshake failed; connection closed", "client", c.addr, "err", err)
+		// A client that sent plain text (not a TLS record) is told why,
+		// in RESP, before it is disconnected (as net/http answers plain
+		// HTTP on an HTTPS port).
+		var rhe tls.RecordHeaderError
+		if errors.As(err, &rhe) && rhe.Conn != nil {
+			_ = rhe.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+			_, _ = io.WriteString(rhe.Conn, "-ERR this port speaks TLS: connect with TLS (redis-cli --tls)\r\n")
+		}
 		return false
 	}
 	_ = tc.SetDeadline(time.Time{})
