@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -44,9 +45,15 @@ Talks to one node's admin HTTP API (see 'kvorum start --admin-addr').
 
 Any member will do: membership changes and leadership transfers are
 forwarded to the leader. Flags may also follow the subcommand.
+
+A node started with --admin-token-file wants its token: --token-file FILE,
+--token TOKEN or the environment variable KVORUM_ADMIN_TOKEN. A node whose
+admin port speaks HTTPS (--admin-tls-cert-file) is reached with --cacert
+CAFILE (then HOST:PORT means https://) or an https:// URL; a client
+certificate for --admin-tls-ca-cert-file is given with --cert and --key.
 Exit status: 0 on success, 1 if the operation failed or the node is
 unreachable, 2 on a bad command line.`,
-	groups: []flagGroup{{"Flags", []string{"addr", "json", "timeout"}}},
+	groups: []flagGroup{{"Flags", []string{"addr", "json", "timeout"}}, ctlSecurityGroup},
 }
 
 type ctlFlags struct {
@@ -54,13 +61,15 @@ type ctlFlags struct {
 	addr    string
 	json    bool
 	timeout time.Duration
+	sec     ctlSecurity
 }
 
 func newCtlFlags() *ctlFlags {
 	f := &ctlFlags{fs: flag.NewFlagSet("ctl", flag.ContinueOnError)}
-	f.fs.StringVar(&f.addr, "addr", server.DefaultAdminAddr, "`HOST:PORT` (or http:// URL) of a node's admin server: its --admin-addr")
+	f.fs.StringVar(&f.addr, "addr", server.DefaultAdminAddr, "`HOST:PORT` (or http:// or https:// URL) of a node's admin server: its --admin-addr")
 	f.fs.BoolVar(&f.json, "json", false, "print the admin API's JSON answer instead of text")
 	f.fs.DurationVar(&f.timeout, "timeout", 75*time.Second, "give up waiting for an answer after this `DURATION`")
+	addCtlSecurityFlags(f.fs, &f.sec)
 	return f
 }
 
@@ -89,8 +98,11 @@ func parseCtl(args []string, stdout io.Writer) (*ctlFlags, ctlCommand, error) {
 	if f.timeout <= 0 {
 		return nil, ctlCommand{}, bad("--timeout must be positive")
 	}
-	if _, err := adminURL(f.addr); err != nil {
+	if _, err := adminURL(f.addr, f.sec.https()); err != nil {
 		return nil, ctlCommand{}, bad("--addr: %v", err)
+	}
+	if err := f.sec.check(setFlags(f.fs)); err != nil {
+		return nil, ctlCommand{}, bad("%v", err)
 	}
 	if len(pos) == 0 {
 		return nil, ctlCommand{}, bad("missing subcommand: status, member list, member add, member remove or transfer-leader")
@@ -154,8 +166,9 @@ func parseCtl(args []string, stdout io.Writer) (*ctlFlags, ctlCommand, error) {
 	return f, c, nil
 }
 
-// adminURL turns --addr (HOST:PORT, or an http:// URL) into a base URL.
-func adminURL(addr string) (string, error) {
+// adminURL turns --addr (HOST:PORT, or an http:// URL) into a base URL;
+// HOST:PORT is https:// with https set (ctl --cacert).
+func adminURL(addr string, https bool) (string, error) {
 	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
 		u, err := url.Parse(addr)
 		if err != nil || u.Host == "" {
@@ -173,14 +186,19 @@ func adminURL(addr string) (string, error) {
 	if host == "" {
 		host = "127.0.0.1"
 	}
-	return "http://" + net.JoinHostPort(host, port), nil
+	scheme := "http://"
+	if https {
+		scheme = "https://"
+	}
+	return scheme + net.JoinHostPort(host, port), nil
 }
 
 // ctlClient calls one node's admin API.
 type ctlClient struct {
-	addr string // as the user gave it, for messages
-	base string
-	http *http.Client
+	addr  string // as the user gave it, for messages
+	base  string
+	http  *http.Client
+	token string // sent as "Authorization: Bearer" when set
 }
 
 // call performs a request and decodes a 2xx JSON answer into out (if not
@@ -202,6 +220,9 @@ func (c *ctlClient) call(ctx context.Context, method, path string, in, out any) 
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		var ue *url.Error
@@ -210,6 +231,10 @@ func (c *ctlClient) call(ctx context.Context, method, path string, in, out any) 
 				return nil, fmt.Errorf("no answer from kvorum admin at %s within %v (the operation may still complete)", c.addr, c.http.Timeout)
 			}
 			err = ue.Err
+		}
+		var unknownCA x509.UnknownAuthorityError
+		if errors.As(err, &unknownCA) {
+			return nil, fmt.Errorf("kvorum admin at %s: its certificate is not signed by a CA this client trusts (give its CA with --cacert): %v", c.addr, err)
 		}
 		return nil, fmt.Errorf("cannot reach kvorum admin at %s: %v", c.addr, err)
 	}
@@ -220,11 +245,17 @@ func (c *ctlClient) call(ctx context.Context, method, path string, in, out any) 
 	}
 	if resp.StatusCode/100 != 2 {
 		var e admin.ErrorResponse
+		if resp.StatusCode == http.StatusBadRequest && strings.Contains(string(raw), "HTTP request to an HTTPS server") {
+			return raw, fmt.Errorf("kvorum admin at %s speaks HTTPS: give --cacert CAFILE (the CA of its --admin-tls-cert-file) or an https:// URL", c.addr)
+		}
 		if json.Unmarshal(raw, &e) != nil || e.Error == "" {
 			return raw, fmt.Errorf("unexpected answer from %s (is it a kvorum admin address?): HTTP %d: %s",
 				c.addr, resp.StatusCode, truncate(strings.TrimSpace(string(raw)), 200))
 		}
 		msg := e.Error
+		if resp.StatusCode == http.StatusUnauthorized && c.token != "" {
+			msg = "the admin server refused the token (is it the one in the node's --admin-token-file?)"
+		}
 		if e.Leader != 0 {
 			msg += fmt.Sprintf(" (node %d is the leader: run this against its admin address)", e.Leader)
 		} else if resp.StatusCode == http.StatusMisdirectedRequest {
@@ -252,8 +283,12 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	base, _ := adminURL(f.addr)
-	c := &ctlClient{addr: f.addr, base: base, http: &http.Client{Timeout: f.timeout}}
+	base, _ := adminURL(f.addr, f.sec.https())
+	hc, token, err := f.sec.client(f.timeout)
+	if err != nil {
+		return err
+	}
+	c := &ctlClient{addr: f.addr, base: base, http: hc, token: token}
 	return c.run(ctx, cmd, f.json, stdout, stderr)
 }
 
@@ -336,6 +371,9 @@ func writeStatus(w io.Writer, st admin.Status) {
 	kv("applied index", st.AppliedIndex)
 	kv("log", fmt.Sprintf("%d..%d (first..last index)", st.FirstIndex, st.LastIndex))
 	kv("client addr", orDash(st.ClientAddr))
+	if st.TLSClientAddr != "" {
+		kv("tls client addr", st.TLSClientAddr)
+	}
 	kv("peer addr", orDash(st.PeerAddr))
 	kv("admin addr", orDash(st.AdminAddr))
 	kv("version", orDash(st.Version))

@@ -16,17 +16,19 @@ import (
 	"time"
 
 	"github.com/kvorum/kvorum/internal/server"
+	"github.com/kvorum/kvorum/internal/tlsconf/certgen"
 )
 
 const (
 	demoMaxNodes      = 9
 	demoPeerOffset    = 1000
 	demoAdminOffset   = 2000
+	demoTLSOffset     = 3000 // --tls: the TLS client ports
 	demoLeaderTimeout = 30 * time.Second
 )
 
 var demoHelp = helpText{
-	usage: `kvorum demo [--nodes N] [--port PORT] [--data-dir DIR] [--peer-tls]`,
+	usage: `kvorum demo [--nodes N] [--port PORT] [--data-dir DIR] [--tls] [--peer-tls]`,
 	description: `
 Runs a complete N-node cluster inside this one process, on 127.0.0.1, for
 trying kvorum out. Node i (1..N) listens on:
@@ -34,20 +36,25 @@ trying kvorum out. Node i (1..N) listens on:
   client (Redis protocol)   PORT + i - 1          (6379, 6380, ...)
   peer (Raft)               PORT + 1000 + i - 1   (7379, 7380, ...)
   admin HTTP                PORT + 2000 + i - 1   (8379, 8380, ...)
+  client over TLS (--tls)   PORT + 3000 + i - 1   (9379, 9380, ...)
 
 It waits for a leader, prints how to connect, and runs until Ctrl-C (or
 SIGTERM), then stops every node cleanly. Without --data-dir the data lives in
 a temporary directory removed on exit; with --data-dir DIR node i keeps its
 data in DIR/node-i, and running the demo again with the same --data-dir (and
---nodes) resumes that cluster. With --peer-tls the nodes talk to each other
-over mutual TLS, with certificates of a throwaway CA made for the run (in
-DIR/peer-tls; what 'kvorum start --peer-cert-file ...' does with yours).`,
-	groups: []flagGroup{{"Flags", []string{"nodes", "port", "data-dir", "peer-tls", "log-level", "log-format"}}},
+--nodes) resumes that cluster. With --tls a throwaway CA and a certificate
+for 127.0.0.1 are made anew in the data directory's tls/ on every run, and
+each node also serves clients over TLS. With --peer-tls the nodes talk to
+each other over mutual TLS, with certificates of a throwaway CA made for the
+run (in DIR/peer-tls; what 'kvorum start --peer-cert-file ...' does with yours).`,
+	groups: []flagGroup{{"Flags", []string{"nodes", "port", "data-dir", "tls", "peer-tls", "log-level", "log-format"}}},
 	footer: `
 Examples:
   kvorum demo
   kvorum demo --nodes 5 --port 16379 --data-dir ./demo-data
   redis-cli -p 6379 SET hello world
+  kvorum demo --tls --data-dir ./demo-data
+  redis-cli --tls --cacert ./demo-data/tls/ca.crt -p 9379 GET hello
   kvorum ctl --addr 127.0.0.1:8379 member list`,
 }
 
@@ -57,6 +64,7 @@ type demoFlags struct {
 	port      int
 	dataDir   string
 	peerTLS   bool
+	tls       bool
 	logLevel  string
 	logFormat string
 }
@@ -66,6 +74,7 @@ func newDemoFlags() *demoFlags {
 	f.fs.IntVar(&f.nodes, "nodes", 3, fmt.Sprintf("number of nodes (`N`), 1 to %d", demoMaxNodes))
 	f.fs.IntVar(&f.port, "port", 6379, "first client `PORT`; peer ports start at PORT+1000, admin ports at PORT+2000")
 	f.fs.StringVar(&f.dataDir, "data-dir", "", "keep node data in `DIR`/node-1, DIR/node-2, ... and reuse it on the next run\n(default: a temporary directory, removed on exit)")
+	f.fs.BoolVar(&f.tls, "tls", false, "also serve clients over TLS on PORT+3000.., with a CA and certificate made in\nthe data directory's tls/ (a convenience for trying TLS clients: not for production)")
 	f.fs.BoolVar(&f.peerTLS, "peer-tls", false, "mutual TLS between the nodes, with certificates of a throwaway CA made for\nthe run (in DIR/peer-tls)")
 	f.fs.StringVar(&f.logLevel, "log-level", "warn", "`LEVEL` of node logs written to stderr: debug, info, warn or error")
 	f.fs.StringVar(&f.logFormat, "log-format", "text", "`FORMAT` of logs: text or json")
@@ -84,9 +93,13 @@ func parseDemo(args []string, stdout io.Writer) (*demoFlags, error) {
 	if f.nodes < 1 || f.nodes > demoMaxNodes {
 		return nil, bad("--nodes must be between 1 and %d (got %d)", demoMaxNodes, f.nodes)
 	}
-	if maxPort := 65535 - demoAdminOffset - (f.nodes - 1); f.port < 1 || f.port > maxPort {
-		return nil, bad("--port must be between 1 and %d for %d nodes, so that admin ports PORT+%d.. stay below 65536 (got %d)",
-			maxPort, f.nodes, demoAdminOffset, f.port)
+	top, what := demoAdminOffset, "admin"
+	if f.tls {
+		top, what = demoTLSOffset, "TLS"
+	}
+	if maxPort := 65535 - top - (f.nodes - 1); f.port < 1 || f.port > maxPort {
+		return nil, bad("--port must be between 1 and %d for %d nodes, so that %s ports PORT+%d.. stay below 65536 (got %d)",
+			maxPort, f.nodes, what, top, f.port)
 	}
 	if _, err := newLogger(io.Discard, f.logLevel, f.logFormat); err != nil {
 		return nil, bad("%v", err)
@@ -113,6 +126,36 @@ func demoNodeConfigs(nodes, port int, dataDir string) []server.Config {
 		}
 	}
 	return cfgs
+}
+
+// demoTLS gives each node a TLS client port with a certificate for
+// 127.0.0.1 signed by a throwaway CA, made anew in dir/tls on every run
+// (certgen's certificates are valid for a day). It returns the CA's file.
+func demoTLS(cfgs []server.Config, port int, dir string) (string, error) {
+	tdir := filepath.Join(dir, "tls")
+	caFile, cert, key := filepath.Join(tdir, "ca.crt"), filepath.Join(tdir, "server.crt"), filepath.Join(tdir, "server.key")
+	if err := os.MkdirAll(tdir, 0o700); err != nil {
+		return "", fmt.Errorf("--tls: %w", err)
+	}
+	ca, err := certgen.NewCA("kvorum demo CA")
+	if err != nil {
+		return "", fmt.Errorf("--tls: making a CA: %w", err)
+	}
+	leaf, err := ca.Server("kvorum demo")
+	if err == nil {
+		err = ca.WriteCA(caFile)
+	}
+	if err == nil {
+		err = leaf.Write(cert, key)
+	}
+	if err != nil {
+		return "", fmt.Errorf("--tls: making a certificate: %w", err)
+	}
+	for i := range cfgs {
+		cfgs[i].TLSClientAddr = demoAddr(port + demoTLSOffset + i)
+		cfgs[i].TLSCertFile, cfgs[i].TLSKeyFile = cert, key
+	}
+	return caFile, nil
 }
 
 func demoAddr(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
@@ -180,6 +223,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 		}
 		tlsNote = fmt.Sprintf("peer TLS: mutual, certificates of a throwaway CA in %s\n", tlsDir)
 	}
+	var caFile string
+	if f.tls {
+		if caFile, err = demoTLS(cfgs, f.port, dir); err != nil {
+			return err
+		}
+	}
 	nodes := make([]*server.Node, 0, f.nodes)
 	defer func() {
 		if len(nodes) > 0 {
@@ -236,6 +285,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 			mark = "(leader)"
 		}
 		fmt.Fprintln(stdout, strings.TrimRight(fmt.Sprintf("node %d  redis-cli -p %-5s  %s", n.ID(), portOf(n.ClientAddr()), mark), " "))
+	}
+	if caFile != "" {
+		fmt.Fprintln(stdout, "\nover TLS:")
+		for _, n := range nodes {
+			fmt.Fprintf(stdout, "node %d  redis-cli --tls --cacert %s -p %s\n", n.ID(), caFile, portOf(n.TLSClientAddr()))
+		}
 	}
 	fmt.Fprintf(stdout, "\ncluster status:  kvorum ctl --addr %s status\n", nodes[0].AdminAddr())
 	fmt.Fprintln(stdout, "press Ctrl-C to stop")

@@ -566,12 +566,12 @@ func TestAdminURL(t *testing.T) {
 		"http://h:1/":           "http://h:1",
 		"https://admin.example": "https://admin.example",
 	} {
-		if got, err := adminURL(in); err != nil || got != want {
+		if got, err := adminURL(in, false); err != nil || got != want {
 			t.Errorf("adminURL(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
 	for _, in := range []string{"", "h", "h:0", "h:x", "http://"} {
-		if _, err := adminURL(in); err == nil {
+		if _, err := adminURL(in, false); err == nil {
 			t.Errorf("adminURL(%q) succeeded", in)
 		}
 	}

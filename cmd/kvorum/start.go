@@ -51,6 +51,8 @@ a single-node cluster. A restarted node needs only --data-dir.`,
 	},
 }
 
+func init() { startHelp.groups = append(startHelp.groups, securityFlagGroups...) }
+
 type startFlags struct {
 	fs             *flag.FlagSet
 	cfg            server.Config
@@ -61,6 +63,7 @@ type startFlags struct {
 	cacheSize      int
 	readCache      int
 	memTableSize   int
+	security       securityFlags
 }
 
 func newStartFlags() *startFlags {
@@ -99,6 +102,7 @@ func newStartFlags() *startFlags {
 	fs.StringVar(&f.logLevel, "log-level", "warn", "`LEVEL` of logs written to stderr: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "`FORMAT` of logs: text or json")
 	addPeerTLSFlags(fs, &c.PeerTLS)
+	addSecurityFlags(fs, &f.security, c)
 	return f
 }
 
@@ -151,6 +155,9 @@ func parseStart(args []string, stdout io.Writer) (*startFlags, error) {
 	}
 	if err := validateListenAddr(c.ClientAddr); err != nil {
 		return nil, bad("--client-addr: %v", err)
+	}
+	if err := applySecurityFlags(&f.security, set, c); err != nil {
+		return nil, bad("%v", err)
 	}
 	if err := validateListenAddr(c.PeerAddr); err != nil {
 		return nil, bad("--peer-addr: %v", err)
@@ -331,6 +338,8 @@ func runStartWith(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		}
 	}
 
+	warnInsecureAdmin(log, &cfg)
+
 	startAttrs := []any{"version", versionString(), "data_dir", cfg.DataDir}
 	if cfg.ID != 0 {
 		startAttrs = append(startAttrs, "id", cfg.ID)
@@ -348,7 +357,7 @@ func runStartWith(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		return fmt.Errorf("starting node: %w", err)
 	}
 	log.Info("kvorum node running",
-		"id", n.ID(), "client_addr", n.ClientAddr(), "peer_addr", n.PeerAddr(), "admin_addr", n.AdminAddr(),
+		"id", n.ID(), "client_addr", n.ClientAddr(), "tls_client_addr", n.TLSClientAddr(), "peer_addr", n.PeerAddr(), "admin_addr", n.AdminAddr(),
 		"data_dir", cfg.DataDir)
 
 	// Report when the cluster has a leader, without holding up anything.

@@ -2,6 +2,8 @@ package admin
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -43,6 +45,17 @@ type Config struct {
 	AddMemberTimeout time.Duration
 	// RequestTimeout caps the other mutating requests. Default 30s.
 	RequestTimeout time.Duration
+
+	// Token, when set, must be sent as "Authorization: Bearer <token>"
+	// on every path but /healthz and /readyz (compared in constant time);
+	// others get 401. CertAuth also admits a request whose TLS connection
+	// presented a client certificate that verified against the server's
+	// CA (the listener's tls.Config verifies it); with CertAuth and no
+	// Token, such a certificate is required. Neither: no authentication.
+	Token    string
+	CertAuth bool
+	// Pprof serves Go's profiler under /debug/pprof/ (404 otherwise).
+	Pprof bool
 }
 
 // Server is an admin HTTP server. Create it with New, run it with Serve,
@@ -109,16 +122,22 @@ func New(cfg Config) *Server {
 	s.route(mux, "/v1/members/{id}", "member", map[string]http.HandlerFunc{http.MethodDelete: s.removeMember})
 	s.route(mux, "/v1/transfer-leader", "transfer-leader", map[string]http.HandlerFunc{http.MethodPost: s.transferLeader})
 	s.route(mux, "/", "other", map[string]http.HandlerFunc{})
-	// Go profiling (the admin port listens on loopback by default).
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if cfg.Pprof {
+		// Go profiling: only with --pprof (a profile costs CPU and shows
+		// the command line).
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	s.handler = mux
+	if cfg.Token != "" || cfg.CertAuth {
+		s.handler = s.authenticate(mux)
+	}
 
 	s.srv = &http.Server{
-		Handler:           mux,
+		Handler:           s.handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		// Long enough for the slowest request (member add) to answer.
@@ -195,6 +214,44 @@ func (s *Server) route(mux *http.ServeMux, path, name string, byMethod map[strin
 		}
 		h(rw, r)
 	})
+}
+
+// authenticate wraps h: every path but the probes needs the bearer token
+// or a verified client certificate.
+func (s *Server) authenticate(h http.Handler) http.Handler {
+	// Hashes of equal length: the comparison leaks neither the token's
+	// bytes nor its length.
+	want := sha256.Sum256([]byte("Bearer " + s.cfg.Token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/healthz" || r.URL.Path == "/readyz":
+		case s.cfg.Token != "" && tokenOK(r.Header.Get("Authorization"), want):
+		case s.cfg.CertAuth && r.TLS != nil && len(r.TLS.VerifiedChains) > 0:
+		default:
+			s.requests.WithLabelValues("unauthorized", "401").Inc()
+			s.log.Debug("admin request refused: not authenticated", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+			var msg string
+			switch {
+			case s.cfg.Token != "" && s.cfg.CertAuth:
+				msg = "authentication required: send 'Authorization: Bearer <token>' (kvorum ctl --token-file) or a client certificate signed by the admin CA"
+			case s.cfg.Token != "":
+				msg = "authentication required: send 'Authorization: Bearer <token>' (kvorum ctl --token-file or KVORUM_ADMIN_TOKEN)"
+			default:
+				msg = "authentication required: present a client certificate signed by the admin CA"
+			}
+			if s.cfg.Token != "" {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="kvorum"`)
+			}
+			writeError(w, http.StatusUnauthorized, msg, 0)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func tokenOK(header string, want [32]byte) bool {
+	got := sha256.Sum256([]byte(header))
+	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {

@@ -22,21 +22,23 @@ type NodeAPI interface {
 // Status is a node's view of itself and the cluster, as GET /v1/status and
 // `kvorum ctl status` report it.
 type Status struct {
-	NodeID       uint64   `json:"node_id"`
-	ClusterID    uint64   `json:"cluster_id"`
-	Role         string   `json:"role"` // leader, follower, candidate, pre-candidate, learner
-	Term         uint64   `json:"term"`
-	Leader       uint64   `json:"leader"` // 0 = unknown
-	CommitIndex  uint64   `json:"commit_index"`
-	AppliedIndex uint64   `json:"applied_index"`
-	FirstIndex   uint64   `json:"first_index"` // first index still in the log
-	LastIndex    uint64   `json:"last_index"`
-	ClientAddr   string   `json:"client_addr"`
-	PeerAddr     string   `json:"peer_addr"`
-	AdminAddr    string   `json:"admin_addr"`
-	Version      string   `json:"version"`
-	Ready        bool     `json:"ready"` // can serve linearizable reads
-	Members      []Member `json:"members"`
+	NodeID       uint64 `json:"node_id"`
+	ClusterID    uint64 `json:"cluster_id"`
+	Role         string `json:"role"` // leader, follower, candidate, pre-candidate, learner
+	Term         uint64 `json:"term"`
+	Leader       uint64 `json:"leader"` // 0 = unknown
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+	FirstIndex   uint64 `json:"first_index"` // first index still in the log
+	LastIndex    uint64 `json:"last_index"`
+	ClientAddr   string `json:"client_addr"` // "-": the plain-text port is off
+	// TLSClientAddr is the TLS client port ("" if none).
+	TLSClientAddr string   `json:"tls_client_addr,omitempty"`
+	PeerAddr      string   `json:"peer_addr"`
+	AdminAddr     string   `json:"admin_addr"`
+	Version       string   `json:"version"`
+	Ready         bool     `json:"ready"` // can serve linearizable reads
+	Members       []Member `json:"members"`
 }
 
 // Member is one voter or learner of the cluster.

@@ -44,6 +44,7 @@ type configParam struct {
 // "CONFIG SET failed (possibly related to argument 'x') - ..." error).
 const (
 	fixedImmutable  = "can't set immutable config"
+	fixedTLSFiles   = "kvorum re-reads the certificate files when they change: replace the files' contents instead"
 	fixedDurability = "kvorum's durability is not configurable: every acknowledged write is in the Raft log, fsynced on a majority of nodes"
 )
 
@@ -75,6 +76,11 @@ var configParams = []configParam{
 	{name: "stream-node-max-bytes", cluster: true, check: checkMemory},
 	{name: "stream-node-max-entries", cluster: true, check: checkCount},
 	{name: "timeout", get: func(s *Server) string { return strconv.FormatInt(s.idleTimeout.Load(), 10) }, set: setTimeout},
+	{name: "tls-auth-clients", get: func(s *Server) string { return s.cfg.TLS.AuthClients }, fixed: fixedImmutable},
+	{name: "tls-ca-cert-file", get: func(s *Server) string { return s.cfg.TLS.CAFile }, fixed: fixedTLSFiles},
+	{name: "tls-cert-file", get: func(s *Server) string { return s.cfg.TLS.CertFile }, fixed: fixedTLSFiles},
+	{name: "tls-key-file", get: func(s *Server) string { return s.cfg.TLS.KeyFile }, fixed: fixedTLSFiles},
+	{name: "tls-port", get: func(s *Server) string { return strconv.FormatInt(s.tlsPort.Load(), 10) }, fixed: fixedImmutable},
 	{name: "zset-max-listpack-entries", cluster: true, check: checkCount},
 	{name: "zset-max-listpack-value", cluster: true, check: checkMemory},
 	{name: "zset-max-ziplist-entries", cluster: true, check: checkCount, canon: "zset-max-listpack-entries"},

@@ -16,6 +16,7 @@ type metrics struct {
 	conns     prometheus.Counter
 	rejected  prometheus.Counter
 	protoErrs prometheus.Counter
+	tlsFails  prometheus.Counter
 	batch     prometheus.Histogram
 	published prometheus.Counter
 }
@@ -47,6 +48,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "kvorum_resp_protocol_errors_total",
 			Help: "Connections closed because of a protocol error or an over-limit frame.",
 		}),
+		tlsFails: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvorum_resp_tls_handshake_failures_total",
+			Help: "Connections to the TLS client port closed because their TLS handshake failed (plain-text client, missing or untrusted client certificate, timeout).",
+		}),
 		batch: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "kvorum_resp_pipeline_commands",
 			Help:    "Commands executed per read of a connection (pipeline batch size).",
@@ -65,6 +70,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.conns = kvmetrics.Register(reg, m.conns)
 		m.rejected = kvmetrics.Register(reg, m.rejected)
 		m.protoErrs = kvmetrics.Register(reg, m.protoErrs)
+		m.tlsFails = kvmetrics.Register(reg, m.tlsFails)
 		m.batch = kvmetrics.Register(reg, m.batch)
 	}
 	return m

@@ -3,6 +3,7 @@ package resp
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"io"
@@ -96,6 +97,10 @@ type Config struct {
 	NodeID     uint64
 	Version    string // kvorum's version, for INFO
 
+	// TLS is what CONFIG GET answers for the tls-* parameters (the TLS
+	// port itself is the one ServeTLS listens on).
+	TLS TLSParams
+
 	// WriteTimeout bounds one flush of replies to a client (default 30s);
 	// a client that does not read is disconnected.
 	WriteTimeout time.Duration
@@ -123,6 +128,13 @@ type Scripts interface {
 // DefaultBusyReplyThreshold is busy-reply-threshold's default, in
 // milliseconds (Redis 7.0's).
 const DefaultBusyReplyThreshold = 5000
+
+// TLSParams are the TLS settings of the client port, as Redis names them.
+type TLSParams struct {
+	CertFile, KeyFile, CAFile string
+	// AuthClients is tls-auth-clients: yes, no or optional.
+	AuthClients string
+}
 
 // Defaults for Config.
 const (
@@ -157,6 +169,7 @@ type Server struct {
 	started time.Time
 	runID   string
 	port    atomic.Int64
+	tlsPort atomic.Int64           // the TLS listener's port (CONFIG GET tls-port)
 	bind    atomic.Pointer[string] // the first listener's IP, for CONFIG GET bind
 	// maxClients is Config.MaxClients, changed by CONFIG SET maxclients.
 	maxClients atomic.Int64
@@ -235,8 +248,24 @@ func NewServer(cfg Config, b Backend) *Server {
 }
 
 // Serve accepts connections on l until Close. It always returns a non-nil
-// error; after Close, ErrServerClosed.
-func (s *Server) Serve(l net.Listener) error {
+// error; after Close, ErrServerClosed. The first listener served this way
+// is the node's plain-text port (INFO tcp_port, CONFIG GET port); the first
+// of any kind gives CONFIG GET bind.
+func (s *Server) Serve(l net.Listener) error { return s.serve(l, nil) }
+
+// ServeTLS is Serve for a port that speaks TLS with cfg: each connection's
+// handshake runs on its own goroutine, bounded by HandshakeTimeout; a
+// client whose handshake fails (a plain-text client, a missing or
+// untrusted client certificate) is disconnected. Its port is CONFIG GET
+// tls-port.
+func (s *Server) ServeTLS(l net.Listener, cfg *tls.Config) error {
+	if cfg == nil {
+		return errors.New("resp: ServeTLS without a TLS config")
+	}
+	return s.serve(l, cfg)
+}
+
+func (s *Server) serve(l net.Listener, tlsCfg *tls.Config) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -251,7 +280,11 @@ func (s *Server) Serve(l net.Listener) error {
 		s.mu.Unlock()
 	}()
 	if a, ok := l.Addr().(*net.TCPAddr); ok {
-		s.port.CompareAndSwap(0, int64(a.Port))
+		if tlsCfg != nil {
+			s.tlsPort.CompareAndSwap(0, int64(a.Port))
+		} else {
+			s.port.CompareAndSwap(0, int64(a.Port))
+		}
 		ip := a.IP.String()
 		s.bind.CompareAndSwap(nil, &ip)
 	}
@@ -274,7 +307,7 @@ func (s *Server) Serve(l net.Listener) error {
 			return err
 		}
 		delay = 0
-		s.accept(nc)
+		s.accept(nc, tlsCfg)
 	}
 }
 
@@ -289,12 +322,15 @@ func (s *Server) isClosed() bool {
 	return s.closed
 }
 
-func (s *Server) accept(nc net.Conn) {
+func (s *Server) accept(nc net.Conn, tlsCfg *tls.Config) {
 	s.totalConns.Add(1)
 	s.m.conns.Inc()
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 		_ = tc.SetKeepAlive(true)
+	}
+	if tlsCfg != nil {
+		nc = tls.Server(nc, tlsCfg)
 	}
 	if s.clients.Add(1) > s.maxClients.Load() {
 		s.clients.Add(-1)
@@ -421,6 +457,33 @@ type conn struct {
 	push   pusher   // output path once subscribed
 }
 
+// HandshakeTimeout bounds a TLS client's handshake.
+const HandshakeTimeout = 10 * time.Second
+
+// handshake completes a TLS connection's handshake, bounded by
+// HandshakeTimeout and by the server's closing. A failure (a plain-text
+// client on the TLS port, a client certificate missing or not signed by
+// the CA) is counted and logged at debug level; the caller closes the
+// connection.
+func (c *conn) handshake(tc *tls.Conn) bool {
+	_ = tc.SetDeadline(time.Now().Add(HandshakeTimeout))
+	if err := tc.HandshakeContext(c.ctx); err != nil {
+		c.s.m.tlsFails.Inc()
+		c.s.log.Debug("resp: TLS handshake failed; connection closed", "client", c.addr, "err", err)
+		// A client that sent plain text (not a TLS record) is told why,
+		// in RESP, before it is disconnected (as net/http answers plain
+		// HTTP on an HTTPS port).
+		var rhe tls.RecordHeaderError
+		if errors.As(err, &rhe) && rhe.Conn != nil {
+			_ = rhe.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+			_, _ = io.WriteString(rhe.Conn, "-ERR this port speaks TLS: connect with TLS (redis-cli --tls)\r\n")
+		}
+		return false
+	}
+	_ = tc.SetDeadline(time.Time{})
+	return true
+}
+
 // noReply is returned by a command handler that wrote its reply itself.
 var noReply = reply.Reply{Kind: 255}
 
@@ -443,6 +506,9 @@ func (c *conn) serve() {
 		s.m.clients.Dec()
 		s.wg.Done()
 	}()
+	if tc, ok := c.nc.(*tls.Conn); ok && !c.handshake(tc) {
+		return
+	}
 	maxCmds, maxBytes := s.cfg.PipelineMaxCommands, s.cfg.PipelineMaxBytes
 	idleDeadline := false
 	bulkLen := int64(0)

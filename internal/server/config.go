@@ -8,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/kvorum/kvorum/internal/tlsconf"
 	"github.com/kvorum/kvorum/internal/transport"
 )
 
@@ -23,7 +24,9 @@ type Config struct {
 	// pass vfs.NewMem().
 	FS vfs.FS
 
-	// ClientAddr is where the RESP server listens. Default 127.0.0.1:6379.
+	// ClientAddr is where the RESP server listens in plain text. Default
+	// 127.0.0.1:6379; "-" switches the plain-text port off (Redis's
+	// `port 0`), which needs TLSClientAddr.
 	ClientAddr string
 	// PeerAddr is where the peer (Raft, snapshots, forwarding) server listens
 	// and what other nodes dial. Default 127.0.0.1:7379.
@@ -32,6 +35,32 @@ type Config struct {
 	// API). Default 127.0.0.1:8379. Empty after defaults disables nothing:
 	// use "-" to disable the admin server.
 	AdminAddr string
+
+	// Security of the client and admin ports (see tlsconf). The
+	// certificate files are re-read when they change.
+	//
+	// TLSClientAddr, when set, is a second RESP listener that speaks TLS
+	// with TLSCertFile and TLSKeyFile (both required then). TLSCAFile holds
+	// the CAs client certificates must chain to; TLSAuthClients is Redis's
+	// tls-auth-clients: "yes" (a client certificate is required), "optional"
+	// (verified if sent) or "no"; empty means yes when TLSCAFile is set, no
+	// otherwise.
+	TLSClientAddr  string
+	TLSCertFile    string
+	TLSKeyFile     string
+	TLSCAFile      string
+	TLSAuthClients string
+	// AdminToken, when set, is required as "Authorization: Bearer <token>"
+	// on every admin path but /healthz and /readyz. AdminTLSCertFile and
+	// AdminTLSKeyFile make the admin server speak HTTPS; with
+	// AdminTLSCAFile a client certificate signed by that CA is accepted
+	// instead of the token (and, without a token, required). Pprof serves
+	// /debug/pprof on the admin port (off: 404).
+	AdminToken       string
+	AdminTLSCertFile string
+	AdminTLSKeyFile  string
+	AdminTLSCAFile   string
+	Pprof            bool
 
 	// InitialCluster maps node id to peer address for a brand-new cluster.
 	// Ignored when the data directory already holds state.
@@ -233,6 +262,9 @@ func (c *Config) Validate() error {
 	if c.ElectionTicks <= c.HeartbeatTicks {
 		return fmt.Errorf("election ticks (%d) must be greater than heartbeat ticks (%d)", c.ElectionTicks, c.HeartbeatTicks)
 	}
+	if err := c.ValidateSecurity(); err != nil {
+		return err
+	}
 	if len(c.InitialCluster) > 0 && c.Join != "" {
 		return errors.New("--initial-cluster and --join are mutually exclusive")
 	}
@@ -245,4 +277,46 @@ func (c *Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// ValidateSecurity checks the TLS and admin settings (the files are read
+// by Start, which reports what is wrong with them). Validate includes it.
+func (c *Config) ValidateSecurity() error {
+	if c.ClientAddr == "-" && c.TLSClientAddr == "" {
+		return errors.New("the plain-text client port is off (--port 0) and no --tls-port is set: clients could not connect")
+	}
+	if c.TLSClientAddr != "" && (c.TLSCertFile == "" || c.TLSKeyFile == "") {
+		return errors.New("--tls-port needs --tls-cert-file and --tls-key-file")
+	}
+	if c.TLSClientAddr == "" && (c.TLSCertFile != "" || c.TLSKeyFile != "" || c.TLSCAFile != "" || c.TLSAuthClients != "") {
+		return errors.New("--tls-cert-file, --tls-key-file, --tls-ca-cert-file and --tls-auth-clients need --tls-port (the port that speaks TLS)")
+	}
+	if c.TLSAuthClients != "" {
+		a, err := tlsconf.ParseClientAuth(c.TLSAuthClients)
+		if err != nil {
+			return fmt.Errorf("--tls-auth-clients %w", err)
+		}
+		if a != tlsconf.AuthNo && c.TLSCAFile == "" {
+			return fmt.Errorf("--tls-auth-clients %s needs --tls-ca-cert-file (the CA that signs client certificates)", a)
+		}
+	}
+	if (c.AdminTLSCertFile == "") != (c.AdminTLSKeyFile == "") {
+		return errors.New("--admin-tls-cert-file and --admin-tls-key-file go together")
+	}
+	if c.AdminTLSCAFile != "" && c.AdminTLSCertFile == "" {
+		return errors.New("--admin-tls-ca-cert-file needs --admin-tls-cert-file and --admin-tls-key-file (client certificates are checked over HTTPS)")
+	}
+	return nil
+}
+
+// tlsAuthClients is the effective tls-auth-clients.
+func (c *Config) tlsAuthClients() tlsconf.ClientAuth {
+	if c.TLSAuthClients != "" {
+		a, _ := tlsconf.ParseClientAuth(c.TLSAuthClients)
+		return a
+	}
+	if c.TLSCAFile != "" {
+		return tlsconf.AuthYes
+	}
+	return tlsconf.AuthNo
 }

@@ -122,7 +122,7 @@ func (n *Node) Status() admin.Status {
 		NodeID: uint64(n.id), ClusterID: n.clusterID, Role: st.Role, Term: st.Term,
 		Leader: st.Leader, CommitIndex: st.Commit, AppliedIndex: st.Applied,
 		FirstIndex: st.FirstIndex, LastIndex: st.LastIndex,
-		ClientAddr: n.ClientAddr(), PeerAddr: n.PeerAddr(), AdminAddr: n.AdminAddr(),
+		ClientAddr: n.ClientAddr(), TLSClientAddr: n.TLSClientAddr(), PeerAddr: n.PeerAddr(), AdminAddr: n.AdminAddr(),
 		Version: Version,
 	}
 	for _, rep := range st.Descriptor.Replicas {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"github.com/kvorum/kvorum/internal/resp/codec"
 	"github.com/kvorum/kvorum/internal/storage"
 	"github.com/kvorum/kvorum/internal/store"
+	"github.com/kvorum/kvorum/internal/tlsconf"
 	"github.com/kvorum/kvorum/internal/transport"
 )
 
@@ -44,6 +46,7 @@ type Node struct {
 	started        time.Time
 
 	clientLis, peerLis, adminLis net.Listener
+	tlsClientLis                 net.Listener // the TLS client port (nil: none)
 
 	machine        *kvMachine   // package kv as the store's state machine (effects.go)
 	delivered      *progress    // the newest log index whose effects effectsLoop acted on
@@ -76,6 +79,12 @@ type Node struct {
 func Start(cfg Config) (n *Node, err error) {
 	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	// Certificates are read before anything else is opened, so that a
+	// wrong file is reported at once.
+	clientTLS, adminTLS, err := loadTLS(&cfg)
+	if err != nil {
 		return nil, err
 	}
 	n = &Node{cfg: cfg, reg: prometheus.NewRegistry(), machine: newKVMachine(cfg.RecordCache, int64(cfg.ReadCache)), bq: newBlockQueues(), bqKick: make(chan struct{}, 1), delivered: newProgress(), stopper: make(chan struct{}), done: make(chan error, 1), started: time.Now()}
@@ -114,6 +123,8 @@ func Start(cfg Config) (n *Node, err error) {
 		NodeID:     uint64(n.id),
 		Version:    Version,
 		Scripts:    &n.machine.scripts,
+		TLS: resp.TLSParams{CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSKeyFile, CAFile: cfg.TLSCAFile,
+			AuthClients: string(cfg.tlsAuthClients())},
 	}, (*backend)(n))
 	n.trans = transport.New(transport.Config{NodeID: uint64(n.id), ClusterID: n.clusterID, Logger: log, Registerer: n.reg, Interceptor: cfg.PeerInterceptor, TLS: peerTLS}, (*peerHandler)(n), n.openSnapshot)
 	n.store = store.New(store.Config{
@@ -148,18 +159,32 @@ func Start(cfg Config) (n *Node, err error) {
 		}
 	}
 
-	if n.clientLis, err = net.Listen("tcp", cfg.ClientAddr); err != nil {
-		return nil, fmt.Errorf("listen on client address: %w", err)
+	rs := n.resp
+	if cfg.ClientAddr != "-" {
+		if n.clientLis, err = net.Listen("tcp", cfg.ClientAddr); err != nil {
+			return nil, fmt.Errorf("listen on client address: %w", err)
+		}
+		clientLis := n.clientLis
+		n.goServe("client", func() error { return rs.Serve(clientLis) })
 	}
-	rs, clientLis := n.resp, n.clientLis
-	n.goServe("client", func() error { return rs.Serve(clientLis) })
+	if cfg.TLSClientAddr != "" {
+		if n.tlsClientLis, err = net.Listen("tcp", cfg.TLSClientAddr); err != nil {
+			return nil, fmt.Errorf("listen on TLS client address: %w", err)
+		}
+		tlsLis := n.tlsClientLis
+		n.goServe("client-tls", func() error { return rs.ServeTLS(tlsLis, clientTLS) })
+	}
 
 	if cfg.AdminAddr != "-" {
 		if n.adminLis, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
 			return nil, fmt.Errorf("listen on admin address: %w", err)
 		}
-		n.admin = admin.New(admin.Config{Node: (*adminAPI)(n), Registry: n.reg, Logger: log})
+		n.admin = admin.New(admin.Config{Node: (*adminAPI)(n), Registry: n.reg, Logger: log,
+			Token: cfg.AdminToken, CertAuth: cfg.AdminTLSCAFile != "", Pprof: cfg.Pprof})
 		adm, adminLis := n.admin, n.adminLis
+		if adminTLS != nil {
+			adminLis = tls.NewListener(adminLis, adminTLS)
+		}
 		n.goServe("admin", func() error { return adm.Serve(adminLis) })
 	}
 
@@ -170,7 +195,7 @@ func Start(cfg Config) (n *Node, err error) {
 	go n.blockQueueLoop()
 	n.wg.Add(1)
 	go n.watchFatal()
-	log.Info("node started", "client", n.ClientAddr(), "peer", n.PeerAddr(), "admin", n.AdminAddr())
+	log.Info("node started", "client", n.ClientAddr(), "client_tls", n.TLSClientAddr(), "peer", n.PeerAddr(), "admin", n.AdminAddr())
 	return n, nil
 }
 
@@ -336,8 +361,13 @@ func (n *Node) closeAll() error {
 	}
 	if n.resp != nil {
 		_ = n.resp.Close()
-	} else if n.clientLis != nil {
-		_ = n.clientLis.Close()
+	}
+	// A listener Serve has not taken yet (Start failed in between): the
+	// server's Close does not know it.
+	for _, l := range []net.Listener{n.clientLis, n.tlsClientLis} {
+		if l != nil {
+			_ = l.Close()
+		}
 	}
 	if n.store != nil {
 		n.store.Stop()
@@ -398,6 +428,9 @@ func (n *Node) ID() uint64 { return uint64(n.id) }
 // ClientAddr returns the RESP listener's address.
 func (n *Node) ClientAddr() string { return lisAddr(n.clientLis, n.cfg.ClientAddr) }
 
+// TLSClientAddr returns the TLS client listener's address ("" if none).
+func (n *Node) TLSClientAddr() string { return lisAddr(n.tlsClientLis, n.cfg.TLSClientAddr) }
+
 // PeerAddr returns the peer listener's address.
 func (n *Node) PeerAddr() string { return lisAddr(n.peerLis, n.cfg.PeerAddr) }
 
@@ -454,4 +487,31 @@ func (n *Node) StateHash() (applied uint64, sum [32]byte, keys int, err error) {
 	}
 	sum, keys, err = kv.StateHash(snap)
 	return st.Index, sum, keys, err
+}
+
+// loadTLS reads the certificate files of the client and admin ports
+// (nil configs where TLS is off).
+func loadTLS(cfg *Config) (client, adm *tls.Config, err error) {
+	if cfg.TLSClientAddr != "" {
+		client, err = tlsconf.Server(tlsconf.Files{
+			Cert: cfg.TLSCertFile, Key: cfg.TLSKeyFile, CA: cfg.TLSCAFile, ClientAuth: cfg.tlsAuthClients(),
+			CertFlag: "--tls-cert-file", KeyFlag: "--tls-key-file", CAFlag: "--tls-ca-cert-file",
+		}, cfg.Logger.With("port", "client-tls"))
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	if cfg.AdminAddr != "-" && cfg.AdminTLSCertFile != "" {
+		// Client certificates are verified if sent, not required: the
+		// probes (/healthz, /readyz) stay open; the admin server requires
+		// a certificate or the token on the other paths.
+		adm, err = tlsconf.Server(tlsconf.Files{
+			Cert: cfg.AdminTLSCertFile, Key: cfg.AdminTLSKeyFile, CA: cfg.AdminTLSCAFile, ClientAuth: tlsconf.AuthOptional,
+			CertFlag: "--admin-tls-cert-file", KeyFlag: "--admin-tls-key-file", CAFlag: "--admin-tls-ca-cert-file",
+		}, cfg.Logger.With("port", "admin"))
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	return client, adm, nil
 }
