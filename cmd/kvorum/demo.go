@@ -15,8 +15,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kvorum/kvorum/internal/devca"
 	"github.com/kvorum/kvorum/internal/server"
-	"github.com/kvorum/kvorum/internal/tlsconf/certgen"
 )
 
 const (
@@ -130,14 +130,14 @@ func demoNodeConfigs(nodes, port int, dataDir string) []server.Config {
 
 // demoTLS gives each node a TLS client port with a certificate for
 // 127.0.0.1 signed by a throwaway CA, made anew in dir/tls on every run
-// (certgen's certificates are valid for a day). It returns the CA's file.
+// (so that a stale one is never served). It returns the CA's file.
 func demoTLS(cfgs []server.Config, port int, dir string) (string, error) {
 	tdir := filepath.Join(dir, "tls")
 	caFile, cert, key := filepath.Join(tdir, "ca.crt"), filepath.Join(tdir, "server.crt"), filepath.Join(tdir, "server.key")
 	if err := os.MkdirAll(tdir, 0o700); err != nil {
 		return "", fmt.Errorf("--tls: %w", err)
 	}
-	ca, err := certgen.NewCA("kvorum demo CA")
+	ca, err := devca.New("kvorum demo CA")
 	if err != nil {
 		return "", fmt.Errorf("--tls: making a CA: %w", err)
 	}

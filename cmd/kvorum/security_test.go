@@ -19,16 +19,16 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/kvorum/kvorum/internal/admin"
+	"github.com/kvorum/kvorum/internal/devca"
 	"github.com/kvorum/kvorum/internal/server"
 	"github.com/kvorum/kvorum/internal/testport"
 	"github.com/kvorum/kvorum/internal/tlsconf"
-	"github.com/kvorum/kvorum/internal/tlsconf/certgen"
 )
 
 // testCerts writes a CA and a server certificate for 127.0.0.1 into dir.
-func testCerts(t *testing.T, dir string) (ca *certgen.CA, caFile, cert, key string) {
+func testCerts(t *testing.T, dir string) (ca *devca.CA, caFile, cert, key string) {
 	t.Helper()
-	ca, err := certgen.NewCA("kvorum test CA")
+	ca, err := devca.New("kvorum test CA")
 	if err != nil {
 		t.Fatal(err)
 	}

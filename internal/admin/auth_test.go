@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvorum/kvorum/internal/tlsconf/certgen"
+	"github.com/kvorum/kvorum/internal/devca"
 )
 
 // get fetches url with an optional Authorization header and returns the
@@ -90,11 +90,11 @@ func TestPprofFlag(t *testing.T) {
 }
 
 func TestClientCertAuth(t *testing.T) {
-	ca, err := certgen.NewCA("admin-ca")
+	ca, err := devca.New("admin-ca")
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := certgen.NewCA("other-ca")
+	other, err := devca.New("other-ca")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestClientCertAuth(t *testing.T) {
 	ts.TLS = &tls.Config{Certificates: []tls.Certificate{srvCert}, ClientCAs: ca.Pool(), ClientAuth: tls.VerifyClientCertIfGiven}
 	ts.StartTLS()
 	defer ts.Close()
-	client := func(signer *certgen.CA) *http.Client {
+	client := func(signer *devca.CA) *http.Client {
 		cfg := &tls.Config{RootCAs: ca.Pool()}
 		if signer != nil {
 			leaf, err := signer.Client("ctl")

@@ -1,13 +1,16 @@
-// Package devca makes throwaway certificate authorities and node
-// certificates for peer TLS (package transport): for tests, and for
-// `kvorum demo --peer-tls`. Keys are ECDSA P-256; nothing here is meant
-// for a production CA. Standard library only.
+// Package devca makes throwaway certificate authorities and the
+// certificates they sign, with crypto/x509: node certificates for peer
+// TLS (package transport), server and client certificates for the TLS
+// client and admin ports (package tlsconf); for tests, and for `kvorum
+// demo --tls` and `--peer-tls`. Keys are ECDSA P-256; nothing here is
+// meant for a production CA. Standard library only.
 package devca
 
 import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -64,19 +67,36 @@ type Issued struct {
 // client (serverAuth and clientAuth), for 127.0.0.1, ::1, localhost and
 // hosts (IP addresses or DNS names).
 func (ca *CA) Issue(name string, hosts ...string) (*Issued, error) {
+	return ca.issue(name, append([]string{"127.0.0.1", "::1", "localhost"}, hosts...),
+		x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
+}
+
+// Server signs a server certificate for the given DNS names and IP
+// addresses (127.0.0.1, ::1 and localhost when hosts is empty).
+func (ca *CA) Server(cn string, hosts ...string) (*Issued, error) {
+	if len(hosts) == 0 {
+		hosts = []string{"127.0.0.1", "::1", "localhost"}
+	}
+	return ca.issue(cn, hosts, x509.ExtKeyUsageServerAuth)
+}
+
+// Client signs a client certificate.
+func (ca *CA) Client(cn string) (*Issued, error) {
+	return ca.issue(cn, nil, x509.ExtKeyUsageClientAuth)
+}
+
+func (ca *CA) issue(cn string, hosts []string, usage ...x509.ExtKeyUsage) (*Issued, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: name, Organization: []string{"kvorum devca"}},
+		Subject:      pkix.Name{CommonName: cn, Organization: []string{"kvorum devca"}},
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(365 * 24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-		DNSNames:     []string{"localhost"},
+		ExtKeyUsage:  usage,
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
@@ -98,6 +118,29 @@ func (ca *CA) Issue(name string, hosts ...string) (*Issued, error) {
 		return nil, err
 	}
 	return &Issued{Cert: cert, CertPEM: pemBlock("CERTIFICATE", der), KeyPEM: pemBlock("PRIVATE KEY", kder)}, nil
+}
+
+// Pool returns a pool holding the CA.
+func (ca *CA) Pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(ca.Cert)
+	return p
+}
+
+// WriteCA writes the CA certificate to path (replaced atomically).
+func (ca *CA) WriteCA(path string) error { return writeAtomic(path, ca.CertPEM, 0o644) }
+
+// TLS returns the certificate as a tls.Certificate (for a client's config).
+func (c *Issued) TLS() (tls.Certificate, error) { return tls.X509KeyPair(c.CertPEM, c.KeyPEM) }
+
+// Write writes the certificate and key to certFile and keyFile (the key
+// readable by the owner only), each replaced atomically, so that a reader
+// sees the old file or the new one.
+func (c *Issued) Write(certFile, keyFile string) error {
+	if err := writeAtomic(certFile, c.CertPEM, 0o644); err != nil {
+		return err
+	}
+	return writeAtomic(keyFile, c.KeyPEM, 0o600)
 }
 
 // Files are the paths WriteFiles wrote.

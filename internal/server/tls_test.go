@@ -16,19 +16,19 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/kvorum/kvorum/internal/tlsconf/certgen"
+	"github.com/kvorum/kvorum/internal/devca"
 )
 
 // tlsFiles is a CA, a server certificate it signed and their files.
 type tlsFiles struct {
-	ca                *certgen.CA
+	ca                *devca.CA
 	caFile, cert, key string
 }
 
 func newTLSFiles(t *testing.T) tlsFiles {
 	t.Helper()
 	dir := t.TempDir()
-	ca, err := certgen.NewCA("kvorum test CA")
+	ca, err := devca.New("kvorum test CA")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func (f tlsFiles) issue(t *testing.T, cn string) {
 }
 
 // clientCert returns a client certificate signed by ca.
-func clientCert(t *testing.T, ca *certgen.CA) tls.Certificate {
+func clientCert(t *testing.T, ca *devca.CA) tls.Certificate {
 	t.Helper()
 	leaf, err := ca.Client("client")
 	if err != nil {
@@ -171,7 +171,7 @@ func TestClientTLS(t *testing.T) {
 	}
 
 	// A client that trusts another CA refuses the node's certificate.
-	other, err := certgen.NewCA("other")
+	other, err := devca.New("other")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func TestClientTLSAuthClients(t *testing.T) {
 				t.Errorf("a client without a certificate, tls-auth-clients optional: %v", err)
 			}
 			// A certificate of another CA is refused in both modes.
-			other, err := certgen.NewCA("other")
+			other, err := devca.New("other")
 			if err != nil {
 				t.Fatal(err)
 			}

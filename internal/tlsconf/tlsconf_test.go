@@ -8,19 +8,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvorum/kvorum/internal/tlsconf/certgen"
+	"github.com/kvorum/kvorum/internal/devca"
 )
 
-func mustCA(t *testing.T, name string) *certgen.CA {
+func mustCA(t *testing.T, name string) *devca.CA {
 	t.Helper()
-	ca, err := certgen.NewCA(name)
+	ca, err := devca.New(name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return ca
 }
 
-func mustServer(t *testing.T, ca *certgen.CA, cn string) certgen.Leaf {
+func mustServer(t *testing.T, ca *devca.CA, cn string) *devca.Issued {
 	t.Helper()
 	l, err := ca.Server(cn)
 	if err != nil {
@@ -85,7 +85,7 @@ func TestServerErrors(t *testing.T) {
 
 // serverCN returns the common name of the certificate that cfg presents
 // to a new connection.
-func serverCN(t *testing.T, cfg *tls.Config, ca *certgen.CA) string {
+func serverCN(t *testing.T, cfg *tls.Config, ca *devca.CA) string {
 	t.Helper()
 	got, err := cfg.GetConfigForClient(&tls.ClientHelloInfo{})
 	if err != nil {
