@@ -116,6 +116,48 @@ func warnInsecureAdmin(log *slog.Logger, c *server.Config) {
 		"admin_addr", c.AdminAddr)
 }
 
+// exposureWarnings says, for each port bound beyond loopback, what anyone
+// who can reach it may do without a credential. kvorum's choice where
+// Redis has its protected mode (which refuses non-loopback clients when no
+// password is set): the node starts, and says so loudly, once per port.
+func exposureWarnings(c *server.Config) []string {
+	var w []string
+	if c.ClientAddr != "-" && exposed(c.ClientAddr) {
+		w = append(w, "the plain-text client port "+c.ClientAddr+" is reachable beyond this machine and kvorum has no client passwords yet (AUTH/ACLs): anyone who reaches it can read and write every key; bind it to loopback, or use --port 0 with --tls-port and --tls-auth-clients yes")
+	}
+	if c.TLSClientAddr != "" && exposed(c.TLSClientAddr) && !clientCertsRequired(c) {
+		w = append(w, "the TLS client port "+c.TLSClientAddr+" is reachable beyond this machine and asks no client certificate (--tls-auth-clients yes with --tls-ca-cert-file requires one): anyone who reaches it can read and write every key")
+	}
+	if exposed(c.PeerAddr) && !c.PeerTLS.Enabled() {
+		w = append(w, "the peer port "+c.PeerAddr+" is reachable beyond this machine without mutual TLS: anyone who reaches it can send Raft messages and forwarded writes; use --peer-cert-file, --peer-key-file and --peer-trusted-ca-file, or a private network")
+	}
+	if c.AdminAddr != "-" && exposed(c.AdminAddr) && c.AdminToken == "" && c.AdminTLSCAFile == "" {
+		w = append(w, "the admin port "+c.AdminAddr+" is reachable beyond this machine without a token: anyone who reaches it can change the membership and move the leader; use --admin-token-file")
+	}
+	return w
+}
+
+// exposed reports whether addr (host:port) listens beyond loopback (an
+// unspecified host listens on every interface).
+func exposed(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return host != "localhost" && (ip == nil || !ip.IsLoopback())
+}
+
+// clientCertsRequired reports whether the TLS client port requires a
+// client certificate of the CA.
+func clientCertsRequired(c *server.Config) bool {
+	if c.TLSAuthClients != "" {
+		a, err := tlsconf.ParseClientAuth(c.TLSAuthClients)
+		return err == nil && a == tlsconf.AuthYes && c.TLSCAFile != ""
+	}
+	return c.TLSCAFile != ""
+}
+
 // readToken reads a token file: its content without surrounding
 // whitespace, which must not be empty or hold a line break.
 func readToken(path string) (string, error) {

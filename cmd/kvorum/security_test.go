@@ -423,3 +423,30 @@ func TestWarnInsecureAdmin(t *testing.T) {
 		}
 	}
 }
+
+// TestExposureWarnings: a port bound beyond loopback without the
+// credential that protects it gets a warning naming the port; loopback
+// ports and protected ports get none.
+func TestExposureWarnings(t *testing.T) {
+	local := server.Config{ClientAddr: "127.0.0.1:6379", PeerAddr: "127.0.0.1:7379", AdminAddr: "127.0.0.1:8379"}
+	if w := exposureWarnings(&local); len(w) != 0 {
+		t.Fatalf("loopback ports warned: %q", w)
+	}
+	all := server.Config{ClientAddr: "0.0.0.0:6379", TLSClientAddr: "10.0.0.1:6380", PeerAddr: "10.0.0.1:7379", AdminAddr: ":8379"}
+	w := exposureWarnings(&all)
+	for _, want := range []string{"plain-text client port 0.0.0.0:6379", "TLS client port 10.0.0.1:6380", "peer port 10.0.0.1:7379", "admin port :8379"} {
+		if !strings.Contains(strings.Join(w, "\n"), want) {
+			t.Errorf("no warning about the %s in %q", want, w)
+		}
+	}
+	safe := server.Config{ClientAddr: "-", TLSClientAddr: "10.0.0.1:6380", TLSCAFile: "ca.crt", PeerAddr: "10.0.0.1:7379",
+		AdminAddr: "10.0.0.1:8379", AdminToken: "t"}
+	safe.PeerTLS.CertFile, safe.PeerTLS.KeyFile, safe.PeerTLS.CAFile = "c", "k", "ca"
+	if w := exposureWarnings(&safe); len(w) != 0 {
+		t.Fatalf("protected ports warned: %q", w)
+	}
+	safe.TLSAuthClients = "optional"
+	if w := exposureWarnings(&safe); len(w) != 1 || !strings.Contains(w[0], "asks no client certificate") {
+		t.Fatalf("tls-auth-clients optional: %q", w)
+	}
+}

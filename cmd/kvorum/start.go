@@ -339,6 +339,9 @@ func runStartWith(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	}
 
 	warnInsecureAdmin(log, &cfg)
+	for _, w := range exposureWarnings(&cfg) {
+		log.Warn("INSECURE: " + w)
+	}
 
 	startAttrs := []any{"version", versionString(), "data_dir", cfg.DataDir}
 	if cfg.ID != 0 {
