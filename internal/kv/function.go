@@ -477,7 +477,7 @@ func functionStats(x *ctx) Reply {
 		return errReply(err)
 	}
 	running := Nil
-	if name, cmd, d, ok := x.scripts.RunningFunction(); ok {
+	if name, cmd, d, ok := x.scripts.RunningFunction(); ok && x.showRunning {
 		args := make([]Reply, len(cmd))
 		for i, a := range cmd {
 			args[i] = Bulk(a)

@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/kvorum/kvorum/internal/reply"
+	"github.com/kvorum/kvorum/internal/script"
 )
 
 const testLib = "#!lua name=tlib\n" +
@@ -192,5 +193,29 @@ func TestFunctionBudget(t *testing.T) {
 	}
 	if got := show(Read(db, toArgs("FUNCTION", "STATS"), 0)); !strings.Contains(got, "libraries_count 1") {
 		t.Fatalf("stats: %s", got)
+	}
+}
+
+// TestFunctionStatsRunningOnlyWhenBusy: FUNCTION STATS shows a running
+// function only when the node asks for it (it is busy with it, Redis's
+// only state in which FUNCTION STATS can see one); a run the read path
+// merely overlaps (a follower still applying an FCALL whose reply the
+// client already has) is not shown. The differential test through a
+// follower saw that run under the race detector's load.
+func TestFunctionStatsRunningOnlyWhenBusy(t *testing.T) {
+	db := openMem(t)
+	var m script.Monitor
+	run := &script.Running{Name: "f", Command: [][]byte{[]byte("FCALL"), []byte("f"), []byte("0")}, Function: true}
+	m.Begin(run)
+	defer m.End(run)
+	stats := func(show bool) Reply {
+		r, _ := ReadIn(db, ReadEnv{Scripts: &m, RunningScript: show}, [][]byte{[]byte("FUNCTION"), []byte("STATS")}, 1000)
+		return r
+	}
+	if r := stats(false); r.Kind != reply.KindMap || r.Elems[1].Kind != reply.KindNil {
+		t.Fatalf("not busy: running_script = %s, want nil", show(r))
+	}
+	if r := stats(true); r.Kind != reply.KindMap || r.Elems[1].Kind != reply.KindMap {
+		t.Fatalf("busy: running_script = %s, want the run", show(r))
 	}
 }

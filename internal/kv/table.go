@@ -46,9 +46,11 @@ type ctx struct {
 	looked     Lookups          // the key lookups get made (ReadCounted)
 	// missOn: get records the keys it misses in missed (the keymiss
 	// events of a read command; see keyMiss).
-	missOn  bool
-	missed  [][]byte
-	scripts *script.Monitor // the node's record of running scripts; nil: none
+	missOn bool
+	missed [][]byte
+	// showRunning: FUNCTION STATS shows the running function (ReadEnv).
+	showRunning bool
+	scripts     *script.Monitor // the node's record of running scripts; nil: none
 }
 
 // Env is what Apply knows about the log entry a command comes from.
@@ -97,7 +99,7 @@ func getCtx(r readerI, w writer, now int64) *ctx {
 
 func putCtx(x *ctx) {
 	x.r, x.w, x.fx, x.index, x.seed, x.calls, x.nested, x.cache, x.shared = nil, nil, nil, 0, 0, 0, false, nil, nil
-	x.notify, x.settings, x.looked, x.missOn, x.oom, x.wrote, x.scripts = 0, nil, Lookups{}, false, false, false, nil
+	x.notify, x.settings, x.looked, x.missOn, x.oom, x.wrote, x.scripts, x.showRunning = 0, nil, Lookups{}, false, false, false, nil, false
 	clear(x.missed)
 	x.missed = x.missed[:0]
 	if cap(x.vbuf) > 64<<10 {
@@ -350,6 +352,11 @@ type ReadEnv struct {
 	// Missed: return the keys the read missed (Lookups.Missed), for
 	// their keymiss events (keymiss.go).
 	Missed bool
+	// RunningScript: FUNCTION STATS shows the function running on the
+	// node (set only while the node is busy with it: otherwise, as in
+	// Redis, where FUNCTION STATS waits for a run that is not busy yet,
+	// running_script is nil; a run the read point waited for has ended).
+	RunningScript bool
 }
 
 // ReadIn is ReadCounted on the node env describes.
@@ -373,7 +380,7 @@ func ReadIn(r pebble.Reader, env ReadEnv, args [][]byte, nowMs int64) (rep Reply
 		return r, looked
 	}
 	x := getCtx(r, nil, nowMs)
-	x.shared, x.scripts, x.missOn = env.Shared, env.Scripts, env.Missed
+	x.shared, x.scripts, x.missOn, x.showRunning = env.Shared, env.Scripts, env.Missed, env.RunningScript
 	defer putCtx(x)
 	rep = d.run(x, args)
 	looked = x.looked

@@ -22,6 +22,12 @@ import (
 // and connection commands never would: they get BUSY too, as from Redis,
 // so that clients see the behaviour they are written for.
 
+// BusyThreshold is busy-reply-threshold: how long a script runs before
+// the node answers BUSY.
+func (s *Server) BusyThreshold() time.Duration {
+	return time.Duration(s.busyThreshold.Load()) * time.Millisecond
+}
+
 // busyReply is the BUSY reply to cmd if a script has run past the
 // threshold on this node and cmd may not run meanwhile; busy false
 // otherwise. It costs two atomic loads when no script runs.

@@ -54,13 +54,17 @@ func (b *backend) Do(ctx context.Context, cmds [][][]byte) []reply.Reply {
 			continue
 		}
 		if n.machine.scripts.Active() && isFunctionStats(cmds[i]) {
-			// A script runs on this node: its FUNCTION STATS answers
-			// from the node's applied state, without the read point, which
-			// would wait behind a run at apply time.
-			now := n.cfg.Now()
-			replies[i], _ = readCounted(n.store.DB(), kv.ReadEnv{Scripts: &n.machine.scripts}, cmds[i], now)
-			i++
-			continue
+			if busy, function := n.machine.scripts.Busy(n.resp.BusyThreshold()); busy && function {
+				// A function has run past busy-reply-threshold on this
+				// node (Redis's busy state, the only time its FUNCTION
+				// STATS can see a running function): answer from the
+				// node's applied state, without the read point, which
+				// would wait behind a run at apply time, and show it.
+				now := n.cfg.Now()
+				replies[i], _ = readCounted(n.store.DB(), kv.ReadEnv{Scripts: &n.machine.scripts, RunningScript: true}, cmds[i], now)
+				i++
+				continue
+			}
 		}
 		write := isWrite(cmds[i])
 		j := i + 1
