@@ -53,11 +53,7 @@ torture:
 		-torture.seeds $(TORTURE_SEEDS) -torture.first $(TORTURE_FIRST)
 
 fuzz:
-	@set -e; for t in $(FUZZ); do \
-		name=$${t%%:*}; pkg=$${t#*:}; \
-		echo "$(GO) test -run '^\$$' -fuzz '^$$name\$$' -fuzztime $(FUZZTIME) $$pkg"; \
-		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
-	done
+	scripts/fuzz.sh $(GO) $(FUZZTIME) $(FUZZ)
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/kvorum
