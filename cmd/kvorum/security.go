@@ -22,6 +22,8 @@ import (
 // here, apart from start.go, so that they read as one group.
 
 var securityFlagGroups = []flagGroup{
+	{"Authentication (Redis's names; the users are cluster state once changed with ACL SETUSER)", []string{
+		"requirepass", "aclfile"}},
 	{"Client TLS (Redis's names; certificate files are re-read when they change)", []string{
 		"port", "tls-port", "tls-cert-file", "tls-key-file", "tls-ca-cert-file", "tls-auth-clients"}},
 	{"Admin HTTP security", []string{
@@ -36,6 +38,8 @@ type securityFlags struct {
 
 func addSecurityFlags(fs *flag.FlagSet, s *securityFlags, c *server.Config) {
 	fs.StringVar(&s.port, "port", "", "the plain-text client `PORT`, as Redis's port: replaces the port of --client-addr;\n0 switches the plain-text port off (then --tls-port is the only client port)\n(default: the port of --client-addr)")
+	fs.StringVar(&c.RequirePass, "requirepass", "", "`PASSWORD` of the default user: clients must AUTH (as Redis's requirepass;\nignored with --aclfile). Start every node with the same one: the users are\ncluster state, and the first ACL change replaces every node's flags")
+	fs.StringVar(&c.ACLFile, "aclfile", "", "`FILE` of ACL users, Redis's format ('user alice on >pw ~app:* +@read'): the\nusers the cluster starts with, what ACL LOAD reads and ACL SAVE writes;\nit must exist and load")
 	fs.IntVar(&s.tlsPort, "tls-port", 0, "`PORT` of a second client listener that speaks TLS, on --client-addr's host;\nneeds --tls-cert-file and --tls-key-file; 0: none")
 	fs.StringVar(&c.TLSCertFile, "tls-cert-file", "", "`FILE` with the client port's PEM certificate (chain)")
 	fs.StringVar(&c.TLSKeyFile, "tls-key-file", "", "`FILE` with the PEM private key of --tls-cert-file")
@@ -122,11 +126,16 @@ func warnInsecureAdmin(log *slog.Logger, c *server.Config) {
 // password is set): the node starts, and says so loudly, once per port.
 func exposureWarnings(c *server.Config) []string {
 	var w []string
+	noPass := c.RequirePass == "" && c.ACLFile == ""
 	if c.ClientAddr != "-" && exposed(c.ClientAddr) {
-		w = append(w, "the plain-text client port "+c.ClientAddr+" is reachable beyond this machine and kvorum has no client passwords yet (AUTH/ACLs): anyone who reaches it can read and write every key; bind it to loopback, or use --port 0 with --tls-port and --tls-auth-clients yes")
+		if noPass {
+			w = append(w, "the plain-text client port "+c.ClientAddr+" is reachable beyond this machine without a password (--requirepass or --aclfile): anyone who reaches it can read and write every key; bind it to loopback, set a password, or use --port 0 with --tls-port and --tls-auth-clients yes")
+		} else {
+			w = append(w, "the plain-text client port "+c.ClientAddr+" is reachable beyond this machine: passwords and data cross the network in clear text; use --port 0 with --tls-port")
+		}
 	}
-	if c.TLSClientAddr != "" && exposed(c.TLSClientAddr) && !clientCertsRequired(c) {
-		w = append(w, "the TLS client port "+c.TLSClientAddr+" is reachable beyond this machine and asks no client certificate (--tls-auth-clients yes with --tls-ca-cert-file requires one): anyone who reaches it can read and write every key")
+	if c.TLSClientAddr != "" && exposed(c.TLSClientAddr) && !clientCertsRequired(c) && noPass {
+		w = append(w, "the TLS client port "+c.TLSClientAddr+" is reachable beyond this machine and asks no client certificate (--tls-auth-clients yes with --tls-ca-cert-file requires one) and no password (--requirepass or --aclfile): anyone who reaches it can read and write every key")
 	}
 	if exposed(c.PeerAddr) && !c.PeerTLS.Enabled() {
 		w = append(w, "the peer port "+c.PeerAddr+" is reachable beyond this machine without mutual TLS: anyone who reaches it can send Raft messages and forwarded writes; use --peer-cert-file, --peer-key-file and --peer-trusted-ca-file, or a private network")

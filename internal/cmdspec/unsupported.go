@@ -23,7 +23,7 @@ func init() {
 	add("replication is Raft's; use `kvorum ctl` to manage members",
 		"replicaof", "slaveof", "sync", "psync", "failover", "cluster", "asking")
 	add("kvorum does not expose server internals through this command; see /metrics on the admin port",
-		"debug", "pfdebug", "pfselftest", "monitor", "module", "memory", "acl", "shutdown", "lolwut")
+		"debug", "pfdebug", "pfselftest", "monitor", "module", "memory", "shutdown", "lolwut")
 	// SLOWLOG is answered by the node a client is connected to (package
 	// resp), not inside a script, which runs at apply time on every
 	// replica (LATENCY is refused in scripts as Redis refuses it).

@@ -1,7 +1,6 @@
 package resp
 
 import (
-	"bytes"
 	"cmp"
 	"os"
 	"runtime"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvorum/kvorum/internal/acl"
 	"github.com/kvorum/kvorum/internal/cmdspec"
 	"github.com/kvorum/kvorum/internal/glob"
 	"github.com/kvorum/kvorum/internal/reply"
@@ -138,7 +138,7 @@ func connCommands() []*command {
 	for _, c := range cmds {
 		c.spec.Group = "connection"
 	}
-	cmds = append(cmds, configCommand(), slowlogCommand(), latencyCommand())
+	cmds = append(cmds, configCommand(), slowlogCommand(), latencyCommand(), aclCommand())
 	for _, c := range cmds {
 		switch c.spec.Name {
 		case "readonly", "readwrite":
@@ -297,14 +297,14 @@ func hello(c *conn, args [][]byte) reply.Reply {
 		}
 		ver, i = v, 2
 	}
-	var user []byte
+	var user, pass []byte
 	var name []byte
 	setName := false
 	for ; i < len(args); i++ {
 		more := len(args) - 1 - i
 		switch {
 		case eqFold(args[i], "AUTH") && more >= 2:
-			user = args[i+1]
+			user, pass = args[i+1], args[i+2]
 			i += 2
 		case eqFold(args[i], "SETNAME") && more >= 1:
 			name, setName = args[i+1], true
@@ -316,8 +316,13 @@ func hello(c *conn, args [][]byte) reply.Reply {
 			return reply.Error("ERR Syntax error in HELLO option '" + string(args[i][:min(len(args[i]), 128)]) + "'")
 		}
 	}
-	if user != nil && !bytes.Equal(user, []byte("default")) {
-		return errWrongPass
+	if user != nil {
+		if r, ok := c.authenticate(string(user), string(pass), args[0]); !ok {
+			return r
+		}
+	}
+	if !c.authed {
+		return reply.Error(acl.ErrHelloNoAuth)
 	}
 	if setName {
 		c.setName(string(name))
@@ -334,23 +339,6 @@ func hello(c *conn, args [][]byte) reply.Reply {
 		reply.BulkString("role"), reply.BulkString("master"),
 		reply.BulkString("modules"), reply.Array(),
 	)
-}
-
-var errWrongPass = reply.Error("WRONGPASS invalid username-password pair or user is disabled.")
-
-// auth answers like Redis with no password configured: the default user
-// needs none (any password is accepted for it), other users do not exist.
-func auth(c *conn, args [][]byte) reply.Reply {
-	switch len(args) {
-	case 2:
-		return reply.Error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?")
-	case 3:
-		if string(args[1]) == "default" {
-			return reply.OK
-		}
-		return errWrongPass
-	}
-	return errSyntax
 }
 
 func selectDB(c *conn, args [][]byte) reply.Reply {
@@ -391,6 +379,7 @@ func reset(c *conn, args [][]byte) reply.Reply {
 	c.dropSubscriptions()
 	c.setProto(2)
 	c.setName("")
+	c.initialUser()
 	return reply.Status("RESET")
 }
 
@@ -620,7 +609,9 @@ func (c *conn) appendInfoLine(b []byte, now time.Time) []byte {
 	b = strconv.AppendInt(b, int64(idle/time.Second), 10)
 	b = append(b, " flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd="...)
 	b = append(b, cmd...)
-	b = append(b, " user=default redir=-1 resp="...)
+	b = append(b, " user="...)
+	b = append(b, c.userName()...)
+	b = append(b, " redir=-1 resp="...)
 	b = strconv.AppendInt(b, int64(proto), 10)
 	b = append(b, " lib-name="...)
 	b = append(b, libName...)

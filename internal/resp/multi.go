@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"time"
 
+	"github.com/kvorum/kvorum/internal/acl"
 	"github.com/kvorum/kvorum/internal/reply"
 )
 
@@ -171,8 +172,22 @@ func execCmd(c *conn, args [][]byte) (r reply.Reply) {
 		}
 	}()
 	var data [][][]byte
-	for _, q := range queued {
-		if cmd := c.s.lookup(q[0]); cmd == nil || cmd.handler == nil {
+	// The users may have changed since the commands were queued: EXEC
+	// checks each again, as Redis does, and answers a refused one with
+	// EXEC's NOPERM in its place (the others run).
+	var refused map[int]reply.Reply
+	for i, q := range queued {
+		cmd := c.s.lookup(q[0])
+		if cmd != nil {
+			if r, no := c.aclRefusal(cmd, q, acl.ContextMulti, true); no {
+				if refused == nil {
+					refused = map[int]reply.Reply{}
+				}
+				refused[i] = r
+				continue
+			}
+		}
+		if cmd == nil || cmd.handler == nil {
 			data = append(data, q)
 		}
 	}
@@ -192,6 +207,10 @@ func execCmd(c *conn, args [][]byte) (r reply.Reply) {
 	out := make([]reply.Reply, len(queued))
 	j := 0
 	for i, q := range queued {
+		if r, no := refused[i]; no {
+			out[i] = r
+			continue
+		}
 		cmd := c.s.lookup(q[0])
 		if cmd != nil && cmd.handler != nil {
 			out[i] = c.connCommand(cmd, q)

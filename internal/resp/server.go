@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kvorum/kvorum/internal/acl"
 	"github.com/kvorum/kvorum/internal/cmdspec"
 	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/resp/codec"
@@ -110,6 +111,18 @@ type Config struct {
 	PipelineMaxCommands int
 	PipelineMaxBytes    int
 
+	// Users is the node's ACL users (package acl), kept in step with the
+	// applied log by the node; nil: a registry of its own with Redis's
+	// default user alone (every client may run everything).
+	Users *acl.Registry
+	// ACLVersion returns the version of the users the node has applied
+	// (the log index of the last change): a change made through this
+	// server is answered once it is applied here. nil: at once.
+	ACLVersion func() uint64
+	// ACLFile is --aclfile, what ACL LOAD reads and ACL SAVE writes ("":
+	// none; those commands are refused as Redis refuses them).
+	ACLFile string
+
 	// Scripts is the node's record of the scripts running on it
 	// (script.Monitor in production); nil: none, and SCRIPT KILL and
 	// FUNCTION KILL go to the backend like other commands.
@@ -196,6 +209,7 @@ type Server struct {
 	errs       errorStats     // INFO errorstats (stats.go)
 	slow       slowLog        // SLOWLOG (slowlog.go)
 	lat        latencyMonitor // LATENCY, INFO latencystats (latency.go)
+	aclLog     denialLog      // ACL LOG (auth.go)
 
 	mu        sync.Mutex
 	closed    bool
@@ -224,6 +238,9 @@ func NewServer(cfg Config, b Backend) *Server {
 	}
 	if cfg.PipelineMaxBytes <= 0 {
 		cfg.PipelineMaxBytes = DefaultPipelineMaxBytes
+	}
+	if cfg.Users == nil {
+		cfg.Users = acl.NewRegistry(ACLCommands(cfg.Commands.Specs()))
 	}
 	var id [20]byte
 	_, _ = rand.Read(id[:])
@@ -356,6 +373,7 @@ func (s *Server) accept(nc net.Conn, tlsCfg *tls.Config) {
 	c.addr = nc.RemoteAddr().String()
 	c.laddr = nc.LocalAddr().String()
 	c.lastActive.Store(c.created.UnixNano())
+	c.initialUser()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -413,16 +431,20 @@ func (c countingReader) Read(p []byte) (int, error) {
 // conn is one client connection. Fields below the line are owned by the
 // connection goroutine except where noted.
 type conn struct {
-	s            *Server
-	nc           net.Conn
-	rd           *codec.Reader
-	id           uint64
-	ctx          context.Context
-	cancel       context.CancelFunc
-	created      time.Time
-	addr, laddr  string
-	lastActive   atomic.Int64 // unix nanos of the last command batch
-	lastCmd      atomic.Pointer[command]
+	s           *Server
+	nc          net.Conn
+	rd          *codec.Reader
+	id          uint64
+	ctx         context.Context
+	cancel      context.CancelFunc
+	created     time.Time
+	addr, laddr string
+	lastActive  atomic.Int64 // unix nanos of the last command batch
+	lastCmd     atomic.Pointer[command]
+	// user is the ACL user the connection runs as (auth.go); authed: it
+	// has authenticated (or the default user needs no password).
+	user         atomic.Pointer[acl.User]
+	authed       bool
 	protoVersion atomic.Int32 // mirror of proto for CLIENT LIST
 
 	info struct { // read by other connections (CLIENT LIST)
@@ -631,6 +653,18 @@ func (c *conn) exec(batch [][][]byte) {
 		if cmd != nil {
 			c.lastCmd.Store(cmd)
 			cmd.calls.Inc()
+			ctx := acl.ContextToplevel
+			if c.tx.multi && !txControl(cmd) {
+				ctx = acl.ContextMulti
+			}
+			if r, refused := c.aclRefusal(cmd, args, ctx, false); refused {
+				if ctx == acl.ContextMulti {
+					c.tx.dirty = true // EXEC aborts, as in Redis
+				}
+				replies[i] = r
+				cmd.stats.record(&replies[i], 0)
+				continue
+			}
 			if r, busy := c.busyReply(cmd, args); busy {
 				replies[i] = r
 				continue

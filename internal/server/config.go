@@ -142,6 +142,15 @@ type Config struct {
 	// node of a cluster must have it, or none.
 	PeerTLS transport.TLSFiles
 
+	// RequirePass is Redis's requirepass: the default user's password
+	// (the default user then needs AUTH). Ignored with ACLFile.
+	RequirePass string
+	// ACLFile is Redis's aclfile: the users a new cluster starts with,
+	// what ACL LOAD reads and ACL SAVE writes. It must exist and load.
+	// The users are cluster state: once changed (ACL SETUSER, ...), the
+	// replicated users replace those of RequirePass and ACLFile.
+	ACLFile string
+
 	// Logger receives structured logs. Default: warnings and errors to stderr.
 	Logger *slog.Logger
 

@@ -55,6 +55,10 @@ type kvMachine struct {
 	maxMemKnown atomic.Bool
 	// stats is the node's INFO counters (backend.go).
 	stats nodeStats
+	// acl is the node's ACL users, rebuilt when an entry changes them
+	// (acl.go); db is where they are read again after a snapshot.
+	acl *aclUsers
+	db  *pebble.DB
 }
 
 // roundEffects is one Ready round's effects and the index of its last
@@ -90,14 +94,34 @@ func (m *kvMachine) Apply(b *pebble.Batch, args [][]byte, env store.ApplyEnv) re
 		m.maxMem.Store(v) // for the maxmemory guard (maxmemory.go)
 		m.maxMemKnown.Store(true)
 	}
+	if m.acl != nil && r.Kind != reply.KindError {
+		if lines, ok := kv.ACLSetLines(args); ok {
+			m.acl.sync(env.Index, lines) // acl.go: from this index on
+		}
+	}
 	return r
 }
 
 // Replaced: a snapshot replaces the whole keyspace (one range covers it).
-func (m *kvMachine) Replaced(start, end []byte) { m.records.Clear(); m.settings.Reset() }
+func (m *kvMachine) Replaced(start, end []byte) {
+	m.records.Clear()
+	m.settings.Reset()
+	if m.acl != nil {
+		m.acl.stale = true
+	}
+}
 
-// Committed publishes the round's writes to the read cache.
-func (m *kvMachine) Committed() { m.records.Publish() }
+// Committed publishes the round's writes to the read cache, and reads the
+// ACL users again after a snapshot replaced them.
+func (m *kvMachine) Committed() {
+	m.records.Publish()
+	if m.acl != nil && m.acl.stale {
+		m.acl.stale = false
+		if err := m.acl.load(m.db); err != nil {
+			m.acl.log.Error("reading the ACL users after a snapshot failed; the previous users stay", "err", err)
+		}
+	}
+}
 
 // TakeEffects hands the round's record to the store (nil if it is empty:
 // it is then kept for the next round).

@@ -114,7 +114,15 @@ func Start(cfg Config) (n *Node, err error) {
 	}
 	// The RESP server exists before the store applies anything: applied
 	// PUBLISHes are delivered to it. It accepts clients only later.
-	n.resp = resp.NewServer(resp.Config{
+	users, err := newACLUsers(&cfg, resp.ACLCommands(kv.Table{}.Specs()), log)
+	if err != nil {
+		return nil, err
+	}
+	if err = users.load(n.db); err != nil {
+		return nil, err
+	}
+	n.machine.acl, n.machine.db = users, n.db
+	rc := resp.Config{
 		Limits:     codec.Limits{MaxArgs: cfg.MaxArgs, MaxFrameSize: cfg.MaxFrameSize},
 		Commands:   kv.Table{Limits: kv.Limits{MaxKeySize: cfg.MaxKeySize, MaxValueSize: cfg.MaxValueSize}},
 		MaxClients: cfg.MaxClients,
@@ -125,7 +133,10 @@ func Start(cfg Config) (n *Node, err error) {
 		Scripts:    &n.machine.scripts,
 		TLS: resp.TLSParams{CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSKeyFile, CAFile: cfg.TLSCAFile,
 			AuthClients: string(cfg.tlsAuthClients())},
-	}, (*backend)(n))
+	}
+	users.respConfig(&cfg, &rc)
+	n.resp = resp.NewServer(rc, (*backend)(n))
+	users.changed = n.resp.UsersChanged
 	n.trans = transport.New(transport.Config{NodeID: uint64(n.id), ClusterID: n.clusterID, Logger: log, Registerer: n.reg, Interceptor: cfg.PeerInterceptor, TLS: peerTLS}, (*peerHandler)(n), n.openSnapshot)
 	n.store = store.New(store.Config{
 		NodeID: n.id, DB: n.db, FS: cfg.FS, Dir: cfg.DataDir, Transport: n.trans,

@@ -1,0 +1,122 @@
+package kv
+
+import (
+	"encoding/binary"
+	"strconv"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Users (ACL). The cluster's ACL users are one hidden key, kept by
+// snapshots and by FLUSHALL like the cluster-wide parameters: a version
+// (the log index of the entry that wrote it) and the users' lines, as
+// ACL LIST gives them. A change is the internal write
+//
+//	KVORUM.ACL SET <expected version> <line>...
+//
+// which replaces every line if the stored version is still the expected
+// one (0: none stored yet), so that two nodes changing users at once
+// cannot lose one change: the node that proposes it recomputes the lines
+// and tries again. KVORUM.ACL GET (a read, behind the usual barrier)
+// answers the version followed by the lines. kv stores the lines only;
+// the node validates them before it proposes and rebuilds its users
+// from them when it applies the entry (ACLSetLines), so that every node
+// enforces the same rules from the same log index.
+
+var aclKey = configKey("\x00acl")
+
+// ErrACLChanged is the error of a KVORUM.ACL SET whose expected version
+// is not the stored one.
+const ErrACLChanged = "ERR ACL users changed concurrently; try again"
+
+func init() {
+	def("kvorum.acl", -2, "write", 0, 0, 0, "server", "Internal: reads or replaces the cluster's ACL users.", cmdACL, checkACL)
+	table["kvorum.acl"].internal = true
+	table["kvorum.acl"].readOnly = func(args [][]byte) bool { return eq(args[1], "GET") }
+	specList = specList[:len(specList)-1] // internal: not in COMMAND
+}
+
+func checkACL(args [][]byte) (Reply, bool) {
+	switch {
+	case eq(args[1], "GET") && len(args) == 2:
+		return Reply{}, true
+	case eq(args[1], "SET") && len(args) >= 3:
+		if _, err := strconv.ParseUint(string(args[2]), 10, 64); err != nil {
+			return errSyntax, false
+		}
+		return Reply{}, true
+	}
+	return errSyntax, false
+}
+
+func cmdACL(x *ctx, args [][]byte) Reply {
+	v, _, err := getCopy(x.r, aclKey)
+	if err != nil {
+		return errReply(err)
+	}
+	version, lines := decodeACL(v)
+	if eq(args[1], "GET") {
+		out := make([]Reply, 0, 1+len(lines))
+		out = append(out, Int(int64(version))) //nolint:gosec // a log index
+		for _, l := range lines {
+			out = append(out, BulkString(l))
+		}
+		return Array(out...)
+	}
+	expect, _ := strconv.ParseUint(string(args[2]), 10, 64)
+	if expect != version {
+		return Error(ErrACLChanged)
+	}
+	b := binary.BigEndian.AppendUint64(nil, x.index)
+	for _, l := range args[3:] {
+		b = binary.AppendUvarint(b, uint64(len(l)))
+		b = append(b, l...)
+	}
+	if err := x.w.Set(aclKey, b, nil); err != nil {
+		return errReply(err)
+	}
+	return Int(int64(x.index)) //nolint:gosec // a log index
+}
+
+// decodeACL splits the stored value: its version and lines (0 and none
+// if v is empty or malformed).
+func decodeACL(v []byte) (version uint64, lines []string) {
+	if len(v) < 8 {
+		return 0, nil
+	}
+	version, v = binary.BigEndian.Uint64(v), v[8:]
+	for len(v) > 0 {
+		n, k := binary.Uvarint(v)
+		if k <= 0 || n > uint64(len(v)-k) {
+			return version, lines
+		}
+		lines = append(lines, string(v[k:k+int(n)]))
+		v = v[k+int(n):]
+	}
+	return version, lines
+}
+
+// ReadACL reads the cluster's users from r, a node's store: the version
+// (0: no ACL change was ever applied) and the lines.
+func ReadACL(r pebble.Reader) (version uint64, lines []string, err error) {
+	v, _, err := getCopy(r, aclKey)
+	if err != nil {
+		return 0, nil, err
+	}
+	version, lines = decodeACL(v)
+	return version, lines, nil
+}
+
+// ACLSetLines reports whether args is a KVORUM.ACL SET, and its lines:
+// the state machine rebuilds its users from them once the entry applied
+// without an error.
+func ACLSetLines(args [][]byte) (lines []string, ok bool) {
+	if len(args) < 3 || !eq(args[0], "kvorum.acl") || !eq(args[1], "SET") {
+		return nil, false
+	}
+	lines = make([]string, 0, len(args)-3)
+	for _, l := range args[3:] {
+		lines = append(lines, string(l))
+	}
+	return lines, true
+}

@@ -1,0 +1,234 @@
+package resp
+
+import (
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kvorum/kvorum/internal/acl"
+	"github.com/kvorum/kvorum/internal/cmdspec"
+	"github.com/kvorum/kvorum/internal/reply"
+)
+
+// Authentication and ACL checks, as Redis's processCommand makes them: a
+// command that is unknown or has the wrong number of arguments gets that
+// error first; then a connection that has not authenticated gets NOAUTH
+// for anything but AUTH, HELLO, QUIT and RESET; then the user's rules are
+// checked (command, keys, channels) and a refusal is NOPERM, recorded in
+// this node's ACL LOG. A connection starts as the default user,
+// authenticated if that user is on and needs no password. Inside MULTI a
+// refused command flags the transaction (EXEC aborts) and EXEC checks the
+// queued commands again. A user that is allowed everything (the default
+// user of a node without ACLs) is let through after one atomic load.
+
+// ACLCommands is the command universe of kvorum's ACL rules: Redis's
+// commands and kvorum's own (specs flagged Extension, e.g. LOCK and
+// LEASE), whose categories follow their flags and group as Redis derives
+// them.
+func ACLCommands(specs []*cmdspec.Spec) *acl.Commands {
+	var extra []acl.CommandSpec
+	for _, s := range specs {
+		if !s.Extension {
+			continue
+		}
+		var cats acl.Category
+		for _, f := range s.Flags {
+			switch f {
+			case "write":
+				cats |= acl.CatWrite
+			case "readonly":
+				cats |= acl.CatRead
+			case "admin":
+				cats |= acl.CatAdmin | acl.CatDangerous
+			case "pubsub":
+				cats |= acl.CatPubsub
+			case "fast":
+				cats |= acl.CatFast
+			case "blocking":
+				cats |= acl.CatBlocking
+			}
+		}
+		if cats&acl.CatFast == 0 {
+			cats |= acl.CatSlow
+		}
+		if s.Name == "lock" {
+			cats |= acl.CatBlocking // LOCK ACQUIRE waits
+		}
+		extra = append(extra, acl.CommandSpec{Name: s.Name, Arity: s.Arity, Categories: cats})
+	}
+	return acl.MustCommands(extra...)
+}
+
+// users is the node's ACL users.
+func (s *Server) users() *acl.Registry { return s.cfg.Users }
+
+// aclVersion is the version of the users this node has applied.
+func (s *Server) aclVersion() uint64 {
+	if f := s.cfg.ACLVersion; f != nil {
+		return f()
+	}
+	return 1<<64 - 1
+}
+
+// initialUser sets a new (or RESET) connection's user: the default user,
+// authenticated if it is on and needs no password.
+func (c *conn) initialUser() {
+	def := c.s.users().Default()
+	c.user.Store(def)
+	c.authed = def.Enabled() && def.NoPass()
+}
+
+func (c *conn) userName() string {
+	if u := c.user.Load(); u != nil {
+		return u.Name()
+	}
+	return acl.DefaultUser
+}
+
+// aclRefusal is NOAUTH or NOPERM for args (of cmd, a known command), or
+// refused=false if the connection may run it. ctx is the ACL LOG's
+// context; atExec: EXEC checks a queued command again (its refusal is
+// EXEC's text).
+func (c *conn) aclRefusal(cmd *command, args [][]byte, ctx acl.Context, atExec bool) (r reply.Reply, refused bool) {
+	u := c.user.Load()
+	if c.authed && u.AllowsAll() {
+		return reply.Reply{}, false
+	}
+	if !arityOK(cmd.spec.Arity, len(args)) {
+		return reply.Reply{}, false // the arity error comes first
+	}
+	acmd := c.s.users().Commands().Lookup(args)
+	if !c.authed {
+		if acmd != nil && acmd.NoAuth {
+			return reply.Reply{}, false
+		}
+		return reply.Error(acl.ErrNoAuth), true
+	}
+	if acmd == nil {
+		return reply.Reply{}, false // the command's own error follows
+	}
+	d, pos := u.Check(acmd, args, aclKeys{})
+	if d == acl.Allowed {
+		if inner := fencedCommand(args); inner != nil {
+			// LOCK FENCED name token command ...: the command it runs is
+			// checked as if sent alone.
+			if icmd := c.s.lookup(inner[0]); icmd != nil {
+				return c.aclRefusal(icmd, inner, ctx, atExec)
+			}
+		}
+		return reply.Reply{}, false
+	}
+	c.s.aclLog.add(acl.EntryFor(u.Name(), acmd, args, d, pos, ctx), c)
+	if atExec {
+		return reply.Error(d.ExecNoPerm()), true
+	}
+	return reply.Error(d.NoPerm(acmd.Name)), true
+}
+
+// fencedCommand is the command LOCK FENCED runs, nil if args is not one.
+func fencedCommand(args [][]byte) [][]byte {
+	if len(args) > 4 && eqFold(args[0], "lock") && eqFold(args[1], "fenced") {
+		return args[4:]
+	}
+	return nil
+}
+
+// authenticate is AUTH's and HELLO AUTH's check of a username and
+// password: the connection becomes that user, or the failure is logged.
+func (c *conn) authenticate(name, password string, cmdName []byte) (reply.Reply, bool) {
+	u, err := c.s.users().Authenticate(name, password)
+	if err != nil {
+		c.s.aclLog.add(acl.AuthEntryFor(name, cmdName, acl.ContextToplevel), c)
+		return aclError(err), false
+	}
+	c.user.Store(u)
+	c.authed = true
+	return reply.OK, true
+}
+
+func auth(c *conn, args [][]byte) reply.Reply {
+	switch len(args) {
+	case 2:
+		if c.s.users().Default().NoPass() {
+			return reply.Error(acl.ErrAuthNoPassword)
+		}
+		r, _ := c.authenticate(acl.DefaultUser, string(args[1]), args[0])
+		return r
+	case 3:
+		r, _ := c.authenticate(string(args[1]), string(args[2]), args[0])
+		return r
+	}
+	return errSyntax
+}
+
+// UsersChanged disconnects the clients of users that no longer exist (a
+// user deleted by ACL DELUSER or ACL LOAD), as Redis does. The node calls
+// it after it applied a change of the users.
+func (s *Server) UsersChanged() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		if u := c.user.Load(); u != nil && u.Deleted() {
+			c.cancel()
+			_ = c.nc.Close()
+		}
+	}
+}
+
+// aclKeys finds the keys of a command for the ACL checks: Redis's key
+// specs (COMMAND GETKEYSANDFLAGS), and for kvorum's LOCK the lock name (a
+// lock is a key).
+type aclKeys struct{}
+
+func (aclKeys) Keys(cmd *acl.Command, args [][]byte) []acl.KeyRef {
+	name := cmd.Name
+	if cmd.Parent != nil {
+		name = cmd.Parent.Name
+	}
+	if name == "lock" {
+		if len(args) > 2 {
+			return []acl.KeyRef{{Pos: 2, Flags: acl.KeyAccess | acl.KeyUpdate}}
+		}
+		return nil
+	}
+	refs, _ := keysWithFlags(keySubcommand(name, args), args)
+	out := make([]acl.KeyRef, len(refs))
+	for i, r := range refs {
+		out[i] = acl.KeyRef{Pos: r.pos, Flags: acl.KeyFlagsOf(r.flags...)}
+	}
+	return out
+}
+
+// denialLog is the node's ACL LOG.
+type denialLog struct {
+	mu  sync.Mutex
+	log *acl.Log
+}
+
+func (l *denialLog) add(e acl.LogEntry, c *conn) {
+	now := time.Now()
+	e.ClientInfo = strings.TrimSuffix(string(c.appendInfoLine(nil, now)), "\n")
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.log == nil {
+		l.log = acl.NewLog(acl.DefaultLogMaxLen)
+	}
+	l.log.Add(e, now)
+}
+
+func (l *denialLog) entries(n int) []acl.LogEntry {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.log == nil {
+		return nil
+	}
+	return l.log.Entries(n)
+}
+
+func (l *denialLog) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.log != nil {
+		l.log.Reset()
+	}
+}
