@@ -134,7 +134,7 @@ func aclGenPass(c *conn, args [][]byte) reply.Reply {
 	if len(args) == 3 {
 		n, err := strconv.ParseInt(string(args[2]), 10, 64)
 		if err != nil {
-			n = -1
+			return reply.Error("ERR value is not an integer or out of range")
 		}
 		bits = n
 	}
@@ -148,7 +148,7 @@ func aclGenPass(c *conn, args [][]byte) reply.Reply {
 func aclGetUser(c *conn, args [][]byte) reply.Reply {
 	u := c.s.users().User(string(args[2]))
 	if u == nil {
-		return reply.NilArray
+		return reply.Nil
 	}
 	info := u.Info()
 	b := reply.BulkString
@@ -159,7 +159,7 @@ func aclGetUser(c *conn, args [][]byte) reply.Reply {
 	for i, s := range info.Selectors {
 		sels[i] = reply.Map(sel(s)...)
 	}
-	kv := []reply.Reply{b("flags"), strs(info.Flags), b("passwords"), strs(info.Passwords)}
+	kv := []reply.Reply{b("flags"), bulkSet(info.Flags), b("passwords"), strs(info.Passwords)}
 	kv = append(kv, sel(info.SelectorInfo)...)
 	kv = append(kv, b("selectors"), reply.Array(sels...))
 	return reply.Map(kv...)
