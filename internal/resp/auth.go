@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"context"
 	"strings"
 	"sync"
 	"time"
@@ -70,6 +71,21 @@ func (s *Server) aclVersion() uint64 {
 	return 1<<64 - 1
 }
 
+// UsersSyncer is a Backend whose node may lag behind the cluster's users:
+// SyncUsers returns true once the node has applied every change
+// committed before the call (a read barrier), false if it could not tell.
+// A refused AUTH or command is checked again after it, so that a user or
+// a permission made through another node a moment ago is known here as
+// soon as its change was acknowledged.
+type UsersSyncer interface {
+	SyncUsers(ctx context.Context) bool
+}
+
+func (s *Server) syncUsers(c *conn) bool {
+	us, ok := s.b.(UsersSyncer)
+	return ok && us.SyncUsers(c.ctx)
+}
+
 // initialUser sets a new (or RESET) connection's user: the default user,
 // authenticated if it is on and needs no password.
 func (c *conn) initialUser() {
@@ -108,6 +124,10 @@ func (c *conn) aclRefusal(cmd *command, args [][]byte, ctx acl.Context, atExec b
 		return reply.Reply{}, false // the command's own error follows
 	}
 	d, pos := u.Check(acmd, args, aclKeys{})
+	if d != acl.Allowed && c.s.syncUsers(c) {
+		// This node may not have applied a change that allows it yet.
+		d, pos = u.Check(acmd, args, aclKeys{})
+	}
 	if d == acl.Allowed {
 		if inner := fencedCommand(args); inner != nil {
 			// LOCK FENCED name token command ...: the command it runs is
@@ -137,6 +157,9 @@ func fencedCommand(args [][]byte) [][]byte {
 // password: the connection becomes that user, or the failure is logged.
 func (c *conn) authenticate(name, password string, cmdName []byte) (reply.Reply, bool) {
 	u, err := c.s.users().Authenticate(name, password)
+	if err != nil && c.s.syncUsers(c) {
+		u, err = c.s.users().Authenticate(name, password)
+	}
 	if err != nil {
 		c.s.aclLog.add(acl.AuthEntryFor(name, cmdName, acl.ContextToplevel), c)
 		return aclError(err), false

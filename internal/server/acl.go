@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -100,4 +101,13 @@ func (a *aclUsers) respConfig(cfg *Config, rc *resp.Config) {
 	rc.Users = a.reg
 	rc.ACLVersion = a.version.Load
 	rc.ACLFile = cfg.ACLFile
+}
+
+// SyncUsers waits for a read barrier: the node has then applied every
+// change of the users committed before the call (resp.UsersSyncer).
+func (b *backend) SyncUsers(ctx context.Context) bool {
+	n := (*Node)(b)
+	ctx, cancel := n.withRequestTimeout(ctx)
+	defer cancel()
+	return n.readBarrier(ctx) == nil
 }

@@ -1,0 +1,214 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// userClient is a client of node id authenticated as user (go-redis sends
+// AUTH on every new connection).
+func (c *testCluster) userClient(id uint64, user, pass string) *redis.Client {
+	cl := redis.NewClient(&redis.Options{Addr: c.node(id).ClientAddr(), Username: user, Password: pass,
+		Protocol: 2, MaxRetries: -1, PoolSize: 2, ReadTimeout: 10 * time.Second})
+	c.t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+func wantErrPrefix(t *testing.T, err error, prefix, what string) {
+	t.Helper()
+	if err == nil || !strings.HasPrefix(err.Error(), prefix) {
+		t.Fatalf("%s: got %v, want an error starting %q", what, err, prefix)
+	}
+}
+
+// TestACLUsersAreClusterState: a user made through one node is enforced
+// by every node from the reply on (each applies the change), survives a
+// restart of every node, and reaches a node that joins by snapshot.
+func TestACLUsersAreClusterState(t *testing.T) {
+	c := newTestCluster(t, 3)
+	ctx := testCtx(t, 60*time.Second)
+	admin := c.client(2)
+	if err := admin.Do(ctx, "ACL", "SETUSER", "app", "on", ">s3cret", "~app:*", "+@all", "-flushall").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for id := uint64(1); id <= 3; id++ {
+		cl := c.userClient(id, "app", "s3cret")
+		key := fmt.Sprintf("app:%d", id)
+		if err := cl.Set(ctx, key, "v", 0).Err(); err != nil {
+			t.Fatalf("node %d: allowed write: %v", id, err)
+		}
+		wantErrPrefix(t, cl.Set(ctx, "other", "v", 0).Err(), "NOPERM", fmt.Sprintf("node %d: key outside ~app:*", id))
+		wantErrPrefix(t, cl.FlushAll(ctx).Err(), "NOPERM", fmt.Sprintf("node %d: FLUSHALL", id))
+		wantErrPrefix(t, c.userClient(id, "app", "wrong").Ping(ctx).Err(), "WRONGPASS", fmt.Sprintf("node %d: wrong password", id))
+	}
+	if n, _ := admin.Exists(ctx, "other").Result(); n != 0 {
+		t.Fatal("a refused write changed the data")
+	}
+	// Restart every node: the users come back from the store.
+	c.stopAll()
+	for id := uint64(1); id <= 3; id++ {
+		c.start(id)
+	}
+	c.waitLeader()
+	for id := uint64(1); id <= 3; id++ {
+		if err := c.userClient(id, "app", "s3cret").Get(ctx, "app:1").Err(); err != nil {
+			t.Fatalf("node %d after restart: %v", id, err)
+		}
+	}
+	// Enough writes that the log is truncated: node 4 catches up by snapshot.
+	for i := 0; i < 150; i++ {
+		if err := admin.Set(ctx, fmt.Sprintf("fill-%03d", i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := nodeConfig(t, 4, c.net)
+	cfg.Join = c.node(1).PeerAddr()
+	c.cfgs[4] = cfg
+	c.start(4)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		err := c.userClient(4, "app", "s3cret").Ping(ctx).Err()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the joined node does not know user app: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	wantErrPrefix(t, c.userClient(4, "app", "s3cret").Set(ctx, "other", "v", 0).Err(), "NOPERM", "joined node: key outside ~app:*")
+}
+
+// TestACLRequirePassAndChanges: nodes started with --requirepass refuse
+// clients that have not authenticated; a DELUSER disconnects the user's
+// clients on every node; a transaction queued before its user lost a
+// command is answered with EXEC's NOPERM for that command.
+func TestACLRequirePassAndChanges(t *testing.T) {
+	c := newClusterWith(t, 3, func(_ uint64, cfg *Config) { cfg.RequirePass = "topsecret" })
+	ctx := testCtx(t, 60*time.Second)
+	anon := redis.NewClient(&redis.Options{Addr: c.node(1).ClientAddr(), MaxRetries: -1})
+	defer anon.Close()
+	wantErrPrefix(t, anon.Set(ctx, "k", "v", 0).Err(), "NOAUTH", "no AUTH")
+	wantErrPrefix(t, anon.Do(ctx, "AUTH", "nope").Err(), "WRONGPASS", "wrong password")
+	admin := c.userClient(1, "default", "topsecret")
+	if err := admin.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Do(ctx, "ACL", "SETUSER", "eve", "on", ">pw", "~*", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// eve queues a transaction on node 3 ...
+	eveConn := c.userClient(3, "eve", "pw").Conn()
+	defer eveConn.Close()
+	if err := eveConn.Do(ctx, "MULTI").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range [][]any{{"SET", "k", "eve"}, {"GET", "k"}} {
+		if err := eveConn.Do(ctx, cmd...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// ... and loses SET before EXEC.
+	if err := admin.Do(ctx, "ACL", "SETUSER", "eve", "-set").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "node 3 applies eve's change", func() bool {
+		d, err := c.userClient(3, "default", "topsecret").Do(ctx, "ACL", "DRYRUN", "eve", "set", "k", "x").Text()
+		return err == nil && d != "OK"
+	})
+	// go-redis reports the first error element of EXEC's array as the
+	// command's error.
+	err := eveConn.Do(ctx, "EXEC").Err()
+	if err == nil || !strings.HasPrefix(err.Error(), "NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call") {
+		t.Fatalf("EXEC with a refused SET: %v", err)
+	}
+	if v, err := admin.Get(ctx, "k").Result(); err != nil || v != "v" {
+		t.Fatalf("k = %q, %v: the refused SET must not run", v, err)
+	}
+	// DELUSER disconnects eve's clients on every node.
+	eve2 := c.userClient(2, "eve", "pw")
+	if err := eve2.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := admin.Do(ctx, "ACL", "DELUSER", "eve").Int(); err != nil || n != 1 {
+		t.Fatalf("DELUSER: %d %v", n, err)
+	}
+	waitFor(t, 10*time.Second, "eve's connections are closed", func() bool {
+		return eveConn.Ping(ctx).Err() != nil
+	})
+	if err := eve2.Ping(ctx).Err(); err == nil || !strings.HasPrefix(err.Error(), "WRONGPASS") && !errors.Is(err, context.DeadlineExceeded) {
+		// A new connection of the pool re-authenticates and fails.
+		t.Fatalf("eve after DELUSER: %v", err)
+	}
+}
+
+// TestACLFileLoadSave: --aclfile users apply from the start; ACL SAVE
+// writes the node's file and ACL LOAD replaces the cluster's users with it.
+func TestACLFileLoadSave(t *testing.T) {
+	dir := t.TempDir()
+	files := map[uint64]string{}
+	for id := uint64(1); id <= 3; id++ {
+		files[id] = filepath.Join(dir, fmt.Sprintf("users-%d.acl", id))
+		if err := os.WriteFile(files[id], []byte("user default on >adminpw ~* &* +@all\nuser ro on >ro ~* +@read\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := newClusterWith(t, 3, func(id uint64, cfg *Config) { cfg.ACLFile = files[id] })
+	ctx := testCtx(t, 60*time.Second)
+	ro := c.userClient(2, "ro", "ro")
+	if err := ro.Get(ctx, "x").Err(); err != redis.Nil {
+		t.Fatalf("GET as ro: %v", err)
+	}
+	wantErrPrefix(t, ro.Set(ctx, "x", "1", 0).Err(), "NOPERM", "SET as ro")
+	admin := c.userClient(1, "default", "adminpw")
+	if err := admin.Do(ctx, "ACL", "SETUSER", "rw", "on", ">rw", "~*", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Do(ctx, "ACL", "SAVE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	saved, _ := os.ReadFile(files[1])
+	if !strings.Contains(string(saved), "user rw on #") {
+		t.Fatalf("ACL SAVE wrote:\n%s", saved)
+	}
+	// Node 3's file drops ro; ACL LOAD through node 3 makes it the cluster's.
+	if err := os.WriteFile(files[3], []byte("user default on >adminpw ~* &* +@all\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.userClient(3, "default", "adminpw").Do(ctx, "ACL", "LOAD").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for id := uint64(1); id <= 3; id++ {
+		users, err := c.userClient(id, "default", "adminpw").Do(ctx, "ACL", "USERS").StringSlice()
+		if err != nil || strings.Join(users, ",") != "default" {
+			t.Fatalf("node %d users after ACL LOAD: %v %v", id, users, err)
+		}
+	}
+	// A file that does not load changes nothing.
+	if err := os.WriteFile(files[3], []byte("user x on +nosuchcommand\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wantErrPrefix(t, c.userClient(3, "default", "adminpw").Do(ctx, "ACL", "LOAD").Err(), "ERR /", "ACL LOAD of a bad file")
+	if err := c.userClient(1, "default", "adminpw").Ping(ctx).Err(); err != nil {
+		t.Fatalf("after a refused LOAD: %v", err)
+	}
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
