@@ -120,3 +120,84 @@ func ACLSetLines(args [][]byte) (lines []string, ok bool) {
 	}
 	return lines, true
 }
+
+// Scripts and ACLs. redis.call and redis.pcall in a script are checked
+// against the ACL rules of the user who ran it, as Redis's scriptCall
+// does, at apply time on every replica (so with the users of that log
+// index: every replica decides alike). A node proposes the script
+// commands of a user with restrictions wrapped as
+//
+//	KVORUM.AS <username> <EVAL|EVALSHA|EVAL_RO|EVALSHA_RO|FCALL|FCALL_RO|KVORUM.OOM|KVORUM.EXEC ...>
+//
+// (a read when the command inside is one); the state machine's
+// Permissions (Env.Perms, ReadEnv.Perms) answer the checks.
+
+// Permissions checks a command a script calls for the user who ran the
+// script.
+type Permissions interface {
+	// Denied returns "" if user may run args, else why: the end of
+	// Redis's "The user executing the script ..." error.
+	Denied(user []byte, args [][]byte) string
+}
+
+func init() {
+	def("kvorum.as", -3, "write", 0, 0, 0, "server", "Internal: runs a script command for a user whose ACL rules the script's calls are checked against.", cmdAS, checkAS)
+	table["kvorum.as"].internal = true
+	table["kvorum.as"].readOnly = func(args [][]byte) bool { return len(args) > 2 && !IsWrite(args[2:]) }
+	specList = specList[:len(specList)-1] // internal: not in COMMAND
+}
+
+// asInner reports whether KVORUM.AS may wrap the command named name.
+func asInner(name []byte) bool {
+	d := lookup(name)
+	if d == nil {
+		return false
+	}
+	switch d.spec.Name {
+	case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro", "kvorum.oom", "kvorum.exec":
+		return true
+	}
+	return false
+}
+
+func checkAS(args [][]byte) (Reply, bool) {
+	if !asInner(args[2]) {
+		return Error("ERR internal: KVORUM.AS of a command that is not a script"), false
+	}
+	return Reply{}, true
+}
+
+func cmdAS(x *ctx, args [][]byte) Reply {
+	inner := args[2:]
+	if !asInner(inner[0]) {
+		return Error("ERR internal: KVORUM.AS of a command that is not a script")
+	}
+	d := lookup(inner[0])
+	if r, ok := validate(d, inner); !ok {
+		return r
+	}
+	x.user = args[1]
+	return d.run(x, inner)
+}
+
+// ACLWrap is resp's aclWrapper: args as a node proposes it for user, a
+// user with restrictions (wrapped as KVORUM.AS if it runs scripts), else
+// args.
+func (Table) ACLWrap(user string, args [][]byte) [][]byte {
+	if !asInner(args[0]) {
+		return args
+	}
+	return append([][]byte{[]byte("KVORUM.AS"), []byte(user)}, args...)
+}
+
+// scriptPermission is Redis's scriptVerifyACL: the error of a call the
+// script's user may not make, ok=false if there is none.
+func (x *ctx) scriptPermission(args [][]byte) (Reply, bool) {
+	if x.user == nil || x.perms == nil {
+		return Reply{}, false
+	}
+	if why := x.perms.Denied(x.user, args); why != "" {
+		return Error("ERR The user executing the script " + why), true
+	}
+	return Reply{}, false
+}

@@ -358,6 +358,9 @@ func scriptCall(x *ctx, args [][]byte, readOnly bool) Reply {
 			return Error("ERR This Redis command is not allowed from script")
 		}
 	}
+	if r, denied := x.scriptPermission(args); denied {
+		return r // acl.go
+	}
 	if _, _, block := StreamBlocking(args); block || name == "xreadgroup" && Blocks(args) {
 		return Error("ERR " + name + " command is not allowed with BLOCK option from scripts")
 	}

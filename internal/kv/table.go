@@ -51,6 +51,10 @@ type ctx struct {
 	// showRunning: FUNCTION STATS shows the running function (ReadEnv).
 	showRunning bool
 	scripts     *script.Monitor // the node's record of running scripts; nil: none
+	// user is the user a script runs for (KVORUM.AS, acl.go), nil: none;
+	// perms checks its calls.
+	user  []byte
+	perms Permissions
 }
 
 // Env is what Apply knows about the log entry a command comes from.
@@ -73,6 +77,9 @@ type Env struct {
 	// (SCRIPT KILL, the BUSY reply, FUNCTION STATS): the scripts the
 	// command runs are recorded there while they run.
 	Scripts *script.Monitor
+	// Perms checks the calls of scripts run for a user (KVORUM.AS); nil:
+	// none are checked.
+	Perms Permissions
 }
 
 // rand returns the command's random source: seeded from the log position
@@ -100,6 +107,7 @@ func getCtx(r readerI, w writer, now int64) *ctx {
 func putCtx(x *ctx) {
 	x.r, x.w, x.fx, x.index, x.seed, x.calls, x.nested, x.cache, x.shared = nil, nil, nil, 0, 0, 0, false, nil, nil
 	x.notify, x.settings, x.looked, x.missOn, x.oom, x.wrote, x.scripts, x.showRunning = 0, nil, Lookups{}, false, false, false, nil, false
+	x.user, x.perms = nil, nil
 	clear(x.missed)
 	x.missed = x.missed[:0]
 	if cap(x.vbuf) > 64<<10 {
@@ -302,6 +310,7 @@ func Apply(b *pebble.Batch, args [][]byte, env Env) (r Reply) {
 	}
 	x := getCtx(b, b, env.Now)
 	x.index, x.seed, x.fx, x.cache, x.settings, x.scripts = env.Index, uint64(env.Seq), env.Effects, env.Records, env.Settings, env.Scripts
+	x.perms = env.Perms
 	defer putCtx(x)
 	if s := env.Settings; s != nil {
 		if err := s.load(b); err != nil {
@@ -357,6 +366,8 @@ type ReadEnv struct {
 	// Redis, where FUNCTION STATS waits for a run that is not busy yet,
 	// running_script is nil; a run the read point waited for has ended).
 	RunningScript bool
+	// Perms is Env.Perms for reads (EVAL_RO of a user with restrictions).
+	Perms Permissions
 }
 
 // ReadIn is ReadCounted on the node env describes.
@@ -380,7 +391,7 @@ func ReadIn(r pebble.Reader, env ReadEnv, args [][]byte, nowMs int64) (rep Reply
 		return r, looked
 	}
 	x := getCtx(r, nil, nowMs)
-	x.shared, x.scripts, x.missOn, x.showRunning = env.Shared, env.Scripts, env.Missed, env.RunningScript
+	x.shared, x.scripts, x.missOn, x.showRunning, x.perms = env.Shared, env.Scripts, env.Missed, env.RunningScript, env.Perms
 	defer putCtx(x)
 	rep = d.run(x, args)
 	looked = x.looked
@@ -412,6 +423,7 @@ func (x *ctx) call(args [][]byte) Reply {
 	y := getCtx(x.r, x.w, x.now)
 	y.index, y.seed, y.fx = x.index, x.seed<<20|x.calls, x.fx // effects: the same list, in order
 	y.cache, y.shared, y.notify, y.settings, y.scripts = x.cache, x.shared, x.notify, x.settings, x.scripts
+	y.user, y.perms = x.user, x.perms
 	y.nested = true
 	// A read command's misses are Redis's keymiss events, emitted here
 	// at apply (inside MULTI/EXEC or a script) like every other event.

@@ -255,3 +255,32 @@ func (l *denialLog) reset() {
 		l.log.Reset()
 	}
 }
+
+// ACLCheck checks args, a command a script calls, for user u of reg: the
+// state machine's kv.Permissions (scripts run at apply time).
+func ACLCheck(reg *acl.Registry, u *acl.User, args [][]byte) acl.Denial {
+	acmd := reg.Commands().Lookup(args)
+	if acmd == nil {
+		return acl.Allowed // the script's own error follows
+	}
+	d, _ := u.Check(acmd, args, aclKeys{})
+	return d
+}
+
+// aclWrapper is a Commands table that proposes the script commands of a
+// user with restrictions so that the script's calls are checked for that
+// user (package kv: KVORUM.AS).
+type aclWrapper interface {
+	ACLWrap(user string, args [][]byte) [][]byte
+}
+
+// aclWrap is args as this connection proposes it: wrapped by the table
+// for the connection's user if that user has restrictions.
+func (c *conn) aclWrap(args [][]byte) [][]byte {
+	u := c.user.Load()
+	w, ok := c.s.table.(aclWrapper)
+	if !ok || u == nil || u.AllowsAll() {
+		return args
+	}
+	return w.ACLWrap(u.Name(), args)
+}

@@ -728,7 +728,7 @@ func (c *conn) exec(batch [][][]byte) {
 			replies[i] = r
 			continue
 		}
-		c.run = append(c.run, s.oomWrap(cmd, args))
+		c.run = append(c.run, c.aclWrap(s.oomWrap(cmd, args)))
 		c.runIdx = append(c.runIdx, i)
 		c.runCmd = append(c.runCmd, cmd)
 	}

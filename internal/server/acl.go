@@ -111,3 +111,17 @@ func (b *backend) SyncUsers(ctx context.Context) bool {
 	defer cancel()
 	return n.readBarrier(ctx) == nil
 }
+
+// Denied is kv.Permissions: scripts' calls are checked for their user
+// with the users as applied at this log index.
+func (a *aclUsers) Denied(user []byte, args [][]byte) string {
+	u := a.reg.User(string(user))
+	if u == nil {
+		// Deleted while its script was in the log: nothing allowed.
+		return acl.DeniedCommand.Message()
+	}
+	if d := resp.ACLCheck(a.reg, u, args); d != acl.Allowed {
+		return d.Message()
+	}
+	return ""
+}

@@ -212,3 +212,56 @@ func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestACLScriptCallsChecked: redis.call in EVAL, EVAL_RO, FCALL and a
+// script inside MULTI is checked against the user who ran it, at apply
+// time, with Redis's errors; a refused call writes nothing.
+func TestACLScriptCallsChecked(t *testing.T) {
+	c := newTestCluster(t, 3)
+	ctx := testCtx(t, 60*time.Second)
+	admin := c.client(1)
+	for _, cmd := range [][]any{
+		{"ACL", "SETUSER", "sc", "on", ">p", "~a*", "+@all"},
+		{"ACL", "SETUSER", "noset", "on", ">p", "~*", "+@all", "-set"},
+		{"FUNCTION", "LOAD", "#!lua name=lib\nredis.register_function('setb', function(keys, args) return redis.call('set', 'b', '1') end)\nredis.register_function{function_name='getb', callback=function(keys, args) return redis.call('get', 'b') end, flags={'no-writes'}}"},
+	} {
+		if err := admin.Do(ctx, cmd...).Err(); err != nil {
+			t.Fatalf("%v: %v", cmd, err)
+		}
+	}
+	const keyErr = "ERR The user executing the script can't access at least one of the keys mentioned in the command arguments"
+	const cmdErr = "ERR The user executing the script can't run this command or subcommand"
+	for id := uint64(1); id <= 3; id++ {
+		sc, noset := c.userClient(id, "sc", "p"), c.userClient(id, "noset", "p")
+		for _, tc := range []struct {
+			cl   *redis.Client
+			args []any
+			want string
+		}{
+			{sc, []any{"EVAL", "return redis.call('set','b','1')", "0"}, keyErr + " script: "},
+			{sc, []any{"EVAL", "return redis.pcall('set','b','1')", "0"}, keyErr},
+			{sc, []any{"EVAL_RO", "return redis.call('get','b')", "0"}, keyErr + " script: "},
+			{sc, []any{"FCALL", "setb", "0"}, keyErr + " script: "},
+			{sc, []any{"FCALL_RO", "getb", "0"}, keyErr + " script: "},
+			{noset, []any{"EVAL", "return redis.call('set','b','1')", "0"}, cmdErr + " script: "},
+		} {
+			err := tc.cl.Do(ctx, tc.args...).Err()
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Fatalf("node %d: %v: got %v, want %q...", id, tc.args, err, tc.want)
+			}
+		}
+		if v, err := sc.Do(ctx, "EVAL", "return redis.call('set','a1','x')", "0").Text(); err != nil || v != "OK" {
+			t.Fatalf("node %d: allowed script: %q %v", id, v, err)
+		}
+		// A script queued in a transaction is checked too.
+		tx := sc.TxPipeline()
+		tx.Do(ctx, "EVAL", "return redis.call('set','b','1')", "0")
+		_, err := tx.Exec(ctx)
+		if err == nil || !strings.HasPrefix(err.Error(), keyErr) {
+			t.Fatalf("node %d: script in MULTI: %v", id, err)
+		}
+	}
+	if n, err := admin.Exists(ctx, "b").Result(); err != nil || n != 0 {
+		t.Fatalf("a refused call wrote b: %d %v", n, err)
+	}
+}

@@ -213,7 +213,7 @@ func (n *Node) execRead(ctx context.Context, cmds [][][]byte, out []reply.Reply)
 	missed := n.machine.settings.Notify().Emits(notify.KeyMiss)
 	for i, args := range cmds {
 		var l kv.Lookups
-		out[i], l = readCounted(db, kv.ReadEnv{Shared: n.machine.shared, Scripts: &n.machine.scripts, Missed: missed}, args, now)
+		out[i], l = readCounted(db, kv.ReadEnv{Shared: n.machine.shared, Scripts: &n.machine.scripts, Missed: missed, Perms: n.machine.perms()}, args, now)
 		looked.Hits, looked.Misses = looked.Hits+l.Hits, looked.Misses+l.Misses
 		looked.Missed = append(looked.Missed, l.Missed...)
 	}

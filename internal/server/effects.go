@@ -89,7 +89,7 @@ func (m *kvMachine) Apply(b *pebble.Batch, args [][]byte, env store.ApplyEnv) re
 	}
 	m.fx.index = env.Index
 	r := kv.Apply(b, args, kv.Env{Now: env.Now, Index: env.Index, Seq: env.Seq, Effects: &m.fx.Effects, Records: m.records, Settings: &m.settings,
-		Scripts: &m.scripts})
+		Scripts: &m.scripts, Perms: m.perms()})
 	if v, ok := m.settings.MaxMemory(); ok {
 		m.maxMem.Store(v) // for the maxmemory guard (maxmemory.go)
 		m.maxMemKnown.Store(true)
@@ -100,6 +100,14 @@ func (m *kvMachine) Apply(b *pebble.Batch, args [][]byte, env store.ApplyEnv) re
 		}
 	}
 	return r
+}
+
+// perms checks the calls of scripts run for a user (nil: none).
+func (m *kvMachine) perms() kv.Permissions {
+	if m.acl == nil {
+		return nil
+	}
+	return m.acl
 }
 
 // Replaced: a snapshot replaces the whole keyspace (one range covers it).
