@@ -68,6 +68,8 @@ var badActorAttacks = []badActorAttack{
 	{"TLS client without a certificate", attackTLSNoCert},
 	{"TLS client with a certificate of another CA", attackTLSOtherCA},
 	{"TLS client with an expired certificate", attackTLSExpired},
+	{"TLS client with a server certificate of the cluster's CA", attackTLSServerCert},
+	{"TLS 1.1 client", attackTLSOldVersion},
 	{"peer without a certificate joins", attackPeerJoinPlaintext},
 	{"peer with a certificate of another CA joins", attackPeerJoinOtherCA},
 	{"peer without TLS injects a Raft message", attackRaftInjectPlaintext},
@@ -108,6 +110,7 @@ func TestBadActor(t *testing.T) {
 	if got := f.members(); got != members {
 		t.Errorf("the membership changed during the attacks:\nbefore %s\nafter  %s", members, got)
 	}
+	f.stillReplicates(t)
 	if t.Failed() {
 		f.dumpLogs()
 	}
@@ -135,6 +138,7 @@ func newBadActor(t *testing.T) *badActor {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = &tls.Config{RootCAs: f.ca.Pool()}
 	f.https = &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	t.Cleanup(tr.CloseIdleConnections)
 
 	var initial []string
 	for i := 1; i <= 3; i++ {
@@ -198,6 +202,10 @@ func (f *badActor) redis(p *proc) *redis.Client {
 // admin sends an admin request to p with the given Authorization header
 // ("" for none) and returns the status code and body.
 func (f *badActor) admin(p *proc, method, path, auth, body string) (int, http.Header, string, error) {
+	return f.adminVia(f.https, p, method, path, auth, body)
+}
+
+func (f *badActor) adminVia(hc *http.Client, p *proc, method, path, auth, body string) (int, http.Header, string, error) {
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -212,7 +220,7 @@ func (f *badActor) admin(p *proc, method, path, auth, body string) (int, http.He
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := f.https.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, nil, "", err
 	}
@@ -398,6 +406,33 @@ func (f *badActor) alive(t *testing.T) {
 		}
 		if b, _ := os.ReadFile(p.dataDir + ".log"); strings.Contains(string(b), "panic") {
 			t.Fatalf("node %d logged a panic", p.id)
+		}
+	}
+}
+
+// stillReplicates writes a key (after the comparison) through each node
+// and reads every one back on every node.
+func (f *badActor) stillReplicates(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, p := range f.procs {
+		if err := f.redis(p).Set(ctx, fmt.Sprintf("after-attacks-%d", p.id), "ok", 0).Err(); err != nil {
+			t.Fatalf("node %d: a write after the attacks: %v", p.id, err)
+		}
+	}
+	for _, p := range f.procs {
+		for _, q := range f.procs {
+			for {
+				v, err := f.redis(p).Get(ctx, fmt.Sprintf("after-attacks-%d", q.id)).Result()
+				if err == nil && v == "ok" {
+					break
+				}
+				if ctx.Err() != nil {
+					t.Fatalf("node %d: the write through node %d after the attacks: %q, %v", p.id, q.id, v, err)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
 		}
 	}
 }
@@ -663,16 +698,17 @@ func tlsAttempt(addr string, cfg *tls.Config, cmd string) (string, error) {
 	return line, err
 }
 
-// tlsRefused runs a TLS client attempt against every node and checks the
+// tlsRefused runs a TLS client attempt with cfg (RootCAs and, with a
+// certificate, pushCert filled in) against every node and checks the
 // alert it gets, the node's counter and its log.
-func tlsRefused(t *testing.T, f *badActor, certs []tls.Certificate, wantErr string) {
+func tlsRefused(t *testing.T, f *badActor, cfg *tls.Config, wantErr string) {
 	t.Helper()
+	cfg.RootCAs = f.ca.Pool()
+	pushCert(cfg)
 	for _, p := range f.procs {
 		before := f.counter(t, p, mTLSFails, "")
 		f.markLog(t, p)
-		cfg := &tls.Config{RootCAs: f.ca.Pool(), Certificates: certs}
-		pushCert(cfg)
-		got, err := tlsAttempt(p.client, cfg, "*1\r\n$8\r\nFLUSHALL\r\n")
+		got, err := tlsAttempt(p.client, cfg.Clone(), "*1\r\n$8\r\nFLUSHALL\r\n")
 		if err == nil || !strings.Contains(err.Error(), wantErr) {
 			t.Fatalf("node %d: got %q, %v; want the error %q", p.id, got, err, wantErr)
 		}
@@ -682,11 +718,32 @@ func tlsRefused(t *testing.T, f *badActor, certs []tls.Certificate, wantErr stri
 }
 
 func attackTLSNoCert(t *testing.T, f *badActor) {
-	tlsRefused(t, f, nil, "tls: certificate required")
+	tlsRefused(t, f, &tls.Config{}, "tls: certificate required")
 }
 
 func attackTLSOtherCA(t *testing.T, f *badActor) {
-	tlsRefused(t, f, []tls.Certificate{certPair(t)(f.otherCA.Client("impostor"))}, "tls: unknown certificate authority")
+	tlsRefused(t, f, &tls.Config{Certificates: []tls.Certificate{certPair(t)(f.otherCA.Client("impostor"))}},
+		"tls: unknown certificate authority")
+}
+
+func attackTLSExpired(t *testing.T, f *badActor) {
+	tlsRefused(t, f, &tls.Config{Certificates: []tls.Certificate{certPair(t)(f.ca.ExpiredClient("expired"))}},
+		"tls: expired certificate")
+}
+
+// A server certificate of the cluster's CA (say, one taken from an admin
+// or TLS-port host) is no client certificate: it lacks clientAuth.
+func attackTLSServerCert(t *testing.T, f *badActor) {
+	tlsRefused(t, f, &tls.Config{Certificates: []tls.Certificate{certPair(t)(f.ca.Server("a server"))}},
+		"tls: bad certificate")
+}
+
+// A client that speaks only TLS 1.1 (with a good certificate) is refused:
+// TLS 1.2 is the oldest served.
+func attackTLSOldVersion(t *testing.T, f *badActor) {
+	tlsRefused(t, f, &tls.Config{MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11,
+		Certificates: []tls.Certificate{certPair(t)(f.ca.Client("old client"))}},
+		"tls: protocol version not supported")
 }
 
 // pushCert makes cfg present certs[0] whatever CAs the server names (Go's
@@ -699,10 +756,6 @@ func pushCert(cfg *tls.Config) {
 	c := cfg.Certificates[0]
 	cfg.Certificates = nil
 	cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &c, nil }
-}
-
-func attackTLSExpired(t *testing.T, f *badActor) {
-	tlsRefused(t, f, []tls.Certificate{certPair(t)(f.ca.ExpiredClient("expired"))}, "tls: expired certificate")
 }
 
 // ---- peer port attacks ----
@@ -822,9 +875,15 @@ func attackRaftInjectOtherCA(t *testing.T, f *badActor) {
 // ---- admin port attacks ----
 
 // attackAdminToken: every path but the probes, each method the API
-// serves, without a token and with wrong ones: 401, counted as such on
-// the node; the probes answer without one.
+// serves, without a token and with wrong ones, and with a client
+// certificate of the cluster's CA but no token (the nodes have no
+// --admin-tls-ca-cert-file: a certificate is no credential there): 401,
+// counted as such on the node; the probes answer without one.
 func attackAdminToken(t *testing.T, f *badActor) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = f.client.Clone()
+	withCert := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	defer tr.CloseIdleConnections()
 	endpoints := []struct{ method, path, body string }{
 		{http.MethodGet, "/v1/status", ""},
 		{http.MethodGet, "/v1/members", ""},
@@ -853,6 +912,11 @@ func attackAdminToken(t *testing.T, f *badActor) {
 		f.markLog(t, p)
 		n := 0
 		for _, e := range endpoints {
+			code, _, body, err := f.adminVia(withCert, p, e.method, e.path, "", e.body)
+			if err != nil || code != http.StatusUnauthorized {
+				t.Fatalf("node %d: %s %s with a client certificate and no token: %d %v %s; want 401", p.id, e.method, e.path, code, err, body)
+			}
+			n++
 			for _, a := range auths {
 				path := e.path
 				if a == "" {
