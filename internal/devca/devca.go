@@ -85,7 +85,20 @@ func (ca *CA) Client(cn string) (*Issued, error) {
 	return ca.issue(cn, nil, x509.ExtKeyUsageClientAuth)
 }
 
+// ExpiredClient signs a client certificate that has already expired: valid
+// from two days ago until a day ago, otherwise like Client's (for tests
+// of a server refusing it).
+func (ca *CA) ExpiredClient(cn string) (*Issued, error) {
+	now := time.Now()
+	return ca.issueValid(cn, nil, now.Add(-48*time.Hour), now.Add(-24*time.Hour), x509.ExtKeyUsageClientAuth)
+}
+
 func (ca *CA) issue(cn string, hosts []string, usage ...x509.ExtKeyUsage) (*Issued, error) {
+	now := time.Now()
+	return ca.issueValid(cn, hosts, now.Add(-time.Hour), now.Add(365*24*time.Hour), usage...)
+}
+
+func (ca *CA) issueValid(cn string, hosts []string, notBefore, notAfter time.Time, usage ...x509.ExtKeyUsage) (*Issued, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -93,8 +106,8 @@ func (ca *CA) issue(cn string, hosts []string, usage ...x509.ExtKeyUsage) (*Issu
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      pkix.Name{CommonName: cn, Organization: []string{"kvorum devca"}},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(365 * 24 * time.Hour),
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  usage,
 	}

@@ -31,6 +31,15 @@
 //   - peertls_test.go: nodes started with the peer TLS flags replicate
 //     over mutual TLS, a node without them cannot join, a certificate
 //     rewritten under running nodes is served on new connections.
+//   - badactor_test.go: issue 16's bad-input and bad-actor suite: a
+//     3-node cluster with client TLS requiring certificates, peer
+//     mutual TLS and an admin token over HTTPS; a table of attacks
+//     (plain text on the TLS port, missing, foreign, expired or
+//     server-only certificates, TLS 1.1, peers joining or injecting
+//     Raft streams without the cluster's CA, admin calls without the
+//     token, malformed and oversized RESP frames), each refused with
+//     its error, counted and logged, with every node's data and the
+//     membership compared before and after.
 //
 // For faults inside one process see internal/torture; for long randomized
 // runs of real processes under faults, internal/chaos (`kvorum chaos`).
