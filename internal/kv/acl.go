@@ -121,48 +121,70 @@ func ACLSetLines(args [][]byte) (lines []string, ok bool) {
 	return lines, true
 }
 
-// Scripts and ACLs. redis.call and redis.pcall in a script are checked
-// against the ACL rules of the user who ran it, as Redis's scriptCall
-// does, at apply time on every replica (so with the users of that log
-// index: every replica decides alike). A node proposes the script
-// commands of a user with restrictions wrapped as
+// Writes, scripts and ACLs. A node proposes the writes of a user with
+// restrictions wrapped as
 //
-//	KVORUM.AS <username> <EVAL|EVALSHA|EVAL_RO|EVALSHA_RO|FCALL|FCALL_RO|KVORUM.OOM|KVORUM.EXEC ...>
+//	KVORUM.AS <username> <command ...>
 //
-// (a read when the command inside is one); the state machine's
-// Permissions (Env.Perms, ReadEnv.Perms) answer the checks.
+// (a read when the command inside is one: EVAL_RO, FCALL_RO). At apply
+// time, on every replica, the command is checked against that user's
+// rules as of that log index — where the rules are known to be current,
+// whatever the node that received it had applied — and refused with
+// Redis's NOPERM if they do not allow it; a script it runs has its
+// redis.call and redis.pcall checked as Redis's scriptCall does. The
+// state machine's Permissions (Env.Perms, ReadEnv.Perms) answer.
 
-// Permissions checks a command a script calls for the user who ran the
-// script.
+// Permissions checks commands against a user's ACL rules.
 type Permissions interface {
-	// Denied returns "" if user may run args, else why: the end of
-	// Redis's "The user executing the script ..." error.
-	Denied(user []byte, args [][]byte) string
+	// Denied returns "" if user may run args, else the error text for
+	// where it runs: Redis's NOPERM reply, its "ERR The user executing
+	// the script ..." for a command a script calls, or EXEC's NOPERM for a
+	// command of a transaction.
+	Denied(user []byte, args [][]byte, where ACLContext) string
+}
+
+// ACLContext is where a command checked by Permissions runs.
+type ACLContext uint8
+
+const (
+	ACLCommand ACLContext = iota // sent by the client (KVORUM.AS)
+	ACLScript                    // called by a script
+	ACLExec                      // queued in a transaction
+)
+
+// execPermission is the error of a queued command the transaction's user
+// may no longer run, ok=false if there is none (EXEC checks each, as
+// Redis's execCommand does).
+func (x *ctx) execPermission(args [][]byte) (Reply, bool) {
+	if x.user == nil || x.perms == nil {
+		return Reply{}, false
+	}
+	if e := x.perms.Denied(x.user, args, ACLExec); e != "" {
+		return Error(e), true
+	}
+	return Reply{}, false
 }
 
 func init() {
-	def("kvorum.as", -3, "write", 0, 0, 0, "server", "Internal: runs a script command for a user whose ACL rules the script's calls are checked against.", cmdAS, checkAS)
+	def("kvorum.as", -3, "write", 0, 0, 0, "server", "Internal: runs a command for a user whose ACL rules it (and a script's calls) is checked against at apply.", cmdAS, checkAS)
 	table["kvorum.as"].internal = true
 	table["kvorum.as"].readOnly = func(args [][]byte) bool { return len(args) > 2 && !IsWrite(args[2:]) }
 	specList = specList[:len(specList)-1] // internal: not in COMMAND
 }
 
-// asInner reports whether KVORUM.AS may wrap the command named name.
+// asInner reports whether KVORUM.AS may wrap the command named name: a
+// client's command, or the internal wrappers of scripts and transactions.
 func asInner(name []byte) bool {
 	d := lookup(name)
 	if d == nil {
 		return false
 	}
-	switch d.spec.Name {
-	case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro", "kvorum.oom", "kvorum.exec":
-		return true
-	}
-	return false
+	return !d.internal || d.spec.Name == "kvorum.oom" || d.spec.Name == "kvorum.exec"
 }
 
 func checkAS(args [][]byte) (Reply, bool) {
 	if !asInner(args[2]) {
-		return Error("ERR internal: KVORUM.AS of a command that is not a script"), false
+		return Error("ERR internal: KVORUM.AS of an internal command"), false
 	}
 	return Reply{}, true
 }
@@ -170,7 +192,12 @@ func checkAS(args [][]byte) (Reply, bool) {
 func cmdAS(x *ctx, args [][]byte) Reply {
 	inner := args[2:]
 	if !asInner(inner[0]) {
-		return Error("ERR internal: KVORUM.AS of a command that is not a script")
+		return Error("ERR internal: KVORUM.AS of an internal command")
+	}
+	if x.perms != nil {
+		if e := x.perms.Denied(args[1], inner, ACLCommand); e != "" {
+			return Error(e)
+		}
 	}
 	d := lookup(inner[0])
 	if r, ok := validate(d, inner); !ok {
@@ -180,14 +207,29 @@ func cmdAS(x *ctx, args [][]byte) Reply {
 	return d.run(x, inner)
 }
 
-// ACLWrap is resp's aclWrapper: args as a node proposes it for user, a
-// user with restrictions (wrapped as KVORUM.AS if it runs scripts), else
-// args.
-func (Table) ACLWrap(user string, args [][]byte) [][]byte {
-	if !asInner(args[0]) {
+// ACLWrap returns args as a node proposes it for user, a user with
+// restrictions: wrapped as KVORUM.AS (args itself if it cannot be: an
+// internal command, or already wrapped).
+func ACLWrap(user string, args [][]byte) [][]byte {
+	if len(args) == 0 || !asInner(args[0]) {
 		return args
 	}
 	return append([][]byte{[]byte("KVORUM.AS"), []byte(user)}, args...)
+}
+
+// ACLWrap is resp's aclWrapper: the scripts of a user with restrictions
+// are wrapped, reads among them included (EVAL_RO runs on the read path,
+// and its calls are checked there); the node wraps the other writes.
+func (Table) ACLWrap(user string, args [][]byte) [][]byte {
+	d := lookup(args[0])
+	if d == nil {
+		return args
+	}
+	switch d.spec.Name {
+	case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro", "kvorum.oom", "kvorum.exec":
+		return ACLWrap(user, args)
+	}
+	return args
 }
 
 // scriptPermission is Redis's scriptVerifyACL: the error of a call the
@@ -196,8 +238,11 @@ func (x *ctx) scriptPermission(args [][]byte) (Reply, bool) {
 	if x.user == nil || x.perms == nil {
 		return Reply{}, false
 	}
-	if why := x.perms.Denied(x.user, args); why != "" {
-		return Error("ERR The user executing the script " + why), true
+	if e := x.perms.Denied(x.user, args, ACLScript); e != "" {
+		return Error(e), true
 	}
 	return Reply{}, false
 }
+
+// IsACLWrapped reports whether args is already KVORUM.AS.
+func IsACLWrapped(args [][]byte) bool { return len(args) > 0 && eq(args[0], "kvorum.as") }

@@ -146,6 +146,10 @@ func cmdExec(x *ctx, args [][]byte) Reply {
 	}
 	out := make([]Reply, len(cmds))
 	for j, c := range cmds {
+		if r, denied := x.execPermission(c); denied {
+			out[j] = r // acl.go: the users changed since EXEC was sent
+			continue
+		}
 		out[j] = x.call(c)
 	}
 	return Array(out...)

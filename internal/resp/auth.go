@@ -256,16 +256,39 @@ func (l *denialLog) reset() {
 	}
 }
 
-// ACLCheck checks args, a command a script calls, for user u of reg: the
-// state machine's kv.Permissions (scripts run at apply time).
-func ACLCheck(reg *acl.Registry, u *acl.User, args [][]byte) acl.Denial {
+// ACLCheck checks args for user u of reg, with the full name of the
+// command it found (Allowed for a command the ACLs do not know: its own
+// error follows): the state machine's check at apply time.
+func ACLCheck(reg *acl.Registry, u *acl.User, args [][]byte) (acl.Denial, string) {
 	acmd := reg.Commands().Lookup(args)
 	if acmd == nil {
-		return acl.Allowed // the script's own error follows
+		return acl.Allowed, ""
 	}
 	d, _ := u.Check(acmd, args, aclKeys{})
-	return d
+	return d, acmd.Name
 }
+
+type userKey struct{}
+
+// UserOf is the user with restrictions who sent a Backend.Do's commands,
+// nil if the connection's user may run everything: the node checks the
+// commands again where the rules are current (writes at apply, reads
+// after their read point).
+func UserOf(ctx context.Context) *acl.User {
+	u, _ := ctx.Value(userKey{}).(*acl.User)
+	return u
+}
+
+// WithUser is ctx carrying user u for Backend.Do (UserOf), if u has
+// restrictions.
+func WithUser(ctx context.Context, u *acl.User) context.Context {
+	if u != nil && !u.AllowsAll() {
+		return context.WithValue(ctx, userKey{}, u)
+	}
+	return ctx
+}
+
+func (c *conn) withUser(ctx context.Context) context.Context { return WithUser(ctx, c.user.Load()) }
 
 // aclWrapper is a Commands table that proposes the script commands of a
 // user with restrictions so that the script's calls are checked for that

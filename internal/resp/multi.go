@@ -193,7 +193,7 @@ func execCmd(c *conn, args [][]byte) (r reply.Reply) {
 	}
 	var dataReplies []reply.Reply
 	if len(data) > 0 || len(c.tx.watched) > 0 {
-		r := c.s.b.Do(c.ctx, [][][]byte{c.aclWrap(c.s.table.Exec(c.tx.watched, c.tx.stamps, data))})[0]
+		r := c.s.b.Do(c.withUser(c.ctx), [][][]byte{c.aclWrap(c.s.table.Exec(c.tx.watched, c.tx.stamps, data))})[0]
 		switch {
 		case r.Kind == reply.KindNilArray:
 			return reply.NilArray

@@ -767,6 +767,7 @@ func (c *conn) doRun(replies []reply.Reply) {
 	if c.readOnly {
 		ctx = context.WithValue(ctx, staleReadsKey{}, true)
 	}
+	ctx = c.withUser(ctx)
 	if blocks {
 		var done func()
 		ctx, done = c.blockingContext(ctx)

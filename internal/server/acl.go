@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -112,16 +113,49 @@ func (b *backend) SyncUsers(ctx context.Context) bool {
 	return n.readBarrier(ctx) == nil
 }
 
-// Denied is kv.Permissions: scripts' calls are checked for their user
-// with the users as applied at this log index.
-func (a *aclUsers) Denied(user []byte, args [][]byte) string {
-	u := a.reg.User(string(user))
+// Denied is kv.Permissions: commands are checked for their user with the
+// users as applied at this log index (a user deleted since the command
+// was sent may run nothing).
+func (a *aclUsers) Denied(user []byte, args [][]byte, where kv.ACLContext) string {
+	d, name := acl.DeniedCommand, strings.ToLower(string(args[0]))
+	if u := a.reg.User(string(user)); u != nil {
+		if d, name = resp.ACLCheck(a.reg, u, args); d == acl.Allowed {
+			return ""
+		}
+	}
+	switch where {
+	case kv.ACLScript:
+		return "ERR The user executing the script " + d.Message()
+	case kv.ACLExec:
+		return d.ExecNoPerm()
+	}
+	return d.NoPerm(name)
+}
+
+// asUser wraps the writes of a user with restrictions (resp.UserOf) so
+// that the state machine checks them at apply (kv's KVORUM.AS).
+func asUser(ctx context.Context, cmds [][][]byte) [][][]byte {
+	u := resp.UserOf(ctx)
 	if u == nil {
-		// Deleted while its script was in the log: nothing allowed.
-		return acl.DeniedCommand.Message()
+		return cmds
 	}
-	if d := resp.ACLCheck(a.reg, u, args); d != acl.Allowed {
-		return d.Message()
+	out := make([][][]byte, len(cmds))
+	for i, c := range cmds {
+		if kv.IsACLWrapped(c) {
+			out[i] = c
+		} else {
+			out[i] = kv.ACLWrap(u.Name(), c)
+		}
 	}
-	return ""
+	return out
+}
+
+// readDenied is the refusal of a read of a user with restrictions, checked
+// after the read point (the users are then current), "" if allowed.
+func (n *Node) readDenied(ctx context.Context, args [][]byte) string {
+	u := resp.UserOf(ctx)
+	if u == nil || n.machine.acl == nil || kv.IsACLWrapped(args) {
+		return ""
+	}
+	return n.machine.acl.Denied([]byte(u.Name()), args, kv.ACLCommand)
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/kvorum/kvorum/internal/resp"
 )
 
 // userClient is a client of node id authenticated as user (go-redis sends
@@ -263,5 +265,46 @@ func TestACLScriptCallsChecked(t *testing.T) {
 	}
 	if n, err := admin.Exists(ctx, "b").Result(); err != nil || n != 0 {
 		t.Fatalf("a refused call wrote b: %d %v", n, err)
+	}
+}
+
+// TestACLCheckedWhereCurrent: the node does not trust the check of the
+// node that received a command: a write of a user with restrictions is
+// checked again at apply (with the users of that log index), a read after
+// its read point. Backend.Do is called with a user whose rules refuse the
+// commands, as a node that had not applied the change yet would send
+// them; both are refused and nothing is written.
+func TestACLCheckedWhereCurrent(t *testing.T) {
+	c := newTestCluster(t, 3)
+	ctx := testCtx(t, 30*time.Second)
+	admin := c.client(1)
+	if err := admin.Do(ctx, "ACL", "SETUSER", "u", "on", ">p", "~app:*", "+@all", "-get").Err(); err != nil {
+		t.Fatal(err)
+	}
+	lead := c.waitLeader()
+	for id := uint64(1); id <= 3; id++ {
+		n := c.node(id)
+		u := n.machine.acl.reg.User("u")
+		if u == nil {
+			t.Fatalf("node %d has no user u", id)
+		}
+		uctx := resp.WithUser(ctx, u)
+		got := (*backend)(n).Do(uctx, [][][]byte{
+			{[]byte("SET"), []byte("other"), []byte("x")},
+			{[]byte("SET"), []byte("app:1"), []byte("x")},
+			{[]byte("GET"), []byte("app:1")},
+			{[]byte("EVAL"), []byte("return redis.call('set','other2','x')"), []byte("0")},
+		})
+		want := []string{"NOPERM this user has no permissions to access one of the keys used as arguments", "OK",
+			"NOPERM this user has no permissions to run the 'get' command",
+			"ERR The user executing the script can't access at least one of the keys mentioned in the command arguments"}
+		for i, w := range want {
+			if g := string(got[i].Str); !strings.HasPrefix(g, w) {
+				t.Fatalf("node %d (leader %d), command %d: got %q, want %q", id, lead, i, g, w)
+			}
+		}
+	}
+	if n, err := admin.Exists(ctx, "other", "other2").Result(); err != nil || n != 0 {
+		t.Fatalf("refused writes wrote: %d %v", n, err)
 	}
 }

@@ -110,6 +110,7 @@ func (n *Node) execWrite(ctx context.Context, cmds [][][]byte, out []reply.Reply
 		fill(out, *r) // this node's disk is nearly full (disk.go)
 		return
 	}
+	cmds = asUser(ctx, cmds) // acl.go: checked at apply for a user with restrictions
 	r := n.store.Replica(firstRange)
 	start := time.Now()
 	for {
@@ -212,6 +213,10 @@ func (n *Node) execRead(ctx context.Context, cmds [][][]byte, out []reply.Reply)
 	var looked kv.Lookups
 	missed := n.machine.settings.Notify().Emits(notify.KeyMiss)
 	for i, args := range cmds {
+		if e := n.readDenied(ctx, args); e != "" {
+			out[i] = reply.Error(e) // acl.go
+			continue
+		}
 		var l kv.Lookups
 		out[i], l = readCounted(db, kv.ReadEnv{Shared: n.machine.shared, Scripts: &n.machine.scripts, Missed: missed, Perms: n.machine.perms()}, args, now)
 		looked.Hits, looked.Misses = looked.Hits+l.Hits, looked.Misses+l.Misses
