@@ -185,17 +185,44 @@ func auth(c *conn, args [][]byte) reply.Reply {
 }
 
 // UsersChanged disconnects the clients of users that no longer exist (a
-// user deleted by ACL DELUSER or ACL LOAD), as Redis does. The node calls
-// it after it applied a change of the users.
+// user deleted by ACL DELUSER or ACL LOAD) and the subscribers whose user
+// may no longer read a channel or pattern they are subscribed to, as Redis
+// does. The node calls it after it applied a change of the users.
 func (s *Server) UsersChanged() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.hub.mu.RLock()
+	defer s.hub.mu.RUnlock()
 	for c := range s.conns {
-		if u := c.user.Load(); u != nil && u.Deleted() {
-			c.cancel()
-			_ = c.nc.Close()
+		u := c.user.Load()
+		if u == nil || !u.Deleted() && !c.lostChannel(u) {
+			continue
+		}
+		s.log.Debug("resp: closing a client whose user was deleted or lost a channel it is subscribed to", "client", c.addr, "user", u.Name())
+		c.cancel()
+		_ = c.nc.Close()
+	}
+}
+
+// lostChannel reports whether u may not read one of c's subscriptions
+// (under the hub's lock).
+func (c *conn) lostChannel(u *acl.User) bool {
+	if u.AllowsAll() {
+		return false
+	}
+	for _, set := range []map[string]struct{}{c.subs.channels, c.subs.shards} {
+		for ch := range set {
+			if !u.CheckChannel([]byte(ch), false) {
+				return true
+			}
 		}
 	}
+	for p := range c.subs.patterns {
+		if !u.CheckChannel([]byte(p), true) {
+			return true
+		}
+	}
+	return false
 }
 
 // aclKeys finds the keys of a command for the ACL checks: Redis's key

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -306,5 +307,47 @@ func TestACLCheckedWhereCurrent(t *testing.T) {
 	}
 	if n, err := admin.Exists(ctx, "other", "other2").Result(); err != nil || n != 0 {
 		t.Fatalf("refused writes wrote: %d %v", n, err)
+	}
+}
+
+// TestACLSubscriberLosesChannel: a subscriber whose user loses the
+// channel it listens to is disconnected (on another node than the one the
+// change went through); one whose user keeps it stays.
+func TestACLSubscriberLosesChannel(t *testing.T) {
+	c := newTestCluster(t, 3)
+	ctx := testCtx(t, 30*time.Second)
+	admin := c.client(1)
+	for _, u := range []string{"lose", "keep"} {
+		if err := admin.Do(ctx, "ACL", "SETUSER", u, "on", ">p", "~*", "&news.*", "+@all").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	subs := map[string]*redis.PubSub{}
+	for _, u := range []string{"lose", "keep"} {
+		ps := c.userClient(3, u, "p").Subscribe(ctx, "news.today")
+		if _, err := ps.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		subs[u] = ps
+		defer ps.Close()
+	}
+	if err := admin.Do(ctx, "ACL", "SETUSER", "lose", "resetchannels", "&sport.*").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The one that lost the channel is disconnected: its Receive fails
+	// (go-redis's PubSub would reconnect, and its SUBSCRIBE is refused).
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := subs["lose"].ReceiveTimeout(rctx, 5*time.Second)
+	var ne net.Error
+	if err == nil || errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("the subscriber that lost its channel is still connected: %v", err)
+	}
+	if err := admin.Publish(ctx, "news.today", "hello").Err(); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := subs["keep"].ReceiveMessage(rctx)
+	if err != nil || msg.Payload != "hello" {
+		t.Fatalf("the subscriber that kept its channel: %v %v", msg, err)
 	}
 }
