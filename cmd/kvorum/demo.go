@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/kvorum/kvorum/internal/acl"
 	"github.com/kvorum/kvorum/internal/devca"
 	"github.com/kvorum/kvorum/internal/server"
 )
@@ -28,7 +29,7 @@ const (
 )
 
 var demoHelp = helpText{
-	usage: `kvorum demo [--nodes N] [--port PORT] [--data-dir DIR] [--tls] [--peer-tls]`,
+	usage: `kvorum demo [--nodes N] [--port PORT] [--data-dir DIR] [--tls] [--peer-tls] [--requirepass PW] [--secure]`,
 	description: `
 Runs a complete N-node cluster inside this one process, on 127.0.0.1, for
 trying kvorum out. Node i (1..N) listens on:
@@ -46,8 +47,13 @@ data in DIR/node-i, and running the demo again with the same --data-dir (and
 for 127.0.0.1 are made anew in the data directory's tls/ on every run, and
 each node also serves clients over TLS. With --peer-tls the nodes talk to
 each other over mutual TLS, with certificates of a throwaway CA made for the
-run (in DIR/peer-tls; what 'kvorum start --peer-cert-file ...' does with yours).`,
-	groups: []flagGroup{{"Flags", []string{"nodes", "port", "data-dir", "tls", "peer-tls", "log-level", "log-format"}}},
+run (in DIR/peer-tls; what 'kvorum start --peer-cert-file ...' does with yours).
+With --requirepass clients must AUTH with that password (the default user's).
+--secure is all of it: clients over TLS only (the plain-text ports are off),
+mutual TLS between the nodes, a password (--requirepass, or one made for the
+run and printed) and an admin token (in DIR/admin.token); it prints how to
+connect.`,
+	groups: []flagGroup{{"Flags", []string{"nodes", "port", "data-dir", "tls", "peer-tls", "requirepass", "secure", "log-level", "log-format"}}},
 	footer: `
 Examples:
   kvorum demo
@@ -55,6 +61,7 @@ Examples:
   redis-cli -p 6379 SET hello world
   kvorum demo --tls --data-dir ./demo-data
   redis-cli --tls --cacert ./demo-data/tls/ca.crt -p 9379 GET hello
+  kvorum demo --secure --data-dir ./demo-data
   kvorum ctl --addr 127.0.0.1:8379 member list`,
 }
 
@@ -65,6 +72,8 @@ type demoFlags struct {
 	dataDir   string
 	peerTLS   bool
 	tls       bool
+	secure    bool
+	password  string
 	logLevel  string
 	logFormat string
 }
@@ -76,6 +85,8 @@ func newDemoFlags() *demoFlags {
 	f.fs.StringVar(&f.dataDir, "data-dir", "", "keep node data in `DIR`/node-1, DIR/node-2, ... and reuse it on the next run\n(default: a temporary directory, removed on exit)")
 	f.fs.BoolVar(&f.tls, "tls", false, "also serve clients over TLS on PORT+3000.., with a CA and certificate made in\nthe data directory's tls/ (a convenience for trying TLS clients: not for production)")
 	f.fs.BoolVar(&f.peerTLS, "peer-tls", false, "mutual TLS between the nodes, with certificates of a throwaway CA made for\nthe run (in DIR/peer-tls)")
+	f.fs.StringVar(&f.password, "requirepass", "", "`PASSWORD` clients must AUTH with (the default user's; see kvorum start --requirepass)")
+	f.fs.BoolVar(&f.secure, "secure", false, "TLS-only client ports, peer mutual TLS, a password (--requirepass, or one made\nfor the run) and an admin token in DIR/admin.token")
 	f.fs.StringVar(&f.logLevel, "log-level", "warn", "`LEVEL` of node logs written to stderr: debug, info, warn or error")
 	f.fs.StringVar(&f.logFormat, "log-format", "text", "`FORMAT` of logs: text or json")
 	return f
@@ -87,6 +98,9 @@ func parseDemo(args []string, stdout io.Writer) (*demoFlags, error) {
 		return nil, err
 	}
 	bad := func(format string, a ...any) error { return usageErrorf("demo", format, a...) }
+	if f.secure {
+		f.tls, f.peerTLS = true, true
+	}
 	if f.fs.NArg() > 0 {
 		return nil, bad("unexpected argument %q", f.fs.Arg(0))
 	}
@@ -229,6 +243,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 			return err
 		}
 	}
+	secNote, err := demoSecure(f, cfgs, dir)
+	if err != nil {
+		return err
+	}
+	tlsNote += secNote
 	nodes := make([]*server.Node, 0, f.nodes)
 	defer func() {
 		if len(nodes) > 0 {
@@ -279,20 +298,34 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	fmt.Fprintf(stdout, " elected in %v\n\n", time.Since(start).Round(10*time.Millisecond))
 
 	leader := currentLeader(nodes)
+	auth := ""
+	if f.password != "" {
+		auth = " --user default --pass " + f.password
+	}
 	for _, n := range nodes {
 		mark := ""
 		if n.ID() == leader {
 			mark = "(leader)"
 		}
-		fmt.Fprintln(stdout, strings.TrimRight(fmt.Sprintf("node %d  redis-cli -p %-5s  %s", n.ID(), portOf(n.ClientAddr()), mark), " "))
+		if n.ClientAddr() != "-" {
+			fmt.Fprintln(stdout, strings.TrimRight(fmt.Sprintf("node %d  redis-cli%s -p %-5s  %s", n.ID(), auth, portOf(n.ClientAddr()), mark), " "))
+		}
 	}
 	if caFile != "" {
 		fmt.Fprintln(stdout, "\nover TLS:")
 		for _, n := range nodes {
-			fmt.Fprintf(stdout, "node %d  redis-cli --tls --cacert %s -p %s\n", n.ID(), caFile, portOf(n.TLSClientAddr()))
+			mark := ""
+			if n.ID() == leader {
+				mark = "  (leader)"
+			}
+			fmt.Fprintf(stdout, "node %d  redis-cli --tls --cacert %s%s -p %s%s\n", n.ID(), caFile, auth, portOf(n.TLSClientAddr()), mark)
 		}
 	}
-	fmt.Fprintf(stdout, "\ncluster status:  kvorum ctl --addr %s status\n", nodes[0].AdminAddr())
+	token := ""
+	if f.secure {
+		token = " --token-file " + filepath.Join(dir, "admin.token")
+	}
+	fmt.Fprintf(stdout, "\ncluster status:  kvorum ctl --addr %s%s status\n", nodes[0].AdminAddr(), token)
 	fmt.Fprintln(stdout, "press Ctrl-C to stop")
 
 	watchLeader(ctx, nodes, leader, stdout)
@@ -392,4 +425,43 @@ func stopAll(nodes []*server.Node) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// demoSecure applies --requirepass and --secure to the nodes' configs: the
+// password (one made for the run if --secure has none), and with --secure
+// no plain-text client port and an admin token written to dir/admin.token.
+// It returns a note for the banner.
+func demoSecure(f *demoFlags, cfgs []server.Config, dir string) (string, error) {
+	if f.secure && f.password == "" {
+		p, err := acl.GenPass(128)
+		if err != nil {
+			return "", err
+		}
+		f.password = p
+	}
+	note := ""
+	if f.password != "" {
+		note = "password (the default user's): " + f.password + "\n"
+	}
+	var token string
+	if f.secure {
+		t, err := acl.GenPass(256)
+		if err != nil {
+			return "", err
+		}
+		token = t
+		file := filepath.Join(dir, "admin.token")
+		if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil {
+			return "", fmt.Errorf("--secure: writing the admin token: %w", err)
+		}
+		note += "admin token: in " + file + "\nplain-text client ports: off (TLS only)\n"
+	}
+	for i := range cfgs {
+		cfgs[i].RequirePass = f.password
+		if f.secure {
+			cfgs[i].ClientAddr = "-"
+			cfgs[i].AdminToken = token
+		}
+	}
+	return note, nil
 }

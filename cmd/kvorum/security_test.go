@@ -307,6 +307,16 @@ func statusField(out, name string) string {
 // TestDemoTLS: `kvorum demo --tls` serves TLS clients with the CA it
 // prints.
 func TestDemoTLS(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		flag string
+		auth bool // --secure: a password, no plain-text port, an admin token
+	}{{"tls", "--tls", false}, {"secure", "--secure", true}} {
+		t.Run(tc.name, func(t *testing.T) { testDemoTLS(t, tc.flag, tc.auth) })
+	}
+}
+
+func testDemoTLS(t *testing.T, flag string, secure bool) {
 	if testing.Short() {
 		t.Skip("starts a demo cluster")
 	}
@@ -335,7 +345,7 @@ func TestDemoTLS(t *testing.T) {
 	out := &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- runDemo(ctx, []string{"--nodes", "1", "--port", strconv.Itoa(port), "--data-dir", dir, "--tls"}, out, io.Discard)
+		done <- runDemo(ctx, []string{"--nodes", "1", "--port", strconv.Itoa(port), "--data-dir", dir, flag}, out, io.Discard)
 	}()
 	defer func() {
 		cancel()
@@ -350,6 +360,10 @@ func TestDemoTLS(t *testing.T) {
 	}()
 	caFile := filepath.Join(dir, "tls", "ca.crt")
 	want := fmt.Sprintf("node 1  redis-cli --tls --cacert %s -p %d", caFile, port+demoTLSOffset)
+	var password string
+	if secure {
+		want = fmt.Sprintf("node 1  redis-cli --tls --cacert %s --user default --pass ", caFile)
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(out.String(), want) {
 		if time.Now().After(deadline) {
@@ -357,15 +371,39 @@ func TestDemoTLS(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	if secure {
+		rest := out.String()[strings.Index(out.String(), want)+len(want):]
+		password = strings.Fields(rest)[0]
+		if c, err := net.Dial("tcp", demoAddr(port)); err == nil {
+			c.Close()
+			t.Error("--secure: the plain-text client port accepts connections")
+		}
+		if code, _, _ := runCmd("ctl", "--addr", demoAddr(port+demoAdminOffset), "status"); code == 0 {
+			t.Error("--secure: ctl status without the token succeeded")
+		}
+		if code, o, e := runCmd("ctl", "--addr", demoAddr(port+demoAdminOffset), "--token-file", filepath.Join(dir, "admin.token"), "status"); code != 0 {
+			t.Errorf("--secure: ctl status with the token: exit %d\n%s%s", code, o, e)
+		}
+	}
 	pool, err := tlsconf.LoadCA(caFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl := redis.NewClient(&redis.Options{Addr: demoAddr(port + demoTLSOffset), TLSConfig: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"},
-		MaxRetries: -1, DialTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second})
-	defer cl.Close()
+	opts := redis.Options{Addr: demoAddr(port + demoTLSOffset), TLSConfig: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"},
+		MaxRetries: -1, DialTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second}
 	rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
 	defer rcancel()
+	if secure {
+		anon := redis.NewClient(&opts)
+		err := anon.Set(rctx, "hello", "x", 0).Err()
+		anon.Close()
+		if err == nil || !strings.HasPrefix(err.Error(), "NOAUTH") {
+			t.Fatalf("--secure: SET without AUTH: %v", err)
+		}
+		opts.Password = password
+	}
+	cl := redis.NewClient(&opts)
+	defer cl.Close()
 	if err := cl.Set(rctx, "hello", "tls", 0).Err(); err != nil {
 		t.Fatalf("SET over the demo's TLS port: %v", err)
 	}
