@@ -1,9 +1,6 @@
 package kv
 
-import (
-	"github.com/kvorum/kvorum/internal/cmdspec"
-	"github.com/kvorum/kvorum/internal/notify"
-)
+import "github.com/kvorum/kvorum/internal/notify"
 
 // Key-miss events (notify-keyspace-events class m). Redis emits keymiss
 // where a command looks a key up for reading (lookupKeyRead) and finds
@@ -16,13 +13,13 @@ import (
 
 // readLookups makes the read lookups of write command d (args) before it
 // runs, as Redis does: it counts them (Effects.Looked) and emits keymiss
-// for the keys absent.
+// for the keys absent. They feed nothing else, so they are made only
+// where someone looks: on the node that reports them (the leader,
+// countLooked) or while the m class is on; elsewhere (a follower, class m
+// off) a write pays one nil test here and no lookup.
 func (x *ctx) readLookups(d *cmdDef, args [][]byte) error {
-	if x.fx == nil || !d.spec.Write {
-		return nil
-	}
-	f := cmdspec.ReadKeys(d.spec.Name)
-	if f == nil {
+	f := d.readKeys
+	if f == nil || x.fx == nil || !x.countLooked && !x.notify.Emits(notify.KeyMiss) {
 		return nil
 	}
 	for _, k := range f(args) {
