@@ -176,3 +176,17 @@ func TestForEachPublish(t *testing.T) {
 func BenchmarkApplySetEffects(b *testing.B) {
 	benchApply(b, openMem(b), new(Effects), toArgs("SET", "key:000001", strings.Repeat("v", 1024)))
 }
+
+// BenchmarkApplySetGetEffects: SET ... GET, a write that reads its key
+// (keyspace_hits, keymiss), recording effects on a node that counts no
+// lookups and emits no keymiss events (a follower, class m off).
+func BenchmarkApplySetGetEffects(b *testing.B) {
+	benchApply(b, openMem(b), new(Effects), toArgs("SET", "key:000001", strings.Repeat("v", 1024), "GET"))
+}
+
+// BenchmarkApplySetGetEffectsLeader is BenchmarkApplySetGetEffects on the
+// node that counts the lookups (the leader): it looks the key up.
+func BenchmarkApplySetGetEffectsLeader(b *testing.B) {
+	benchApplyEnv(b, openMem(b), Env{Now: 1000, Effects: new(Effects), CountLookups: true},
+		toArgs("SET", "key:000001", strings.Repeat("v", 1024), "GET"))
+}

@@ -322,6 +322,12 @@ func popByte(b *[]byte) byte {
 // a thousand commands each, as Ready rounds would, recording effects in fx
 // (reset every round) unless it is nil.
 func benchApply(b *testing.B, db *pebble.DB, fx *Effects, cmds ...[][]byte) {
+	benchApplyEnv(b, db, Env{Now: 1000, Effects: fx}, cmds...)
+}
+
+// benchApplyEnv is benchApply with env (env.Effects: fx).
+func benchApplyEnv(b *testing.B, db *pebble.DB, env Env, cmds ...[][]byte) {
+	fx := env.Effects
 	batch := db.NewIndexedBatch()
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
@@ -332,7 +338,7 @@ func benchApply(b *testing.B, db *pebble.DB, fx *Effects, cmds ...[][]byte) {
 				fx.Reset()
 			}
 		}
-		Apply(batch, cmds[i%len(cmds)], Env{Now: 1000, Effects: fx})
+		Apply(batch, cmds[i%len(cmds)], env)
 	}
 }
 

@@ -5,11 +5,11 @@ import (
 	"encoding/binary"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/kvorum/kvorum/internal/listargs"
 	"github.com/kvorum/kvorum/internal/notify"
 	"github.com/kvorum/kvorum/internal/redisnum"
 	"github.com/kvorum/kvorum/internal/streamargs"
@@ -36,37 +36,30 @@ func init() {
 	def("rpush", -3, "write denyoom fast", 1, 1, 1, "list", "Appends one or more elements to a list. Creates the key if it doesn't exist.", cmdLPush, nil)
 	def("lpushx", -3, "write denyoom fast", 1, 1, 1, "list", "Prepends one or more elements to a list only when the list exists.", cmdLPush, nil)
 	def("rpushx", -3, "write denyoom fast", 1, 1, 1, "list", "Appends an element to a list only when the list exists.", cmdLPush, nil)
-	defParsed("lpop", -2, "write fast", 1, 1, 1, "list", "Returns the first elements in a list after removing it. Deletes the list if the last element was popped.", parseLPop, cmdLPop)
-	defParsed("rpop", -2, "write fast", 1, 1, 1, "list", "Returns and removes the last elements of a list. Deletes the list if the last element was popped.", parseLPop, cmdLPop)
+	defParsed("lpop", -2, "write fast", 1, 1, 1, "list", "Returns the first elements in a list after removing it. Deletes the list if the last element was popped.", listargs.ParsePop, cmdLPop)
+	defParsed("rpop", -2, "write fast", 1, 1, 1, "list", "Returns and removes the last elements of a list. Deletes the list if the last element was popped.", listargs.ParsePop, cmdLPop)
 	def("llen", 2, "readonly fast", 1, 1, 1, "list", "Returns the length of a list.", cmdLLen, nil)
 	defParsed("lrange", 4, "readonly", 1, 1, 1, "list", "Returns a range of elements from a list.", parseRange, cmdLRange)
 	def("lindex", 3, "readonly", 1, 1, 1, "list", "Returns an element from a list by its index.", cmdLIndex, nil)
 	def("lset", 4, "write denyoom", 1, 1, 1, "list", "Sets the value of an element in a list by its index.", cmdLSet, nil)
-	defParsed("linsert", 5, "write denyoom", 1, 1, 1, "list", "Inserts an element before or after another element in a list.", parseLInsert, cmdLInsert)
+	defParsed("linsert", 5, "write denyoom", 1, 1, 1, "list", "Inserts an element before or after another element in a list.", listargs.ParseInsert, cmdLInsert)
 	defParsed("lrem", 4, "write", 1, 1, 1, "list", "Removes elements from a list. Deletes the list if the last element was removed.", intArg(2), cmdLRem)
 	defParsed("ltrim", 4, "write", 1, 1, 1, "list", "Removes elements from both ends a list. Deletes the list if all elements were trimmed.", parseRange, cmdLTrim)
-	defParsed("lpos", -3, "readonly", 1, 1, 1, "list", "Returns the index of matching elements in a list.", parseLPos, cmdLPos)
-	defParsed("lmove", 5, "write denyoom", 1, 2, 1, "list", "Returns an element after popping it from one list and pushing it to another. Deletes the list if the last element was moved.", parseLMove, cmdLMove)
-	defParsed("rpoplpush", 3, "write denyoom", 1, 2, 1, "list", "Returns the last element of a list after removing and pushing it to another list. Deletes the list if the last element was popped.", parseLMove, cmdLMove)
-	defParsed("lmpop", -4, "write movablekeys", 0, 0, 0, "list", "Returns multiple elements from a list after removing them. Deletes the list if the last element was popped.", parseLMPop, cmdLMPop)
-	defParsed("blpop", -3, "write noscript blocking", 1, -2, 1, "list", "Removes and returns the first element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", parseBLPop, cmdBLPop)
-	defParsed("brpop", -3, "write noscript blocking", 1, -2, 1, "list", "Removes and returns the last element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", parseBLPop, cmdBLPop)
-	defParsed("blmove", 6, "write denyoom noscript blocking", 1, 2, 1, "list", "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise. Deletes the list if the last element was moved.", parseLMove, cmdLMove)
-	defParsed("brpoplpush", 4, "write denyoom noscript blocking", 1, 2, 1, "list", "Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise. Deletes the list if the last element was popped.", parseLMove, cmdLMove)
-	defParsed("blmpop", -5, "write blocking movablekeys", 0, 0, 0, "list", "Pops the first element from one of multiple lists. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", parseLMPop, cmdLMPop)
+	defParsed("lpos", -3, "readonly", 1, 1, 1, "list", "Returns the index of matching elements in a list.", listargs.ParsePos, cmdLPos)
+	defParsed("lmove", 5, "write denyoom", 1, 2, 1, "list", "Returns an element after popping it from one list and pushing it to another. Deletes the list if the last element was moved.", listargs.ParseMove, cmdLMove)
+	defParsed("rpoplpush", 3, "write denyoom", 1, 2, 1, "list", "Returns the last element of a list after removing and pushing it to another list. Deletes the list if the last element was popped.", listargs.ParseMove, cmdLMove)
+	defParsed("lmpop", -4, "write movablekeys", 0, 0, 0, "list", "Returns multiple elements from a list after removing them. Deletes the list if the last element was popped.", listargs.ParseLMPop, cmdLMPop)
+	defParsed("blpop", -3, "write noscript blocking", 1, -2, 1, "list", "Removes and returns the first element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", listargs.ParseBlockingPop, cmdBLPop)
+	defParsed("brpop", -3, "write noscript blocking", 1, -2, 1, "list", "Removes and returns the last element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", listargs.ParseBlockingPop, cmdBLPop)
+	defParsed("blmove", 6, "write denyoom noscript blocking", 1, 2, 1, "list", "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise. Deletes the list if the last element was moved.", listargs.ParseMove, cmdLMove)
+	defParsed("brpoplpush", 4, "write denyoom noscript blocking", 1, 2, 1, "list", "Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise. Deletes the list if the last element was popped.", listargs.ParseMove, cmdLMove)
+	defParsed("blmpop", -5, "write blocking movablekeys", 0, 0, 0, "list", "Pops the first element from one of multiple lists. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", listargs.ParseLMPop, cmdLMPop)
 }
 
 // Redis error texts of list commands.
 var (
-	errPositive         = Error("ERR value is out of range, must be positive")
-	errListIndexRange   = Error("ERR index out of range")
-	errListTimeoutFloat = Error("ERR timeout is not a float or out of range")
-	errListTimeoutNeg   = Error("ERR timeout is negative")
-	errListRankZero     = Error("ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list")
-	errListLPosCount    = Error("ERR COUNT can't be negative")
-	errListLPosMaxLen   = Error("ERR MAXLEN can't be negative")
-	errMPopCount        = Error("ERR count should be greater than 0")
-	errListFull         = Error("ERR list index space exhausted")
+	errListIndexRange = Error("ERR index out of range")
+	errListFull       = Error("ERR list index space exhausted")
 )
 
 // ---------------------------------------------------------------------------
@@ -413,17 +406,6 @@ func listEvent(left bool, op string) string {
 	return "r" + op
 }
 
-// isLeft reports whether a LEFT/RIGHT argument says LEFT; ok=false if neither.
-func isLeft(b []byte) (left, ok bool) {
-	switch {
-	case eq(b, "left"):
-		return true, true
-	case eq(b, "right"):
-		return false, true
-	}
-	return false, false
-}
-
 // ---------------------------------------------------------------------------
 // Commands
 
@@ -457,22 +439,6 @@ func cmdLPush(x *ctx, args [][]byte) Reply {
 	}
 	x.event(notify.List, listEvent(left, "push"), c.key)
 	return Int(l.n())
-}
-
-// parseLPop parses LPOP and RPOP's count (-1 if not given) before the key
-// is looked at, as Redis does.
-func parseLPop(args [][]byte) (count int64, r Reply, ok bool) {
-	if len(args) > 3 {
-		return 0, wrongArity(strings.ToLower(string(args[0]))), false
-	}
-	if len(args) < 3 {
-		return -1, Reply{}, true
-	}
-	// getPositiveLongFromObjectOrReply: one message for both.
-	if n, ok := redisnum.ParseInt(args[2]); ok && n >= 0 {
-		return n, Reply{}, true
-	}
-	return 0, errPositive, false
 }
 
 func cmdLPop(x *ctx, args [][]byte, count int64) Reply {
@@ -595,14 +561,6 @@ func cmdLSet(x *ctx, args [][]byte) Reply {
 	return OK
 }
 
-// parseLInsert parses LINSERT's BEFORE or AFTER: after.
-func parseLInsert(args [][]byte) (after bool, r Reply, ok bool) {
-	if !eq(args[2], "before") && !eq(args[2], "after") {
-		return false, errSyntax, false
-	}
-	return eq(args[2], "after"), Reply{}, true
-}
-
 func cmdLInsert(x *ctx, args [][]byte, after bool) Reply {
 	l, ok, err := x.loadList(args[1])
 	if err != nil || !ok {
@@ -700,48 +658,9 @@ func cmdLTrim(x *ctx, args [][]byte, q indexRange) Reply {
 	return OK
 }
 
-// lposOpts are LPOS's options: count -1 if COUNT was not given.
-type lposOpts struct{ rank, count, maxlen int64 }
-
-func parseLPos(args [][]byte) (lposOpts, Reply, bool) {
-	o := lposOpts{rank: 1, count: -1}
-	for j := 3; j < len(args); j++ {
-		more := j+1 < len(args)
-		switch {
-		case eq(args[j], "rank") && more:
-			j++
-			n, ok := redisnum.ParseInt(args[j])
-			if !ok {
-				return o, errNotInt, false
-			}
-			if n == 0 {
-				return o, errListRankZero, false
-			}
-			o.rank = n
-		case eq(args[j], "count") && more:
-			j++
-			n, ok := redisnum.ParseInt(args[j])
-			if !ok || n < 0 {
-				return o, errListLPosCount, false
-			}
-			o.count = n
-		case eq(args[j], "maxlen") && more:
-			j++
-			n, ok := redisnum.ParseInt(args[j])
-			if !ok || n < 0 {
-				return o, errListLPosMaxLen, false
-			}
-			o.maxlen = n
-		default:
-			return o, errSyntax, false
-		}
-	}
-	return o, Reply{}, true
-}
-
-func cmdLPos(x *ctx, args [][]byte, o lposOpts) Reply {
+func cmdLPos(x *ctx, args [][]byte, o listargs.Pos) Reply {
 	// A port of Redis's loop, its int64 wrap-around (RANK of -2^63) included.
-	rank, rev := o.rank, false
+	rank, rev := o.Rank, false
 	if rank < 0 {
 		rank, rev = -rank, true
 	}
@@ -750,7 +669,7 @@ func cmdLPos(x *ctx, args [][]byte, o lposOpts) Reply {
 		return errReply(err)
 	}
 	if !ok {
-		if o.count != -1 {
+		if o.Count != -1 {
 			return Array()
 		}
 		return Nil
@@ -760,18 +679,18 @@ func cmdLPos(x *ctx, args [][]byte, o lposOpts) Reply {
 	var index, matches int64
 	matchIndex := int64(-1)
 	err = l.scan(0, n, rev, func(p int64, v []byte) bool {
-		if o.maxlen != 0 && index >= o.maxlen {
+		if o.MaxLen != 0 && index >= o.MaxLen {
 			return false
 		}
 		if bytes.Equal(v, args[2]) {
 			matches++
 			matchIndex = p
 			if matches >= rank {
-				if o.count == -1 {
+				if o.Count == -1 {
 					return false
 				}
 				out = append(out, Int(p))
-				if o.count != 0 && matches-rank+1 >= o.count {
+				if o.Count != 0 && matches-rank+1 >= o.Count {
 					return false
 				}
 			}
@@ -783,7 +702,7 @@ func cmdLPos(x *ctx, args [][]byte, o lposOpts) Reply {
 	if err != nil {
 		return errReply(err)
 	}
-	if o.count != -1 {
+	if o.Count != -1 {
 		return Array(out...)
 	}
 	if matchIndex == -1 {
@@ -792,37 +711,8 @@ func cmdLPos(x *ctx, args [][]byte, o lposOpts) Reply {
 	return Int(matchIndex)
 }
 
-// lmoveArgs is a parsed LMOVE, RPOPLPUSH, BLMOVE or BRPOPLPUSH: the ends
-// to pop from and push to (left: true) and the timeout of the blocking
-// forms (see listTimeout).
-type lmoveArgs struct {
-	from, to bool
-	timeout  int64
-}
-
-// parseLMove parses, in Redis's order, LMOVE and BLMOVE's wherefrom and
-// whereto, then the blocking forms' timeout (RPOPLPUSH moves right to
-// left).
-func parseLMove(args [][]byte) (a lmoveArgs, r Reply, ok bool) {
-	a.to = true
-	if len(args) >= 5 {
-		if a.from, ok = isLeft(args[3]); !ok {
-			return a, errSyntax, false
-		}
-		if a.to, ok = isLeft(args[4]); !ok {
-			return a, errSyntax, false
-		}
-	}
-	if args[0][0]|0x20 == 'b' {
-		if a.timeout, r, ok = listTimeout(args[len(args)-1]); !ok {
-			return a, r, false
-		}
-	}
-	return a, Reply{}, true
-}
-
 // cmdLMove is LMOVE, RPOPLPUSH and the kernels of BLMOVE and BRPOPLPUSH.
-func cmdLMove(x *ctx, args [][]byte, a lmoveArgs) Reply {
+func cmdLMove(x *ctx, args [][]byte, a listargs.Move) Reply {
 	src, ok, err := x.loadList(args[1])
 	if err != nil || !ok {
 		return errOr(err, Nil)
@@ -835,12 +725,12 @@ func cmdLMove(x *ctx, args [][]byte, a lmoveArgs) Reply {
 		}
 		dst = x.listView(c)
 	}
-	if (dst != src || a.from != a.to) && !dst.canGrow(a.to, 1) {
+	if (dst != src || a.From != a.To) && !dst.canGrow(a.To, 1) {
 		return errListFull
 	}
-	v, err := src.pop1(a.from)
+	v, err := src.pop1(a.From)
 	if err == nil {
-		err = dst.push(a.to, v)
+		err = dst.push(a.To, v)
 	}
 	if err == nil && dst != src {
 		err = src.save()
@@ -851,28 +741,9 @@ func cmdLMove(x *ctx, args [][]byte, a lmoveArgs) Reply {
 	if err != nil {
 		return errReply(err)
 	}
-	x.event(notify.List, listEvent(a.to, "push"), dst.c.key)
-	x.collEvent(notify.List, listEvent(a.from, "pop"), src.c)
+	x.event(notify.List, listEvent(a.To, "push"), dst.c.key)
+	x.collEvent(notify.List, listEvent(a.From, "pop"), src.c)
 	return Bulk(v)
-}
-
-// listTimeout parses a blocking command's timeout (seconds; see
-// redisnum.ParseTimeout) into milliseconds, 0 for "forever".
-func listTimeout(b []byte) (int64, Reply, bool) {
-	ms, ok := redisnum.ParseTimeout(b)
-	switch {
-	case !ok:
-		return 0, errListTimeoutFloat, false
-	case ms < 0:
-		return 0, errListTimeoutNeg, false
-	}
-	return ms, Reply{}, true
-}
-
-// parseBLPop parses the timeout, the last argument, of BLPOP, BRPOP,
-// BZPOPMIN and BZPOPMAX.
-func parseBLPop(args [][]byte) (timeout int64, r Reply, ok bool) {
-	return listTimeout(args[len(args)-1])
 }
 
 // cmdBLPop is the kernel of BLPOP and BRPOP: pop from the first non-empty
@@ -888,64 +759,9 @@ func cmdBLPop(x *ctx, args [][]byte, _ int64) Reply {
 	return Array(Bulk(k), Bulk(vals[0]))
 }
 
-// mpopArgs is a parsed LMPOP, BLMPOP, ZMPOP or BZMPOP: the keys, the end
-// to pop from (head: LEFT or MIN), the count (1 if not given) and the
-// timeout of the blocking forms (see listTimeout).
-type mpopArgs struct {
-	keys    [][]byte
-	head    bool
-	count   int64
-	timeout int64
-}
-
-// parseMPop parses [timeout] numkeys key [key ...] head|tail [COUNT
-// count] (the timeout for the blocking forms) in Redis's order
-// (lmpopGenericCommand, zmpopGenericCommand): the timeout last. head and
-// tail are the words naming the two ends.
-func parseMPop(args [][]byte, head, tail string) (a mpopArgs, r Reply, ok bool) {
-	numIdx := 1
-	blocking := args[0][0]|0x20 == 'b'
-	if blocking {
-		numIdx = 2
-	}
-	nk, ok := redisnum.ParseInt(args[numIdx])
-	if !ok || nk < 1 {
-		return a, errNumKeys, false
-	}
-	if nk >= int64(len(args)-numIdx-1) {
-		return a, errSyntax, false
-	}
-	whereIdx := numIdx + int(nk) + 1
-	switch {
-	case eq(args[whereIdx], head):
-		a.head = true
-	case !eq(args[whereIdx], tail):
-		return a, errSyntax, false
-	}
-	a.keys, a.count = args[numIdx+1:whereIdx], -1
-	for j := whereIdx + 1; j < len(args); j++ {
-		if a.count != -1 || !eq(args[j], "count") || j+1 == len(args) {
-			return a, errSyntax, false
-		}
-		j++
-		if a.count, ok = redisnum.ParseInt(args[j]); !ok || a.count < 1 {
-			return a, errMPopCount, false
-		}
-	}
-	a.count = max(a.count, 1)
-	if blocking {
-		if a.timeout, r, ok = listTimeout(args[1]); !ok {
-			return a, r, false
-		}
-	}
-	return a, Reply{}, true
-}
-
-func parseLMPop(args [][]byte) (mpopArgs, Reply, bool) { return parseMPop(args, "left", "right") }
-
 // cmdLMPop is LMPOP and the kernel of BLMPOP.
-func cmdLMPop(x *ctx, args [][]byte, a mpopArgs) Reply {
-	k, vals, err := x.popFirst(a.keys, a.head, a.count)
+func cmdLMPop(x *ctx, args [][]byte, a listargs.MPop) Reply {
+	k, vals, err := x.popFirst(a.Keys, a.Head, a.Count)
 	if err != nil {
 		return errReply(err)
 	}
@@ -969,20 +785,20 @@ func BlockingTimeout(args [][]byte) (timeout time.Duration, keys [][]byte, ok bo
 	var ms int64
 	switch d.spec.Name {
 	case "blpop", "brpop", "bzpopmin", "bzpopmax":
-		ms, _, ok = parseBLPop(args)
+		ms, _, ok = listargs.ParseBlockingPop(args)
 		keys = args[1 : len(args)-1]
 	case "blmove", "brpoplpush":
-		var a lmoveArgs
-		a, _, ok = parseLMove(args)
-		ms, keys = a.timeout, args[1:2]
+		var a listargs.Move
+		a, _, ok = listargs.ParseMove(args)
+		ms, keys = a.Timeout, args[1:2]
 	case "blmpop", "bzmpop":
-		parse := parseLMPop
+		parse := listargs.ParseLMPop
 		if d.spec.Name == "bzmpop" {
-			parse = parseZMPop
+			parse = listargs.ParseZMPop
 		}
-		var a mpopArgs
+		var a listargs.MPop
 		a, _, ok = parse(args)
-		ms, keys = a.timeout, a.keys
+		ms, keys = a.Timeout, a.Keys
 	case "xreadgroup":
 		a, _, valid := streamargs.ParseXReadGroup(args)
 		if ok = valid && a.Block; ok {

@@ -44,6 +44,9 @@ type ctx struct {
 	settings   *Settings        // Apply only: the cluster-wide parameters; nil: none
 	nbuf       []byte           // scratch: notification channel
 	looked     Lookups          // the key lookups get made (ReadCounted)
+	// countLooked: Apply only: the node reports the read lookups made at
+	// apply (Env.CountLookups; see readLookups).
+	countLooked bool
 	// missOn: get records the keys it misses in missed (the keymiss
 	// events of a read command; see keyMiss).
 	missOn bool
@@ -80,6 +83,11 @@ type Env struct {
 	// Perms checks the calls of scripts run for a user (KVORUM.AS); nil:
 	// none are checked.
 	Perms Permissions
+	// CountLookups: the node reports the read lookups made at apply
+	// (Effects.Looked, INFO keyspace_hits and keyspace_misses): it leads.
+	// Without it, and with keymiss events off, a write command skips the
+	// lookups of the keys it reads (they only feed those two).
+	CountLookups bool
 }
 
 // rand returns the command's random source: seeded from the log position
@@ -108,6 +116,7 @@ func putCtx(x *ctx) {
 	x.r, x.w, x.fx, x.index, x.seed, x.calls, x.nested, x.cache, x.shared = nil, nil, nil, 0, 0, 0, false, nil, nil
 	x.notify, x.settings, x.looked, x.missOn, x.oom, x.wrote, x.scripts, x.showRunning = 0, nil, Lookups{}, false, false, false, nil, false
 	x.user, x.perms = nil, nil
+	x.countLooked = false
 	clear(x.missed)
 	x.missed = x.missed[:0]
 	if cap(x.vbuf) > 64<<10 {
@@ -134,6 +143,9 @@ type cmdDef struct {
 	// readOnly, for a write command with read-only subcommands (LOCK INFO,
 	// LEASE TTL), says whether args is one: it is then served as a read.
 	readOnly func(args [][]byte) bool
+	// readKeys finds the keys the (write) command looks up for reading
+	// before it writes (cmdspec.ReadKeys, decided once here); nil: none.
+	readKeys func(args [][]byte) [][]byte
 }
 
 var (
@@ -143,7 +155,8 @@ var (
 
 func def(name string, arity int, flags string, first, last, step int, group, summary string, run handler, check func([][]byte) (Reply, bool)) {
 	d := &cmdDef{spec: Spec{Name: name, Arity: arity, Flags: strings.Fields(flags), FirstKey: first, LastKey: last, Step: step,
-		Write: strings.Contains(flags, "write"), Group: group, Summary: summary}, run: run, check: check}
+		Write: strings.Contains(flags, "write"), Group: group, Summary: summary}, run: run, check: check,
+		readKeys: cmdspec.ReadKeys(name)}
 	table[name] = d
 	specList = append(specList, &d.spec)
 }
@@ -311,6 +324,7 @@ func Apply(b *pebble.Batch, args [][]byte, env Env) (r Reply) {
 	x := getCtx(b, b, env.Now)
 	x.index, x.seed, x.fx, x.cache, x.settings, x.scripts = env.Index, uint64(env.Seq), env.Effects, env.Records, env.Settings, env.Scripts
 	x.perms = env.Perms
+	x.countLooked = env.CountLookups
 	defer putCtx(x)
 	if s := env.Settings; s != nil {
 		if err := s.load(b); err != nil {
@@ -422,7 +436,7 @@ func (x *ctx) call(args [][]byte) Reply {
 	x.calls++
 	y := getCtx(x.r, x.w, x.now)
 	y.index, y.seed, y.fx = x.index, x.seed<<20|x.calls, x.fx // effects: the same list, in order
-	y.cache, y.shared, y.notify, y.settings, y.scripts = x.cache, x.shared, x.notify, x.settings, x.scripts
+	y.cache, y.shared, y.notify, y.settings, y.scripts, y.countLooked = x.cache, x.shared, x.notify, x.settings, x.scripts, x.countLooked
 	y.user, y.perms = x.user, x.perms
 	y.nested = true
 	// A read command's misses are Redis's keymiss events, emitted here

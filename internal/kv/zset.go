@@ -9,8 +9,10 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/kvorum/kvorum/internal/listargs"
 	"github.com/kvorum/kvorum/internal/notify"
 	"github.com/kvorum/kvorum/internal/redisnum"
+	"github.com/kvorum/kvorum/internal/zsetargs"
 )
 
 // Sorted sets. Every member has two element keys under the collection's
@@ -52,39 +54,39 @@ import (
 
 func init() {
 	const g = "sorted-set"
-	defParsed("zadd", -4, "write denyoom fast", 1, 1, 1, g, "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist.", parseZAdd, runZAdd)
-	defParsed("zincrby", 4, "write denyoom fast", 1, 1, 1, g, "Increments the score of a member in a sorted set.", parseZAdd, runZAdd)
+	defParsed("zadd", -4, "write denyoom fast", 1, 1, 1, g, "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist.", zsetargs.ParseZAdd, runZAdd)
+	defParsed("zincrby", 4, "write denyoom fast", 1, 1, 1, g, "Increments the score of a member in a sorted set.", zsetargs.ParseZAdd, runZAdd)
 	def("zrem", -3, "write fast", 1, 1, 1, g, "Removes one or more members from a sorted set. Deletes the sorted set if all members were removed.", cmdZRem, nil)
 	def("zscore", 3, "readonly fast", 1, 1, 1, g, "Returns the score of a member in a sorted set.", cmdZScore, nil)
 	def("zmscore", -3, "readonly fast", 1, 1, 1, g, "Returns the score of one or more members in a sorted set.", cmdZMScore, nil)
 	def("zcard", 2, "readonly fast", 1, 1, 1, g, "Returns the number of members in a sorted set.", cmdZCard, nil)
-	defParsed("zcount", 4, "readonly fast", 1, 1, 1, g, "Returns the count of members in a sorted set that have scores within a range.", parseScoreArgs, cmdZSpan)
-	defParsed("zlexcount", 4, "readonly fast", 1, 1, 1, g, "Returns the number of members in a sorted set within a lexicographical range.", parseLexArgs, cmdZSpan)
+	defParsed("zcount", 4, "readonly fast", 1, 1, 1, g, "Returns the count of members in a sorted set that have scores within a range.", zsetargs.ParseScoreSpan, cmdZSpan)
+	defParsed("zlexcount", 4, "readonly fast", 1, 1, 1, g, "Returns the number of members in a sorted set within a lexicographical range.", zsetargs.ParseLexSpan, cmdZSpan)
 	def("zrank", 3, "readonly fast", 1, 1, 1, g, "Returns the index of a member in a sorted set ordered by ascending scores.", cmdZRank, nil)
 	def("zrevrank", 3, "readonly fast", 1, 1, 1, g, "Returns the index of a member in a sorted set ordered by descending scores.", cmdZRank, nil)
-	defParsed("zrange", -4, "readonly", 1, 1, 1, g, "Returns members in a sorted set within a range of indexes.", parseZRange, cmdZRange)
-	defParsed("zrangestore", -5, "write denyoom", 1, 2, 1, g, "Stores a range of members from sorted set in a key.", parseZRange, cmdZRange)
-	defParsed("zrevrange", -4, "readonly", 1, 1, 1, g, "Returns members in a sorted set within a range of indexes in reverse order.", parseZRange, cmdZRange)
-	defParsed("zrangebyscore", -4, "readonly", 1, 1, 1, g, "Returns members in a sorted set within a range of scores.", parseZRange, cmdZRange)
-	defParsed("zrevrangebyscore", -4, "readonly", 1, 1, 1, g, "Returns members in a sorted set within a range of scores in reverse order.", parseZRange, cmdZRange)
-	defParsed("zrangebylex", -4, "readonly", 1, 1, 1, g, "Returns members in a sorted set within a lexicographical range.", parseZRange, cmdZRange)
-	defParsed("zrevrangebylex", -4, "readonly", 1, 1, 1, g, "Returns members in a sorted set within a lexicographical range in reverse order.", parseZRange, cmdZRange)
-	defParsed("zpopmin", -2, "write fast", 1, 1, 1, g, "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", parseZPop, cmdZPop)
-	defParsed("zpopmax", -2, "write fast", 1, 1, 1, g, "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", parseZPop, cmdZPop)
-	defParsed("zmpop", -4, "write movablekeys", 0, 0, 0, g, "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped.", parseZMPop, cmdZMPop)
-	defParsed("bzpopmin", -3, "write noscript blocking fast", 1, -2, 1, g, "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.", parseBLPop, cmdBZPop)
-	defParsed("bzpopmax", -3, "write noscript blocking fast", 1, -2, 1, g, "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.", parseBLPop, cmdBZPop)
-	defParsed("bzmpop", -5, "write blocking movablekeys", 0, 0, 0, g, "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.", parseZMPop, cmdZMPop)
+	defParsed("zrange", -4, "readonly", 1, 1, 1, g, "Returns members in a sorted set within a range of indexes.", zsetargs.ParseRange, cmdZRange)
+	defParsed("zrangestore", -5, "write denyoom", 1, 2, 1, g, "Stores a range of members from sorted set in a key.", zsetargs.ParseRange, cmdZRange)
+	defParsed("zrevrange", -4, "readonly", 1, 1, 1, g, "Returns members in a sorted set within a range of indexes in reverse order.", zsetargs.ParseRange, cmdZRange)
+	defParsed("zrangebyscore", -4, "readonly", 1, 1, 1, g, "Returns members in a sorted set within a range of scores.", zsetargs.ParseRange, cmdZRange)
+	defParsed("zrevrangebyscore", -4, "readonly", 1, 1, 1, g, "Returns members in a sorted set within a range of scores in reverse order.", zsetargs.ParseRange, cmdZRange)
+	defParsed("zrangebylex", -4, "readonly", 1, 1, 1, g, "Returns members in a sorted set within a lexicographical range.", zsetargs.ParseRange, cmdZRange)
+	defParsed("zrevrangebylex", -4, "readonly", 1, 1, 1, g, "Returns members in a sorted set within a lexicographical range in reverse order.", zsetargs.ParseRange, cmdZRange)
+	defParsed("zpopmin", -2, "write fast", 1, 1, 1, g, "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", zsetargs.ParsePop, cmdZPop)
+	defParsed("zpopmax", -2, "write fast", 1, 1, 1, g, "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", zsetargs.ParsePop, cmdZPop)
+	defParsed("zmpop", -4, "write movablekeys", 0, 0, 0, g, "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them. Deletes the sorted set if the last member was popped.", listargs.ParseZMPop, cmdZMPop)
+	defParsed("bzpopmin", -3, "write noscript blocking fast", 1, -2, 1, g, "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.", listargs.ParseBlockingPop, cmdBZPop)
+	defParsed("bzpopmax", -3, "write noscript blocking fast", 1, -2, 1, g, "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.", listargs.ParseBlockingPop, cmdBZPop)
+	defParsed("bzmpop", -5, "write blocking movablekeys", 0, 0, 0, g, "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise. Deletes the sorted set if the last element was popped.", listargs.ParseZMPop, cmdZMPop)
 	defParsed("zremrangebyrank", 4, "write", 1, 1, 1, g, "Removes members in a sorted set within a range of indexes. Deletes the sorted set if all members were removed.", parseRange, cmdZRemRangeByRank)
-	defParsed("zremrangebyscore", 4, "write", 1, 1, 1, g, "Removes members in a sorted set within a range of scores. Deletes the sorted set if all members were removed.", parseScoreArgs, cmdZSpan)
-	defParsed("zremrangebylex", 4, "write", 1, 1, 1, g, "Removes members in a sorted set within a lexicographical range. Deletes the sorted set if all members were removed.", parseLexArgs, cmdZSpan)
-	defParsed("zunionstore", -4, "write denyoom movablekeys", 1, 1, 1, g, "Stores the union of multiple sorted sets in a key.", parseZSetOp, cmdZSetOp)
-	defParsed("zinterstore", -4, "write denyoom movablekeys", 1, 1, 1, g, "Stores the intersect of multiple sorted sets in a key.", parseZSetOp, cmdZSetOp)
-	defParsed("zdiffstore", -4, "write denyoom movablekeys", 1, 1, 1, g, "Stores the difference of multiple sorted sets in a key.", parseZSetOp, cmdZSetOp)
-	defParsed("zunion", -3, "readonly movablekeys", 0, 0, 0, g, "Returns the union of multiple sorted sets.", parseZSetOp, cmdZSetOp)
-	defParsed("zinter", -3, "readonly movablekeys", 0, 0, 0, g, "Returns the intersect of multiple sorted sets.", parseZSetOp, cmdZSetOp)
-	defParsed("zdiff", -3, "readonly movablekeys", 0, 0, 0, g, "Returns the difference between multiple sorted sets.", parseZSetOp, cmdZSetOp)
-	defParsed("zintercard", -3, "readonly movablekeys", 0, 0, 0, g, "Returns the number of members of the intersect of multiple sorted sets.", parseZSetOp, cmdZSetOp)
+	defParsed("zremrangebyscore", 4, "write", 1, 1, 1, g, "Removes members in a sorted set within a range of scores. Deletes the sorted set if all members were removed.", zsetargs.ParseScoreSpan, cmdZSpan)
+	defParsed("zremrangebylex", 4, "write", 1, 1, 1, g, "Removes members in a sorted set within a lexicographical range. Deletes the sorted set if all members were removed.", zsetargs.ParseLexSpan, cmdZSpan)
+	defParsed("zunionstore", -4, "write denyoom movablekeys", 1, 1, 1, g, "Stores the union of multiple sorted sets in a key.", zsetargs.ParseSetOp, cmdZSetOp)
+	defParsed("zinterstore", -4, "write denyoom movablekeys", 1, 1, 1, g, "Stores the intersect of multiple sorted sets in a key.", zsetargs.ParseSetOp, cmdZSetOp)
+	defParsed("zdiffstore", -4, "write denyoom movablekeys", 1, 1, 1, g, "Stores the difference of multiple sorted sets in a key.", zsetargs.ParseSetOp, cmdZSetOp)
+	defParsed("zunion", -3, "readonly movablekeys", 0, 0, 0, g, "Returns the union of multiple sorted sets.", zsetargs.ParseSetOp, cmdZSetOp)
+	defParsed("zinter", -3, "readonly movablekeys", 0, 0, 0, g, "Returns the intersect of multiple sorted sets.", zsetargs.ParseSetOp, cmdZSetOp)
+	defParsed("zdiff", -3, "readonly movablekeys", 0, 0, 0, g, "Returns the difference between multiple sorted sets.", zsetargs.ParseSetOp, cmdZSetOp)
+	defParsed("zintercard", -3, "readonly movablekeys", 0, 0, 0, g, "Returns the number of members of the intersect of multiple sorted sets.", zsetargs.ParseSetOp, cmdZSetOp)
 	defParsed("zscan", -3, "readonly", 1, 1, 1, g, "Iterates over members and scores of a sorted set.", parseZScan, cmdZScan)
 	defParsed("zrandmember", -2, "readonly", 1, 1, 1, g, "Returns one or more random members from a sorted set.", parseZRandMember, cmdZRandMember)
 }
@@ -92,14 +94,6 @@ func init() {
 // Redis error texts of sorted set commands.
 var (
 	errZNaN         = Error("ERR resulting score is not a number (NaN)")
-	errZMinMax      = Error("ERR min or max is not a float")
-	errZLexRange    = Error("ERR min or max not valid string range item")
-	errZWeight      = Error("ERR weight value is not a float")
-	errZNXXX        = Error("ERR XX and NX options at the same time are not compatible")
-	errZGTLTNX      = Error("ERR GT, LT, and/or NX options at the same time are not compatible")
-	errZIncrPair    = Error("ERR INCR option supports a single increment-element pair")
-	errZLimitRank   = Error("ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX")
-	errZScoresLex   = Error("ERR syntax error, WITHSCORES not supported in combination with BYLEX")
 	errZRandTooMany = Error("ERR ZRANDMEMBER count is too large: kvorum replies with at most 1048576 members")
 )
 
@@ -436,82 +430,9 @@ func zReply(ents []zent, withScores bool) Reply {
 // ---------------------------------------------------------------------------
 // ZADD, ZINCRBY, ZREM, ZSCORE, ZMSCORE, ZCARD, ZRANK
 
-const (
-	zaddNX = 1 << iota
-	zaddXX
-	zaddGT
-	zaddLT
-	zaddCH
-	zaddIncr
-)
-
-// zaddArgs is a parsed ZADD (or ZINCRBY).
-type zaddArgs struct {
-	flags  int
-	first  int // position of the first score
-	scores []float64
-}
-
-// parseZAdd parses ZADD's options and scores in Redis's order (all of it
-// before the key is looked at); ZINCRBY is ZADD INCR.
-func parseZAdd(args [][]byte) (zaddArgs, Reply, bool) {
-	if eq(args[0], "zincrby") {
-		f, ok := redisnum.ParseDouble(args[2])
-		if !ok {
-			return zaddArgs{}, errNotFloat, false
-		}
-		return zaddArgs{flags: zaddIncr, first: 2, scores: []float64{f}}, Reply{}, true
-	}
-	a := zaddArgs{first: 2}
-opts:
-	for ; a.first < len(args); a.first++ {
-		o := args[a.first]
-		switch {
-		case eq(o, "nx"):
-			a.flags |= zaddNX
-		case eq(o, "xx"):
-			a.flags |= zaddXX
-		case eq(o, "ch"):
-			a.flags |= zaddCH
-		case eq(o, "incr"):
-			a.flags |= zaddIncr
-		case eq(o, "gt"):
-			a.flags |= zaddGT
-		case eq(o, "lt"):
-			a.flags |= zaddLT
-		default:
-			break opts
-		}
-	}
-	elements := len(args) - a.first
-	if elements%2 != 0 || elements == 0 {
-		return a, errSyntax, false
-	}
-	f := a.flags
-	nx, xx, gt, lt := f&zaddNX != 0, f&zaddXX != 0, f&zaddGT != 0, f&zaddLT != 0
-	if nx && xx {
-		return a, errZNXXX, false
-	}
-	if (gt && nx) || (lt && nx) || (gt && lt) {
-		return a, errZGTLTNX, false
-	}
-	if f&zaddIncr != 0 && elements > 2 {
-		return a, errZIncrPair, false
-	}
-	a.scores = make([]float64, elements/2)
-	for j := range a.scores {
-		s, ok := redisnum.ParseDouble(args[a.first+2*j])
-		if !ok {
-			return a, errNotFloat, false
-		}
-		a.scores[j] = s
-	}
-	return a, Reply{}, true
-}
-
 // cmdZAdd runs ZADD arguments that no parser checked before (GEOADD's).
 func cmdZAdd(x *ctx, args [][]byte) Reply {
-	a, r, ok := parseZAdd(args)
+	a, r, ok := zsetargs.ParseZAdd(args)
 	if !ok {
 		return r
 	}
@@ -519,9 +440,9 @@ func cmdZAdd(x *ctx, args [][]byte) Reply {
 }
 
 // runZAdd is a port of zaddGenericCommand and zsetAdd.
-func runZAdd(x *ctx, args [][]byte, a zaddArgs) Reply {
-	f := a.flags
-	nx, xx, gt, lt, incr := f&zaddNX != 0, f&zaddXX != 0, f&zaddGT != 0, f&zaddLT != 0, f&zaddIncr != 0
+func runZAdd(x *ctx, args [][]byte, a zsetargs.ZAdd) Reply {
+	f := a.Flags
+	nx, xx, gt, lt, incr := f&zsetargs.NX != 0, f&zsetargs.XX != 0, f&zsetargs.GT != 0, f&zsetargs.LT != 0, f&zsetargs.Incr != 0
 	c, exists, err := x.loadColl(args[1], typeZSet)
 	if err != nil {
 		return errReply(err)
@@ -536,8 +457,8 @@ func runZAdd(x *ctx, args [][]byte, a zaddArgs) Reply {
 		}
 		z := x.zview(c)
 		n := c.length()
-		for j, s := range a.scores {
-			member := args[a.first+2*j+1]
+		for j, s := range a.Scores {
+			member := args[a.First+2*j+1]
 			cur, had, err := z.score(member)
 			if err != nil {
 				return errReply(err)
@@ -591,7 +512,7 @@ func runZAdd(x *ctx, args [][]byte, a zaddArgs) Reply {
 		}
 		return Nil
 	}
-	if f&zaddCH != 0 {
+	if f&zsetargs.CH != 0 {
 		return Int(added + updated)
 	}
 	return Int(added)

@@ -3,6 +3,7 @@ package kv
 import (
 	"bytes"
 
+	"github.com/kvorum/kvorum/internal/listargs"
 	"github.com/kvorum/kvorum/internal/notify"
 	"github.com/kvorum/kvorum/internal/redisnum"
 )
@@ -13,22 +14,6 @@ import (
 
 // ---------------------------------------------------------------------------
 // ZPOPMIN, ZPOPMAX, ZMPOP, BZPOPMIN, BZPOPMAX, BZMPOP
-
-// parseZPop parses ZPOPMIN and ZPOPMAX's count (1 if not given) before
-// the key is looked at, as Redis does.
-func parseZPop(args [][]byte) (count int64, r Reply, ok bool) {
-	if len(args) > 3 {
-		return 0, errSyntax, false
-	}
-	if len(args) < 3 {
-		return 1, Reply{}, true
-	}
-	// getPositiveLongFromObjectOrReply: one message for both.
-	if n, ok := redisnum.ParseInt(args[2]); ok && n >= 0 {
-		return n, Reply{}, true
-	}
-	return 0, errPositive, false
-}
 
 // cmdZPop pops from the low (ZPOPMIN) or high end. Without a count the
 // reply is [member, score]; with one, pairs (nested in RESP3), as Redis
@@ -94,8 +79,6 @@ func (x *ctx) zpopFirst(keys [][]byte, count int64, max bool) (key []byte, ents 
 	return nil, nil, nil
 }
 
-func parseZMPop(args [][]byte) (mpopArgs, Reply, bool) { return parseMPop(args, "min", "max") }
-
 // cmdBZPop is the kernel of BZPOPMIN and BZPOPMAX: pop one member from the
 // first of the keys that exists (which must be a sorted set), replying
 // [key, member, score], or a null array.
@@ -110,8 +93,8 @@ func cmdBZPop(x *ctx, args [][]byte, _ int64) Reply {
 // cmdZMPop pops from the first of the keys that exists (which must be a
 // sorted set). The reply is [key, [[member, score], ...]] in both
 // protocols, or a null array when every key is missing.
-func cmdZMPop(x *ctx, args [][]byte, a mpopArgs) Reply {
-	k, ents, err := x.zpopFirst(a.keys, a.count, !a.head)
+func cmdZMPop(x *ctx, args [][]byte, a listargs.MPop) Reply {
+	k, ents, err := x.zpopFirst(a.Keys, a.Count, !a.Head)
 	if err != nil || ents == nil {
 		return errOr(err, NilArray)
 	}

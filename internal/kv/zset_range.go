@@ -8,6 +8,7 @@ import (
 	"github.com/kvorum/kvorum/internal/notify"
 	"github.com/kvorum/kvorum/internal/redisnum"
 	"github.com/kvorum/kvorum/internal/zrange"
+	"github.com/kvorum/kvorum/internal/zsetargs"
 )
 
 // Sorted sets by range (see zset.go for the encoding): where the walks of
@@ -15,57 +16,32 @@ import (
 // ZRANGESTORE, and ZREMRANGEBYRANK, ZREMRANGEBYSCORE, ZREMRANGEBYLEX.
 
 // ---------------------------------------------------------------------------
-// Score and lex ranges (parsed and tested by package zrange)
-
-// zspan is a parsed score range or, if byLex, lex range.
-type zspan struct {
-	byLex bool
-	score zrange.Score
-	lex   zrange.Lex
-}
-
-// parseScoreArgs parses the score range at args[2] and args[3].
-func parseScoreArgs(args [][]byte) (zspan, Reply, bool) {
-	s, ok := zrange.ParseScore(args[2], args[3])
-	if !ok {
-		return zspan{}, errZMinMax, false
-	}
-	return zspan{score: s}, Reply{}, true
-}
-
-// parseLexArgs parses the lex range at args[2] and args[3].
-func parseLexArgs(args [][]byte) (zspan, Reply, bool) {
-	s, ok := zrange.ParseLex(args[2], args[3])
-	if !ok {
-		return zspan{}, errZLexRange, false
-	}
-	return zspan{byLex: true, lex: s}, Reply{}, true
-}
+// Score and lex ranges (parsed by package zsetargs, tested by package zrange)
 
 // spanWalk returns where a walk over span s starts (at its last entry if
 // rev) and in, which tells whether an entry of the walk is still inside
 // s; ok=false: no entry is inside.
-func (z *zview) spanWalk(s zspan, rev bool) (start []byte, in func(u uint64, m []byte) bool, ok bool, err error) {
-	if s.byLex {
+func (z *zview) spanWalk(s zsetargs.Span, rev bool) (start []byte, in func(u uint64, m []byte) bool, ok bool, err error) {
+	if s.ByLex {
 		in = func(_ uint64, m []byte) bool {
 			if rev {
-				return s.lex.GteMin(m)
+				return s.Lex.GteMin(m)
 			}
-			return s.lex.LteMax(m)
+			return s.Lex.LteMax(m)
 		}
-		start, ok, err = z.lexStart(s.lex, rev)
+		start, ok, err = z.lexStart(s.Lex, rev)
 		return start, in, ok, err
 	}
-	if s.score.Empty() {
+	if s.Score.Empty() {
 		return nil, nil, false, nil
 	}
 	in = func(u uint64, _ []byte) bool {
 		if rev {
-			return s.score.GteMin(redisnum.Unsortable(u))
+			return s.Score.GteMin(redisnum.Unsortable(u))
 		}
-		return s.score.LteMax(redisnum.Unsortable(u))
+		return s.Score.LteMax(redisnum.Unsortable(u))
 	}
-	return zScoreStart(s.score, rev), in, true, nil
+	return zScoreStart(s.Score, rev), in, true, nil
 }
 
 // zScoreStart returns the walk start of the first entry of a score range
@@ -146,7 +122,7 @@ func (z *zview) lexStart(s zrange.Lex, rev bool) (start []byte, ok bool, err err
 // cmdZSpan counts the members of a score or lex span (ZCOUNT, ZLEXCOUNT:
 // it walks them, O(count)) or removes them (ZREMRANGEBYSCORE,
 // ZREMRANGEBYLEX).
-func cmdZSpan(x *ctx, args [][]byte, s zspan) Reply {
+func cmdZSpan(x *ctx, args [][]byte, s zsetargs.Span) Reply {
 	c, ok, err := x.loadColl(args[1], typeZSet)
 	if err != nil || !ok {
 		return errOr(err, Int(0))
@@ -177,103 +153,8 @@ func cmdZSpan(x *ctx, args [][]byte, s zspan) Reply {
 // ---------------------------------------------------------------------------
 // ZRANGE and friends, ZRANGESTORE
 
-type zrangeKind uint8
-
-const (
-	zrAuto zrangeKind = iota
-	zrRank
-	zrScore
-	zrLex
-)
-
-// zrangeReq is a parsed ZRANGE-family command.
-type zrangeReq struct {
-	src        int // position of the source key
-	store      bool
-	kind       zrangeKind
-	rev        bool
-	withScores bool
-	offset     int64
-	limit      int64 // -1: none
-	rank       indexRange
-	span       zspan // by score or lex
-}
-
-// parseZRange is the parsing half of Redis's zrangeGenericCommand: options,
-// their conflicts and the range, all before the key is looked at.
-func parseZRange(args [][]byte) (zrangeReq, Reply, bool) {
-	q := zrangeReq{src: 1, limit: -1}
-	dir := 0 // 0 auto, 1 forward, 2 reverse
-	switch strings.ToLower(string(args[0])) {
-	case "zrangestore":
-		q.src, q.store = 2, true
-	case "zrevrange":
-		q.kind, dir = zrRank, 2
-	case "zrangebyscore":
-		q.kind, dir = zrScore, 1
-	case "zrevrangebyscore":
-		q.kind, dir = zrScore, 2
-	case "zrangebylex":
-		q.kind, dir = zrLex, 1
-	case "zrevrangebylex":
-		q.kind, dir = zrLex, 2
-	}
-	minIdx, maxIdx := q.src+1, q.src+2
-	for j := q.src + 3; j < len(args); j++ {
-		left := len(args) - j - 1
-		a := args[j]
-		switch {
-		case !q.store && eq(a, "withscores"):
-			q.withScores = true
-		case eq(a, "limit") && left >= 2:
-			var ok bool
-			if q.offset, ok = redisnum.ParseInt(args[j+1]); !ok {
-				return q, errNotInt, false
-			}
-			if q.limit, ok = redisnum.ParseInt(args[j+2]); !ok {
-				return q, errNotInt, false
-			}
-			j += 2
-		case dir == 0 && eq(a, "rev"):
-			dir = 2
-		case q.kind == zrAuto && eq(a, "bylex"):
-			q.kind = zrLex
-		case q.kind == zrAuto && eq(a, "byscore"):
-			q.kind = zrScore
-		default:
-			return q, errSyntax, false
-		}
-	}
-	q.rev = dir == 2
-	if q.kind == zrAuto {
-		q.kind = zrRank
-	}
-	if q.limit != -1 && q.kind == zrRank {
-		return q, errZLimitRank, false
-	}
-	if q.withScores && q.kind == zrLex {
-		return q, errZScoresLex, false
-	}
-	if q.rev && q.kind != zrRank {
-		minIdx, maxIdx = maxIdx, minIdx // the range is given as max, min
-	}
-	// The range parsers read args[2] and args[3].
-	bounds := [][]byte{nil, nil, args[minIdx], args[maxIdx]}
-	var r Reply
-	ok := true
-	switch q.kind {
-	case zrRank:
-		q.rank, r, ok = parseRange(bounds)
-	case zrScore:
-		q.span, r, ok = parseScoreArgs(bounds)
-	case zrLex:
-		q.span, r, ok = parseLexArgs(bounds)
-	}
-	return q, r, ok
-}
-
-func cmdZRange(x *ctx, args [][]byte, q zrangeReq) Reply {
-	c, ok, err := x.loadColl(args[q.src], typeZSet)
+func cmdZRange(x *ctx, args [][]byte, q zsetargs.Range) Reply {
+	c, ok, err := x.loadColl(args[q.Src], typeZSet)
 	if err != nil {
 		return errReply(err)
 	}
@@ -283,38 +164,38 @@ func cmdZRange(x *ctx, args [][]byte, q zrangeReq) Reply {
 			return errReply(err)
 		}
 	}
-	if q.store {
+	if q.Store {
 		return x.zStore(args[1], ents, "zrangestore")
 	}
-	return zReply(ents, q.withScores)
+	return zReply(ents, q.WithScores)
 }
 
 // rangeEnts returns the entries a ZRANGE-family request selects, in reply
 // order.
-func (z *zview) rangeEnts(q zrangeReq) ([]zent, error) {
+func (z *zview) rangeEnts(q zsetargs.Range) ([]zent, error) {
 	n := z.c.length()
-	if q.kind == zrRank {
-		from, to := q.rank.span(n)
+	if q.Kind == zsetargs.ByRank {
+		from, to := indexRange{q.Start, q.Stop}.span(n)
 		switch {
 		case from >= to:
 			return nil, nil
-		case q.rev:
+		case q.Rev:
 			return z.byRank(n-to, n-1-from, true)
 		}
 		return z.byRank(from, to-1, false)
 	}
-	if q.offset < 0 || (q.offset > 0 && q.offset >= n) || q.limit == 0 {
+	if q.Offset < 0 || (q.Offset > 0 && q.Offset >= n) || q.Limit == 0 {
 		return nil, nil
 	}
-	start, in, ok, err := z.spanWalk(q.span, q.rev)
+	start, in, ok, err := z.spanWalk(q.Span, q.Rev)
 	if err != nil || !ok {
 		return nil, err
 	}
 	// The offset skips entries without checking them against the range,
 	// as Redis does.
-	offset := q.offset
+	offset := q.Offset
 	var out []zent
-	err = z.walk(start, q.rev, func(u uint64, m []byte) bool {
+	err = z.walk(start, q.Rev, func(u uint64, m []byte) bool {
 		if offset > 0 {
 			offset--
 			return true
@@ -323,7 +204,7 @@ func (z *zview) rangeEnts(q zrangeReq) ([]zent, error) {
 			return false
 		}
 		out = append(out, zent{member: bytes.Clone(m), score: redisnum.Unsortable(u)})
-		return q.limit < 0 || int64(len(out)) < q.limit
+		return q.Limit < 0 || int64(len(out)) < q.Limit
 	})
 	return out, err
 }

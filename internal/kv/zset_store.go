@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/kvorum/kvorum/internal/redisnum"
+	"github.com/kvorum/kvorum/internal/zsetargs"
 )
 
 // Sorted set algebra (see zset.go for the encoding): ZUNIONSTORE,
@@ -15,61 +16,6 @@ import (
 
 // ---------------------------------------------------------------------------
 // ZUNIONSTORE, ZINTERSTORE, ZDIFFSTORE, ZUNION, ZINTER, ZDIFF, ZINTERCARD
-
-const (
-	zopUnion = iota
-	zopInter
-	zopDiff
-)
-
-const (
-	zaggSum = iota
-	zaggMin
-	zaggMax
-)
-
-// zsetOp is a parsed command: which one and its number of keys.
-type zsetOp struct {
-	op       int
-	numIdx   int // position of numkeys
-	numkeys  int
-	store    bool
-	cardOnly bool
-}
-
-// parseZSetOp parses numkeys, as Redis does before it looks at the keys.
-func parseZSetOp(args [][]byte) (zsetOp, Reply, bool) {
-	name := strings.ToLower(string(args[0]))
-	o := zsetOp{numIdx: 1}
-	switch name {
-	case "zunionstore":
-		o.op, o.numIdx, o.store = zopUnion, 2, true
-	case "zinterstore":
-		o.op, o.numIdx, o.store = zopInter, 2, true
-	case "zdiffstore":
-		o.op, o.numIdx, o.store = zopDiff, 2, true
-	case "zunion":
-		o.op = zopUnion
-	case "zinter":
-		o.op = zopInter
-	case "zdiff":
-		o.op = zopDiff
-	case "zintercard":
-		o.op, o.cardOnly = zopInter, true
-	}
-	n, ok := redisnum.ParseInt(args[o.numIdx])
-	if !ok {
-		return o, errNotInt, false
-	}
-	if n < 1 {
-		return o, Error("ERR at least 1 input key is needed for '" + name + "' command"), false
-	}
-	if n > int64(len(args)-(o.numIdx+1)) {
-		return o, errSyntax, false
-	}
-	o.numkeys = int(n)
-	return o, Reply{}, true
-}
 
 // zsrc is one input of a set operation: a sorted set, a set (every member
 // scores 1) or a missing key (c == nil).
@@ -108,26 +54,6 @@ func (x *ctx) zsrcScore(s *zsrc, member []byte) (float64, bool, error) {
 	}
 }
 
-func zAggregate(target, v float64, agg int) float64 {
-	switch agg {
-	case zaggMin:
-		if v < target {
-			return v
-		}
-		return target
-	case zaggMax:
-		if v > target {
-			return v
-		}
-		return target
-	}
-	target += v
-	if math.IsNaN(target) { // inf + -inf: Redis's convention is 0
-		return 0
-	}
-	return target
-}
-
 // zSortEnts sorts ents as a sorted set orders its members.
 func zSortEnts(ents []zent) {
 	sort.Slice(ents, func(i, j int) bool {
@@ -141,9 +67,9 @@ func zSortEnts(ents []zent) {
 
 // cmdZSetOp is a port of zunionInterDiffGenericCommand. The keys are
 // checked for their type before the options are parsed, as Redis does.
-func cmdZSetOp(x *ctx, args [][]byte, o zsetOp) Reply {
-	srcs := make([]zsrc, o.numkeys)
-	j := o.numIdx + 1
+func cmdZSetOp(x *ctx, args [][]byte, o zsetargs.SetOp) Reply {
+	srcs := make([]zsrc, o.NumKeys)
+	j := o.NumIdx + 1
 	for i := range srcs {
 		k := args[j]
 		j++
@@ -164,47 +90,15 @@ func cmdZSetOp(x *ctx, args [][]byte, o zsetOp) Reply {
 			srcs[i].z = x.zview(c)
 		}
 	}
-	agg, withScores, limit := zaggSum, false, int64(0)
-	for remaining := len(args) - j; remaining > 0; remaining = len(args) - j {
-		a := args[j]
-		switch {
-		case o.op != zopDiff && !o.cardOnly && remaining >= o.numkeys+1 && eq(a, "weights"):
-			j++
-			for i := range srcs {
-				w, ok := redisnum.ParseDouble(args[j])
-				if !ok {
-					return errZWeight
-				}
-				srcs[i].weight = w
-				j++
-			}
-		case o.op != zopDiff && !o.cardOnly && remaining >= 2 && eq(a, "aggregate"):
-			switch v := args[j+1]; {
-			case eq(v, "sum"):
-				agg = zaggSum
-			case eq(v, "min"):
-				agg = zaggMin
-			case eq(v, "max"):
-				agg = zaggMax
-			default:
-				return errSyntax
-			}
-			j += 2
-		case !o.store && !o.cardOnly && eq(a, "withscores"):
-			withScores = true
-			j++
-		case o.cardOnly && remaining >= 2 && eq(a, "limit"):
-			l, ok := redisnum.ParseInt(args[j+1])
-			if !ok || l < 0 {
-				return errLimitNegative
-			}
-			limit = l
-			j += 2
-		default:
-			return errSyntax
-		}
+	opts, r, ok := o.ParseOptions(args)
+	if !ok {
+		return r
 	}
-	if o.op != zopDiff {
+	for i, w := range opts.Weights {
+		srcs[i].weight = w
+	}
+	agg, withScores, limit := opts.Agg, opts.WithScores, opts.Limit
+	if o.Op != zsetargs.Diff {
 		// Smallest first, as Redis (stable, so equal sizes keep their order:
 		// with SUM the order of the additions can matter).
 		sort.SliceStable(srcs, func(a, b int) bool { return srcs[a].n < srcs[b].n })
@@ -212,8 +106,8 @@ func cmdZSetOp(x *ctx, args [][]byte, o zsetOp) Reply {
 	var ents []zent
 	var card int64
 	var werr error
-	switch o.op {
-	case zopInter:
+	switch o.Op {
+	case zsetargs.Inter:
 		if srcs[0].n == 0 {
 			break
 		}
@@ -232,9 +126,9 @@ func cmdZSetOp(x *ctx, args [][]byte, o zsetOp) Reply {
 				if !found {
 					return true
 				}
-				score = zAggregate(score, v*srcs[k].weight, agg)
+				score = zsetargs.Aggregate(score, v*srcs[k].weight, agg)
 			}
-			if o.cardOnly {
+			if o.CardOnly {
 				card++
 				return limit == 0 || card < limit
 			}
@@ -244,7 +138,7 @@ func cmdZSetOp(x *ctx, args [][]byte, o zsetOp) Reply {
 		if werr == nil {
 			werr = err
 		}
-	case zopUnion:
+	case zsetargs.Union:
 		at := map[string]int{}
 		for i := range srcs {
 			s := &srcs[i]
@@ -254,7 +148,7 @@ func cmdZSetOp(x *ctx, args [][]byte, o zsetOp) Reply {
 					score = 0
 				}
 				if p, ok := at[string(m)]; ok {
-					ents[p].score = zAggregate(ents[p].score, score, agg)
+					ents[p].score = zsetargs.Aggregate(ents[p].score, score, agg)
 				} else {
 					at[string(m)] = len(ents)
 					ents = append(ents, zent{member: bytes.Clone(m), score: score})
@@ -266,7 +160,7 @@ func cmdZSetOp(x *ctx, args [][]byte, o zsetOp) Reply {
 				break
 			}
 		}
-	case zopDiff:
+	case zsetargs.Diff:
 		if srcs[0].n == 0 {
 			break
 		}
@@ -298,11 +192,11 @@ func cmdZSetOp(x *ctx, args [][]byte, o zsetOp) Reply {
 	if werr != nil {
 		return errReply(werr)
 	}
-	if o.cardOnly {
+	if o.CardOnly {
 		return Int(card)
 	}
 	zSortEnts(ents)
-	if o.store {
+	if o.Store {
 		return x.zStore(args[1], ents, strings.ToLower(string(args[0])))
 	}
 	return zReply(ents, withScores)

@@ -14,10 +14,7 @@ import (
 func TestConfigKvorumValues(t *testing.T) {
 	_, addr := startServer(t, Config{}, newFakeBackend())
 	c := dialRaw(t, addr)
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
+	c.expect([]exchange{
 		{[]string{"CONFIG", "GET", "appendonly"}, "*2\r\n$10\r\nappendonly\r\n$3\r\nyes\r\n"},
 		{[]string{"CONFIG", "GET", "appendfsync"}, "*2\r\n$11\r\nappendfsync\r\n$6\r\nalways\r\n"},
 		{[]string{"CONFIG", "GET", "save"}, "*2\r\n$4\r\nsave\r\n$0\r\n\r\n"},
@@ -34,12 +31,7 @@ func TestConfigKvorumValues(t *testing.T) {
 		{[]string{"CONFIG", "SET", "maxmemory-policy", "lru"}, "-ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - argument(s) must be one of the following: volatile-lru, volatile-lfu, volatile-random, volatile-ttl, allkeys-lru, allkeys-lfu, allkeys-random, noeviction\r\n"},
 		{[]string{"CONFIG", "SET", "maxmemory-policy", "NoEviction"}, "+OK\r\n"},
 		{[]string{"CONFIG", "GET", "maxclients"}, "*2\r\n$10\r\nmaxclients\r\n$5\r\n10000\r\n"},
-	} {
-		c.cmd(tc.args...)
-		if got := c.reply(); got != tc.want {
-			t.Errorf("%s: got %q, want %q", strings.Join(tc.args, " "), got, tc.want)
-		}
-	}
+	})
 }
 
 // TestConfigSetMaxClients: CONFIG SET maxclients takes effect on the next
@@ -207,19 +199,14 @@ func TestConfigSetProtoMaxBulkLen(t *testing.T) {
 	c := dialRaw(t, addr)
 	other := dialRaw(t, addr) // open before the change
 	big := strings.Repeat("x", 1<<20+5)
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
+	c.expect([]exchange{
 		{[]string{"CONFIG", "SET", "proto-max-bulk-len", "100"}, "-ERR CONFIG SET failed (possibly related to argument 'proto-max-bulk-len') - argument must be between 1048576 and 9223372036854775807 inclusive\r\n"},
 		{[]string{"ECHO", big}, "$1048581\r\n" + big + "\r\n"},
 		{[]string{"CONFIG", "SET", "proto-max-bulk-len", "1mb"}, "+OK\r\n"},
 		{[]string{"CONFIG", "GET", "proto-max-bulk-len"}, "*2\r\n$18\r\nproto-max-bulk-len\r\n$7\r\n1048576\r\n"},
-	} {
-		c.cmd(tc.args...)
-		if got := c.reply(); got != tc.want {
-			t.Fatalf("%.60s: got %.80q, want %.80q", strings.Join(tc.args, " "), got, tc.want)
-		}
+	})
+	if t.Failed() {
+		t.FailNow()
 	}
 	other.cmd("PING")
 	if got := other.reply(); got != "+PONG\r\n" {

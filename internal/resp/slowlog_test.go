@@ -2,6 +2,7 @@ package resp
 
 import (
 	"bufio"
+	"io"
 	"strconv"
 	"strings"
 	"testing"
@@ -36,7 +37,7 @@ func parseRV(t testing.TB, frame string) rv {
 			n, _ := strconv.Atoi(text)
 			if n >= 0 {
 				b := make([]byte, n+2)
-				if _, err := io_ReadFull(br, b); err != nil {
+				if _, err := io.ReadFull(br, b); err != nil {
 					t.Fatal(err)
 				}
 				v.str = string(b[:n])
@@ -55,23 +56,29 @@ func parseRV(t testing.TB, frame string) rv {
 	return read()
 }
 
-func io_ReadFull(br *bufio.Reader, b []byte) (int, error) {
-	n := 0
-	for n < len(b) {
-		m, err := br.Read(b[n:])
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
-}
-
 // do sends a command and returns its parsed reply.
 func (c *rawConn) do(args ...string) rv {
 	c.t.Helper()
 	c.cmd(args...)
 	return parseRV(c.t, c.reply())
+}
+
+// exchange is a command and the reply frame it must get.
+type exchange struct {
+	args []string
+	want string
+}
+
+// expect sends each command in turn and checks its reply frame (shown
+// cut to 200 bytes: some are large).
+func (c *rawConn) expect(exchanges []exchange) {
+	c.t.Helper()
+	for _, e := range exchanges {
+		c.cmd(e.args...)
+		if got := c.reply(); got != e.want {
+			c.t.Errorf("%.100s: got %.200q, want %.200q", strings.Join(e.args, " "), got, e.want)
+		}
+	}
 }
 
 // slowArgs is the argument lists of SLOWLOG GET's entries, newest first,
@@ -190,10 +197,7 @@ func TestSlowlog(t *testing.T) {
 func TestSlowlogConfigAndErrors(t *testing.T) {
 	_, addr := startServer(t, Config{}, newFakeBackend())
 	c := dialRaw(t, addr)
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
+	c.expect([]exchange{
 		{[]string{"CONFIG", "GET", "slowlog*"}, "*4\r\n$23\r\nslowlog-log-slower-than\r\n$5\r\n10000\r\n$15\r\nslowlog-max-len\r\n$3\r\n128\r\n"},
 		{[]string{"CONFIG", "GET", "latency*"}, "*6\r\n$25\r\nlatency-monitor-threshold\r\n$1\r\n0\r\n$16\r\nlatency-tracking\r\n$3\r\nyes\r\n$33\r\nlatency-tracking-info-percentiles\r\n$10\r\n50 99 99.9\r\n"},
 		{[]string{"CONFIG", "SET", "slowlog-log-slower-than", "-2"}, "-ERR CONFIG SET failed (possibly related to argument 'slowlog-log-slower-than') - argument must be between -1 and 9223372036854775807 inclusive\r\n"},
@@ -222,12 +226,7 @@ func TestSlowlogConfigAndErrors(t *testing.T) {
 		{[]string{"LATENCY", "RESET"}, ":0\r\n"},
 		{[]string{"LATENCY", "HISTOGRAM", "nosuch"}, "*0\r\n"},
 		{[]string{"LATENCY", "FOO"}, "-ERR unknown subcommand 'FOO'. Try LATENCY HELP.\r\n"},
-	} {
-		c.cmd(tc.args...)
-		if got := c.reply(); got != tc.want {
-			t.Errorf("%q: got %q, want %q", tc.args, got, tc.want)
-		}
-	}
+	})
 	if r := c.do("SLOWLOG", "HELP"); len(r.elems) != 12 || r.elems[0].str != "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:" {
 		t.Errorf("SLOWLOG HELP: %+v", r)
 	}

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"math/big"
@@ -31,34 +29,26 @@ func writePeerTLS(t *testing.T, dir, name string, ca, certCA *devca.CA) (transpo
 	return transport.TLSFiles{CertFile: f.Cert, KeyFile: f.Key, CAFile: f.CA}, cert
 }
 
-// peerServedSerial completes a TLS handshake with a node's peer port as
-// a client with cert, opens a framed stream (the node answers it only
+// peerServedSerial connects to a node's peer port as a peer with cert
+// (transport.ProbeTLS), opens a framed stream (the node answers it only
 // once it accepted the certificate) and returns the serial number of the
 // node's certificate.
 func peerServedSerial(addr string, cert *devca.Issued, ca *devca.CA) (*big.Int, error) {
-	pair, err := tls.X509KeyPair(cert.CertPEM, cert.KeyPEM)
+	pair, err := cert.TLS()
 	if err != nil {
 		return nil, err
 	}
-	roots := x509.NewCertPool()
-	roots.AddCert(ca.Cert)
-	c, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr,
-		&tls.Config{RootCAs: roots, ServerName: "127.0.0.1", Certificates: []tls.Certificate{pair}})
+	c, err := transport.ProbeTLS(addr, &pair, ca.Pool(), 2*time.Second)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	var ok [1]byte // the node's "certificate accepted" (transport.tlsAccepted)
-	if _, err := io.ReadFull(c, ok[:]); err != nil {
-		return nil, err
-	}
 	if _, err := c.Write([]byte("KVR\x02R\x00\x00\x00\x00\x00\x00\x00\x00")); err != nil {
 		return nil, err
 	}
 	var ack [4]byte
-	if _, err := io.ReadFull(c, ack[:]); err != nil || ok[0] != 0x06 || string(ack[:]) != "KVR\x02" {
-		return nil, fmt.Errorf("answers %q %q, %v", ok[:], ack[:], err)
+	if _, err := io.ReadFull(c, ack[:]); err != nil || string(ack[:]) != "KVR\x02" {
+		return nil, fmt.Errorf("answers %q, %v", ack[:], err)
 	}
 	return c.ConnectionState().PeerCertificates[0].SerialNumber, nil
 }

@@ -65,6 +65,31 @@ func TestSlowlogLikeRedis(t *testing.T) {
 	ref := kvdiff.StartServer(t)
 	c := newTestCluster(t, 3)
 	kv := c.node(followersOf(c.waitLeader(), 3)[0]).ClientAddr()
+	likeRedisInRESP2And3(t, ref, kv, func(_ string, do func(args ...string) kvdiff.Value) []string {
+		do("CONFIG", "SET", "slowlog-log-slower-than", "0")
+		do("SLOWLOG", "RESET")
+		for _, args := range slowlogSequence() {
+			do(args...)
+		}
+		out := []string{kvdiff.Render(normSlowlog(t, do("SLOWLOG", "GET", "-1")))}
+		out = append(out, kvdiff.Render(normSlowlog(t, do("SLOWLOG", "GET", "2"))))
+		// CONFIG RESETSTAT keeps the slow log, in Redis as in kvorum.
+		return append(out, renderEach(do, [][]string{{"SLOWLOG", "LEN"}, {"CONFIG", "RESETSTAT"}, {"SLOWLOG", "LEN"},
+			{"SLOWLOG", "RESET"}, {"SLOWLOG", "LEN"},
+			{"CONFIG", "SET", "slowlog-max-len", "3"}, {"PING"}, {"PING"}, {"PING"}, {"PING"}, {"SLOWLOG", "LEN"},
+			{"CONFIG", "SET", "slowlog-log-slower-than", "-1"}, {"SLOWLOG", "RESET"}, {"PING"}, {"SLOWLOG", "LEN"},
+			{"CONFIG", "SET", "slowlog-log-slower-than", "10000", "slowlog-max-len", "128"},
+			{"SLOWLOG", "GET", "x"}, {"SLOWLOG", "GET", "1", "2"}, {"SLOWLOG", "HELP"}})...)
+	})
+}
+
+// likeRedisInRESP2And3 runs script against redis-server at ref and kvorum
+// at kv, over a connection speaking RESP2, then over one speaking RESP3,
+// and compares the lines script returns (rendered replies), in order.
+// script gets the address and the connection's do (a failed call ends
+// the test).
+func likeRedisInRESP2And3(t *testing.T, ref, kv string, script func(addr string, do func(args ...string) kvdiff.Value) []string) {
+	t.Helper()
 	for _, proto := range []int{2, 3} {
 		run := func(addr string) []string {
 			cl, err := kvdiff.Dial(addr, proto)
@@ -72,30 +97,13 @@ func TestSlowlogLikeRedis(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cl.Close()
-			do := func(args ...string) kvdiff.Value {
+			return script(addr, func(args ...string) kvdiff.Value {
 				v, err := cl.Do(args...)
 				if err != nil {
 					t.Fatal(err)
 				}
 				return v
-			}
-			do("CONFIG", "SET", "slowlog-log-slower-than", "0")
-			do("SLOWLOG", "RESET")
-			for _, args := range slowlogSequence() {
-				do(args...)
-			}
-			out := []string{kvdiff.Render(normSlowlog(t, do("SLOWLOG", "GET", "-1")))}
-			out = append(out, kvdiff.Render(normSlowlog(t, do("SLOWLOG", "GET", "2"))))
-			// CONFIG RESETSTAT keeps the slow log, in Redis as in kvorum.
-			for _, args := range [][]string{{"SLOWLOG", "LEN"}, {"CONFIG", "RESETSTAT"}, {"SLOWLOG", "LEN"},
-				{"SLOWLOG", "RESET"}, {"SLOWLOG", "LEN"},
-				{"CONFIG", "SET", "slowlog-max-len", "3"}, {"PING"}, {"PING"}, {"PING"}, {"PING"}, {"SLOWLOG", "LEN"},
-				{"CONFIG", "SET", "slowlog-log-slower-than", "-1"}, {"SLOWLOG", "RESET"}, {"PING"}, {"SLOWLOG", "LEN"},
-				{"CONFIG", "SET", "slowlog-log-slower-than", "10000", "slowlog-max-len", "128"},
-				{"SLOWLOG", "GET", "x"}, {"SLOWLOG", "GET", "1", "2"}, {"SLOWLOG", "HELP"}} {
-				out = append(out, strings.Join(args, " ")+" -> "+kvdiff.Render(do(args...)))
-			}
-			return out
+			})
 		}
 		want, got := run(ref), run(kv)
 		if len(want) != len(got) {
@@ -107,6 +115,16 @@ func TestSlowlogLikeRedis(t *testing.T) {
 			}
 		}
 	}
+}
+
+// renderEach runs each command with do and returns "command -> reply"
+// lines.
+func renderEach(do func(args ...string) kvdiff.Value, cmds [][]string) []string {
+	out := make([]string, 0, len(cmds))
+	for _, args := range cmds {
+		out = append(out, strings.Join(args, " ")+" -> "+kvdiff.Render(do(args...)))
+	}
+	return out
 }
 
 // powers are the bounds (µs) at which Redis's LATENCY HISTOGRAM reports.
@@ -147,62 +165,36 @@ func TestLatencyLikeRedis(t *testing.T) {
 	ref := kvdiff.StartServer(t)
 	c := newTestCluster(t, 3)
 	kv := c.node(c.waitLeader()).ClientAddr()
-	for _, proto := range []int{2, 3} {
-		run := func(addr string) []string {
-			cl, err := kvdiff.Dial(addr, proto)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cl.Close()
-			do := func(args ...string) kvdiff.Value {
-				v, err := cl.Do(args...)
-				if err != nil {
-					t.Fatal(err)
+	likeRedisInRESP2And3(t, ref, kv, func(addr string, do func(args ...string) kvdiff.Value) []string {
+		out := renderEach(do, [][]string{{"LATENCY", "HELP"}, {"LATENCY", "LATEST"}, {"LATENCY", "HISTORY", "command"},
+			{"LATENCY", "GRAPH", "command"}, {"LATENCY", "RESET"}, {"LATENCY", "RESET", "command", "x"},
+			{"LATENCY", "DOCTOR"}, {"LATENCY", "HISTORY"}, {"LATENCY", "NOSUCH"},
+			{"LATENCY", "HISTOGRAM", "nosuch"},
+			{"CONFIG", "SET", "latency-monitor-threshold", "-1"}, {"CONFIG", "SET", "latency-tracking", "x"},
+			{"CONFIG", "SET", "latency-tracking-info-percentiles", "50 200"},
+			{"CONFIG", "SET", "latency-tracking-info-percentiles", "50 99.99 0"},
+			{"CONFIG", "GET", "latency-tracking-info-percentiles"}})
+		do("CONFIG", "RESETSTAT")
+		for range 3 {
+			do("SET", "k", "v")
+		}
+		do("CLIENT", "ID")
+		out = append(out, kvdiff.Render(normHistogram(t, do("LATENCY", "HISTOGRAM", "set", "client", "get"))))
+		info := do("INFO", "latencystats")
+		var lines []string
+		for _, l := range strings.Split(strings.TrimPrefix(string(info.Str), "txt:"), "\r\n") {
+			if name, val, ok := strings.Cut(l, ":"); ok {
+				if !regexp.MustCompile(`^p50=\d+\.\d{3},p99\.99=\d+\.\d{3},p0=\d+\.\d{3}$`).MatchString(val) {
+					t.Errorf("%s: %s", addr, l)
 				}
-				return v
-			}
-			var out []string
-			for _, args := range [][]string{{"LATENCY", "HELP"}, {"LATENCY", "LATEST"}, {"LATENCY", "HISTORY", "command"},
-				{"LATENCY", "GRAPH", "command"}, {"LATENCY", "RESET"}, {"LATENCY", "RESET", "command", "x"},
-				{"LATENCY", "DOCTOR"}, {"LATENCY", "HISTORY"}, {"LATENCY", "NOSUCH"},
-				{"LATENCY", "HISTOGRAM", "nosuch"},
-				{"CONFIG", "SET", "latency-monitor-threshold", "-1"}, {"CONFIG", "SET", "latency-tracking", "x"},
-				{"CONFIG", "SET", "latency-tracking-info-percentiles", "50 200"},
-				{"CONFIG", "SET", "latency-tracking-info-percentiles", "50 99.99 0"},
-				{"CONFIG", "GET", "latency-tracking-info-percentiles"}} {
-				out = append(out, strings.Join(args, " ")+" -> "+kvdiff.Render(do(args...)))
-			}
-			do("CONFIG", "RESETSTAT")
-			for range 3 {
-				do("SET", "k", "v")
-			}
-			do("CLIENT", "ID")
-			out = append(out, kvdiff.Render(normHistogram(t, do("LATENCY", "HISTOGRAM", "set", "client", "get"))))
-			info := do("INFO", "latencystats")
-			var lines []string
-			for _, l := range strings.Split(strings.TrimPrefix(string(info.Str), "txt:"), "\r\n") {
-				if name, val, ok := strings.Cut(l, ":"); ok {
-					if !regexp.MustCompile(`^p50=\d+\.\d{3},p99\.99=\d+\.\d{3},p0=\d+\.\d{3}$`).MatchString(val) {
-						t.Errorf("%s: %s", addr, l)
-					}
-					lines = append(lines, name)
-				} else if l != "" {
-					lines = append(lines, l)
-				}
-			}
-			slices.Sort(lines)
-			out = append(out, strings.Join(lines, " "))
-			do("CONFIG", "SET", "latency-tracking-info-percentiles", "50 99 99.9")
-			return out
-		}
-		want, got := run(ref), run(kv)
-		if len(want) != len(got) {
-			t.Fatalf("RESP%d: %d replies, redis-server %d", proto, len(got), len(want))
-		}
-		for i := range want {
-			if got[i] != want[i] {
-				t.Errorf("RESP%d reply %d:\nkvorum:\n%s\nredis-server:\n%s", proto, i, got[i], want[i])
+				lines = append(lines, name)
+			} else if l != "" {
+				lines = append(lines, l)
 			}
 		}
-	}
+		slices.Sort(lines)
+		out = append(out, strings.Join(lines, " "))
+		do("CONFIG", "SET", "latency-tracking-info-percentiles", "50 99 99.9")
+		return out
+	})
 }

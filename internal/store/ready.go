@@ -334,7 +334,7 @@ func (r *Replica) stageApply(b *pebble.Batch, it *readyItem) error {
 			for _, pr := range p.props {
 				replies := make([]reply.Reply, len(pr.cmds))
 				for i, args := range pr.cmds {
-					replies[i] = r.store.cfg.StateMachine.Apply(b, args, ApplyEnv{Now: p.ts, Index: e.GetIndex(), Seq: seq})
+					replies[i] = r.store.cfg.StateMachine.Apply(b, args, ApplyEnv{Now: p.ts, Index: e.GetIndex(), Seq: seq, Leader: it.leader})
 					seq++
 				}
 				if p.node == self {

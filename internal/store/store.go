@@ -107,6 +107,9 @@ type ApplyEnv struct {
 	Now   int64  // the leader's clock when it proposed the entry, Unix ms
 	Index uint64 // the entry's log index
 	Seq   int    // the command's position within the entry
+	// Leader: this replica led when the round was taken (raft's state at
+	// its Ready), so the replies it computes are the ones clients get.
+	Leader bool
 }
 
 // Effects is what one round's applies produced besides replies and

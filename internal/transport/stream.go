@@ -224,16 +224,26 @@ func (t *Transport) dialPeer(ctx context.Context, addr string) (net.Conn, error)
 	if dl, ok := hctx.Deadline(); ok {
 		_ = c.SetReadDeadline(dl)
 	}
-	var ok [1]byte
-	if _, err := io.ReadFull(tc, ok[:]); err != nil || ok[0] != tlsAccepted {
-		_ = c.Close()
-		if err == nil {
-			err = fmt.Errorf("%w: bad answer %q to the TLS handshake", errBadFrame, ok[:])
-		}
-		return nil, tlsDialError(addr, err)
+	if err := awaitAccepted(addr, tc, c); err != nil {
+		return nil, err
 	}
 	_ = c.SetReadDeadline(time.Time{})
 	return &tlsConn{Conn: tc, raw: c}, nil
+}
+
+// awaitAccepted reads the node's verdict on our certificate from tc, the
+// TLS side of raw: tlsAccepted, or else raw is closed and the dial error
+// returned.
+func awaitAccepted(addr string, tc *tls.Conn, raw net.Conn) error {
+	var ok [1]byte
+	if _, err := io.ReadFull(tc, ok[:]); err != nil || ok[0] != tlsAccepted {
+		_ = raw.Close()
+		if err == nil {
+			err = fmt.Errorf("%w: bad answer %q to the TLS handshake", errBadFrame, ok[:])
+		}
+		return tlsDialError(addr, err)
+	}
+	return nil
 }
 
 // tlsAccepted is the byte a node with peer TLS writes first on a

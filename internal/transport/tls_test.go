@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"math/big"
-	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -103,46 +102,32 @@ func (l *logBuf) count(s string) int {
 
 func (l *logBuf) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
 
-// servedSerial completes a TLS handshake with addr, presenting client (nil:
-// no certificate) and trusting roots, and returns the serial number of
-// the certificate the server presented.
+// servedSerial connects to a node's peer port as a peer presenting client
+// (nil: no certificate) and trusting roots (ProbeTLS), opens a framed
+// stream (answered only once the node accepted the certificate) and
+// returns the serial number of the certificate the node presented.
 func servedSerial(addr string, client *devca.Issued, roots *x509.CertPool) (*big.Int, error) {
-	cfg := &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+	var cert *tls.Certificate
 	if client != nil {
-		pair, err := tls.X509KeyPair(client.CertPEM, client.KeyPEM)
+		pair, err := client.TLS()
 		if err != nil {
 			return nil, err
 		}
-		cfg.Certificates = []tls.Certificate{pair}
+		cert = &pair
 	}
-	d := &net.Dialer{Timeout: time.Second}
-	c, err := tls.DialWithDialer(d, "tcp", addr, cfg)
+	c, err := ProbeTLS(addr, cert, roots, time.Second)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	// The server's verdict on the client's certificate (TLS 1.3: after
-	// the client's handshake) arrives with the first read: tlsAccepted,
-	// then a framed stream's preface gets streamMagic back.
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	var ok [1]byte
-	if _, err := io.ReadFull(c, ok[:]); err != nil {
-		return nil, err
-	}
 	if _, err := c.Write(append([]byte(streamMagic), kindRaft, 0, 0, 0, 0, 0, 0, 0, 0)); err != nil {
 		return nil, err
 	}
 	var ack [len(streamMagic)]byte
-	if _, err := io.ReadFull(c, ack[:]); err != nil || ok[0] != tlsAccepted || string(ack[:]) != streamMagic {
-		return nil, fmt.Errorf("answers %q %q, %v", ok[:], ack[:], err)
+	if _, err := io.ReadFull(c, ack[:]); err != nil || string(ack[:]) != streamMagic {
+		return nil, fmt.Errorf("answers %q, %v", ack[:], err)
 	}
 	return c.ConnectionState().PeerCertificates[0].SerialNumber, nil
-}
-
-func pool(ca *devca.CA) *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(ca.Cert)
-	return p
 }
 
 // clientSerials runs a TLS server on a testport address that records the
@@ -347,7 +332,7 @@ func TestTLSAndPlaintextRefuseEachOther(t *testing.T) {
 	}
 
 	// A TLS client with no certificate.
-	if _, err := servedSerial(a.addr, nil, pool(ca)); err == nil {
+	if _, err := servedSerial(a.addr, nil, ca.Pool()); err == nil {
 		t.Fatal("a client without a certificate was served")
 	}
 	if a.rec.count() != 0 || pl.rec.count() != 0 {
@@ -379,7 +364,7 @@ func TestTLSRotation(t *testing.T) {
 	probe := issue(t, ca, "probe")
 	served := func() *big.Int {
 		t.Helper()
-		s, err := servedSerial(a.addr, probe, pool(ca))
+		s, err := servedSerial(a.addr, probe, ca.Pool())
 		if err != nil {
 			t.Fatalf("handshake with node 1: %v", err)
 		}
@@ -452,7 +437,7 @@ func TestTLSRotation(t *testing.T) {
 	writeTLS(t, dir, "node", intruder, foreign)
 	intruderProbe := issue(t, intruder, "probe")
 	waitFor(t, "the foreign set served", func() bool {
-		s, err := servedSerial(a.addr, intruderProbe, pool(intruder))
+		s, err := servedSerial(a.addr, intruderProbe, intruder.Pool())
 		return err == nil && s.Cmp(foreign.Cert.SerialNumber) == 0
 	})
 	// (b's gRPC connection to node 1 was made before: a new node.)
@@ -512,7 +497,7 @@ func TestTLSClientCertOfAnotherCARefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	files := writeTLS(t, t.TempDir(), "node", ca, foreign)
-	xt := &PeerTLS{files: files, log: slog.New(slog.DiscardHandler), interval: time.Hour, checked: time.Now(), cert: &pair, pool: pool(ca)}
+	xt := &PeerTLS{files: files, log: slog.New(slog.DiscardHandler), interval: time.Hour, checked: time.Now(), cert: &pair, pool: ca.Pool()}
 	if xt.stamps, err = xt.stat(); err != nil {
 		t.Fatal(err)
 	}

@@ -2,12 +2,8 @@ package process
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"io"
 	"math/big"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,29 +12,22 @@ import (
 	"time"
 
 	"github.com/kvorum/kvorum/internal/devca"
+	"github.com/kvorum/kvorum/internal/transport"
 )
 
 // servedPeerSerial is the serial number of the certificate the node at
-// addr presents on its peer port to a client with cert (after it accepted
-// that certificate).
+// addr presents on its peer port to a peer with cert (after it accepted
+// that certificate: transport.ProbeTLS).
 func servedPeerSerial(addr string, cert *devca.Issued, ca *devca.CA) (*big.Int, error) {
-	pair, err := tls.X509KeyPair(cert.CertPEM, cert.KeyPEM)
+	pair, err := cert.TLS()
 	if err != nil {
 		return nil, err
 	}
-	roots := x509.NewCertPool()
-	roots.AddCert(ca.Cert)
-	c, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr,
-		&tls.Config{RootCAs: roots, InsecureSkipVerify: false, ServerName: "localhost", Certificates: []tls.Certificate{pair}})
+	c, err := transport.ProbeTLS(addr, &pair, ca.Pool(), 2*time.Second)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	var ok [1]byte // "certificate accepted"
-	if _, err := io.ReadFull(c, ok[:]); err != nil {
-		return nil, err
-	}
 	return c.ConnectionState().PeerCertificates[0].SerialNumber, nil
 }
 
