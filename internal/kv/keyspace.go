@@ -16,6 +16,7 @@ import (
 	"github.com/kvorum/kvorum/internal/glob"
 	"github.com/kvorum/kvorum/internal/redisnum"
 	"github.com/kvorum/kvorum/internal/reply"
+	"github.com/kvorum/kvorum/internal/stringargs"
 )
 
 func init() {
@@ -159,7 +160,7 @@ func parseExpire(args [][]byte) (expireArgs, Reply, bool) {
 	}
 	if seconds {
 		if n > math.MaxInt64/1000 || n < math.MinInt64/1000 {
-			return a, invalidExpire(a.cmd), false
+			return a, stringargs.InvalidExpire(a.cmd), false
 		}
 		n *= 1000
 	}
@@ -171,7 +172,7 @@ func cmdExpire(x *ctx, args [][]byte, a expireArgs) Reply {
 	when := a.when
 	if a.relative {
 		if (when > 0 && x.now > math.MaxInt64-when) || (when < 0 && x.now < math.MinInt64-when) {
-			return invalidExpire(a.cmd)
+			return stringargs.InvalidExpire(a.cmd)
 		}
 		when += x.now
 	}

@@ -7,8 +7,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/kvorum/kvorum/internal/redisnum"
-	"github.com/kvorum/kvorum/internal/reply"
+	"github.com/kvorum/kvorum/internal/lockargs"
 )
 
 // Leases (issue 7; docs/design-locks.md).
@@ -42,10 +41,10 @@ var (
 )
 
 // MaxLeaseTTL bounds LEASE GRANT's TTL (one day, in ms).
-const MaxLeaseTTL = 24 * 3600 * 1000
+const MaxLeaseTTL = lockargs.MaxLeaseTTL
 
 func init() {
-	defParsed("lease", -2, "write noscript", 0, 0, 0, "lease", "Leases: GRANT ttl-ms | KEEPALIVE id | REVOKE id | TTL id | LIST.", parseLease, cmdLease)
+	defParsed("lease", -2, "write noscript", 0, 0, 0, "lease", "Leases: GRANT ttl-ms | KEEPALIVE id | REVOKE id | TTL id | LIST.", lockargs.ParseLease, cmdLease)
 	table["lease"].spec.Extension = true
 	table["lease"].readOnly = func(args [][]byte) bool { return len(args) > 1 && (eq(args[1], "TTL") || eq(args[1], "LIST")) }
 	def("kvorum.leaseexpire", -3, "write", 0, 0, 0, "lease", "Internal: expires leases whose renewal the leader timed out.", cmdLeaseExpire, nil)
@@ -57,90 +56,38 @@ func errNoLease(id uint64) Reply {
 	return Error("NOLEASE lease " + strconv.FormatUint(id, 10) + " not found (expired or revoked)")
 }
 
-var errLeaseID = Error("ERR invalid lease id")
-
-// parseID parses a lease id or fencing token: a positive integer.
-func parseID(b []byte) (uint64, bool) {
-	n, ok := redisnum.ParseInt(b)
-	return uint64(n), ok && n > 0
-}
-
-// leaseArgs is a parsed LEASE command.
-type leaseArgs struct {
-	sub string // the subcommand, lower case
-	ttl int64  // GRANT: ms
-	id  uint64 // KEEPALIVE, REVOKE, TTL
-}
-
-func parseLease(args [][]byte) (leaseArgs, Reply, bool) {
-	var a leaseArgs
-	switch sub := args[1]; {
-	case eq(sub, "GRANT"):
-		a.sub = "grant"
-	case eq(sub, "KEEPALIVE"):
-		a.sub = "keepalive"
-	case eq(sub, "REVOKE"):
-		a.sub = "revoke"
-	case eq(sub, "TTL"):
-		a.sub = "ttl"
-	case eq(sub, "LIST"):
-		a.sub = "list"
-	default:
-		return a, reply.ErrorText([]byte("ERR unknown subcommand '" + string(sub) + "'. Try LEASE GRANT|KEEPALIVE|REVOKE|TTL|LIST.")), false
-	}
-	want := 3
-	if a.sub == "list" {
-		want = 2
-	}
-	if len(args) != want {
-		return a, wrongArity("lease|" + a.sub), false
-	}
-	var ok bool
-	switch a.sub {
-	case "grant":
-		if a.ttl, ok = redisnum.ParseInt(args[2]); !ok || a.ttl < 1 || a.ttl > MaxLeaseTTL {
-			return a, Error("ERR invalid lease TTL: want milliseconds in 1.." + strconv.Itoa(MaxLeaseTTL)), false
-		}
-	case "keepalive", "revoke", "ttl":
-		if a.id, ok = parseID(args[2]); !ok {
-			return a, errLeaseID, false
-		}
-	}
-	return a, Reply{}, true
-}
-
-func cmdLease(x *ctx, args [][]byte, a leaseArgs) Reply {
-	switch a.sub {
+func cmdLease(x *ctx, args [][]byte, a lockargs.Lease) Reply {
+	switch a.Sub {
 	case "grant":
 		id, err := x.nextToken()
 		if err != nil {
 			return errReply(err)
 		}
-		if err := x.putLease(id, lease{ttl: a.ttl, renewIdx: x.index, renewTs: x.now}); err != nil {
+		if err := x.putLease(id, lease{ttl: a.TTL, renewIdx: x.index, renewTs: x.now}); err != nil {
 			return errReply(err)
 		}
-		x.leaseEvent(id, a.ttl)
+		x.leaseEvent(id, a.TTL)
 		return Int(int64(id))
 	case "keepalive", "revoke", "ttl":
-		l, ok, err := x.getLease(a.id)
+		l, ok, err := x.getLease(a.ID)
 		switch {
 		case err != nil:
 			return errReply(err)
-		case !ok && a.sub == "keepalive":
-			return errNoLease(a.id)
-		case !ok && a.sub == "revoke":
+		case !ok && a.Sub == "keepalive":
+			return errNoLease(a.ID)
+		case !ok && a.Sub == "revoke":
 			return Int(0)
 		case !ok:
 			return Int(-2)
-		case a.sub == "keepalive":
+		case a.Sub == "keepalive":
 			l.renewIdx, l.renewTs = x.index, x.now
-			if err := x.putLease(a.id, l); err != nil {
+			if err := x.putLease(a.ID, l); err != nil {
 				return errReply(err)
 			}
-			x.leaseEvent(a.id, l.ttl)
+			x.leaseEvent(a.ID, l.ttl)
 			return Int(l.ttl)
-		case a.sub == "revoke":
-			if err := x.dropLease(a.id); err != nil {
+		case a.Sub == "revoke":
+			if err := x.dropLease(a.ID); err != nil {
 				return errReply(err)
 			}
 			return Int(1)
@@ -170,14 +117,14 @@ func cmdLeaseExpire(x *ctx, args [][]byte) Reply {
 		return wrongArity("kvorum.leaseexpire")
 	}
 	for _, a := range args[1:] { // all valid before anything is written
-		if _, ok := parseID(a); !ok {
-			return errLeaseID
+		if _, ok := lockargs.ParseID(a); !ok {
+			return lockargs.ErrLeaseID
 		}
 	}
 	var n int64
 	for i := 1; i+1 < len(args); i += 2 {
-		id, _ := parseID(args[i])
-		renew, _ := parseID(args[i+1])
+		id, _ := lockargs.ParseID(args[i])
+		renew, _ := lockargs.ParseID(args[i+1])
 		l, ok, err := x.getLease(id)
 		if err != nil {
 			return errReply(err)

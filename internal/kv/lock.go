@@ -10,7 +10,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/kvorum/kvorum/internal/redisnum"
+	"github.com/kvorum/kvorum/internal/lockargs"
 	"github.com/kvorum/kvorum/internal/reply"
 )
 
@@ -90,97 +90,26 @@ type lockRec struct {
 	holders []holder
 }
 
-type lockOpts struct {
-	timeout time.Duration
-	shared  bool
-	keep    bool // WAIT: at the timeout, reply null but stay queued
-}
-
-// parseLockOpts parses ACQUIRE's and TRYACQUIRE's options from args[from:].
-func parseLockOpts(args [][]byte, from int, timeoutOK bool) (lockOpts, Reply, bool) {
-	var o lockOpts
-	for i := from; i < len(args); i++ {
-		switch {
-		case eq(args[i], "SHARED"):
-			o.shared = true
-		case (eq(args[i], "TIMEOUT") || eq(args[i], "WAIT")) && timeoutOK && i+1 < len(args):
-			ms, ok := redisnum.ParseInt(args[i+1])
-			if !ok || ms < 0 {
-				return o, Error("ERR invalid " + strings.ToUpper(string(args[i])) + ": want milliseconds >= 0"), false
-			}
-			o.timeout = time.Duration(ms) * time.Millisecond
-			o.keep = eq(args[i], "WAIT")
-			i++
-		default:
-			return o, errSyntax, false
-		}
+// parseLock parses a LOCK command; FENCED's command is checked after the
+// rest (lockargs.ParseLock) as Check checks a command (arity and syntax;
+// not the size limits).
+func parseLock(args [][]byte) (lockargs.Lock, Reply, bool) {
+	a, r, ok := lockargs.ParseLock(args)
+	if !ok || a.Sub != "fenced" {
+		return a, r, ok
 	}
-	return o, Reply{}, true
-}
-
-// lockArgs is a parsed LOCK command.
-type lockArgs struct {
-	sub  string   // the subcommand, lower case
-	id   uint64   // the lease (ACQUIRE, TRYACQUIRE, CANCEL) or the token (RELEASE, FENCED)
-	opts lockOpts // ACQUIRE, TRYACQUIRE
-}
-
-// parseLock parses a LOCK command; FENCED's command is checked as Check
-// checks a command (arity and syntax; not the size limits).
-func parseLock(args [][]byte) (lockArgs, Reply, bool) {
-	var a lockArgs
-	var minArgs, maxArgs int
-	switch sub := args[1]; {
-	case eq(sub, "ACQUIRE"):
-		a.sub, minArgs = "acquire", 4
-	case eq(sub, "TRYACQUIRE"):
-		a.sub, minArgs = "tryacquire", 4
-	case eq(sub, "RELEASE"):
-		a.sub, minArgs, maxArgs = "release", 4, 4
-	case eq(sub, "CANCEL"):
-		a.sub, minArgs, maxArgs = "cancel", 4, 4
-	case eq(sub, "INFO"):
-		a.sub, minArgs, maxArgs = "info", 3, 3
-	case eq(sub, "FENCED"):
-		a.sub, minArgs = "fenced", 5
-	default:
-		return a, reply.ErrorText([]byte("ERR unknown subcommand '" + string(sub) + "'. Try LOCK ACQUIRE|TRYACQUIRE|RELEASE|CANCEL|INFO|FENCED.")), false
+	d := lookup(args[4])
+	if d == nil || d.internal {
+		return a, reply.UnknownCommand(args[4:]), false
 	}
-	if len(args) < minArgs || (maxArgs > 0 && len(args) > maxArgs) {
-		return a, wrongArity("lock|" + a.sub), false
+	if d.spec.Name == "lock" || d.spec.Name == "lease" || slices.Contains(d.spec.Flags, "noscript") {
+		return a, Error("ERR LOCK FENCED cannot run '" + d.spec.Name + "'"), false
 	}
-	if a.sub == "info" {
-		return a, Reply{}, true
-	}
-	var ok bool
-	if a.id, ok = parseID(args[3]); !ok {
-		if a.sub == "release" || a.sub == "fenced" {
-			return a, errBadToken, false
-		}
-		return a, errLeaseID, false
-	}
-	switch a.sub {
-	case "acquire", "tryacquire":
-		var r Reply
-		if a.opts, r, ok = parseLockOpts(args, 4, a.sub == "acquire"); !ok {
-			return a, r, false
-		}
-	case "fenced":
-		d := lookup(args[4])
-		if d == nil || d.internal {
-			return a, reply.UnknownCommand(args[4:]), false
-		}
-		if d.spec.Name == "lock" || d.spec.Name == "lease" || slices.Contains(d.spec.Flags, "noscript") {
-			return a, Error("ERR LOCK FENCED cannot run '" + d.spec.Name + "'"), false
-		}
-		if r, ok := checkWith(d, args[4:], Limits{}, d.check); !ok {
-			return a, r, false
-		}
+	if r, ok := checkWith(d, args[4:], Limits{}, d.check); !ok {
+		return a, r, false
 	}
 	return a, Reply{}, true
 }
-
-var errBadToken = Error("ERR invalid fencing token")
 
 // Acquire is a LOCK ACQUIRE as the node parks it.
 type Acquire struct {
@@ -202,7 +131,7 @@ func LockAcquire(args [][]byte) (a Acquire, ok bool) {
 	if !valid {
 		return a, false
 	}
-	return Acquire{Name: args[2], Lease: l.id, Timeout: l.opts.timeout, KeepQueued: l.opts.keep}, true
+	return Acquire{Name: args[2], Lease: l.ID, Timeout: l.Opts.Timeout, KeepQueued: l.Opts.Keep}, true
 }
 
 // Blocks reports whether args may wait on the server (a blocking pop, or
@@ -227,16 +156,16 @@ func LockTimeoutCommand(name []byte, lease uint64) [][]byte {
 	return [][]byte{[]byte("KVORUM.LOCKTIMEOUT"), name, strconv.AppendUint(nil, lease, 10)}
 }
 
-func cmdLock(x *ctx, args [][]byte, a lockArgs) Reply {
+func cmdLock(x *ctx, args [][]byte, a lockargs.Lock) Reply {
 	name := args[2]
-	switch a.sub {
+	switch a.Sub {
 	case "acquire", "tryacquire":
 		// Inside a transaction nobody could park: ACQUIRE acts as TRYACQUIRE.
-		return x.acquire(name, a.id, a.opts.shared, a.sub == "acquire" && !x.nested)
+		return x.acquire(name, a.ID, a.Opts.Shared, a.Sub == "acquire" && !x.nested)
 	case "release":
-		return x.release(name, a.id)
+		return x.release(name, a.ID)
 	case "cancel":
-		removed, err := x.cancelWait(name, a.id)
+		removed, err := x.cancelWait(name, a.ID)
 		if err != nil {
 			return errReply(err)
 		}
@@ -251,8 +180,8 @@ func cmdLock(x *ctx, args [][]byte, a lockArgs) Reply {
 		if err != nil {
 			return errReply(err)
 		}
-		if l.holderByToken(a.id) < 0 {
-			return reply.ErrorText([]byte("FENCED token " + strconv.FormatUint(a.id, 10) + " is not the current holder of lock '" + string(name) + "'; nothing was written"))
+		if l.holderByToken(a.ID) < 0 {
+			return reply.ErrorText([]byte("FENCED token " + strconv.FormatUint(a.ID, 10) + " is not the current holder of lock '" + string(name) + "'; nothing was written"))
 		}
 		return x.call(args[4:])
 	}
@@ -262,9 +191,9 @@ func cmdLock(x *ctx, args [][]byte, a lockArgs) Reply {
 // the lease's token if it holds the lock (granted before the timeout was
 // applied: the apply decides, not the client's timer), else null.
 func cmdLockTimeout(x *ctx, args [][]byte) Reply {
-	id, ok := parseID(args[2])
+	id, ok := lockargs.ParseID(args[2])
 	if !ok {
-		return errLeaseID
+		return lockargs.ErrLeaseID
 	}
 	l, _, err := x.getLock(args[1])
 	if err != nil {

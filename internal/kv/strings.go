@@ -13,6 +13,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/kvorum/kvorum/internal/redisnum"
+	"github.com/kvorum/kvorum/internal/stringargs"
 )
 
 type readerI = pebble.Reader
@@ -26,15 +27,9 @@ var (
 	errNaN         = Error("ERR increment would produce NaN or Infinity")
 	errWrongType   = Error("WRONGTYPE Operation against a key holding the wrong kind of value")
 	errNoSuchKey   = Error("ERR no such key")
-	errOffset      = Error("ERR offset is out of range")
 	errTooBig      = Error("ERR string exceeds maximum allowed size (proto-max-bulk-len)")
 	errInvalidCurs = Error("ERR invalid cursor")
-	errDecrOver    = Error("ERR decrement would overflow")
 )
-
-func invalidExpire(cmd string) Reply {
-	return Error("ERR invalid expire time in '" + cmd + "' command")
-}
 
 // maxStringSize is Redis's proto-max-bulk-len default (512 MB).
 const maxStringSize = 512 << 20
@@ -74,27 +69,27 @@ func (x *ctx) stringEvent(event string, k []byte, expire bool) {
 
 func init() {
 	def("get", 2, "readonly fast", 1, 1, 1, "string", "Returns the string value of a key.", cmdGet, nil)
-	defParsed("set", -3, "write denyoom", 1, 1, 1, "string", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", parseSet, cmdSet)
+	defParsed("set", -3, "write denyoom", 1, 1, 1, "string", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", stringargs.ParseSet, cmdSet)
 	def("setnx", 3, "write denyoom fast", 1, 1, 1, "string", "Set the string value of a key only when the key doesn't exist.", cmdSetNX, nil)
-	defParsed("setex", 4, "write denyoom", 1, 1, 1, "string", "Sets the string value and expiration time of a key.", parseSetEX, cmdSetEX)
-	defParsed("psetex", 4, "write denyoom", 1, 1, 1, "string", "Sets both string value and expiration time in milliseconds of a key.", parseSetEX, cmdSetEX)
+	defParsed("setex", 4, "write denyoom", 1, 1, 1, "string", "Sets the string value and expiration time of a key.", stringargs.ParseSetEX, cmdSetEX)
+	defParsed("psetex", 4, "write denyoom", 1, 1, 1, "string", "Sets both string value and expiration time in milliseconds of a key.", stringargs.ParseSetEX, cmdSetEX)
 	def("getset", 3, "write denyoom fast", 1, 1, 1, "string", "Returns the previous string value of a key after setting it to a new value.", cmdGetSet, nil)
 	def("getdel", 2, "write fast", 1, 1, 1, "string", "Returns the string value of a key after deleting the key.", cmdGetDel, nil)
-	defParsed("getex", -2, "write fast", 1, 1, 1, "string", "Returns the string value of a key after setting its expiration time.", parseGetEx, cmdGetEx)
+	defParsed("getex", -2, "write fast", 1, 1, 1, "string", "Returns the string value of a key after setting its expiration time.", stringargs.ParseGetEx, cmdGetEx)
 	def("mget", -2, "readonly fast", 1, -1, 1, "string", "Atomically returns the string values of one or more keys.", cmdMGet, nil)
 	// MSET and MSETNX take key/value pairs: a check of the arity, nothing
 	// to parse.
 	def("mset", -3, "write denyoom", 1, -1, 2, "string", "Atomically creates or modifies the string values of one or more keys.", cmdMSet, checkPairs("mset", 1))
 	def("msetnx", -3, "write denyoom", 1, -1, 2, "string", "Atomically modifies the string values of one or more keys only when all keys don't exist.", cmdMSetNX, checkPairs("msetnx", 1))
-	defParsed("incr", 2, "write denyoom fast", 1, 1, 1, "string", "Increments the integer value of a key by one.", parseDelta, cmdIncrBy)
-	defParsed("decr", 2, "write denyoom fast", 1, 1, 1, "string", "Decrements the integer value of a key by one.", parseDelta, cmdIncrBy)
-	defParsed("incrby", 3, "write denyoom fast", 1, 1, 1, "string", "Increments the integer value of a key by a number.", parseDelta, cmdIncrBy)
-	defParsed("decrby", 3, "write denyoom fast", 1, 1, 1, "string", "Decrements a number from the integer value of a key.", parseDelta, cmdIncrBy)
+	defParsed("incr", 2, "write denyoom fast", 1, 1, 1, "string", "Increments the integer value of a key by one.", stringargs.ParseDelta, cmdIncrBy)
+	defParsed("decr", 2, "write denyoom fast", 1, 1, 1, "string", "Decrements the integer value of a key by one.", stringargs.ParseDelta, cmdIncrBy)
+	defParsed("incrby", 3, "write denyoom fast", 1, 1, 1, "string", "Increments the integer value of a key by a number.", stringargs.ParseDelta, cmdIncrBy)
+	defParsed("decrby", 3, "write denyoom fast", 1, 1, 1, "string", "Decrements a number from the integer value of a key.", stringargs.ParseDelta, cmdIncrBy)
 	def("incrbyfloat", 3, "write denyoom fast", 1, 1, 1, "string", "Increment the floating point value of a key by a number.", cmdIncrByFloat, nil)
 	def("append", 3, "write denyoom fast", 1, 1, 1, "string", "Appends a string to the value of a key. Creates the key if it doesn't exist.", cmdAppend, nil)
 	def("strlen", 2, "readonly fast", 1, 1, 1, "string", "Returns the length of a string value.", cmdStrlen, nil)
 	defParsed("getrange", 4, "readonly", 1, 1, 1, "string", "Returns a substring of the string stored at a key.", parseRange, cmdGetRange)
-	defParsed("setrange", 4, "write denyoom", 1, 1, 1, "string", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.", parseSetRange, cmdSetRange)
+	defParsed("setrange", 4, "write denyoom", 1, 1, 1, "string", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.", stringargs.ParseSetRange, cmdSetRange)
 }
 
 // ---------------------------------------------------------------------------
@@ -187,161 +182,19 @@ func cmdGet(x *ctx, args [][]byte) Reply {
 	return Bulk(rec.value)
 }
 
-// Flags of SET and GETEX options, as Redis's
-// parseExtendedStringArgumentsOrReply sets them.
-const (
-	optNX = 1 << iota
-	optXX
-	optGet
-	optKeepTTL
-	optPersist
-	optEX
-	optPX
-	optEXAT
-	optPXAT
-	optLease // kvorum: SET ... LEASE id
-
-	optExpiry = optEX | optPX | optEXAT | optPXAT
-)
-
-// expiryOpt returns the flag of an expiry option (EX, PX, EXAT, PXAT), 0
-// for any other word.
-func expiryOpt(a []byte) int {
-	switch {
-	case eq(a, "EX"):
-		return optEX
-	case eq(a, "PX"):
-		return optPX
-	case eq(a, "EXAT"):
-		return optEXAT
-	case eq(a, "PXAT"):
-		return optPXAT
-	}
-	return 0
-}
-
-// strOpts is the parsed tail of SET (from args[3]) or GETEX (from args[2]).
-type strOpts struct {
-	flags  int
-	expire []byte // the last expiry argument, as given (see parseExpiry)
-	lease  []byte // SET ... LEASE id (kvorum)
-}
-
-// parseStrOpts is a port of Redis 7's parseExtendedStringArgumentsOrReply:
-// an option may repeat (the last expiry wins), conflicting ones are a
-// syntax error, and the expiry number is not looked at yet.
-func parseStrOpts(args [][]byte, from int, isSet bool) (strOpts, Reply, bool) {
-	var o strOpts
-	for j := from; j < len(args); j++ {
-		a := args[j]
-		hasNext := j+1 < len(args)
-		f := o.flags
-		switch ex := expiryOpt(a); {
-		case eq(a, "NX") && f&optXX == 0 && isSet:
-			o.flags |= optNX
-		case eq(a, "XX") && f&optNX == 0 && isSet:
-			o.flags |= optXX
-		case eq(a, "GET") && isSet:
-			o.flags |= optGet
-		case eq(a, "KEEPTTL") && f&(optPersist|optExpiry) == 0 && isSet:
-			o.flags |= optKeepTTL
-		case eq(a, "PERSIST") && f&(optExpiry|optKeepTTL) == 0 && !isSet:
-			o.flags |= optPersist
-		case ex != 0 && f&(optKeepTTL|optPersist|optExpiry&^ex) == 0 && hasNext:
-			o.flags |= ex
-			o.expire = args[j+1]
-			j++
-		case eq(a, "LEASE") && isSet && hasNext:
-			o.flags |= optLease
-			o.lease = args[j+1]
-			j++
-		default:
-			return o, errSyntax, false
-		}
-	}
-	return o, Reply{}, true
-}
-
-// expiry is a parsed expiry option: the number of milliseconds, relative
-// to the command's time for EX and PX.
-type expiry struct {
-	flags int // optEX, optPX, optEXAT or optPXAT; 0: no expiry
-	ms    int64
-}
-
-// parseExpiry is the part of Redis's getExpireMillisecondsOrReply that
-// does not depend on the time: b must be a positive number, of seconds
-// that fit in milliseconds for EX and EXAT.
-func parseExpiry(flags int, b []byte, cmd string) (expiry, Reply, bool) {
-	n, ok := redisnum.ParseInt(b)
-	if !ok {
-		return expiry{}, errNotInt, false
-	}
-	seconds := flags&(optEX|optEXAT) != 0
-	if n <= 0 || (seconds && n > math.MaxInt64/1000) {
-		return expiry{}, invalidExpire(cmd), false
-	}
-	if seconds {
-		n *= 1000
-	}
-	return expiry{flags: flags & optExpiry, ms: n}, Reply{}, true
-}
-
-// deadline is the rest of getExpireMillisecondsOrReply: the absolute
-// deadline in Unix ms at now (0 without an expiry).
-func (ex expiry) deadline(cmd string, now int64) (int64, Reply, bool) {
-	if ex.flags&(optEX|optPX) == 0 {
-		return ex.ms, Reply{}, true
-	}
-	if ex.ms > math.MaxInt64-now {
-		// Redis overflows into a negative number and refuses it.
-		return 0, invalidExpire(cmd), false
-	}
-	return ex.ms + now, Reply{}, true
-}
-
-// setArgs is a parsed SET.
-type setArgs struct {
-	flags  int
-	expiry expiry
-	lease  uint64 // SET ... LEASE id; 0: none
-}
-
-// parseSet parses SET's options and, since Redis does so before it looks
-// at the key, its lease id and expiry number (a relative expiry's
-// overflow is left to cmdSet, which has the time).
-func parseSet(args [][]byte) (setArgs, Reply, bool) {
-	o, r, ok := parseStrOpts(args, 3, true)
-	if !ok {
-		return setArgs{}, r, false
-	}
-	a := setArgs{flags: o.flags}
-	if o.flags&optLease != 0 {
-		if a.lease, ok = parseID(o.lease); !ok {
-			return setArgs{}, errLeaseID, false
-		}
-	}
-	if o.flags&optExpiry != 0 {
-		if a.expiry, r, ok = parseExpiry(o.flags, o.expire, "set"); !ok {
-			return setArgs{}, r, false
-		}
-	}
-	return a, Reply{}, true
-}
-
-func cmdSet(x *ctx, args [][]byte, a setArgs) Reply {
-	expire, r, ok := a.expiry.deadline("set", x.now)
+func cmdSet(x *ctx, args [][]byte, a stringargs.Set) Reply {
+	expire, r, ok := a.Expiry.Deadline("set", x.now)
 	if !ok {
 		return r
 	}
-	if a.lease != 0 {
-		if _, ok, err := x.getLease(a.lease); err != nil {
+	if a.Lease != 0 {
+		if _, ok, err := x.getLease(a.Lease); err != nil {
 			return errReply(err)
 		} else if !ok {
-			return errNoLease(a.lease)
+			return errNoLease(a.Lease)
 		}
 	}
-	get := a.flags&optGet != 0
+	get := a.Flags&stringargs.Get != 0
 	// One lookup of the key serves both the command (exists, type, TTL,
 	// the old value for GET) and the write (the incarnation it replaces).
 	raw, had, err := x.raw(args[1], get) // the old value only for GET
@@ -356,10 +209,10 @@ func cmdSet(x *ctx, args [][]byte, a setArgs) Reply {
 	if get && exists {
 		old = Bulk(rec.value)
 	}
-	if (a.flags&optNX != 0 && exists) || (a.flags&optXX != 0 && !exists) {
+	if (a.Flags&stringargs.NX != 0 && exists) || (a.Flags&stringargs.XX != 0 && !exists) {
 		return old // nil unless GET
 	}
-	if a.flags&optKeepTTL != 0 && exists {
+	if a.Flags&stringargs.KeepTTL != 0 && exists {
 		expire = rec.expire
 	}
 	if expire != 0 && expire <= x.now {
@@ -374,8 +227,8 @@ func cmdSet(x *ctx, args [][]byte, a setArgs) Reply {
 		x.event(notify.Expired, "expired", args[1])
 	} else if err := x.replace(args[1], raw, had, &record{typ: typeString, expire: expire, value: args[2]}); err != nil {
 		return errReply(err)
-	} else if x.stringEvent("set", args[1], a.flags&optExpiry != 0); a.lease != 0 {
-		if err := x.attachKey(a.lease, args[1]); err != nil {
+	} else if x.stringEvent("set", args[1], a.Flags&stringargs.Expiry != 0); a.Lease != 0 {
+		if err := x.attachKey(a.Lease, args[1]); err != nil {
 			return errReply(err)
 		}
 	}
@@ -399,25 +252,8 @@ func cmdSetNX(x *ctx, args [][]byte) Reply {
 	return Int(1)
 }
 
-// setexName is SETEX's or PSETEX's name, as Redis writes it in errors.
-func setexName(args [][]byte) string {
-	if len(args[0]) == len("setex") {
-		return "setex"
-	}
-	return "psetex"
-}
-
-// parseSetEX reads SETEX/PSETEX's expiry the way Redis does (as SET EX/PX).
-func parseSetEX(args [][]byte) (expiry, Reply, bool) {
-	name := setexName(args)
-	if name == "setex" {
-		return parseExpiry(optEX, args[2], name)
-	}
-	return parseExpiry(optPX, args[2], name)
-}
-
-func cmdSetEX(x *ctx, args [][]byte, ex expiry) Reply {
-	d, r, ok := ex.deadline(setexName(args), x.now)
+func cmdSetEX(x *ctx, args [][]byte, ex stringargs.Expiration) Reply {
+	d, r, ok := ex.Deadline(stringargs.SetexName(args), x.now)
 	if !ok {
 		return r
 	}
@@ -449,22 +285,18 @@ func cmdGetDel(x *ctx, args [][]byte) Reply {
 	return Bulk(rec.value)
 }
 
-// parseGetEx parses GETEX's syntax only: Redis looks at the expiry number
-// after the key (GETEX missing EX abc is a nil reply).
-func parseGetEx(args [][]byte) (strOpts, Reply, bool) { return parseStrOpts(args, 2, false) }
-
-func cmdGetEx(x *ctx, args [][]byte, o strOpts) Reply {
+func cmdGetEx(x *ctx, args [][]byte, o stringargs.Opts) Reply {
 	rec, exists, err := getString(x, args[1])
 	if err != nil || !exists {
 		return errOr(err, Nil)
 	}
 	switch {
-	case o.flags&optExpiry != 0:
-		ex, r, ok := parseExpiry(o.flags, o.expire, "getex")
+	case o.Flags&stringargs.Expiry != 0:
+		ex, r, ok := stringargs.ParseExpiry(o.Flags, o.Expire, "getex")
 		if !ok {
 			return r
 		}
-		d, r, ok := ex.deadline("getex", x.now)
+		d, r, ok := ex.Deadline("getex", x.now)
 		if !ok {
 			return r
 		}
@@ -479,7 +311,7 @@ func cmdGetEx(x *ctx, args [][]byte, o strOpts) Reply {
 			}
 			x.event(notify.Generic, "expire", args[1])
 		}
-	case o.flags&optPersist != 0 && rec.expire != 0:
+	case o.Flags&stringargs.Persist != 0 && rec.expire != 0:
 		rec.expire = 0
 		if err := x.store(args[1], &rec); err != nil {
 			return errReply(err)
@@ -530,28 +362,6 @@ func cmdMSetNX(x *ctx, args [][]byte) Reply {
 
 // ---------------------------------------------------------------------------
 // Numbers.
-
-// parseDelta is what INCR, DECR, INCRBY and DECRBY add, read as Redis
-// does before it looks at the key.
-func parseDelta(args [][]byte) (int64, Reply, bool) {
-	decr := args[0][0] == 'd' || args[0][0] == 'D'
-	if len(args) == 2 { // INCR, DECR
-		if decr {
-			return -1, Reply{}, true
-		}
-		return 1, Reply{}, true
-	}
-	n, r, ok := parseIntArg(args[2])
-	switch {
-	case !ok:
-		return 0, r, false
-	case !decr:
-		return n, Reply{}, true
-	case n == math.MinInt64:
-		return 0, errDecrOver, false
-	}
-	return -n, Reply{}, true
-}
 
 func cmdIncrBy(x *ctx, args [][]byte, delta int64) Reply {
 	rec, ok, err := getString(x, args[1])
@@ -660,16 +470,6 @@ func cmdGetRange(x *ctx, args [][]byte, q indexRange) Reply {
 		return Bulk([]byte{})
 	}
 	return Bulk(rec.value[from : to+1])
-}
-
-// parseSetRange reads SETRANGE's offset, which Redis checks (a number,
-// not negative) before it looks at the key.
-func parseSetRange(args [][]byte) (int64, Reply, bool) {
-	off, r, ok := parseIntArg(args[2])
-	if ok && off < 0 {
-		return 0, errOffset, false
-	}
-	return off, r, ok
 }
 
 func cmdSetRange(x *ctx, args [][]byte, off int64) Reply {
