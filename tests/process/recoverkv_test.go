@@ -1438,8 +1438,10 @@ func rkvClientPermissions(t *testing.T) {
 	// (CONFIG GET and CONFIG RESETSTAT are answered: they read the node's
 	// parameters and zero INFO's counters, and change no data; so are
 	// SLOWLOG RESET and LATENCY RESET, which empty the node's own logs.
-	// CONFIG SET maxmemory is a parameter kvorum honours, as Redis does:
-	// restricting who may set it is the ACLs' business, issue 16.)
+	// CONFIG SET maxmemory is a parameter kvorum honours, as Redis does,
+	// and ACL SETUSER is the default user's to use: restricting who may
+	// run them is the ACLs' business, checked below with a user without
+	// @admin and @dangerous.)
 	admin := [][]any{
 		{"SHUTDOWN"}, {"SHUTDOWN", "NOSAVE"}, {"SHUTDOWN", "NOW", "FORCE"}, {"SHUTDOWN", "ABORT"},
 		{"DEBUG", "SEGFAULT"}, {"DEBUG", "SLEEP", "0"}, {"DEBUG", "RELOAD"}, {"DEBUG", "SET-ACTIVE-EXPIRE", "0"},
@@ -1449,7 +1451,7 @@ func rkvClientPermissions(t *testing.T) {
 		{"MONITOR"}, {"SYNC"}, {"PSYNC", "?", "-1"},
 		{"REPLICAOF", "127.0.0.1", "1"}, {"SLAVEOF", "NO", "ONE"}, {"FAILOVER"},
 		{"CLUSTER", "FAILOVER"}, {"CLUSTER", "RESET", "HARD"}, {"CLUSTER", "FORGET", "1"},
-		{"ACL", "SETUSER", "evil", "on"}, {"ACL", "DELUSER", "default"},
+		{"ACL", "DELUSER", "default"},
 		{"MODULE", "LOAD", "/nonexistent.so"}, {"SAVE"}, {"BGSAVE"}, {"BGREWRITEAOF"},
 		{"SWAPDB", "0", "1"}, {"SELECT", "1"}, {"MOVE", "perm:k", "1"},
 		{"MEMORY", "PURGE"}, {"FUNCTION", "RESTORE", "x"},
@@ -1468,6 +1470,26 @@ func rkvClientPermissions(t *testing.T) {
 			if err := cl.Ping(ctx).Err(); err != nil {
 				t.Fatalf("node %d: PING after %v: %v", p.id, args, err)
 			}
+		}
+	}
+	// A user without @admin and @dangerous is refused them all (NOPERM,
+	// or the ERR of a command kvorum does not have).
+	if err := rkvClient(t, lead).Do(ctx, "ACL", "SETUSER", "app", "on", ">pw", "~*", "&*", "+@all", "-@admin", "-@dangerous").Err(); err != nil {
+		t.Fatal(err)
+	}
+	restricted := append(admin, []any{"ACL", "SETUSER", "evil", "on"}, []any{"CONFIG", "SET", "maxmemory", "1"}, []any{"FLUSHALL"})
+	for _, p := range c.procs {
+		cl := redis.NewClient(&redis.Options{Addr: p.client, Username: "app", Password: "pw", Protocol: 2, MaxRetries: -1,
+			DialTimeout: time.Second, ReadTimeout: 15 * time.Second, WriteTimeout: 5 * time.Second})
+		defer cl.Close()
+		for _, args := range restricted {
+			err := cl.Do(ctx, args...).Err()
+			if code := replyCode(err); code != "NOPERM" && code != "ERR" {
+				t.Errorf("node %d: %v as app answered %v, want NOPERM or ERR", p.id, args, err)
+			}
+		}
+		if code := replyCode(cl.Do(ctx, "ACL", "SETUSER", "evil", "on").Err()); code != "NOPERM" {
+			t.Errorf("node %d: ACL SETUSER as app: %s, want NOPERM", p.id, code)
 		}
 	}
 	for _, p := range c.procs {
