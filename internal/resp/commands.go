@@ -178,6 +178,22 @@ func (s *Server) buildTable() {
 	for _, c := range s.conn {
 		s.cmds[c.spec.Name] = c // connection commands win over a clash
 	}
+	// COMMAND INFO's categories (and COMMAND LIST FILTERBY ACLCAT) are
+	// those the ACL checks use (Redis's command table, kvorum's own
+	// commands added), not ones derived from the spec: SORT is @set,
+	// @sortedset, @list and @dangerous, not @keyspace, BLPOP is
+	// @blocking, EVAL is not @write.
+	aclCmds := s.users().Commands()
+	for _, c := range s.cmds {
+		for _, x := range append([]*command{c}, c.subs...) {
+			if ac := aclCmds.LookupName(x.spec.Name); ac != nil {
+				x.acl = x.acl[:0:0]
+				for _, n := range ac.Categories.Names() {
+					x.acl = append(x.acl, "@"+n)
+				}
+			}
+		}
+	}
 	for name, c := range s.cmds {
 		c.calls = s.m.cmds.WithLabelValues(name)
 		c.latency = s.m.latency.WithLabelValues(name)

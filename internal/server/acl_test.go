@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -349,5 +350,47 @@ func TestACLSubscriberLosesChannel(t *testing.T) {
 	msg, err := subs["keep"].ReceiveMessage(rctx)
 	if err != nil || msg.Payload != "hello" {
 		t.Fatalf("the subscriber that kept its channel: %v %v", msg, err)
+	}
+}
+
+// TestCommandInfoCategoriesAreTheACLs: the categories COMMAND INFO gives
+// each command are those ACL CAT lists it in, which are those the ACL
+// checks enforce (found by TestBadActor: COMMAND INFO said SORT was
+// @keyspace, and a user without @keyspace was let run it).
+func TestCommandInfoCategoriesAreTheACLs(t *testing.T) {
+	c := newTestCluster(t, 1)
+	ctx := testCtx(t, 30*time.Second)
+	cl := c.client(1)
+	cats, err := cl.Do(ctx, "ACL", "CAT").StringSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inCat := map[string][]string{}
+	for _, cat := range cats {
+		names, err := cl.Do(ctx, "ACL", "CAT", cat).StringSlice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			inCat[n] = append(inCat[n], "@"+cat)
+		}
+	}
+	infos, err := cl.Do(ctx, "COMMAND", "INFO").Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range infos {
+		info := e.([]any)
+		name := fmt.Sprint(info[0])
+		var got []string
+		for _, cat := range info[6].([]any) {
+			got = append(got, fmt.Sprint(cat))
+		}
+		slices.Sort(got)
+		want := slices.Clone(inCat[name])
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("COMMAND INFO %s: categories %v, but ACL CAT lists it in %v", name, got, want)
+		}
 	}
 }

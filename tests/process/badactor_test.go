@@ -38,9 +38,13 @@ import (
 // and change nothing: at the end every node's data and the membership are
 // compared with what they were before the attacks.
 //
-// An attack is a named func of badActorAttacks sharing the fixture; new
-// ones (ACL attacks: a wrong password, a user without a command, ...)
-// are more rows of that table.
+// An attack is a named func of badActorAttacks sharing the fixture. The
+// nodes also start with --aclfile (badactor_acl_test.go: the default
+// user has a password, which the fixture's clients use, and restricted
+// users); the ACL rows there attack AUTH, HELLO and every command before
+// AUTH, and run every family's key commands, scripts, pub/sub and locks
+// as users without the category, key or channel, checking each NOPERM
+// and its ACL LOG entry. At the end the users are compared too.
 
 // badActor is the fixture: the cluster and what a legitimate client or
 // operator holds (the CA, a client certificate, the admin token), plus an
@@ -78,6 +82,16 @@ var badActorAttacks = []badActorAttack{
 	{"admin API without or with a wrong token", attackAdminToken},
 	{"admin API in plain HTTP on the HTTPS port", attackAdminPlainHTTP},
 	{"malformed and oversized RESP frames", attackMalformedRESP},
+	{"ACL: AUTH with a wrong password", attackACLWrongPassword},
+	{"ACL: AUTH as an unknown user", attackACLUnknownUser},
+	{"ACL: AUTH with only a password", attackACLAuthOneArg},
+	{"ACL: every command before AUTH", attackACLNoAuth},
+	{"ACL: HELLO 3 AUTH with a wrong password", attackACLHelloAuth},
+	{"ACL: every family's key commands for users without one of their categories", attackACLCategories},
+	{"ACL: every family's key commands for a user without the key pattern", attackACLKeyPattern},
+	{"ACL: scripts reaching outside the user's keys", attackACLScripts},
+	{"ACL: PUBLISH and SUBSCRIBE outside the user's channels", attackACLPubSub},
+	{"ACL: LOCK outside the user's keys", attackACLLock},
 }
 
 func TestBadActor(t *testing.T) {
@@ -90,6 +104,7 @@ func TestBadActor(t *testing.T) {
 		before[p.id] = f.waitDump(p, want)
 	}
 	members := f.members()
+	users := f.aclUsers()
 	t.Logf("cluster up and %d keys written and read back on every node in %v", len(want), time.Since(start).Round(time.Millisecond))
 
 	for _, a := range badActorAttacks {
@@ -109,6 +124,9 @@ func TestBadActor(t *testing.T) {
 	}
 	if got := f.members(); got != members {
 		t.Errorf("the membership changed during the attacks:\nbefore %s\nafter  %s", members, got)
+	}
+	if got := f.aclUsers(); got != users {
+		t.Errorf("the ACL users changed during the attacks:\nbefore %s\nafter  %s", users, got)
 	}
 	f.stillReplicates(t)
 	if t.Failed() {
@@ -130,6 +148,10 @@ func newBadActor(t *testing.T) *badActor {
 	var tok [16]byte
 	_, _ = rand.Read(tok[:])
 	f.token = hex.EncodeToString(tok[:])
+	aclFile := filepath.Join(f.dir, "users.acl")
+	if err := os.WriteFile(aclFile, []byte(badActorACL), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tokenFile := filepath.Join(f.dir, "admin.token")
 	if err := os.WriteFile(tokenFile, []byte(f.token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -168,7 +190,7 @@ func newBadActor(t *testing.T) *badActor {
 			"--port", "0", "--tls-port", port, "--tls-cert-file", files.Cert, "--tls-key-file", files.Key,
 			"--tls-ca-cert-file", files.CA, "--tls-auth-clients", "yes",
 			"--peer-cert-file", files.Cert, "--peer-key-file", files.Key, "--peer-trusted-ca-file", files.CA,
-			"--admin-token-file", tokenFile, "--admin-tls-cert-file", files.Cert, "--admin-tls-key-file", files.Key,
+			"--aclfile", aclFile, "--admin-token-file", tokenFile, "--admin-tls-cert-file", files.Cert, "--admin-tls-key-file", files.Key,
 			"--pprof", "--log-level", "debug")
 	}
 	return f
@@ -190,10 +212,18 @@ func certPair(t *testing.T) func(c *devca.Issued, err error) tls.Certificate {
 	}
 }
 
-// redis is a go-redis client of p with the fixture's client certificate;
-// it never resends a command.
+// redis is a go-redis client of p with the fixture's client certificate,
+// authenticated as the default user (who may do anything); it never
+// resends a command.
 func (f *badActor) redis(p *proc) *redis.Client {
+	return f.userRedis(p, "default", aclDefaultPass)
+}
+
+// userRedis is a go-redis client of p with the fixture's client
+// certificate, authenticated as user (RESP2: AUTH user password).
+func (f *badActor) userRedis(p *proc, user, password string) *redis.Client {
 	cl := redis.NewClient(&redis.Options{Addr: p.client, TLSConfig: f.client.Clone(), Protocol: 2, MaxRetries: -1,
+		Username: user, Password: password,
 		DialTimeout: 2 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 5 * time.Second})
 	f.t.Cleanup(func() { cl.Close() })
 	return cl

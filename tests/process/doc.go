@@ -37,9 +37,14 @@
 //     (plain text on the TLS port, missing, foreign, expired or
 //     server-only certificates, TLS 1.1, peers joining or injecting
 //     Raft streams without the cluster's CA, admin calls without the
-//     token, malformed and oversized RESP frames), each refused with
-//     its error, counted and logged, with every node's data and the
-//     membership compared before and after.
+//     token, malformed and oversized RESP frames; with --aclfile: wrong
+//     passwords, unknown users, commands before AUTH, every family's
+//     key commands for users without the category or the key pattern,
+//     scripts, pub/sub and locks outside the user's keys and channels),
+//     each refused with its error, counted or in the ACL LOG, with every
+//     node's data, the membership and the users compared before and
+//     after. acl_clients_test.go: redis-cli, go-redis and redis-py as
+//     an ACL user with a password over client-certificate TLS.
 //
 // For faults inside one process see internal/torture; for long randomized
 // runs of real processes under faults, internal/chaos (`kvorum chaos`).
