@@ -95,15 +95,15 @@ const (
 // GETKEYSANDFLAGS give them ("RW", "access", "update", ...).
 func KeyFlagsOf(names ...string) KeyFlags {
 	var f KeyFlags
-	for _, n := range names {
-		switch strings.ToLower(n) {
-		case "access":
+	for _, n := range names { // EqualFold: no allocation
+		switch {
+		case strings.EqualFold(n, "access"):
 			f |= KeyAccess
-		case "insert":
+		case strings.EqualFold(n, "insert"):
 			f |= KeyInsert
-		case "delete":
+		case strings.EqualFold(n, "delete"):
 			f |= KeyDelete
-		case "update":
+		case strings.EqualFold(n, "update"):
 			f |= KeyUpdate
 		}
 	}

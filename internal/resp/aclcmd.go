@@ -166,7 +166,7 @@ func aclGetUser(c *conn, args [][]byte) reply.Reply {
 }
 
 func aclDryRun(c *conn, args [][]byte) reply.Reply {
-	denied, err := c.s.users().DryRun(args[2:], aclKeys{})
+	denied, err := c.s.users().DryRun(args[2:], &KeyBuffer{})
 	switch {
 	case err != nil:
 		return aclError(err)

@@ -2,6 +2,7 @@ package resp
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -123,10 +124,10 @@ func (c *conn) aclRefusal(cmd *command, args [][]byte, ctx acl.Context, atExec b
 	if acmd == nil {
 		return reply.Reply{}, false // the command's own error follows
 	}
-	d, pos := u.Check(acmd, args, aclKeys{})
+	d, pos := u.Check(acmd, args, &c.keys)
 	if d != acl.Allowed && c.s.syncUsers(c) {
 		// This node may not have applied a change that allows it yet.
-		d, pos = u.Check(acmd, args, aclKeys{})
+		d, pos = u.Check(acmd, args, &c.keys)
 	}
 	if d == acl.Allowed {
 		if inner := fencedCommand(args); inner != nil {
@@ -225,29 +226,97 @@ func (c *conn) lostChannel(u *acl.User) bool {
 	return false
 }
 
-// aclKeys finds the keys of a command for the ACL checks: Redis's key
-// specs (COMMAND GETKEYSANDFLAGS), and for kvorum's LOCK the lock name (a
-// lock is a key).
-type aclKeys struct{}
+// KeyBuffer finds the keys of a command for the ACL checks (an
+// acl.KeySource): Redis's key specs (COMMAND GETKEYSANDFLAGS), and for
+// kvorum's LOCK the lock name (a lock is a key). The keys of commands
+// whose specs are fixed positions (GET, SET, MGET, HSET, ...) are found
+// from a table built once, into the buffer, without allocating; the
+// others by keysWithFlags. A KeyBuffer is for one goroutine at a time.
+type KeyBuffer struct{ buf []acl.KeyRef }
 
-func (aclKeys) Keys(cmd *acl.Command, args [][]byte) []acl.KeyRef {
+func (kb *KeyBuffer) Keys(cmd *acl.Command, args [][]byte) []acl.KeyRef {
 	name := cmd.Name
 	if cmd.Parent != nil {
 		name = cmd.Parent.Name
 	}
+	out := kb.buf[:0]
 	if name == "lock" {
 		if len(args) > 2 {
-			return []acl.KeyRef{{Pos: 2, Flags: acl.KeyAccess | acl.KeyUpdate}}
+			out = append(out, acl.KeyRef{Pos: 2, Flags: acl.KeyAccess | acl.KeyUpdate})
 		}
-		return nil
+		kb.buf = out
+		return out
+	}
+	if name == "set" && cmd.Parent == nil && len(args) > 1 { // setGetKeys, as keysWithFlags
+		flags := setFlags
+		for _, a := range args[min(3, len(args)):] {
+			if eqFold(a, "get") {
+				flags = setGetFlags
+			}
+		}
+		out = append(out, acl.KeyRef{Pos: 1, Flags: flags})
+		kb.buf = out
+		return out
+	}
+	if specs, ok := fixedKeySpecs[name]; ok && cmd.Parent == nil {
+		for _, sp := range specs {
+			last := sp.first + sp.lastKey
+			if sp.lastKey < 0 {
+				last = len(args) + sp.lastKey
+			}
+			if last >= len(args) || last < sp.first {
+				out = out[:0] // the specs do not fit: no keys, as keysBySpecs
+				break
+			}
+			for i := sp.first; i <= last; i += sp.step {
+				out = append(out, acl.KeyRef{Pos: i, Flags: sp.flags})
+			}
+		}
+		kb.buf = out
+		return out
 	}
 	refs, _ := keysWithFlags(keySubcommand(name, args), args)
-	out := make([]acl.KeyRef, len(refs))
-	for i, r := range refs {
-		out[i] = acl.KeyRef{Pos: r.pos, Flags: acl.KeyFlagsOf(r.flags...)}
+	for _, r := range refs {
+		out = append(out, acl.KeyRef{Pos: r.pos, Flags: acl.KeyFlagsOf(r.flags...)})
 	}
+	kb.buf = out
 	return out
 }
+
+// The flags of SET's key without and with its GET option.
+var setFlags, setGetFlags = acl.KeyFlagsOf("OW", "update"), acl.KeyFlagsOf("RW", "access", "update")
+
+// fixedKeySpec is a key spec at a fixed index with a range of keys and
+// fixed flags: the keys are found without evaluating the spec.
+type fixedKeySpec struct {
+	first, lastKey, step int // lastKey relative to first; < 0 from the end
+	flags                acl.KeyFlags
+}
+
+// fixedKeySpecs are the commands whose every key spec is a fixedKeySpec
+// (no keyword, key count, limit, unknown part or variable flags).
+var fixedKeySpecs = func() map[string][]fixedKeySpec {
+	m := map[string][]fixedKeySpec{}
+next:
+	for name, specs := range redisKeySpecs {
+		if strings.Contains(name, "|") || len(specs) == 0 {
+			continue
+		}
+		var fs []fixedKeySpec
+		for _, s := range specs {
+			if s.keyword != "" || s.keyNum || s.unknownBegin || s.unknownFind || s.limit != 0 || s.index < 1 ||
+				slices.Contains(s.flags, "variable_flags") || slices.Contains(s.flags, "incomplete") || slices.Contains(s.flags, "not_key") {
+				continue next
+			}
+			if _, _, movable := movableKeys(name, nil); movable {
+				continue next
+			}
+			fs = append(fs, fixedKeySpec{first: s.index, lastKey: s.lastKey, step: max(s.step, 1), flags: acl.KeyFlagsOf(s.flags...)})
+		}
+		m[name] = fs
+	}
+	return m
+}()
 
 // denialLog is the node's ACL LOG.
 type denialLog struct {
@@ -285,37 +354,64 @@ func (l *denialLog) reset() {
 
 // ACLCheck checks args for user u of reg, with the full name of the
 // command it found (Allowed for a command the ACLs do not know: its own
-// error follows): the state machine's check at apply time.
-func ACLCheck(reg *acl.Registry, u *acl.User, args [][]byte) (acl.Denial, string) {
+// error follows), finding keys with kb: the state machine's check at
+// apply time.
+func ACLCheck(reg *acl.Registry, u *acl.User, args [][]byte, kb *KeyBuffer) (acl.Denial, string) {
 	acmd := reg.Commands().Lookup(args)
 	if acmd == nil {
 		return acl.Allowed, ""
 	}
-	d, _ := u.Check(acmd, args, aclKeys{})
+	d, _ := u.Check(acmd, args, kb)
 	return d, acmd.Name
 }
 
 type userKey struct{}
 
+// userCheck is the user with restrictions who sent a Backend.Do's
+// commands and the version of the users the sending node checked them
+// with.
+type userCheck struct {
+	u       *acl.User
+	version uint64
+}
+
 // UserOf is the user with restrictions who sent a Backend.Do's commands,
 // nil if the connection's user may run everything: the node checks the
 // commands again where the rules are current (writes at apply, reads
-// after their read point).
-func UserOf(ctx context.Context) *acl.User {
-	u, _ := ctx.Value(userKey{}).(*acl.User)
-	return u
+// after their read point), and checkedAt is the version of the users
+// (Config.ACLVersion) they were checked with on receipt (0: unknown): a
+// read need not be checked again if the node still has that version.
+func UserOf(ctx context.Context) (u *acl.User, checkedAt uint64) {
+	if uc, _ := ctx.Value(userKey{}).(*userCheck); uc != nil {
+		return uc.u, uc.version
+	}
+	return nil, 0
 }
 
 // WithUser is ctx carrying user u for Backend.Do (UserOf), if u has
-// restrictions.
+// restrictions, with no version it was checked at.
 func WithUser(ctx context.Context, u *acl.User) context.Context {
 	if u != nil && !u.AllowsAll() {
-		return context.WithValue(ctx, userKey{}, u)
+		return context.WithValue(ctx, userKey{}, &userCheck{u: u})
 	}
 	return ctx
 }
 
-func (c *conn) withUser(ctx context.Context) context.Context { return WithUser(ctx, c.user.Load()) }
+// withUser is WithUser for the connection's user, with the version its
+// batch was checked at; the derived context is kept while its parent and
+// the user stay the same (one allocation per connection, not per batch).
+func (c *conn) withUser(ctx context.Context) context.Context {
+	u := c.user.Load()
+	if u == nil || u.AllowsAll() {
+		return ctx
+	}
+	if c.uc == nil || c.ucParent != ctx || c.uc.u != u {
+		c.uc = &userCheck{u: u}
+		c.ucParent, c.ucCtx = ctx, context.WithValue(ctx, userKey{}, c.uc)
+	}
+	c.uc.version = c.checkedAt
+	return c.ucCtx
+}
 
 // aclWrapper is a Commands table that proposes the script commands of a
 // user with restrictions so that the script's calls are checked for that

@@ -443,8 +443,15 @@ type conn struct {
 	lastCmd     atomic.Pointer[command]
 	// user is the ACL user the connection runs as (auth.go); authed: it
 	// has authenticated (or the default user needs no password).
-	user         atomic.Pointer[acl.User]
-	authed       bool
+	user   atomic.Pointer[acl.User]
+	authed bool
+	keys   KeyBuffer // the ACL checks' keys (auth.go)
+	// checkedAt is the version of the users this batch's commands were
+	// checked with; uc, ucParent and ucCtx the context withUser derives.
+	checkedAt    uint64
+	uc           *userCheck
+	ucParent     context.Context
+	ucCtx        context.Context
 	protoVersion atomic.Int32 // mirror of proto for CLIENT LIST
 
 	info struct { // read by other connections (CLIENT LIST)
@@ -643,6 +650,9 @@ func (c *conn) exec(batch [][][]byte) {
 	}
 	replies := c.replies[:len(batch)]
 	c.mute = slices.Grow(c.mute[:0], len(batch))[:len(batch)]
+	if u := c.user.Load(); u != nil && !u.AllowsAll() {
+		c.checkedAt = s.aclVersion() // before the checks (auth.go)
+	}
 	c.run, c.runIdx, c.runCmd = c.run[:0], c.runIdx[:0], c.runCmd[:0]
 	from := 0 // first command whose reply is not yet in c.out
 	for i, args := range batch {

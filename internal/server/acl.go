@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -113,13 +114,19 @@ func (b *backend) SyncUsers(ctx context.Context) bool {
 	return n.readBarrier(ctx) == nil
 }
 
+// keyBuffers serve the checks at apply and on the read path.
+var keyBuffers = sync.Pool{New: func() any { return new(resp.KeyBuffer) }}
+
 // Denied is kv.Permissions: commands are checked for their user with the
 // users as applied at this log index (a user deleted since the command
 // was sent may run nothing).
 func (a *aclUsers) Denied(user []byte, args [][]byte, where kv.ACLContext) string {
 	d, name := acl.DeniedCommand, strings.ToLower(string(args[0]))
 	if u := a.reg.User(string(user)); u != nil {
-		if d, name = resp.ACLCheck(a.reg, u, args); d == acl.Allowed {
+		kb := keyBuffers.Get().(*resp.KeyBuffer)
+		d, name = resp.ACLCheck(a.reg, u, args, kb)
+		keyBuffers.Put(kb)
+		if d == acl.Allowed {
 			return ""
 		}
 	}
@@ -135,7 +142,7 @@ func (a *aclUsers) Denied(user []byte, args [][]byte, where kv.ACLContext) strin
 // asUser wraps the writes of a user with restrictions (resp.UserOf) so
 // that the state machine checks them at apply (kv's KVORUM.AS).
 func asUser(ctx context.Context, cmds [][][]byte) [][][]byte {
-	u := resp.UserOf(ctx)
+	u, _ := resp.UserOf(ctx)
 	if u == nil {
 		return cmds
 	}
@@ -153,9 +160,9 @@ func asUser(ctx context.Context, cmds [][][]byte) [][][]byte {
 // readDenied is the refusal of a read of a user with restrictions, checked
 // after the read point (the users are then current), "" if allowed.
 func (n *Node) readDenied(ctx context.Context, args [][]byte) string {
-	u := resp.UserOf(ctx)
-	if u == nil || n.machine.acl == nil || kv.IsACLWrapped(args) {
-		return ""
+	u, checkedAt := resp.UserOf(ctx)
+	if u == nil || n.machine.acl == nil || kv.IsACLWrapped(args) || checkedAt != 0 && checkedAt == n.machine.acl.version.Load() {
+		return "" // checked on receipt with the users this node still has
 	}
 	return n.machine.acl.Denied([]byte(u.Name()), args, kv.ACLCommand)
 }
