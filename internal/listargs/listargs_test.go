@@ -3,23 +3,13 @@ package listargs
 import (
 	"strings"
 	"testing"
+
+	"github.com/kvorum/kvorum/internal/argtest"
 )
 
-func args(s string) [][]byte {
-	var out [][]byte
-	for _, f := range strings.Fields(s) {
-		out = append(out, []byte(f))
-	}
-	return out
-}
+var args = argtest.Fields
 
-// errText is the error a parser gave, "" if it accepted.
-func errText(ok bool, r []byte) string {
-	if ok {
-		return ""
-	}
-	return string(r)
-}
+var errText = argtest.ErrText
 
 func TestParsePopAndInsert(t *testing.T) {
 	if n, _, ok := ParsePop(args("lpop k")); !ok || n != -1 {

@@ -1,26 +1,15 @@
 package lockargs
 
 import (
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvorum/kvorum/internal/argtest"
 )
 
-func args(s string) [][]byte {
-	var out [][]byte
-	for _, f := range strings.Fields(s) {
-		out = append(out, []byte(f))
-	}
-	return out
-}
+var args = argtest.Fields
 
-// errText is the error a parser gave, "" if it accepted.
-func errText(ok bool, r []byte) string {
-	if ok {
-		return ""
-	}
-	return string(r)
-}
+var errText = argtest.ErrText
 
 func TestParseID(t *testing.T) {
 	for in, want := range map[string]bool{"1": true, "42": true, "0": false, "-3": false, "x": false, "": false} {

@@ -4,15 +4,11 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/kvorum/kvorum/internal/argtest"
 )
 
-func args(s string) [][]byte {
-	var out [][]byte
-	for _, f := range strings.Fields(s) {
-		out = append(out, []byte(f))
-	}
-	return out
-}
+var args = argtest.Fields
 
 func TestParseZAdd(t *testing.T) {
 	for _, c := range []struct {
