@@ -3,12 +3,10 @@ package server
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -25,12 +23,7 @@ import (
 // The metrics are the time per operation of each variant and on/off, the
 // ratio.
 func BenchmarkACLOverhead(b *testing.B) {
-	dir := b.TempDir()
-	c := newClusterWith(b, 3, func(id uint64, cfg *Config) {
-		cfg.FS = vfs.Default
-		cfg.DataDir = filepath.Join(dir, fmt.Sprintf("node-%d", id))
-		cfg.SnapshotThreshold = 10_000
-	})
+	c := newDiskCluster(b)
 	lead := c.waitLeader()
 	follower := lead%3 + 1
 	ctx := testCtx(b, 10*time.Minute)

@@ -21,12 +21,7 @@ import (
 //
 //	go test ./internal/server -run '^$' -bench LockHandOff -benchtime 300x
 func BenchmarkLockHandOff(b *testing.B) {
-	dir := b.TempDir()
-	c := newClusterWith(b, 3, func(id uint64, cfg *Config) {
-		cfg.FS = vfs.Default
-		cfg.DataDir = filepath.Join(dir, fmt.Sprintf("node-%d", id))
-		cfg.SnapshotThreshold = 10_000
-	})
+	c := newDiskCluster(b)
 	lead := c.waitLeader()
 	follower := lead%3 + 1
 	for _, at := range []struct {
@@ -168,4 +163,16 @@ func leaderStopPause(b *testing.B, graceful bool) time.Duration {
 		c.stop(lead)
 	}
 	return <-gap
+}
+
+// newDiskCluster is a 3-node cluster in this process whose nodes keep
+// their data on the real disk (every write fsynced, as with 'kvorum
+// start'), for benchmarks.
+func newDiskCluster(b *testing.B) *testCluster {
+	dir := b.TempDir()
+	return newClusterWith(b, 3, func(id uint64, cfg *Config) {
+		cfg.FS = vfs.Default
+		cfg.DataDir = filepath.Join(dir, fmt.Sprintf("node-%d", id))
+		cfg.SnapshotThreshold = 10_000
+	})
 }
