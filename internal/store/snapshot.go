@@ -66,7 +66,14 @@ func (s *Store) ReceiveSnapshot(m *raftpb.Message, data io.Reader) (err error) {
 	if err != nil {
 		return err
 	}
-	_, _, err = storage.ReadSnapshotStream(&copyingTee{r: data, w: f}, func(k, v []byte) error { return nil })
+	tee := &copyingTee{r: data, w: f}
+	_, _, err = storage.ReadSnapshotStream(tee, func(k, v []byte) error { return nil })
+	if err == nil {
+		// The stream's reader buffers: a write error returned with the
+		// last bytes a Read gave it can be left unread in its buffer
+		// (then the file is short, and the snapshot would be staged).
+		err = tee.werr
+	}
 	if err == nil {
 		err = f.Sync()
 	}
@@ -127,17 +134,24 @@ func (r *Replica) stageSnapshot(b *pebble.Batch, it *readyItem) error {
 // copyingTee is io.TeeReader that hands the writer a copy: vfs.File.Write
 // may use (and, in Pebble's invariant builds, scribbles on) the buffer it
 // is given.
+// The first write error is kept in werr: the caller must check it, since
+// a buffering reader of the tee may never surface it.
 type copyingTee struct {
-	r   io.Reader
-	w   io.Writer
-	buf []byte
+	r    io.Reader
+	w    io.Writer
+	buf  []byte
+	werr error
 }
 
 func (t *copyingTee) Read(p []byte) (int, error) {
+	if t.werr != nil {
+		return 0, t.werr
+	}
 	n, err := t.r.Read(p)
 	if n > 0 {
 		t.buf = append(t.buf[:0], p[:n]...)
 		if _, werr := t.w.Write(t.buf); werr != nil {
+			t.werr = werr
 			return n, werr
 		}
 	}
