@@ -371,10 +371,16 @@ func writeStatus(w io.Writer, st admin.Status) {
 	kv("applied index", st.AppliedIndex)
 	kv("log", fmt.Sprintf("%d..%d (first..last index)", st.FirstIndex, st.LastIndex))
 	kv("client addr", orDash(st.ClientAddr))
+	if st.ClientListenAddr != "" {
+		kv("client listen addr", st.ClientListenAddr)
+	}
 	if st.TLSClientAddr != "" {
 		kv("tls client addr", st.TLSClientAddr)
 	}
 	kv("peer addr", orDash(st.PeerAddr))
+	if st.PeerListenAddr != "" {
+		kv("peer listen addr", st.PeerListenAddr)
+	}
 	kv("admin addr", orDash(st.AdminAddr))
 	kv("version", orDash(st.Version))
 	voters, learners := 0, 0

@@ -223,7 +223,7 @@ func TestParseStart(t *testing.T) {
 	}
 	c := f.cfg
 	want := server.Config{
-		ID: 2, DataDir: "/d", ClientAddr: "0.0.0.0:6379", PeerAddr: "h2:7379", AdminAddr: "-",
+		ID: 2, DataDir: "/d", ClientAddr: "0.0.0.0:6379", PeerAddr: "h2:7379", AdvertisePeerAddr: "h2:7379", AdminAddr: "-",
 		InitialCluster: map[uint64]string{1: "h1:7379", 2: "h2:7379", 3: "h3:7379"},
 		TickInterval:   50 * time.Millisecond, ElectionTicks: 20, HeartbeatTicks: 2, SnapshotThreshold: 500,
 		RequestTimeout: 3 * time.Second,

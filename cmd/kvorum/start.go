@@ -42,7 +42,7 @@ started with neither --initial-cluster nor --join on an empty --data-dir forms
 a single-node cluster. A restarted node needs only --data-dir.`,
 	groups: []flagGroup{
 		{"Node and cluster", []string{"id", "data-dir", "initial-cluster", "join"}},
-		{"Listen addresses", []string{"client-addr", "peer-addr", "admin-addr"}},
+		{"Listen and advertised addresses", []string{"client-addr", "peer-addr", "admin-addr", "advertise-client-addr", "advertise-peer-addr"}},
 		{"Raft", []string{"tick-interval", "election-ticks", "heartbeat-ticks", "snapshot-threshold"}},
 		{"Clients (sizes accept K, M, G suffixes: powers of 1024)", []string{"request-timeout", "max-key-size", "max-value-size", "max-args", "max-frame-size", "max-clients"}},
 		{"Storage", []string{"min-free-disk", "cache-size", "memtable-size", "record-cache", "read-cache"}},
@@ -74,7 +74,9 @@ func newStartFlags() *startFlags {
 	fs.StringVar(&f.initialCluster, "initial-cluster", "", "comma-separated `ID=HOST:PORT` entries: every founding member's id and peer\naddress, identical on all founding nodes; ignored when --data-dir already holds\nstate (default: none; a new node then forms a single-node cluster, or joins\nwith --join)")
 	fs.StringVar(&c.Join, "join", "", "peer address (`HOST:PORT`) of any member of a running cluster: a new node\nasks to be added through it, and start returns once it is admitted; excludes\n--initial-cluster (default: none)")
 	fs.StringVar(&c.ClientAddr, "client-addr", server.DefaultClientAddr, "`HOST:PORT` to serve Redis-protocol clients on")
-	fs.StringVar(&c.PeerAddr, "peer-addr", server.DefaultPeerAddr, "`HOST:PORT` to listen on for other nodes, and the address they dial;\nwith --initial-cluster, defaults to this node's entry there")
+	fs.StringVar(&c.PeerAddr, "peer-addr", server.DefaultPeerAddr, "`HOST:PORT` to listen on for other nodes, and (without --advertise-peer-addr)\nthe address they dial; with --initial-cluster, defaults to this node's entry\nthere")
+	fs.StringVar(&c.AdvertisePeerAddr, "advertise-peer-addr", "", "`HOST:PORT` the other nodes reach this node's peer port at, when it is not\n--peer-addr (a container: --peer-addr 0.0.0.0:7379 --advertise-peer-addr\nkv1:7379): sent when joining, listed as this node's member address; a host\nname is resolved at every dial, so a node restarted at a new IP under the\nsame name is reached again (default: with --initial-cluster, this node's\nentry there; else --peer-addr)")
+	fs.StringVar(&c.AdvertiseClientAddr, "advertise-client-addr", "", "`HOST:PORT` clients reach this node's client port at, when it is not\n--client-addr (a container's published port): reported by 'kvorum ctl\nstatus' (default: --client-addr)")
 	fs.StringVar(&c.AdminAddr, "admin-addr", server.DefaultAdminAddr, "`HOST:PORT` of the admin HTTP server (/metrics, /healthz, /readyz, ctl API);\n\"-\" disables it")
 	fs.DurationVar(&c.TickInterval, "tick-interval", server.DefaultTickInterval, "Raft logical clock period (a `DURATION` such as 100ms)")
 	fs.IntVar(&c.ElectionTicks, "election-ticks", server.DefaultElectionTicks, "election timeout in ticks (`N`); must exceed --heartbeat-ticks")
@@ -144,6 +146,9 @@ func parseStart(args []string, stdout io.Writer) (*startFlags, error) {
 		if !set["peer-addr"] {
 			c.PeerAddr = addr
 		}
+		if !set["advertise-peer-addr"] {
+			c.AdvertisePeerAddr = addr // what the other nodes dial
+		}
 	}
 	if c.Join != "" {
 		if c.ID == 0 {
@@ -166,6 +171,9 @@ func parseStart(args []string, stdout io.Writer) (*startFlags, error) {
 		if err := validateListenAddr(c.AdminAddr); err != nil {
 			return nil, bad("--admin-addr: %v (or \"-\" to disable)", err)
 		}
+	}
+	if err := c.ValidateAdvertise(); err != nil {
+		return nil, bad("%v", err)
 	}
 	if err := validateRaftFlags(c); err != nil {
 		return nil, bad("%v", err)
@@ -332,7 +340,7 @@ func runStartWith(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	cfg := f.cfg
 	cfg.Logger = log
 	if cluster := cfg.InitialCluster; cluster != nil {
-		if addr := cluster[cfg.ID]; addr != cfg.PeerAddr {
+		if addr := cluster[cfg.ID]; addr != cfg.PeerAddr && !server.IsWildcard(cfg.PeerAddr) {
 			log.Warn("--peer-addr differs from this node's --initial-cluster entry; other nodes will dial the --initial-cluster address",
 				"peer_addr", cfg.PeerAddr, "initial_cluster_entry", addr)
 		}
@@ -361,7 +369,7 @@ func runStartWith(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	}
 	log.Info("kvorum node running",
 		"id", n.ID(), "client_addr", n.ClientAddr(), "tls_client_addr", n.TLSClientAddr(), "peer_addr", n.PeerAddr(), "admin_addr", n.AdminAddr(),
-		"data_dir", cfg.DataDir)
+		"advertise_client_addr", n.AdvertiseClientAddr(), "advertise_peer_addr", n.AdvertisePeerAddr(), "data_dir", cfg.DataDir)
 
 	// Report when the cluster has a leader, without holding up anything.
 	go func() {

@@ -31,14 +31,20 @@ type Status struct {
 	AppliedIndex uint64 `json:"applied_index"`
 	FirstIndex   uint64 `json:"first_index"` // first index still in the log
 	LastIndex    uint64 `json:"last_index"`
-	ClientAddr   string `json:"client_addr"` // "-": the plain-text port is off
+	// ClientAddr and PeerAddr are the addresses the node advertises
+	// (--advertise-client-addr, --advertise-peer-addr; by default those it
+	// listens on); ClientListenAddr and PeerListenAddr, the addresses it
+	// listens on when they differ ("" otherwise).
+	ClientAddr string `json:"client_addr"` // "-": the plain-text port is off
 	// TLSClientAddr is the TLS client port ("" if none).
-	TLSClientAddr string   `json:"tls_client_addr,omitempty"`
-	PeerAddr      string   `json:"peer_addr"`
-	AdminAddr     string   `json:"admin_addr"`
-	Version       string   `json:"version"`
-	Ready         bool     `json:"ready"` // can serve linearizable reads
-	Members       []Member `json:"members"`
+	TLSClientAddr    string   `json:"tls_client_addr,omitempty"`
+	PeerAddr         string   `json:"peer_addr"`
+	ClientListenAddr string   `json:"client_listen_addr,omitempty"`
+	PeerListenAddr   string   `json:"peer_listen_addr,omitempty"`
+	AdminAddr        string   `json:"admin_addr"`
+	Version          string   `json:"version"`
+	Ready            bool     `json:"ready"` // can serve linearizable reads
+	Members          []Member `json:"members"`
 }
 
 // Member is one voter or learner of the cluster.

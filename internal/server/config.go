@@ -1,9 +1,12 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"strconv"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -29,8 +32,21 @@ type Config struct {
 	// `port 0`), which needs TLSClientAddr.
 	ClientAddr string
 	// PeerAddr is where the peer (Raft, snapshots, forwarding) server listens
-	// and what other nodes dial. Default 127.0.0.1:7379.
+	// and, without AdvertisePeerAddr, what other nodes dial. Default
+	// 127.0.0.1:7379.
 	PeerAddr string
+	// AdvertisePeerAddr is the address this node tells the cluster to reach
+	// it at: what it sends when it joins, its entry in the member list of a
+	// single-node cluster it founds, what Status reports. It may name a host
+	// (a container's name), which the other nodes resolve at every dial.
+	// Default: PeerAddr (as bound). It must not be a wildcard address
+	// (0.0.0.0, ::), and a node that joins while listening on one needs it.
+	AdvertisePeerAddr string
+	// AdvertiseClientAddr is the client address this node reports (Status,
+	// `kvorum ctl status`, logs) when clients reach it at another address
+	// than it listens on (a container's published port). Default:
+	// ClientAddr (as bound).
+	AdvertiseClientAddr string
 	// AdminAddr is the admin HTTP address (/metrics, /healthz, /readyz, ctl
 	// API). Default 127.0.0.1:8379. Empty after defaults disables nothing:
 	// use "-" to disable the admin server.
@@ -134,6 +150,9 @@ type Config struct {
 	// PeerInterceptor, when set, sees every outgoing peer message and call
 	// (fault injection in tests).
 	PeerInterceptor transport.Interceptor
+	// PeerDial, when set, opens the peer connections this node dials
+	// (transport.Config.Dial): tests resolve host names through it.
+	PeerDial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	// PeerTLS, when its files are set (all three or none), makes the peer
 	// port mutual TLS: every connection accepted or dialed presents this
@@ -285,7 +304,64 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("--initial-cluster does not list this node's id %d", c.ID)
 		}
 	}
+	return c.ValidateAdvertise()
+}
+
+// ValidateAdvertise checks the advertised addresses: each must be one the
+// other nodes or clients can dial, and a node that would advertise its
+// wildcard listen address (it joins with --peer-addr 0.0.0.0:PORT) must
+// be told what to advertise. Validate includes it.
+func (c *Config) ValidateAdvertise() error {
+	if c.AdvertisePeerAddr != "" {
+		if err := ValidateAdvertiseAddr(c.AdvertisePeerAddr); err != nil {
+			return fmt.Errorf("--advertise-peer-addr: %w", err)
+		}
+		if addr, ok := c.InitialCluster[c.ID]; ok && c.ID != 0 && addr != c.AdvertisePeerAddr {
+			return fmt.Errorf("--advertise-peer-addr %s differs from this node's --initial-cluster entry %d=%s: the other nodes dial the --initial-cluster address; make them the same", c.AdvertisePeerAddr, c.ID, addr)
+		}
+	} else if c.Join != "" && IsWildcard(c.PeerAddr) {
+		return fmt.Errorf("--peer-addr %s listens on every interface and is no address the other nodes can dial: set --advertise-peer-addr to the address they reach this node at (its host name or IP, and port)", c.PeerAddr)
+	}
+	if c.AdvertiseClientAddr != "" {
+		if c.ClientAddr == "-" {
+			return errors.New("--advertise-client-addr is the plain-text client port's address, which is off (--port 0)")
+		}
+		if err := ValidateAdvertiseAddr(c.AdvertiseClientAddr); err != nil {
+			return fmt.Errorf("--advertise-client-addr: %w", err)
+		}
+	}
 	return nil
+}
+
+// ValidateAdvertiseAddr checks an address to advertise: HOST:PORT with a
+// host (a name or an IP, not a wildcard such as 0.0.0.0 or ::) and a port
+// 1-65535.
+func ValidateAdvertiseAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not HOST:PORT", addr)
+	}
+	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
+		return fmt.Errorf("%q has an invalid port %q (want 1-65535)", addr, port)
+	}
+	if host == "" || IsWildcard(addr) {
+		return fmt.Errorf("%q is a wildcard listen address: advertise an address others can dial (a host name or IP of this node)", addr)
+	}
+	return nil
+}
+
+// IsWildcard reports whether the listen address addr has an empty or
+// unspecified host (0.0.0.0, ::): it listens on every interface.
+func IsWildcard(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsUnspecified()
 }
 
 // ValidateSecurity checks the TLS and admin settings (the files are read

@@ -122,8 +122,14 @@ func (n *Node) Status() admin.Status {
 		NodeID: uint64(n.id), ClusterID: n.clusterID, Role: st.Role, Term: st.Term,
 		Leader: st.Leader, CommitIndex: st.Commit, AppliedIndex: st.Applied,
 		FirstIndex: st.FirstIndex, LastIndex: st.LastIndex,
-		ClientAddr: n.ClientAddr(), TLSClientAddr: n.TLSClientAddr(), PeerAddr: n.PeerAddr(), AdminAddr: n.AdminAddr(),
+		ClientAddr: n.AdvertiseClientAddr(), TLSClientAddr: n.TLSClientAddr(), PeerAddr: n.AdvertisePeerAddr(), AdminAddr: n.AdminAddr(),
 		Version: Version,
+	}
+	if l := n.ClientAddr(); l != out.ClientAddr {
+		out.ClientListenAddr = l
+	}
+	if l := n.PeerAddr(); l != out.PeerAddr {
+		out.PeerListenAddr = l
 	}
 	for _, rep := range st.Descriptor.Replicas {
 		m := admin.Member{ID: uint64(rep.NodeID), PeerAddr: rep.PeerAddr, Learner: rep.Learner}

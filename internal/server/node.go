@@ -137,7 +137,7 @@ func Start(cfg Config) (n *Node, err error) {
 	users.respConfig(&cfg, &rc)
 	n.resp = resp.NewServer(rc, (*backend)(n))
 	users.changed = n.resp.UsersChanged
-	n.trans = transport.New(transport.Config{NodeID: uint64(n.id), ClusterID: n.clusterID, Logger: log, Registerer: n.reg, Interceptor: cfg.PeerInterceptor, TLS: peerTLS}, (*peerHandler)(n), n.openSnapshot)
+	n.trans = transport.New(transport.Config{NodeID: uint64(n.id), ClusterID: n.clusterID, Logger: log, Registerer: n.reg, Interceptor: cfg.PeerInterceptor, TLS: peerTLS, Dial: cfg.PeerDial}, (*peerHandler)(n), n.openSnapshot)
 	n.store = store.New(store.Config{
 		NodeID: n.id, DB: n.db, FS: cfg.FS, Dir: cfg.DataDir, Transport: n.trans,
 		TickInterval: cfg.TickInterval, ElectionTicks: cfg.ElectionTicks, HeartbeatTicks: cfg.HeartbeatTicks,
@@ -206,7 +206,11 @@ func Start(cfg Config) (n *Node, err error) {
 	go n.blockQueueLoop()
 	n.wg.Add(1)
 	go n.watchFatal()
-	log.Info("node started", "client", n.ClientAddr(), "client_tls", n.TLSClientAddr(), "peer", n.PeerAddr(), "admin", n.AdminAddr())
+	log.Info("node started", "client", n.ClientAddr(), "client_tls", n.TLSClientAddr(), "peer", n.PeerAddr(), "admin", n.AdminAddr(),
+		"advertise_client", n.AdvertiseClientAddr(), "advertise_peer", n.AdvertisePeerAddr())
+	if rep, ok := desc.Replica(n.id); ok && cfg.AdvertisePeerAddr != "" && rep.PeerAddr != cfg.AdvertisePeerAddr {
+		log.Warn("the cluster lists this node at another peer address than it advertises; the others dial the listed one", "listed", rep.PeerAddr, "advertised", n.AdvertisePeerAddr())
+	}
 	return n, nil
 }
 
@@ -245,7 +249,13 @@ func (n *Node) recoverOrBootstrap() (*storage.Descriptor, error) {
 	default:
 		members := cfg.InitialCluster
 		if len(members) == 0 {
-			members = map[uint64]string{cfg.ID: cfg.PeerAddr}
+			addr := cfg.PeerAddr
+			if cfg.AdvertisePeerAddr != "" {
+				addr = cfg.AdvertisePeerAddr
+			} else if IsWildcard(addr) {
+				cfg.Logger.Warn("this single-node cluster lists its member at its wildcard --peer-addr, which nodes joining later cannot dial; set --advertise-peer-addr on the first start of a node that others will join", "peer_addr", addr)
+			}
+			members = map[uint64]string{cfg.ID: addr}
 		}
 		for mid, addr := range members {
 			desc.Replicas = append(desc.Replicas, storage.ReplicaDescriptor{NodeID: storage.NodeID(mid), PeerAddr: addr})
@@ -444,6 +454,24 @@ func (n *Node) TLSClientAddr() string { return lisAddr(n.tlsClientLis, n.cfg.TLS
 
 // PeerAddr returns the peer listener's address.
 func (n *Node) PeerAddr() string { return lisAddr(n.peerLis, n.cfg.PeerAddr) }
+
+// AdvertisePeerAddr returns the peer address this node tells the cluster
+// to reach it at: Config.AdvertisePeerAddr, else the peer listener's.
+func (n *Node) AdvertisePeerAddr() string {
+	if n.cfg.AdvertisePeerAddr != "" {
+		return n.cfg.AdvertisePeerAddr
+	}
+	return n.PeerAddr()
+}
+
+// AdvertiseClientAddr returns the client address this node reports:
+// Config.AdvertiseClientAddr, else the RESP listener's.
+func (n *Node) AdvertiseClientAddr() string {
+	if n.cfg.AdvertiseClientAddr != "" {
+		return n.cfg.AdvertiseClientAddr
+	}
+	return n.ClientAddr()
+}
 
 // AdminAddr returns the admin HTTP listener's address.
 func (n *Node) AdminAddr() string { return lisAddr(n.adminLis, n.cfg.AdminAddr) }

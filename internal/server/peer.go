@@ -245,7 +245,7 @@ type memberRequest struct {
 // join asks the cluster at cfg.Join to admit this node, retrying until the
 // request succeeds or a minute passes.
 func (n *Node) join() error {
-	payload, _ := json.Marshal(memberRequest{ID: uint64(n.id), PeerAddr: n.PeerAddr()})
+	payload, _ := json.Marshal(memberRequest{ID: uint64(n.id), PeerAddr: n.AdvertisePeerAddr()})
 	deadline := time.Now().Add(time.Minute)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

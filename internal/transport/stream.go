@@ -196,10 +196,13 @@ func (s *connStream) CloseSend() error {
 // dialPeer opens a connection to a peer's port: TCP, and with Config.TLS
 // the TLS handshake too (bounded by the dial timeout). A handshake that
 // the two nodes' TLS settings or certificates make fail wraps ErrPeerTLS.
-// It dials the framed streams and is gRPC's dialer.
+// It dials the framed streams and is gRPC's dialer (whose passthrough
+// resolver hands it the address as given): every dial goes through
+// Config.Dial, which resolves a host name anew.
 func (t *Transport) dialPeer(ctx context.Context, addr string) (net.Conn, error) {
-	d := net.Dialer{Timeout: t.cfg.DialTimeout, KeepAlive: 10 * time.Second}
-	c, err := d.DialContext(ctx, "tcp", addr)
+	dctx, cancel := context.WithTimeout(ctx, t.cfg.DialTimeout)
+	defer cancel()
+	c, err := t.cfg.Dial(dctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}

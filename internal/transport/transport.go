@@ -92,6 +92,13 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// DialTimeout bounds one connection attempt (default 1s).
 	DialTimeout time.Duration
+	// Dial opens the TCP connection of every dial to a peer, given its
+	// address as set (SetPeer, CallAddr): a host name in it is resolved
+	// by Dial at each dial, never cached, so that a peer restarted at a
+	// new IP under the same name (a container) is reached again once its
+	// old connection breaks. Default: a net.Dialer with DialTimeout.
+	// Tests inject a resolver through it.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Interceptor may be nil; fault-injection seam.
 	Interceptor Interceptor
 	// QueueSize bounds the raft messages waiting for one peer (default
@@ -148,6 +155,10 @@ func New(cfg Config, h Handler, snaps SnapshotSource) *Transport {
 	}
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = time.Second
+	}
+	if cfg.Dial == nil {
+		d := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 10 * time.Second}
+		cfg.Dial = d.DialContext
 	}
 	if cfg.QueueSize <= 0 {
 		cfg.QueueSize = DefaultQueueSize
