@@ -49,9 +49,11 @@ func TestComposeCluster(t *testing.T) {
 	buildCtx, cancelBuild := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancelBuild()
 	t.Cleanup(func() {
-		out, _ := exec.Command("docker", "image", "ls", "-q", image).Output()
-		for _, id := range strings.Fields(string(out)) {
-			exec.Command("docker", "rmi", "-f", id).Run()
+		// By tag, not by id: the same layers may also be kvorum:latest,
+		// which must stay.
+		out, _ := exec.Command("docker", "image", "ls", "--format", "{{.Repository}}:{{.Tag}}", image).Output()
+		for _, ref := range strings.Fields(string(out)) {
+			exec.Command("docker", "rmi", ref).Run()
 		}
 	})
 	mustRun(t, buildCtx, root, nil, "make", "image", "GO="+goTool(), "IMAGE="+image,
