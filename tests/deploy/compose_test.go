@@ -29,9 +29,9 @@ import (
 //
 // Needs docker and Compose (`docker compose` or docker-compose): with the
 // CI environment variable set their absence fails the test; otherwise it
-// skips.
+// skips (as it does with -short, unless CI is set).
 func TestComposeCluster(t *testing.T) {
-	if testing.Short() {
+	if testing.Short() && os.Getenv("CI") == "" {
 		t.Skip("-short: no containers")
 	}
 	compose := requireDocker(t)
