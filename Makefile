@@ -18,18 +18,23 @@ FUZZTIME     ?= 15s
 # sweep from seed 1). See docs/reliability.md.
 TORTURE_SEEDS ?= 120
 TORTURE_FIRST ?= 1000
+# `make image`: the image's name (tagged <version> and latest) and its
+# build context (the binary and an empty data directory; see Dockerfile).
+IMAGE        ?= kvorum
+IMAGE_DIR    ?= bin/image
 # Extra arguments for `make demo`, e.g. make demo DEMO_ARGS="--nodes 5".
 DEMO_ARGS    ?=
 
 # The steps of `make test` must run in order.
 .NOTPARALLEL:
 
-.PHONY: help test deps vet unit race torture fuzz build demo clean
+.PHONY: help test deps vet unit race torture fuzz build image demo clean
 
 help:
 	@echo "make test    vet, unit and cluster tests, -race on RACE_PKGS, a short fuzz run"
 	@echo "             (installs redis-server and gcc with apt-get if missing)"
 	@echo "make build   static binary in $(BIN) (VERSION=x.y.z to stamp a version)"
+	@echo "make image   container image $(IMAGE):<version> and $(IMAGE):latest (needs docker)"
 	@echo "make demo    run a local 3-node cluster (DEMO_ARGS=\"--nodes 5\")"
 	@echo "make torture fault-injection sweep (TORTURE_SEEDS=$(TORTURE_SEEDS)); docs/reliability.md"
 	@echo "make vet | unit | race | fuzz | deps | clean"
@@ -57,6 +62,13 @@ fuzz:
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/kvorum
+
+# The version label and tag are what the binary reports (`kvorum version`);
+# '+' is not allowed in a tag.
+image: build
+	rm -rf $(IMAGE_DIR) && mkdir -p $(IMAGE_DIR)/data && cp $(BIN) $(IMAGE_DIR)/kvorum
+	v=$$($(BIN) version | sed -n '1s/^kvorum //p' | tr + -) && test -n "$$v" && \
+	docker build --build-arg VERSION=$$v -t $(IMAGE):$$v -t $(IMAGE):latest -f Dockerfile $(IMAGE_DIR)
 
 demo:
 	$(GO) run ./cmd/kvorum demo $(DEMO_ARGS)

@@ -4,6 +4,8 @@
 #   gcc, libc headers        `go test -race` needs cgo
 #   python3-redis            the redis-py smoke suite (run with /usr/bin/python3)
 #   etcd (etcd-server)       the etcd target of `kvorum bench kv` (its test)
+# Not installed here: Docker and Compose (`docker compose` or docker-compose),
+# which tests/deploy needs (it skips without them unless CI is set).
 # Uses apt-get (Debian/Ubuntu), through sudo when not root. Packages are
 # installed without starting their services (no redis-server left running
 # on port 6379).

@@ -26,6 +26,7 @@ import (
 var ctlHelp = helpText{
 	usage: `
 kvorum ctl [--addr HOST:PORT] [--json] status
+kvorum ctl [--addr HOST:PORT] health
 kvorum ctl [--addr HOST:PORT] [--json] member list
 kvorum ctl [--addr HOST:PORT] [--json] member add ID PEERADDR
 kvorum ctl [--addr HOST:PORT] [--json] member remove ID
@@ -34,6 +35,10 @@ kvorum ctl [--addr HOST:PORT] [--json] transfer-leader ID`,
 Talks to one node's admin HTTP API (see 'kvorum start --admin-addr').
 
   status               the node's role, term, leader, Raft indexes and members
+  health               exit 0 if the node is ready (its /readyz: it has a
+                       leader and can serve linearizable reads), 1 if not or
+                       unreachable, with a one-line message; for health
+                       checks (--timeout defaults to 5s here)
   member list          the cluster's members (voters and learners)
   member add ID ADDR   add node ID whose peer address is ADDR: it joins as a
                        learner and is promoted to voter once caught up (waits
@@ -75,7 +80,7 @@ func newCtlFlags() *ctlFlags {
 
 // ctlCommand is a parsed ctl invocation.
 type ctlCommand struct {
-	op       string // status, member-list, member-add, member-remove, transfer-leader
+	op       string // status, health, member-list, member-add, member-remove, transfer-leader
 	id       uint64
 	peerAddr string
 }
@@ -105,7 +110,7 @@ func parseCtl(args []string, stdout io.Writer) (*ctlFlags, ctlCommand, error) {
 		return nil, ctlCommand{}, bad("%v", err)
 	}
 	if len(pos) == 0 {
-		return nil, ctlCommand{}, bad("missing subcommand: status, member list, member add, member remove or transfer-leader")
+		return nil, ctlCommand{}, bad("missing subcommand: status, health, member list, member add, member remove or transfer-leader")
 	}
 	nargs := func(n int, usage string) error {
 		if len(pos) != n {
@@ -126,6 +131,9 @@ func parseCtl(args []string, stdout io.Writer) (*ctlFlags, ctlCommand, error) {
 	case "status":
 		c.op = "status"
 		err = nargs(1, "status")
+	case "health":
+		c.op = "health"
+		err = nargs(1, "health")
 	case "member", "members":
 		if len(pos) < 2 {
 			return nil, c, bad("usage: kvorum ctl member list | member add ID PEERADDR | member remove ID")
@@ -158,7 +166,7 @@ func parseCtl(args []string, stdout io.Writer) (*ctlFlags, ctlCommand, error) {
 			c.id, err = parseID(pos[1])
 		}
 	default:
-		return nil, c, bad("unknown subcommand %q (want status, member or transfer-leader)", pos[0])
+		return nil, c, bad("unknown subcommand %q (want status, health, member or transfer-leader)", pos[0])
 	}
 	if err != nil {
 		return nil, c, err
@@ -284,7 +292,11 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	base, _ := adminURL(f.addr, f.sec.https())
-	hc, token, err := f.sec.client(f.timeout)
+	timeout := f.timeout
+	if cmd.op == "health" && !setFlags(f.fs)["timeout"] {
+		timeout = healthTimeout
+	}
+	hc, token, err := f.sec.client(timeout)
 	if err != nil {
 		return err
 	}
@@ -303,6 +315,8 @@ func (c *ctlClient) run(ctx context.Context, cmd ctlCommand, asJSON bool, stdout
 		if raw, err = c.call(ctx, http.MethodGet, "/v1/status", nil, &st); err == nil && !asJSON {
 			writeStatus(stdout, st)
 		}
+	case "health":
+		return c.health(ctx, stdout)
 	case "member-list":
 		var mr admin.MembersResponse
 		if raw, err = c.call(ctx, http.MethodGet, "/v1/members", nil, &mr); err == nil && !asJSON {
@@ -343,6 +357,46 @@ func (c *ctlClient) run(ctx context.Context, cmd ctlCommand, asJSON bool, stdout
 		}
 	}
 	return nil
+}
+
+// healthTimeout bounds `ctl health` unless --timeout is given: a health
+// check wants a quick answer.
+const healthTimeout = 5 * time.Second
+
+// health asks the node's /readyz (open even with an admin token) and prints
+// one line: "ready" (nil error) or why not (an error: exit status 1).
+func (c *ctlClient) health(ctx context.Context, stdout io.Writer) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/readyz", nil)
+	if err != nil {
+		return err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			if ue.Timeout() {
+				return fmt.Errorf("not ready: no answer from kvorum admin at %s within %v", c.addr, c.http.Timeout)
+			}
+			err = ue.Err
+		}
+		return fmt.Errorf("not ready: cannot reach kvorum admin at %s: %v", c.addr, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	msg := strings.TrimSpace(strings.SplitN(strings.TrimSpace(string(raw)), "\n", 2)[0])
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		fmt.Fprintf(stdout, "ready (%s)\n", c.addr)
+		return nil
+	case resp.StatusCode == http.StatusServiceUnavailable && strings.HasPrefix(msg, "not ready"):
+		return fmt.Errorf("%s (%s)", msg, c.addr)
+	default:
+		return fmt.Errorf("not ready: unexpected answer from %s (is it a kvorum admin address?): HTTP %d: %s",
+			c.addr, resp.StatusCode, truncate(msg, 200))
+	}
 }
 
 // writeStatus prints a status as aligned "key: value" lines followed by the

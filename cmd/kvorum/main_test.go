@@ -578,3 +578,42 @@ func TestAdminURL(t *testing.T) {
 }
 
 func mkdir(p string) error { return os.MkdirAll(p, 0o755) }
+
+func TestCtlHealth(t *testing.T) {
+	f, addr := newCtlServer(t)
+	code, out, errOut := runCmd("ctl", "--addr", addr, "health")
+	if code != 0 || out != "ready ("+addr+")\n" || errOut != "" {
+		t.Errorf("ready node: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+
+	f.st.Ready, f.st.Leader = false, 0
+	code, out, errOut = runCmd("ctl", "health", "--addr", addr)
+	if code != 1 || out != "" || !strings.Contains(errOut, "not ready: no leader known") || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("node without a leader: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+
+	// Unreachable: exit 1, one line, quickly.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	code, _, errOut = runCmd("ctl", "--addr", dead, "health")
+	if code != 1 || !strings.Contains(errOut, "not ready: cannot reach kvorum admin at "+dead) || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("unreachable node: exit %d, stderr %q", code, errOut)
+	}
+
+	// Something else on the port: exit 1.
+	ts := httptest.NewServer(nil)
+	t.Cleanup(ts.Close)
+	code, _, errOut = runCmd("ctl", "--addr", ts.URL, "health")
+	if code != 1 || !strings.Contains(errOut, "HTTP 404") {
+		t.Errorf("not an admin server: exit %d, stderr %q", code, errOut)
+	}
+
+	code, _, errOut = runCmd("ctl", "health", "extra")
+	if code != 2 || !strings.Contains(errOut, "usage: kvorum ctl health") {
+		t.Errorf("extra argument: exit %d, stderr %q", code, errOut)
+	}
+}
