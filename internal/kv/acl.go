@@ -173,13 +173,18 @@ func init() {
 }
 
 // asInner reports whether KVORUM.AS may wrap the command named name: a
-// client's command, or the internal wrappers of scripts and transactions.
+// client's command, or the internal wrappers of scripts, transactions and
+// blocking pops.
 func asInner(name []byte) bool {
 	d := lookup(name)
 	if d == nil {
 		return false
 	}
-	return !d.internal || d.spec.Name == "kvorum.oom" || d.spec.Name == "kvorum.exec"
+	switch d.spec.Name {
+	case "kvorum.oom", "kvorum.exec", "kvorum.block":
+		return true
+	}
+	return !d.internal
 }
 
 func checkAS(args [][]byte) (Reply, bool) {
@@ -194,14 +199,21 @@ func cmdAS(x *ctx, args [][]byte) Reply {
 	if !asInner(inner[0]) {
 		return Error("ERR internal: KVORUM.AS of an internal command")
 	}
+	d := lookup(inner[0])
+	checked := inner
+	if d.spec.Name == "kvorum.block" && len(inner) > 2 {
+		checked = inner[2:] // a blocking pop's try: KVORUM.BLOCK <id> <the client's command>
+	}
 	if x.perms != nil {
-		if e := x.perms.Denied(args[1], inner, ACLCommand); e != "" {
+		if e := x.perms.Denied(args[1], checked, ACLCommand); e != "" {
 			return Error(e)
 		}
 	}
-	d := lookup(inner[0])
 	if r, ok := validate(d, inner); !ok {
 		return r
+	}
+	if err := x.readLookups(d, inner); err != nil { // Apply made them for KVORUM.AS
+		return errReply(err)
 	}
 	x.user = args[1]
 	return d.run(x, inner)

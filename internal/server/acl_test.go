@@ -296,10 +296,14 @@ func TestACLCheckedWhereCurrent(t *testing.T) {
 			{[]byte("SET"), []byte("app:1"), []byte("x")},
 			{[]byte("GET"), []byte("app:1")},
 			{[]byte("EVAL"), []byte("return redis.call('set','other2','x')"), []byte("0")},
+			{[]byte("BLPOP"), []byte("other3"), []byte("1")},
+			{[]byte("LOCK"), []byte("TRYACQUIRE"), []byte("other4"), []byte("1")},
 		})
 		want := []string{"NOPERM this user has no permissions to access one of the keys used as arguments", "OK",
 			"NOPERM this user has no permissions to run the 'get' command",
-			"ERR The user executing the script can't access at least one of the keys mentioned in the command arguments"}
+			"ERR The user executing the script can't access at least one of the keys mentioned in the command arguments",
+			"NOPERM this user has no permissions to access one of the keys used as arguments",
+			"NOPERM this user has no permissions to access one of the keys used as arguments"}
 		for i, w := range want {
 			if g := string(got[i].Str); !strings.HasPrefix(g, w) {
 				t.Fatalf("node %d (leader %d), command %d: got %q, want %q", id, lead, i, g, w)
@@ -392,5 +396,46 @@ func TestCommandInfoCategoriesAreTheACLs(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("COMMAND INFO %s: categories %v, but ACL CAT lists it in %v", name, got, want)
 		}
+	}
+}
+
+// TestACLRestrictedUserBlockingAndLocks: a user with restrictions blocks,
+// is served, and takes and releases a lock within its keys (its blocking
+// pops and lock commands are proposed for it and checked at apply).
+func TestACLRestrictedUserBlockingAndLocks(t *testing.T) {
+	c := newTestCluster(t, 3)
+	ctx := testCtx(t, 30*time.Second)
+	if err := c.client(1).Do(ctx, "ACL", "SETUSER", "app", "on", ">p", "~app:*", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	cl := c.userClient(2, "app", "p")
+	popped := make(chan []string, 1)
+	go func() {
+		v, err := c.userClient(3, "app", "p").BLPop(ctx, 10*time.Second, "app:l").Result()
+		if err != nil {
+			t.Error(err)
+		}
+		popped <- v
+	}()
+	waitFor(t, 10*time.Second, "the pop blocks", func() bool {
+		n, _ := c.client(3).Info(ctx, "clients").Result()
+		return strings.Contains(n, "blocked_clients:1")
+	})
+	if err := cl.RPush(ctx, "app:l", "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if v := <-popped; len(v) != 2 || v[1] != "x" {
+		t.Fatalf("BLPOP as app: %v", v)
+	}
+	lease, err := cl.Do(ctx, "LEASE", "GRANT", "10000").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := cl.Do(ctx, "LOCK", "ACQUIRE", "app:lock", lease).Int64()
+	if err != nil || token <= 0 {
+		t.Fatalf("LOCK ACQUIRE as app: %d %v", token, err)
+	}
+	if err := cl.Do(ctx, "LOCK", "RELEASE", "app:lock", token).Err(); err != nil {
+		t.Fatalf("LOCK RELEASE as app: %v", err)
 	}
 }
