@@ -107,9 +107,21 @@ func strs(ss []string) reply.Reply {
 
 func aclWhoAmI(c *conn, args [][]byte) reply.Reply { return reply.BulkString(c.userName()) }
 
-func aclList(c *conn, args [][]byte) reply.Reply { return strs(c.s.users().Lines()) }
+// aclRead makes the reading subcommands linearizable: they answer once
+// this node has applied every change of the users committed before them
+// (a read barrier; a change made through another node a moment ago is
+// seen), as reads of keys do.
+func aclRead(c *conn) { c.s.syncUsers(c) }
 
-func aclUsers(c *conn, args [][]byte) reply.Reply { return strs(c.s.users().Usernames()) }
+func aclList(c *conn, args [][]byte) reply.Reply {
+	aclRead(c)
+	return strs(c.s.users().Lines())
+}
+
+func aclUsers(c *conn, args [][]byte) reply.Reply {
+	aclRead(c)
+	return strs(c.s.users().Usernames())
+}
 
 func aclCat(c *conn, args [][]byte) reply.Reply {
 	if len(args) > 3 {
@@ -146,6 +158,7 @@ func aclGenPass(c *conn, args [][]byte) reply.Reply {
 }
 
 func aclGetUser(c *conn, args [][]byte) reply.Reply {
+	aclRead(c)
 	u := c.s.users().User(string(args[2]))
 	if u == nil {
 		return reply.Nil
@@ -166,6 +179,7 @@ func aclGetUser(c *conn, args [][]byte) reply.Reply {
 }
 
 func aclDryRun(c *conn, args [][]byte) reply.Reply {
+	aclRead(c)
 	denied, err := c.s.users().DryRun(args[2:], &KeyBuffer{})
 	switch {
 	case err != nil:
@@ -255,6 +269,7 @@ func aclSave(c *conn, args [][]byte) reply.Reply {
 	if file == "" {
 		return reply.Error(acl.ErrNoACLFile)
 	}
+	aclRead(c)
 	if err := writeFileAtomic(file, c.s.users().SaveFile()); err != nil {
 		c.s.log.Warn("resp: ACL SAVE failed", "file", file, "err", err)
 		return reply.Error("ERR There was an error trying to save the ACLs. Please check the server logs for more information")
