@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -374,14 +375,8 @@ func replicable(cmds *acl.Commands, lines []string) error {
 	if err := again.SyncLines(lines); err != nil {
 		return errors.New("kvorum replicates users as ACL file lines and these do not load back: " + err.Error())
 	}
-	got := again.Lines()
-	if len(got) != len(lines) {
+	if !slices.Equal(again.Lines(), lines) {
 		return errors.New("kvorum replicates users as ACL file lines and these do not load back to the same users")
-	}
-	for i := range got {
-		if got[i] != lines[i] {
-			return errors.New("kvorum replicates users as ACL file lines and these do not load back to the same users")
-		}
 	}
 	return nil
 }

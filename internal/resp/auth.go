@@ -299,16 +299,13 @@ var fixedKeySpecs = func() map[string][]fixedKeySpec {
 	m := map[string][]fixedKeySpec{}
 next:
 	for name, specs := range redisKeySpecs {
-		if strings.Contains(name, "|") || len(specs) == 0 {
+		if _, _, movable := movableKeys(name, nil); movable || strings.Contains(name, "|") || len(specs) == 0 {
 			continue
 		}
 		var fs []fixedKeySpec
 		for _, s := range specs {
 			if s.keyword != "" || s.keyNum || s.unknownBegin || s.unknownFind || s.limit != 0 || s.index < 1 ||
 				slices.Contains(s.flags, "variable_flags") || slices.Contains(s.flags, "incomplete") || slices.Contains(s.flags, "not_key") {
-				continue next
-			}
-			if _, _, movable := movableKeys(name, nil); movable {
 				continue next
 			}
 			fs = append(fs, fixedKeySpec{first: s.index, lastKey: s.lastKey, step: max(s.step, 1), flags: acl.KeyFlagsOf(s.flags...)})
