@@ -30,7 +30,8 @@ kvorum ctl [--addr HOST:PORT] health
 kvorum ctl [--addr HOST:PORT] [--json] member list
 kvorum ctl [--addr HOST:PORT] [--json] member add ID PEERADDR
 kvorum ctl [--addr HOST:PORT] [--json] member remove ID
-kvorum ctl [--addr HOST:PORT] [--json] transfer-leader ID`,
+kvorum ctl [--addr HOST:PORT] [--json] transfer-leader ID
+kvorum ctl [--addr HOST:PORT] backup --out FILE`,
 	description: `
 Talks to one node's admin HTTP API (see 'kvorum start --admin-addr').
 
@@ -47,6 +48,13 @@ Talks to one node's admin HTTP API (see 'kvorum start --admin-addr').
                        it by hand
   member remove ID     remove node ID from the cluster
   transfer-leader ID   move leadership to node ID and wait until it holds
+  backup --out FILE    stream a consistent backup of the cluster's data from
+                       this node into FILE: every write acknowledged before
+                       the command started is in it, at one Raft index
+                       (printed at the end with the file's checksum); the
+                       file is verified before it gets its name (FILE.part
+                       until then). 'kvorum restore' seeds a new cluster
+                       with it
 
 Any member will do: membership changes and leadership transfers are
 forwarded to the leader. Flags may also follow the subcommand.
@@ -58,7 +66,7 @@ CAFILE (then HOST:PORT means https://) or an https:// URL; a client
 certificate for --admin-tls-ca-cert-file is given with --cert and --key.
 Exit status: 0 on success, 1 if the operation failed or the node is
 unreachable, 2 on a bad command line.`,
-	groups: []flagGroup{{"Flags", []string{"addr", "json", "timeout"}}, ctlSecurityGroup},
+	groups: []flagGroup{{"Flags", []string{"addr", "json", "timeout", "out"}}, ctlSecurityGroup},
 }
 
 type ctlFlags struct {
@@ -66,6 +74,7 @@ type ctlFlags struct {
 	addr    string
 	json    bool
 	timeout time.Duration
+	out     string
 	sec     ctlSecurity
 }
 
@@ -73,7 +82,8 @@ func newCtlFlags() *ctlFlags {
 	f := &ctlFlags{fs: flag.NewFlagSet("ctl", flag.ContinueOnError)}
 	f.fs.StringVar(&f.addr, "addr", server.DefaultAdminAddr, "`HOST:PORT` (or http:// or https:// URL) of a node's admin server: its --admin-addr")
 	f.fs.BoolVar(&f.json, "json", false, "print the admin API's JSON answer instead of text")
-	f.fs.DurationVar(&f.timeout, "timeout", 75*time.Second, "give up waiting for an answer after this `DURATION`")
+	f.fs.DurationVar(&f.timeout, "timeout", 75*time.Second, "give up waiting for an answer after this `DURATION` (backup: for the\nbackup to start; the stream then takes as long as it needs)")
+	f.fs.StringVar(&f.out, "out", "", "backup: the `FILE` to write (refused if it exists)")
 	addCtlSecurityFlags(f.fs, &f.sec)
 	return f
 }
@@ -110,7 +120,7 @@ func parseCtl(args []string, stdout io.Writer) (*ctlFlags, ctlCommand, error) {
 		return nil, ctlCommand{}, bad("%v", err)
 	}
 	if len(pos) == 0 {
-		return nil, ctlCommand{}, bad("missing subcommand: status, health, member list, member add, member remove or transfer-leader")
+		return nil, ctlCommand{}, bad("missing subcommand: status, health, member list, member add, member remove, transfer-leader or backup")
 	}
 	nargs := func(n int, usage string) error {
 		if len(pos) != n {
@@ -165,8 +175,16 @@ func parseCtl(args []string, stdout io.Writer) (*ctlFlags, ctlCommand, error) {
 		if err = nargs(2, "transfer-leader ID"); err == nil {
 			c.id, err = parseID(pos[1])
 		}
+	case "backup":
+		c.op = "backup"
+		if err = nargs(1, "backup --out FILE"); err == nil && f.out == "" {
+			err = bad("backup needs --out FILE")
+		}
 	default:
-		return nil, c, bad("unknown subcommand %q (want status, health, member or transfer-leader)", pos[0])
+		return nil, c, bad("unknown subcommand %q (want status, health, member, transfer-leader or backup)", pos[0])
+	}
+	if f.out != "" && c.op != "backup" {
+		return nil, c, bad("--out is for backup only")
 	}
 	if err != nil {
 		return nil, c, err
@@ -301,6 +319,9 @@ func runCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	c := &ctlClient{addr: f.addr, base: base, http: hc, token: token}
+	if cmd.op == "backup" {
+		return c.backup(ctx, f.out, timeout, stdout, stderr)
+	}
 	return c.run(ctx, cmd, f.json, stdout, stderr)
 }
 

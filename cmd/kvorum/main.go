@@ -28,6 +28,7 @@ func commands() []command {
 		{"start", "run one node of a kvorum cluster", runStart, func(w io.Writer) { writeUsage(w, newStartFlags().fs, startHelp) }},
 		{"demo", "run a local N-node cluster inside this process", runDemo, func(w io.Writer) { writeUsage(w, newDemoFlags().fs, demoHelp) }},
 		{"ctl", "inspect and manage a running cluster through a node's admin API", runCtl, func(w io.Writer) { writeUsage(w, newCtlFlags().fs, ctlHelp) }},
+		{"restore", "seed a new cluster's data directories from a backup (kvorum ctl backup)", runRestore, func(w io.Writer) { writeUsage(w, newRestoreFlags().fs, restoreHelp) }},
 		{"certs", "make a throwaway CA and the certificates and admin token of a cluster, for TLS without openssl", runCerts, func(w io.Writer) { writeUsage(w, newCertsFlags().fs, certsHelp) }},
 		{"chaos", "run a cluster of real processes under faults and check it (linearizability, no lost writes)", runChaos, func(w io.Writer) { writeUsage(w, newChaosFlags().fs, chaosHelp) }},
 		{"bench", "benchmarks: locks vs Redlock and ZooKeeper (bench locks), YCSB key-value workloads vs Redis and etcd (bench kv)", runBench, writeBenchOverview},

@@ -205,6 +205,11 @@ func WriteSnapshotStream(w io.Writer, desc *Descriptor, meta *raftpb.SnapshotMet
 	return bw.Flush()
 }
 
+// snapshotBuffer is the read buffer of ReadSnapshotStream: given a
+// *bufio.Reader at least this large, it reads through it without a buffer
+// of its own (ReadBackup relies on it).
+const snapshotBuffer = 256 << 10
+
 // maxSnapshotField bounds one key, value or header in a snapshot stream.
 const maxSnapshotField = 1 << 30
 
@@ -214,7 +219,7 @@ const maxSnapshotField = 1 << 30
 // that later fails verification, so callers stage data before applying it.
 func ReadSnapshotStream(r io.Reader, fn func(k, v []byte) error) (*Descriptor, *raftpb.SnapshotMetadata, error) {
 	crc := crc32.New(crcTable)
-	br := bufio.NewReaderSize(r, 256<<10)
+	br := bufio.NewReaderSize(r, snapshotBuffer)
 	tr := &teeByteReader{r: br, h: crc}
 	magic := make([]byte, len(snapMagic))
 	if _, err := io.ReadFull(tr, magic); err != nil {
@@ -240,27 +245,27 @@ func ReadSnapshotStream(r io.Reader, fn func(k, v []byte) error) (*Descriptor, *
 	}
 	dj, err := readField(nil)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: snapshot descriptor: %v", ErrCorrupt, err)
+		return nil, nil, fmt.Errorf("%w: snapshot descriptor: %w", ErrCorrupt, err)
 	}
 	desc := &Descriptor{}
 	if err := json.Unmarshal(dj, desc); err != nil {
-		return nil, nil, fmt.Errorf("%w: snapshot descriptor: %v", ErrCorrupt, err)
+		return nil, nil, fmt.Errorf("%w: snapshot descriptor: %w", ErrCorrupt, err)
 	}
 	meta := &raftpb.SnapshotMetadata{}
 	idx, err := binary.ReadUvarint(tr)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: snapshot index: %v", ErrCorrupt, err)
+		return nil, nil, fmt.Errorf("%w: snapshot index: %w", ErrCorrupt, err)
 	}
 	term, err := binary.ReadUvarint(tr)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: snapshot term: %v", ErrCorrupt, err)
+		return nil, nil, fmt.Errorf("%w: snapshot term: %w", ErrCorrupt, err)
 	}
 	meta.Index, meta.Term = proto.Uint64(idx), proto.Uint64(term)
 	var kbuf, vbuf []byte
 	for {
 		kl, err := binary.ReadUvarint(tr)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: snapshot stream: %v", ErrCorrupt, err)
+			return nil, nil, fmt.Errorf("%w: snapshot stream: %w", ErrCorrupt, err)
 		}
 		if kl == 0 {
 			break
@@ -273,10 +278,10 @@ func ReadSnapshotStream(r io.Reader, fn func(k, v []byte) error) (*Descriptor, *
 		}
 		kbuf = kbuf[:kl]
 		if _, err := io.ReadFull(tr, kbuf); err != nil {
-			return nil, nil, fmt.Errorf("%w: snapshot stream: %v", ErrCorrupt, err)
+			return nil, nil, fmt.Errorf("%w: snapshot stream: %w", ErrCorrupt, err)
 		}
 		if vbuf, err = readField(vbuf); err != nil {
-			return nil, nil, fmt.Errorf("%w: snapshot stream: %v", ErrCorrupt, err)
+			return nil, nil, fmt.Errorf("%w: snapshot stream: %w", ErrCorrupt, err)
 		}
 		if err := fn(kbuf, vbuf); err != nil {
 			return nil, nil, err
@@ -285,7 +290,7 @@ func ReadSnapshotStream(r io.Reader, fn func(k, v []byte) error) (*Descriptor, *
 	want := crc.Sum32()
 	var sum [4]byte
 	if _, err := io.ReadFull(br, sum[:]); err != nil {
-		return nil, nil, fmt.Errorf("%w: snapshot checksum: %v", ErrCorrupt, err)
+		return nil, nil, fmt.Errorf("%w: snapshot checksum: %w", ErrCorrupt, err)
 	}
 	if binary.BigEndian.Uint32(sum[:]) != want {
 		return nil, nil, fmt.Errorf("%w: snapshot checksum mismatch", ErrCorrupt)

@@ -167,7 +167,18 @@ const bootstrapIndex, bootstrapTerm = 10, 5
 // are desc.Replicas (all voters). Every initial member writes the same state,
 // so they agree without any message.
 func BootstrapRange(w storage.Writer, desc *storage.Descriptor) error {
-	const initIndex, initTerm = bootstrapIndex, bootstrapTerm
+	return BootstrapRangeAt(w, desc, bootstrapIndex)
+}
+
+// BootstrapRangeAt is BootstrapRange for a range whose state machine data
+// is already at a log index (a restored backup's): the new log starts
+// there, so that what the state machine keeps by log index stays in
+// order. An index below BootstrapRange's is raised to it. The term is
+// BootstrapRange's: the members of the new cluster have never heard from
+// a leader (see lease.go).
+func BootstrapRangeAt(w storage.Writer, desc *storage.Descriptor, initIndex uint64) error {
+	initIndex = max(initIndex, bootstrapIndex)
+	initTerm := uint64(bootstrapTerm)
 	cs := &raftpb.ConfState{}
 	for _, r := range desc.Replicas {
 		if r.Learner {
@@ -185,7 +196,7 @@ func BootstrapRange(w storage.Writer, desc *storage.Descriptor) error {
 	if err := storage.SetAppliedState(w, desc.RangeID, storage.AppliedState{Index: initIndex, Term: initTerm, ConfState: cs}); err != nil {
 		return err
 	}
-	return storage.SetHardState(w, desc.RangeID, &raftpb.HardState{Term: ptr(uint64(initTerm)), Commit: ptr(uint64(initIndex))})
+	return storage.SetHardState(w, desc.RangeID, &raftpb.HardState{Term: ptr(initTerm), Commit: ptr(initIndex)})
 }
 
 func ptr[T any](v T) *T { return &v }
