@@ -111,6 +111,7 @@ func writeBenchOverview(w io.Writer) {
 	fmt.Fprint(w, `Usage:
   kvorum bench locks [flags]
   kvorum bench kv [flags]
+  kvorum bench failover [flags]
 
 Benchmarks:
   locks   distributed locks: kvorum's LOCK commands vs Redlock on Redis and
@@ -120,8 +121,12 @@ Benchmarks:
           paper 002): throughput, latency percentiles, server CPU and memory of
           kvorum vs Redis (with and without fsync) and etcd, or any
           Redis-protocol or etcd server
+  failover  a constant-rate write load through the loss of the leader and
+          of a follower (paper 003): per-second throughput and latency,
+          seconds of unavailability, errors, lost writes; on host
+          processes and on deploy/compose.yaml's containers in one run
 
-Run 'kvorum bench locks --help' or 'kvorum bench kv --help' for the flags of each.
+Run 'kvorum bench <benchmark> --help' for the flags of each.
 `)
 }
 
@@ -148,7 +153,7 @@ func parseBench(args []string, stdout io.Writer) (*benchFlags, error) {
 		return nil, errHelp
 	case "locks":
 	default:
-		return nil, usageErrorf("bench", "unknown benchmark %q (there are two: locks, kv)", args[0])
+		return nil, usageErrorf("bench", "unknown benchmark %q (there are three: locks, kv, failover)", args[0])
 	}
 	if err := parseFlags("bench", f.fs, benchHelp, args[1:], stdout); err != nil {
 		return nil, err
@@ -188,6 +193,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if len(args) > 0 && args[0] == "kv" {
 		return runBenchKV(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "failover" {
+		return runBenchFailover(ctx, args[1:], stdout, stderr)
 	}
 	f, err := parseBench(args, stdout)
 	if err != nil {

@@ -17,11 +17,22 @@ func TestBenchHelp(t *testing.T) {
 		if code != 0 || errOut != "" {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
 		}
-		for _, want := range []string{"Usage:\n  kvorum bench locks [flags]\n  kvorum bench kv [flags]\n", "Redlock", "YCSB", "etcd",
-			"'kvorum bench locks --help' or 'kvorum bench kv --help'"} {
+		for _, want := range []string{"Usage:\n  kvorum bench locks [flags]\n  kvorum bench kv [flags]\n  kvorum bench failover [flags]\n", "Redlock", "YCSB", "etcd",
+			"paper 003", "'kvorum bench <benchmark> --help'"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("%v: overview lacks %q:\n%s", args, want, out)
 			}
+		}
+	}
+	code, out, _ := runCmd("bench", "failover", "--help")
+	for _, want := range []string{"Usage:\n  kvorum bench failover", "--rate", "--env", "docker kill", "read back"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("bench failover --help: exit %d, lacks %q", code, want)
+		}
+	}
+	for _, args := range [][]string{{"bench", "failover", "--env", "vm"}, {"bench", "failover", "--rate", "0", "--capacity", "0"}, {"bench", "failover", "x"}} {
+		if code, _, errOut := runCmd(args...); code != 2 || !strings.Contains(errOut, "kvorum bench:") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
 		}
 	}
 	for _, args := range [][]string{{"bench", "locks", "--help"}, {"bench", "locks", "-h"}} {
@@ -39,8 +50,10 @@ func TestBenchHelp(t *testing.T) {
 			}
 		}
 	}
-	_, out, _ := runCmd("bench", "locks", "--help")
+	_, out, _ = runCmd("bench", "locks", "--help")
 	checkFlagHelp(t, newBenchFlags().fs, out, "bench")
+	_, out, _ = runCmd("bench", "failover", "--help")
+	checkFlagHelp(t, newBenchFailoverFlags().fs, out, "bench failover")
 }
 
 func TestBenchBadArgs(t *testing.T) {

@@ -31,7 +31,7 @@ func commands() []command {
 		{"restore", "seed a new cluster's data directories from a backup (kvorum ctl backup)", runRestore, func(w io.Writer) { writeUsage(w, newRestoreFlags().fs, restoreHelp) }},
 		{"certs", "make a throwaway CA and the certificates and admin token of a cluster, for TLS without openssl", runCerts, func(w io.Writer) { writeUsage(w, newCertsFlags().fs, certsHelp) }},
 		{"chaos", "run a cluster of real processes under faults and check it (linearizability, no lost writes)", runChaos, func(w io.Writer) { writeUsage(w, newChaosFlags().fs, chaosHelp) }},
-		{"bench", "benchmarks: locks vs Redlock and ZooKeeper (bench locks), YCSB key-value workloads vs Redis and etcd (bench kv)", runBench, writeBenchOverview},
+		{"bench", "benchmarks: locks vs Redlock and ZooKeeper (bench locks), YCSB key-value workloads vs Redis and etcd (bench kv), writes through node failures, host vs containers (bench failover)", runBench, writeBenchOverview},
 		{"version", "print version information", runVersion, func(w io.Writer) { writeUsage(w, newVersionFlags(), versionHelp) }},
 	}
 }

@@ -115,12 +115,22 @@ func (r *Report) WritePNG(path string) error {
 		return err
 	}
 	width := vg.Points(max(640, float64(120*len(groups)+40*len(groups)*len(targets))))
+	return writePanels(path, width, p1, p2)
+}
+
+// writePanels draws the plots one above the other into a PNG file.
+func writePanels(path string, width vg.Length, ps ...*plot.Plot) error {
 	img := vgimg.NewWith(vgimg.UseWH(width, 720), vgimg.UseDPI(96))
 	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 2, Cols: 1, PadTop: 6, PadBottom: 6, PadLeft: 6, PadRight: 12, PadY: 18}
-	cs := plot.Align([][]*plot.Plot{{p1}, {p2}}, tiles, dc)
-	p1.Draw(cs[0][0])
-	p2.Draw(cs[1][0])
+	tiles := draw.Tiles{Rows: len(ps), Cols: 1, PadTop: 6, PadBottom: 6, PadLeft: 6, PadRight: 12, PadY: 18}
+	rows := make([][]*plot.Plot, len(ps))
+	for i, p := range ps {
+		rows[i] = []*plot.Plot{p}
+	}
+	cs := plot.Align(rows, tiles, dc)
+	for i, p := range ps {
+		p.Draw(cs[i][0])
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		return err

@@ -32,7 +32,11 @@ type Child struct {
 
 // Start starts bin with args, its output going to the file logPath.
 func Start(name, logPath, bin string, args ...string) (*Child, error) {
-	logf, err := os.Create(logPath)
+	return start(name, logPath, os.O_TRUNC, bin, args...)
+}
+
+func start(name, logPath string, mode int, bin string, args ...string) (*Child, error) {
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|mode, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -78,6 +82,19 @@ func (c *Child) Stop(d time.Duration) error {
 	_ = c.cmd.Process.Kill()
 	<-c.exited
 	return fmt.Errorf("%s (pid %d) did not stop within %v of SIGTERM; killed (log %s)", c.Name, c.cmd.Process.Pid, d, c.Log)
+}
+
+// Kill ends the process with SIGKILL (as a crash would) and waits for it.
+func (c *Child) Kill() {
+	_ = c.cmd.Process.Kill()
+	<-c.exited
+}
+
+// Restart starts the same command again, once c has exited, appending to
+// its log.
+func (c *Child) Restart() (*Child, error) {
+	<-c.exited
+	return start(c.Name, c.Log, os.O_APPEND, c.cmd.Path, c.cmd.Args[1:]...)
 }
 
 // LogTail is the end of the child's log, for error messages.

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/kvorum/kvorum/internal/kvbench"
+	"github.com/kvorum/kvorum/internal/localsrv"
+)
+
+var benchFailoverHelp = helpText{
+	usage: `
+kvorum bench failover [--env host,compose] [--rate N] [--workers N] [--phase 10s]
+    [--compose-file deploy/compose.yaml] [--image kvorum:latest] [--png FILE] [--json]`,
+	description: `
+Measures a 3-node cluster as paper 003 (Shrestha) measures a database cluster
+in containers: a constant-rate write load (SET of a new key, --workers
+connections spread over the nodes, one write in flight on each, every write
+due at its slot, so a stall counts in full), and, one --phase apart: the
+leader killed (SIGKILL; docker kill), started again, a follower killed,
+started again. A client whose node dies moves to the next node. At the end
+every acknowledged write is read back.
+
+Environments (--env, measured one after the other in one run):
+  host     3 'kvorum start' processes of this binary on 127.0.0.1
+  compose  deploy/compose.yaml's 3 containers (needs Docker, Compose and the
+           image: make image), under a project of its own on free host
+           ports; removed at the end with its volumes
+
+Before the timeline, each environment's closed-loop write capacity is
+measured (--capacity, --workers clients): the ratio of the environments is
+the container overhead. --rate 0 (the default) offers half of the first
+environment's capacity to every environment.
+
+Reported: per outage the longest gap between acknowledged writes, the errors
+clients saw (error replies by their first word: CLUSTERDOWN, UNCERTAIN, ...;
+and broken connections), p95 latency before, during and after; per
+environment the acknowledged writes and how many were lost (not read back).
+Markdown on stdout (or --json), the per-second timeline as a PNG with --png.`,
+	groups: []flagGroup{{"Flags", []string{"env", "rate", "workers", "value-size", "phase", "capacity", "op-timeout", "compose-file", "image", "dir", "png", "json"}}},
+}
+
+type benchFailoverFlags struct {
+	fs      *flag.FlagSet
+	envs    string
+	cfg     kvbench.FailoverConfig
+	compose string
+	image   string
+	dir     string
+	png     string
+	json    bool
+}
+
+func newBenchFailoverFlags() *benchFailoverFlags {
+	f := &benchFailoverFlags{fs: flag.NewFlagSet("bench failover", flag.ContinueOnError)}
+	f.fs.StringVar(&f.envs, "env", "host,compose", "comma-separated `LIST` of environments: host, compose")
+	f.fs.IntVar(&f.cfg.Rate, "rate", 0, "writes per `N` second offered (0: half of the first environment's capacity)")
+	f.fs.IntVar(&f.cfg.Workers, "workers", 16, "client connections (`N`)")
+	f.fs.IntVar(&f.cfg.ValueSize, "value-size", 100, "value size in `BYTES`")
+	f.fs.DurationVar(&f.cfg.Phase, "phase", 10*time.Second, "length of each phase (`DURATION`): before the kill, down, after the restart, ...")
+	f.fs.DurationVar(&f.cfg.Capacity, "capacity", 8*time.Second, "closed-loop capacity measurement per environment (`DURATION`; 0: skip)")
+	f.fs.DurationVar(&f.cfg.OpTimeout, "op-timeout", time.Second, "a write unanswered after this `DURATION` is an error")
+	f.fs.StringVar(&f.compose, "compose-file", "deploy/compose.yaml", "the compose `FILE` of the compose environment")
+	f.fs.StringVar(&f.image, "image", "kvorum:latest", "the `IMAGE` the compose environment runs")
+	f.fs.StringVar(&f.dir, "dir", "", "`DIR` for the host environment's data and logs (default: a temporary one)")
+	f.fs.StringVar(&f.png, "png", "", "write the per-second timeline to this PNG `FILE`")
+	f.fs.BoolVar(&f.json, "json", false, "print JSON instead of Markdown")
+	return f
+}
+
+func runBenchFailover(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newBenchFailoverFlags()
+	if err := parseFlags("bench", f.fs, benchFailoverHelp, args, stdout); err != nil {
+		return err
+	}
+	bad := func(format string, a ...any) error { return usageErrorf("bench", format, a...) }
+	envs := splitList(f.envs)
+	switch {
+	case f.fs.NArg() > 0:
+		return bad("unexpected argument %q", f.fs.Arg(0))
+	case len(envs) == 0:
+		return bad("--env: no environment")
+	case f.cfg.Workers < 1 || f.cfg.Workers > 1000:
+		return bad("--workers must be 1..1000")
+	case f.cfg.Rate < 0 || f.cfg.ValueSize < 1 || f.cfg.Phase < time.Second || f.cfg.OpTimeout <= 0 || f.cfg.Capacity < 0:
+		return bad("--rate >= 0, --value-size >= 1, --phase >= 1s, --op-timeout > 0 and --capacity >= 0, please")
+	case f.cfg.Rate == 0 && f.cfg.Capacity == 0:
+		return bad("--rate 0 takes half of the measured capacity: give --capacity, or a --rate")
+	}
+	for _, e := range envs {
+		if e != "host" && e != "compose" {
+			return bad("--env: unknown environment %q (host, compose)", e)
+		}
+	}
+	f.cfg.Progress = stderr
+	var results []*kvbench.FailoverResult
+	for _, name := range envs {
+		r, err := runFailoverEnv(ctx, f, name, stderr)
+		if r != nil {
+			results = append(results, r)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if f.cfg.Rate == 0 {
+			f.cfg.Rate = r.Rate // the same offered load everywhere
+		}
+	}
+	if f.png != "" {
+		if err := kvbench.WriteFailoverPNG(f.png, results); err != nil {
+			return err
+		}
+	}
+	if f.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(results)
+	}
+	kvbench.WriteFailoverMarkdown(stdout, f.cfg, results)
+	for _, r := range results {
+		if r.Lost > 0 {
+			return fmt.Errorf("%s: %d acknowledged writes were not read back (first: %v)", r.Env, r.Lost, r.LostFirst)
+		}
+	}
+	return nil
+}
+
+func runFailoverEnv(ctx context.Context, f *benchFailoverFlags, name string, stderr io.Writer) (*kvbench.FailoverResult, error) {
+	switch name {
+	case "host":
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		dir, finish, err := localsrv.WorkDir(f.dir, "kvorum-failover-*", stderr)
+		if err != nil {
+			return nil, err
+		}
+		env, err := kvbench.StartHostEnv(ctx, exe, dir)
+		if err != nil {
+			finish(true)
+			return nil, err
+		}
+		r, err := kvbench.RunFailover(ctx, env, f.cfg)
+		if cerr := env.Close(); err == nil && cerr != nil {
+			fmt.Fprintf(stderr, "host: stopping the nodes: %v\n", cerr)
+		}
+		finish(err != nil)
+		return r, err
+	default:
+		env, err := kvbench.StartComposeEnv(ctx, f.compose, f.image, stderr)
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err := env.Close(); err != nil {
+				fmt.Fprintln(stderr, err)
+			}
+		}()
+		return kvbench.RunFailover(ctx, env, f.cfg)
+	}
+}
