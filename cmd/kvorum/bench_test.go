@@ -53,7 +53,7 @@ func TestBenchHelp(t *testing.T) {
 	_, out, _ = runCmd("bench", "locks", "--help")
 	checkFlagHelp(t, newBenchFlags().fs, out, "bench")
 	_, out, _ = runCmd("bench", "failover", "--help")
-	checkFlagHelp(t, newBenchFailoverFlags().fs, out, "bench failover")
+	checkFlagHelp(t, newBenchFailoverFlags().fs, out, "bench")
 }
 
 func TestBenchBadArgs(t *testing.T) {
