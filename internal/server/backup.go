@@ -73,22 +73,8 @@ func (b *nodeBackup) Close() error  { return b.snap.Close() }
 func (b *nodeBackup) WriteTo(w io.Writer) (int64, error) {
 	cw := &countingWriter{w: w}
 	start, end := b.n.machine.Span(b.desc)
-	it, err := b.snap.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
-	if err != nil {
-		return 0, err
-	}
-	defer it.Close()
-	err = storage.WriteBackup(cw, b.hdr, b.desc, func(emit func(k, v []byte) error) error {
-		for valid := it.First(); valid; valid = it.Next() {
-			v, err := it.ValueAndErr()
-			if err != nil {
-				return err
-			}
-			if err := emit(it.Key(), v); err != nil {
-				return err
-			}
-		}
-		return it.Error()
+	err := storage.WriteBackup(cw, b.hdr, b.desc, func(emit func(k, v []byte) error) error {
+		return storage.EmitSpan(b.snap, start, end, emit)
 	})
 	return cw.n, err
 }

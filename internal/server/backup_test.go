@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/kvorum/kvorum/internal/storage"
-	"github.com/kvorum/kvorum/internal/transport"
 )
 
 // takeBackup streams a backup from node id of c.
@@ -36,28 +35,14 @@ func takeBackup(t *testing.T, c *testCluster, id uint64) []byte {
 func restoredCluster(t *testing.T, n int, backups ...[]byte) *testCluster {
 	t.Helper()
 	dir := t.TempDir()
-	c := &testCluster{t: t, net: transport.NewPartitioner(), nodes: map[uint64]*Node{}, cfgs: map[uint64]Config{}}
-	initial := map[uint64]string{}
-	for id := uint64(1); id <= uint64(n); id++ {
-		cfg := nodeConfig(t, id, c.net)
+	return newClusterSeeded(t, n, func(id uint64, cfg *Config) {
 		cfg.FS, cfg.DataDir = vfs.Default, filepath.Join(dir, fmt.Sprintf("node-%d", id))
-		c.cfgs[id] = cfg
-		initial[id] = cfg.PeerAddr
-	}
-	for id := uint64(1); id <= uint64(n); id++ {
-		cfg := c.cfgs[id]
-		cfg.InitialCluster = initial
-		c.cfgs[id] = cfg
+	}, func(id uint64, cfg Config) {
 		b := backups[min(int(id), len(backups))-1]
-		if _, err := Restore(RestoreConfig{From: bytes.NewReader(b), DataDir: cfg.DataDir, ID: id, InitialCluster: initial}); err != nil {
+		if _, err := Restore(RestoreConfig{From: bytes.NewReader(b), DataDir: cfg.DataDir, ID: id, InitialCluster: cfg.InitialCluster}); err != nil {
 			t.Fatalf("restore node %d: %v", id, err)
 		}
-	}
-	for id := uint64(1); id <= uint64(n); id++ {
-		c.start(id)
-	}
-	t.Cleanup(c.stopAll)
-	return c
+	})
 }
 
 // A backup taken through any node holds every write acknowledged before

@@ -81,6 +81,16 @@ func freshMemtable(t *testing.T, n *Node) {
 // newClusterWith is newTestCluster with each node's config adjusted first.
 func newClusterWith(t testing.TB, n int, adjust func(id uint64, cfg *Config)) *testCluster {
 	t.Helper()
+	c := newClusterSeeded(t, n, adjust, nil)
+	c.waitLeader()
+	return c
+}
+
+// newClusterSeeded is newClusterWith that calls seed (if not nil) for each
+// node's final configuration before any node starts, and does not wait
+// for a leader.
+func newClusterSeeded(t testing.TB, n int, adjust func(id uint64, cfg *Config), seed func(id uint64, cfg Config)) *testCluster {
+	t.Helper()
 	c := &testCluster{t: t, net: transport.NewPartitioner(), nodes: map[uint64]*Node{}, cfgs: map[uint64]Config{}}
 	initial := map[uint64]string{}
 	for id := uint64(1); id <= uint64(n); id++ {
@@ -93,10 +103,14 @@ func newClusterWith(t testing.TB, n int, adjust func(id uint64, cfg *Config)) *t
 		cfg := c.cfgs[id]
 		cfg.InitialCluster = initial
 		c.cfgs[id] = cfg
+		if seed != nil {
+			seed(id, cfg)
+		}
+	}
+	for id := uint64(1); id <= uint64(n); id++ {
 		c.start(id)
 	}
 	t.Cleanup(c.stopAll)
-	c.waitLeader()
 	return c
 }
 

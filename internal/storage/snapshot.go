@@ -141,23 +141,28 @@ func (r *SnapshotRegistry) write(w io.Writer, p *pinned) error {
 		return fmt.Errorf("storage: range %d has no descriptor", p.rangeID)
 	}
 	start, end := r.span(desc)
-	iter, err := p.snap.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
+	return WriteSnapshotStream(w, desc, p.meta, func(emit func(k, v []byte) error) error {
+		return EmitSpan(p.snap, start, end, emit)
+	})
+}
+
+// EmitSpan calls emit for every key/value of r in [start, end), in order.
+func EmitSpan(r pebble.Reader, start, end []byte, emit func(k, v []byte) error) error {
+	iter, err := r.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
 	if err != nil {
 		return err
 	}
 	defer iter.Close()
-	return WriteSnapshotStream(w, desc, p.meta, func(emit func(k, v []byte) error) error {
-		for valid := iter.First(); valid; valid = iter.Next() {
-			v, err := iter.ValueAndErr()
-			if err != nil {
-				return err
-			}
-			if err := emit(iter.Key(), v); err != nil {
-				return err
-			}
+	for valid := iter.First(); valid; valid = iter.Next() {
+		v, err := iter.ValueAndErr()
+		if err != nil {
+			return err
 		}
-		return iter.Error()
-	})
+		if err := emit(iter.Key(), v); err != nil {
+			return err
+		}
+	}
+	return iter.Error()
 }
 
 // WriteSnapshotStream writes a snapshot stream; pairs calls emit for each
