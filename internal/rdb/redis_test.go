@@ -98,6 +98,16 @@ func asInt(x any) int64 {
 
 // fetchValue reads a key's value with ordinary commands.
 func fetchValue(ctx context.Context, c *redis.Client, key string) (*Value, error) {
+	return fetchValueConn(ctx, c, key)
+}
+
+// cmdable is a client or a connection.
+type cmdable interface {
+	redis.Cmdable
+	Do(ctx context.Context, args ...any) *redis.Cmd
+}
+
+func fetchValueConn(ctx context.Context, c cmdable, key string) (*Value, error) {
 	typ, err := c.Type(ctx, key).Result()
 	if err != nil {
 		return nil, err
@@ -140,7 +150,7 @@ func fetchValue(ctx context.Context, c *redis.Client, key string) (*Value, error
 	return nil, fmt.Errorf("type %q", typ)
 }
 
-func fetchStream(ctx context.Context, c *redis.Client, key string) (*Value, error) {
+func fetchStream(ctx context.Context, c cmdable, key string) (*Value, error) {
 	s := &Stream{Entries: []StreamEntry{}}
 	msgs, err := c.XRange(ctx, key, "-", "+").Result()
 	if err != nil {
