@@ -357,6 +357,8 @@ func (d *decoder) stream(t byte) (*Stream, error) {
 				return nil, err
 			}
 			g.EntriesRead = int64(er)
+		} else {
+			g.EntriesRead = estimateEntriesRead(s, g.LastID)
 		}
 		np, err := d.count(18)
 		if err != nil {
@@ -426,4 +428,32 @@ func (d *decoder) stream(t byte) (*Stream, error) {
 		s.Groups = append(s.Groups, g)
 	}
 	return s, nil
+}
+
+// estimateEntriesRead is Redis's streamEstimateDistanceFromFirstEverEntry,
+// which gives the groups of an RDB_TYPE_STREAM_LISTPACKS stream their
+// entries-read counter.
+func estimateEntriesRead(s *Stream, id StreamID) int64 {
+	if s.EntriesAdded == 0 {
+		return 0
+	}
+	length := uint64(len(s.Entries))
+	if length == 0 && !idLess(s.LastID, id) {
+		return int64(s.EntriesAdded)
+	}
+	if id == s.LastID {
+		return int64(s.EntriesAdded)
+	}
+	if idLess(s.LastID, id) {
+		return -1
+	}
+	if s.MaxDeletedID == (StreamID{}) || idLess(s.MaxDeletedID, s.FirstID) {
+		if idLess(id, s.FirstID) {
+			return int64(s.EntriesAdded - length)
+		}
+		if id == s.FirstID {
+			return int64(s.EntriesAdded - length + 1)
+		}
+	}
+	return -1
 }
