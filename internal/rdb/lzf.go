@@ -170,7 +170,7 @@ func lzfCompress(in []byte, outLen int) []byte {
 // lzfDecompress decompresses in, which must expand to exactly outLen
 // bytes.
 func lzfDecompress(in []byte, outLen int) ([]byte, bool) {
-	out := make([]byte, 0, outLen)
+	out := make([]byte, 0, min(outLen, 4*len(in)+64))
 	ip := 0
 	for ip < len(in) {
 		ctrl := int(in[ip])
