@@ -11,7 +11,7 @@ RACE_TIMEOUT ?= 30m
 # Packages with concurrency worth running under the race detector.
 RACE_PKGS    ?= ./internal/acl/... ./internal/transport/... ./internal/resp/... ./internal/store/... ./internal/server/... ./internal/script/... ./internal/reccache/... ./pkg/...
 # Fuzz targets, as FuzzName:package; each runs for FUZZTIME.
-FUZZ         ?= FuzzParse:./internal/resp/codec FuzzCommands:./internal/kv FuzzRules:./internal/acl FuzzACLFile:./internal/acl
+FUZZ         ?= FuzzParse:./internal/resp/codec FuzzCommands:./internal/kv FuzzRules:./internal/acl FuzzACLFile:./internal/acl FuzzDecodeDump:./internal/rdb FuzzReader:./internal/rdb
 FUZZTIME     ?= 15s
 # The torture sweep of `make test`: this many 3-node seeds and a third as
 # many 5-node ones, starting at TORTURE_FIRST (go test ./... runs a smaller
