@@ -224,6 +224,7 @@ var (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	removeImage()
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
