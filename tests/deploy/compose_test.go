@@ -119,9 +119,11 @@ func startCompose(t *testing.T, limit time.Duration) *composeCluster {
 			t.Errorf("compose down: %v\n%s", err, out)
 		}
 	})
+	upAt := time.Now()
 	if out, err := dc(ctx, "up", "-d"); err != nil {
 		t.Fatalf("compose up: %v\n%s", err, out)
 	}
+	upTook := time.Since(upAt)
 	c.containers = make([]string, 3)
 	for i := range c.containers {
 		out, err := dc(ctx, "ps", "-q", fmt.Sprintf("kvorum-%d", i+1))
@@ -131,7 +133,7 @@ func startCompose(t *testing.T, limit time.Duration) *composeCluster {
 		c.containers[i] = strings.TrimSpace(out)
 	}
 	waitHealthy(t, ctx, c.containers...)
-	t.Logf("cluster healthy after %v", time.Since(start).Round(time.Millisecond))
+	t.Logf("cluster healthy after %v (compose up %v)", time.Since(start).Round(time.Millisecond), upTook.Round(time.Millisecond))
 
 	c.clients = make([]*redis.Client, 3)
 	for i, p := range c.ports {

@@ -179,12 +179,18 @@ func TestComposeRollingRestart(t *testing.T) {
 		}
 	}()
 	for i, id := range c.containers {
+		leader := c.leader((i + 1) % 3)
+		startedAt := func() string { return c.mustDocker("inspect", "--format", "{{.State.StartedAt}}", id) }
+		before := startedAt()
 		down.Store(int32(i))
 		began := time.Now()
 		c.mustDocker("restart", "-t", "10", id)
 		waitHealthy(t, c.ctx, c.containers...)
 		down.Store(-1)
-		t.Logf("kvorum-%d restarted and all healthy in %v", i+1, time.Since(began).Round(time.Millisecond))
+		if startedAt() == before {
+			t.Fatalf("kvorum-%d: docker restart did not restart it", i+1)
+		}
+		t.Logf("kvorum-%d (leader: kvorum-%d) restarted and all healthy in %v", i+1, leader, time.Since(began).Round(time.Millisecond))
 	}
 	close(stop)
 	wg.Wait()
