@@ -82,6 +82,7 @@ type container struct {
 	} `yaml:"ports"`
 	ReadinessProbe *probe `yaml:"readinessProbe"`
 	LivenessProbe  *probe `yaml:"livenessProbe"`
+	StartupProbe   *probe `yaml:"startupProbe"`
 	Resources      struct {
 		Requests map[string]string `yaml:"requests"`
 		Limits   map[string]string `yaml:"limits"`
@@ -435,7 +436,7 @@ func TestKubernetesManifests(t *testing.T) {
 		name string
 		pr   *probe
 		path string
-	}{{"readinessProbe", c.ReadinessProbe, "/readyz"}, {"livenessProbe", c.LivenessProbe, "/healthz"}} {
+	}{{"readinessProbe", c.ReadinessProbe, "/readyz"}, {"livenessProbe", c.LivenessProbe, "/healthz"}, {"startupProbe", c.StartupProbe, "/healthz"}} {
 		if p.pr == nil || p.pr.HTTPGet == nil {
 			t.Errorf("%s: want an httpGet probe", p.name)
 			continue
