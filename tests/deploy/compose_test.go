@@ -1,4 +1,5 @@
-// Package deploy tests the container image and deploy/compose.yaml.
+// Package deploy tests the container image, deploy/compose.yaml and
+// deploy/kubernetes.
 package deploy
 
 import (
