@@ -8,7 +8,8 @@
 #
 # No base image: kvorum needs no libc, shell, CA bundle or /etc/passwd. It
 # runs as an unprivileged numeric user; /data (the volume) is owned by it.
-# A cluster: deploy/compose.yaml, and README.md's "Deploy" section.
+# A cluster: deploy/compose.yaml, deploy/kubernetes, and README.md's "Deploy"
+# section.
 FROM scratch
 
 ARG VERSION=unknown

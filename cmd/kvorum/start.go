@@ -25,7 +25,10 @@ var startHelp = helpText{
 kvorum start --id N --data-dir DIR --initial-cluster 1=HOST:PORT,2=HOST:PORT,... [flags]
 kvorum start --id N --data-dir DIR --join HOST:PORT [flags]
 kvorum start --id N --data-dir DIR [flags]   (a new single-node cluster)
-kvorum start --data-dir DIR [flags]          (restart: identity and cluster are read from DIR)`,
+kvorum start --data-dir DIR [flags]          (restart: identity and cluster are read from DIR)
+kvorum start --id-from-name POD --join-from-ordinal 3 --initial-cluster ... --join HOST:PORT --data-dir DIR [flags]
+                                             (a StatefulSet pod: deploy/kubernetes)
+kvorum start ... --validate-config           (check the command line, start nothing)`,
 	description: `
 Runs one kvorum node: a Redis-protocol server for clients, a peer server for
 Raft traffic between nodes, and an admin HTTP server (/healthz, /readyz,
@@ -48,6 +51,7 @@ a single-node cluster. A restarted node needs only --data-dir.`,
 		{"Storage", []string{"min-free-disk", "cache-size", "memtable-size", "record-cache", "read-cache"}},
 		{"Logging", []string{"log-level", "log-format"}},
 		peerTLSFlagGroup,
+		orchestrationFlagGroup,
 	},
 }
 
@@ -64,6 +68,7 @@ type startFlags struct {
 	readCache      int
 	memTableSize   int
 	security       securityFlags
+	orch           orchestrationFlags // startk8s.go
 }
 
 func newStartFlags() *startFlags {
@@ -105,6 +110,7 @@ func newStartFlags() *startFlags {
 	fs.StringVar(&f.logFormat, "log-format", "text", "`FORMAT` of logs: text or json")
 	addPeerTLSFlags(fs, &c.PeerTLS)
 	addSecurityFlags(fs, &f.security, c)
+	addOrchestrationFlags(fs, &f.orch)
 	return f
 }
 
@@ -121,6 +127,9 @@ func parseStart(args []string, stdout io.Writer) (*startFlags, error) {
 	}
 	set := setFlags(f.fs)
 	c := &f.cfg
+	if err := applyOrchestration(f, set); err != nil {
+		return nil, bad("%v", err)
+	}
 	if c.DataDir == "" {
 		return nil, bad("--data-dir is required")
 	}
@@ -335,6 +344,9 @@ func runStartWith(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	f, err := parseStart(args, stdout)
 	if err != nil {
 		return err
+	}
+	if f.orch.validateOnly {
+		return validateConfig(f, stdout)
 	}
 	log, _ := newLogger(stderr, f.logLevel, f.logFormat)
 	cfg := f.cfg

@@ -1,4 +1,5 @@
-// Package deploy tests the container image and deploy/compose.yaml.
+// Package deploy tests the container image, deploy/compose.yaml and
+// deploy/kubernetes.
 package deploy
 
 import (
@@ -13,6 +14,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,12 +27,66 @@ import (
 // others, kills the leader's container (SIGKILL), keeps writing through a
 // survivor while a new leader is elected, starts the container again and
 // reads every key back on every node. It always tears the project down
-// (volumes included) and removes its image.
+// (volumes included); TestMain removes the image.
 //
 // Needs docker and Compose (`docker compose` or docker-compose): with the
 // CI environment variable set their absence fails the test; otherwise it
 // skips (as it does with -short, unless CI is set).
 func TestComposeCluster(t *testing.T) {
+	c := startCompose(t, 100*time.Second)
+	ctx, root := c.ctx, c.root
+
+	// Each node's write is read back through the two others.
+	for i := range c.clients {
+		c.write(i, fmt.Sprintf("k-%d", i+1), fmt.Sprintf("v-%d", i+1), 10*time.Second)
+	}
+	for i := range c.clients {
+		c.readAll(i, 10*time.Second)
+	}
+
+	l := c.leader(0)
+	survivor := l % 3 // index of the node after the leader
+	if _, err := run(ctx, root, nil, "docker", "kill", c.containers[l-1]); err != nil {
+		t.Fatalf("docker kill kvorum-%d: %v", l, err)
+	}
+	killed := time.Now()
+	for n := 0; n < 10; n++ {
+		c.write(survivor, fmt.Sprintf("during-%d", n), strconv.Itoa(n), 20*time.Second)
+	}
+	t.Logf("leader kvorum-%d killed; 10 writes through kvorum-%d took %v", l, survivor+1, time.Since(killed).Round(time.Millisecond))
+	c.readAll((survivor+1)%3, 10*time.Second) // the other survivor
+	if out, err := run(ctx, root, nil, "docker", "start", c.containers[l-1]); err != nil {
+		t.Fatalf("docker start kvorum-%d: %v\n%s", l, err, out)
+	}
+	waitHealthy(t, ctx, c.containers...)
+	c.write(l-1, "after", "restart", 20*time.Second)
+	for i := range c.clients {
+		c.readAll(i, 20*time.Second)
+	}
+	t.Logf("done in %v", time.Since(c.start).Round(time.Millisecond))
+}
+
+// composeCluster is deploy/compose.yaml's 3-node cluster running under a
+// project name of its own, on free host ports.
+type composeCluster struct {
+	t          *testing.T
+	ctx        context.Context // bounds the whole test
+	root       string
+	project    string
+	start      time.Time
+	ports      []int
+	containers []string        // kvorum-1..3's container ids
+	clients    []*redis.Client // through the published client ports
+	// want is every acknowledged write: key -> value.
+	want map[string]string
+}
+
+// startCompose builds the image (once per test binary), starts
+// deploy/compose.yaml's cluster and waits until every node is healthy.
+// Its context ends after limit. It always tears the project down
+// (volumes included) when the test ends.
+func startCompose(t *testing.T, limit time.Duration) *composeCluster {
+	t.Helper()
 	if testing.Short() && os.Getenv("CI") == "" {
 		t.Skip("-short: no containers")
 	}
@@ -40,31 +96,14 @@ func TestComposeCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	suffix := fmt.Sprintf("%08x", rand.Uint32())
-	project := "kvorumtest" + suffix
-	image := "kvorumtest" + suffix
+	image := composeImage(t, root)
+	project := fmt.Sprintf("kvorumtest%08x", rand.Uint32())
 
-	// The image, from a binary and build context of this test's own.
-	tmp := t.TempDir()
-	buildCtx, cancelBuild := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancelBuild()
-	t.Cleanup(func() {
-		// By tag, not by id: the same layers may also be kvorum:latest,
-		// which must stay.
-		out, _ := exec.Command("docker", "image", "ls", "--format", "{{.Repository}}:{{.Tag}}", image).Output()
-		for _, ref := range strings.Fields(string(out)) {
-			exec.Command("docker", "rmi", ref).Run()
-		}
-	})
-	mustRun(t, buildCtx, root, nil, "make", "image", "GO="+goTool(), "IMAGE="+image,
-		"BIN="+filepath.Join(tmp, "kvorum"), "IMAGE_DIR="+filepath.Join(tmp, "image"))
-	t.Logf("image built in %v", time.Since(start).Round(time.Millisecond))
-
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
-	defer cancel()
-	ports := freePorts(t, 3)
-	env := []string{"KVORUM_IMAGE=" + image + ":latest"}
-	for i, p := range ports {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	t.Cleanup(cancel)
+	c := &composeCluster{t: t, ctx: ctx, root: root, project: project, start: start, ports: freePorts(t, 3), want: map[string]string{}}
+	env := []string{"KVORUM_IMAGE=" + image}
+	for i, p := range c.ports {
 		env = append(env, fmt.Sprintf("KVORUM_PORT_%d=%d", i+1, p))
 	}
 	file := filepath.Join(root, "deploy", "compose.yaml")
@@ -81,98 +120,152 @@ func TestComposeCluster(t *testing.T) {
 			t.Errorf("compose down: %v\n%s", err, out)
 		}
 	})
+	upAt := time.Now()
 	if out, err := dc(ctx, "up", "-d"); err != nil {
 		t.Fatalf("compose up: %v\n%s", err, out)
 	}
-	containers := make([]string, 3)
-	for i := range containers {
+	upTook := time.Since(upAt)
+	c.containers = make([]string, 3)
+	for i := range c.containers {
 		out, err := dc(ctx, "ps", "-q", fmt.Sprintf("kvorum-%d", i+1))
 		if err != nil || strings.TrimSpace(out) == "" {
 			t.Fatalf("container of kvorum-%d: %v %s", i+1, err, out)
 		}
-		containers[i] = strings.TrimSpace(out)
+		c.containers[i] = strings.TrimSpace(out)
 	}
-	waitHealthy(t, ctx, containers...)
-	t.Logf("cluster healthy after %v", time.Since(start).Round(time.Millisecond))
+	waitHealthy(t, ctx, c.containers...)
+	t.Logf("cluster healthy after %v (compose up %v)", time.Since(start).Round(time.Millisecond), upTook.Round(time.Millisecond))
 
-	clients := make([]*redis.Client, 3)
-	for i, p := range ports {
-		clients[i] = redis.NewClient(&redis.Options{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), MaxRetries: -1})
-		t.Cleanup(func() { clients[i].Close() })
+	c.clients = make([]*redis.Client, 3)
+	for i, p := range c.ports {
+		c.clients[i] = c.client(net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
 	}
-	want := map[string]string{}
-	write := func(i int, key, val string, within time.Duration) {
-		t.Helper()
-		deadline := time.Now().Add(within)
+	return c
+}
+
+// client returns a client of the node at addr that does not retry (a
+// test sees every error), closed when the test ends.
+func (c *composeCluster) client(addr string) *redis.Client {
+	cl := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	c.t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// network is the Compose project's network.
+func (c *composeCluster) network() string { return c.project + "_default" }
+
+// write sets key through client i, retrying errors for up to within, and
+// records the write as acknowledged.
+func (c *composeCluster) write(i int, key, val string, within time.Duration) {
+	c.t.Helper()
+	c.writeVia(c.clients[i], fmt.Sprintf("kvorum-%d", i+1), key, val, within)
+}
+
+func (c *composeCluster) writeVia(cl *redis.Client, name, key, val string, within time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		opCtx, cancel := context.WithTimeout(c.ctx, 3*time.Second)
+		err := cl.Set(opCtx, key, val, 0).Err()
+		cancel()
+		if err == nil {
+			c.want[key] = val
+			return
+		}
+		if time.Now().After(deadline) || c.ctx.Err() != nil {
+			c.t.Fatalf("SET %s through %s: %v", key, name, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// readAll reads every acknowledged write back through client i, waiting
+// up to within for errors to pass (a wrong value fails at once).
+func (c *composeCluster) readAll(i int, within time.Duration) {
+	c.t.Helper()
+	c.readAllVia(c.clients[i], fmt.Sprintf("kvorum-%d", i+1), within)
+}
+
+func (c *composeCluster) readAllVia(cl *redis.Client, name string, within time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(within)
+	for key, val := range c.want {
 		for {
-			opCtx, c := context.WithTimeout(ctx, 3*time.Second)
-			err := clients[i].Set(opCtx, key, val, 0).Err()
-			c()
-			if err == nil {
-				want[key] = val
-				return
+			opCtx, cancel := context.WithTimeout(c.ctx, 3*time.Second)
+			got, err := cl.Get(opCtx, key).Result()
+			cancel()
+			if err == nil && got == val {
+				break
 			}
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				t.Fatalf("SET %s through kvorum-%d: %v", key, i+1, err)
+			if err == nil || time.Now().After(deadline) || c.ctx.Err() != nil {
+				c.t.Fatalf("GET %s through %s: %q, %v (want %q)", key, name, got, err, val)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	readAll := func(i int, within time.Duration) {
-		t.Helper()
-		deadline := time.Now().Add(within)
-		for key, val := range want {
-			for {
-				opCtx, c := context.WithTimeout(ctx, 3*time.Second)
-				got, err := clients[i].Get(opCtx, key).Result()
-				c()
-				if err == nil && got == val {
-					break
-				}
-				if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
-					t.Fatalf("GET %s through kvorum-%d: %q, %v (want %q)", key, i+1, got, err, val)
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-		}
-	}
+}
 
-	// Each node's write is read back through the two others.
-	for i := range clients {
-		write(i, fmt.Sprintf("k-%d", i+1), fmt.Sprintf("v-%d", i+1), 10*time.Second)
-	}
-	for i := range clients {
-		readAll(i, 10*time.Second)
-	}
-
-	info, err := clients[0].Info(ctx, "replication").Result()
+// leader returns the leader's id (1-3) as node i's INFO reports it.
+func (c *composeCluster) leader(i int) int {
+	c.t.Helper()
+	info, err := c.clients[i].Info(c.ctx, "replication").Result()
 	if err != nil {
-		t.Fatal(err)
+		c.t.Fatal(err)
 	}
 	leader := infoField(info, "raft_leader")
 	l, err := strconv.Atoi(leader)
 	if err != nil || l < 1 || l > 3 {
-		t.Fatalf("leader %q in INFO replication:\n%s", leader, info)
+		c.t.Fatalf("leader %q in INFO replication:\n%s", leader, info)
 	}
-	survivor := l % 3 // index of the node after the leader
-	if _, err := run(ctx, root, nil, "docker", "kill", containers[l-1]); err != nil {
-		t.Fatalf("docker kill kvorum-%d: %v", l, err)
+	return l
+}
+
+// The image the Compose tests run, built once per test binary from a
+// binary and build context of its own, and removed by TestMain.
+var (
+	imageOnce sync.Once
+	imageName string
+	imageErr  error
+)
+
+func composeImage(t *testing.T, root string) string {
+	t.Helper()
+	imageOnce.Do(func() {
+		start := time.Now()
+		name := fmt.Sprintf("kvorumtest%08x", rand.Uint32())
+		tmp, err := os.MkdirTemp("", "kvorum-image")
+		if err != nil {
+			imageErr = err
+			return
+		}
+		defer os.RemoveAll(tmp)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		imageName = name // removed by TestMain even if the build half failed
+		out, err := run(ctx, root, nil, "make", "image", "GO="+goTool(), "IMAGE="+name,
+			"BIN="+filepath.Join(tmp, "kvorum"), "IMAGE_DIR="+filepath.Join(tmp, "image"))
+		if err != nil {
+			imageErr = fmt.Errorf("make image: %v\n%s", err, out)
+			return
+		}
+		t.Logf("image %s built in %v", name, time.Since(start).Round(time.Millisecond))
+	})
+	if imageErr != nil {
+		t.Fatal(imageErr)
 	}
-	killed := time.Now()
-	for n := 0; n < 10; n++ {
-		write(survivor, fmt.Sprintf("during-%d", n), strconv.Itoa(n), 20*time.Second)
+	return imageName + ":latest"
+}
+
+// removeImage removes the test image's tags (by tag, not by id: the same
+// layers may also be kvorum:latest, which must stay).
+func removeImage() {
+	if imageName == "" {
+		return
 	}
-	t.Logf("leader kvorum-%d killed; 10 writes through kvorum-%d took %v", l, survivor+1, time.Since(killed).Round(time.Millisecond))
-	readAll((survivor+1)%3, 10*time.Second) // the other survivor
-	if out, err := run(ctx, root, nil, "docker", "start", containers[l-1]); err != nil {
-		t.Fatalf("docker start kvorum-%d: %v\n%s", l, err, out)
+	out, _ := exec.Command("docker", "image", "ls", "--format", "{{.Repository}}:{{.Tag}}", imageName).Output()
+	for _, ref := range strings.Fields(string(out)) {
+		exec.Command("docker", "rmi", ref).Run()
 	}
-	waitHealthy(t, ctx, containers...)
-	write(l-1, "after", "restart", 20*time.Second)
-	for i := range clients {
-		readAll(i, 20*time.Second)
-	}
-	t.Logf("done in %v", time.Since(start).Round(time.Millisecond))
 }
 
 // requireDocker returns the Compose command (docker compose or
