@@ -29,6 +29,7 @@ func commands() []command {
 		{"demo", "run a local N-node cluster inside this process", runDemo, func(w io.Writer) { writeUsage(w, newDemoFlags().fs, demoHelp) }},
 		{"ctl", "inspect and manage a running cluster through a node's admin API", runCtl, func(w io.Writer) { writeUsage(w, newCtlFlags().fs, ctlHelp) }},
 		{"certs", "make a throwaway CA and the certificates and admin token of a cluster, for TLS without openssl", runCerts, func(w io.Writer) { writeUsage(w, newCertsFlags().fs, certsHelp) }},
+		{"import", "load a Redis RDB file (BGSAVE's, redis-cli --rdb's) into a running cluster", runImport, func(w io.Writer) { writeUsage(w, newImportFlags().fs, importHelp) }},
 		{"chaos", "run a cluster of real processes under faults and check it (linearizability, no lost writes)", runChaos, func(w io.Writer) { writeUsage(w, newChaosFlags().fs, chaosHelp) }},
 		{"bench", "benchmarks: locks vs Redlock and ZooKeeper (bench locks), YCSB key-value workloads vs Redis and etcd (bench kv)", runBench, writeBenchOverview},
 		{"version", "print version information", runVersion, func(w io.Writer) { writeUsage(w, newVersionFlags(), versionHelp) }},
