@@ -262,7 +262,7 @@ func importRDB(ctx context.Context, f *importFlags, r io.Reader, client *redis.C
 			st.expired++
 			continue
 		}
-		payload, err := rdb.EncodeDump(e.Value, rdb.EncodeOptions{Compress: true})
+		payload, err := rdb.EncodeDump(e.Value, rdb.EncodeOptions{HashMaxListpackEntries: 512, Compress: true}) // redis-server 7.0's defaults
 		if err != nil {
 			st.fail(e.Key, err)
 			continue
@@ -314,6 +314,9 @@ func writeImportProgress(w io.Writer, st *importStats, elapsed time.Duration) {
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 func writeImportSummary(w io.Writer, f *importFlags, st *importStats, elapsed time.Duration) {
+	if st.version == 0 {
+		return // not an RDB file: nothing was read
+	}
 	fmt.Fprintf(w, "imported %d keys from %s (RDB version %d) in %v\n", st.imported, f.file, st.version, elapsed.Round(time.Millisecond))
 	var types []string
 	for _, k := range []string{"string", "list", "set", "zset", "hash", "stream"} {
