@@ -1,5 +1,7 @@
 package rdb
 
+import "sync"
+
 // LZF as Redis's lzf_c.c and lzf_d.c (liblzf 3.6 with Redis's lzfP.h:
 // HLOG 16, VERY_FAST, not ULTRA_FAST). The compressor reproduces Redis's
 // output byte for byte, assuming its (uninitialized) hash table holds no
@@ -17,15 +19,39 @@ func lzfIdx(h uint32) uint32 {
 	return ((h >> (3*8 - lzfHLog)) - h*5) & (lzfHSize - 1)
 }
 
+// lzfState is a hash table of positions, cleared after use by resetting
+// only the slots that were set.
+type lzfState struct {
+	htab    []int32
+	touched []uint32
+}
+
+var lzfPool = sync.Pool{New: func() any { return &lzfState{htab: make([]int32, lzfHSize)} }}
+
+func (s *lzfState) set(slot uint32, pos int) {
+	s.htab[slot] = int32(pos + 1)
+	s.touched = append(s.touched, slot)
+}
+
+func (s *lzfState) release() {
+	for _, t := range s.touched {
+		s.htab[t] = 0
+	}
+	s.touched = s.touched[:0]
+	lzfPool.Put(s)
+}
+
 // lzfCompress compresses in into at most outLen bytes; it returns nil
 // when the output does not fit (as lzf_compress returns 0).
 func lzfCompress(in []byte, outLen int) []byte {
 	inLen := len(in)
-	if inLen == 0 || outLen == 0 {
+	if inLen == 0 || outLen == 0 || inLen >= 1<<31-1 {
 		return nil
 	}
 	// Positions are stored plus one, so that zero means empty.
-	htab := make([]int32, lzfHSize)
+	st := lzfPool.Get().(*lzfState)
+	defer st.release()
+	htab := st.htab
 	out := make([]byte, outLen)
 	op := 0
 	ip := 0
@@ -40,6 +66,7 @@ func lzfCompress(in []byte, outLen int) []byte {
 		slot := lzfIdx(hval)
 		ref := int(htab[slot]) - 1
 		htab[slot] = int32(ip + 1)
+		st.touched = append(st.touched, slot)
 		if ref > 0 && ref < ip && ip-ref-1 < lzfMaxOff &&
 			in[ref+2] == in[ip+2] && in[ref] == in[ip] && in[ref+1] == in[ip+1] {
 			off := ip - ref - 1
@@ -99,10 +126,10 @@ func lzfCompress(in []byte, outLen int) []byte {
 			ip -= 2
 			hval = uint32(in[ip])<<8 | uint32(in[ip+1])
 			hval = hval<<8 | uint32(in[ip+2])
-			htab[lzfIdx(hval)] = int32(ip + 1)
+			st.set(lzfIdx(hval), ip)
 			ip++
 			hval = hval<<8 | uint32(in[ip+2])
-			htab[lzfIdx(hval)] = int32(ip + 1)
+			st.set(lzfIdx(hval), ip)
 			ip++
 		} else {
 			if op >= outLen {
@@ -143,7 +170,7 @@ func lzfCompress(in []byte, outLen int) []byte {
 // lzfDecompress decompresses in, which must expand to exactly outLen
 // bytes.
 func lzfDecompress(in []byte, outLen int) ([]byte, bool) {
-	out := make([]byte, 0, outLen)
+	out := make([]byte, 0, min(outLen, 4*len(in)+64))
 	ip := 0
 	for ip < len(in) {
 		ctrl := int(in[ip])

@@ -280,7 +280,10 @@ func normalize(v *Value) *Value {
 // diffValues describes how a and b differ logically ("" if equal).
 func diffValues(a, b *Value) string {
 	na, nb := normalize(a), normalize(b)
-	sa, sb := fmt.Sprintf("%+v", dump(na)), fmt.Sprintf("%+v", dump(nb))
+	if equalNormalized(na, nb) {
+		return ""
+	}
+	sa, sb := dump(na), dump(nb)
 	if sa == sb {
 		return ""
 	}
@@ -333,4 +336,41 @@ var _ = filepath.Join
 func list(x any) []any {
 	l, _ := x.([]any)
 	return l
+}
+
+func equalByteSlices(a, b [][]byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !bytes.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// equalNormalized compares normalized values quickly.
+func equalNormalized(a, b *Value) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if a.Kind != b.Kind || !bytes.Equal(a.String, b.String) || !equalByteSlices(a.List, b.List) || !equalByteSlices(a.Set, b.Set) ||
+		len(a.Hash) != len(b.Hash) || len(a.ZSet) != len(b.ZSet) || (a.Stream == nil) != (b.Stream == nil) {
+		return false
+	}
+	for i := range a.Hash {
+		if !bytes.Equal(a.Hash[i].Name, b.Hash[i].Name) || !bytes.Equal(a.Hash[i].Value, b.Hash[i].Value) {
+			return false
+		}
+	}
+	for i := range a.ZSet {
+		if !bytes.Equal(a.ZSet[i].Member, b.ZSet[i].Member) || a.ZSet[i].Score != b.ZSet[i].Score {
+			return false
+		}
+	}
+	if a.Stream != nil {
+		return dump(a) == dump(b)
+	}
+	return true
 }
