@@ -43,7 +43,8 @@ every database into kvorum's (a name in several databases then fails with
 BUSYKEY after the first unless --replace).
 
 Without --replace an existing key fails with BUSYKEY and is counted as an
-error; with it, the file's value replaces it. Progress (bytes read, keys
+error; with it, the file's value replaces it. A key whose payload is larger
+than the nodes' --max-value-size (64 MiB by default) fails too. Progress (bytes read, keys
 per second) goes to stderr when it is a terminal; the summary (keys per
 type, skipped keys, errors) to stdout. The password may also come from
 the environment variable REDISCLI_AUTH, as for redis-cli.
@@ -140,6 +141,10 @@ type importStats struct {
 
 const maxReportedFailures = 10
 
+// maxBatchBytes bounds the payloads of one pipelined batch: a batch of big
+// keys goes out before it has --batch commands.
+const maxBatchBytes = 8 << 20
+
 func (s *importStats) fail(key []byte, err error) {
 	s.failed++
 	if len(s.failures) < maxReportedFailures {
@@ -220,6 +225,7 @@ func importRDB(ctx context.Context, f *importFlags, r io.Reader, client *redis.C
 		cmd  *redis.StatusCmd
 	}
 	var batch []pending
+	batchBytes := 0
 	pipe := client.Pipeline()
 	flush := func() error {
 		if len(batch) == 0 {
@@ -237,7 +243,7 @@ func importRDB(ctx context.Context, f *importFlags, r io.Reader, client *redis.C
 			st.imported++
 			st.perType[p.kind]++
 		}
-		batch = batch[:0]
+		batch, batchBytes = batch[:0], 0
 		return nil
 	}
 	last := time.Now()
@@ -274,7 +280,8 @@ func importRDB(ctx context.Context, f *importFlags, r io.Reader, client *redis.C
 		cmd := redis.NewStatusCmd(ctx, args...)
 		_ = pipe.Process(ctx, cmd)
 		batch = append(batch, pending{key: e.Key, kind: e.Value.Kind.String(), cmd: cmd})
-		if len(batch) >= f.batch {
+		batchBytes += len(payload) + len(e.Key)
+		if len(batch) >= f.batch || batchBytes >= maxBatchBytes {
 			if err := flush(); err != nil {
 				return err
 			}
