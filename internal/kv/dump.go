@@ -18,9 +18,10 @@ import (
 // tools already use. Package rdb reads and writes the format; this file
 // converts between kvorum's records and rdb.Value.
 //
-// DUMP encodes with the cluster's encoding parameters
-// (hash-max-listpack-entries and the others: Settings), as Redis's DUMP
-// writes the encoding its configuration chose. RESTORE decodes at apply,
+// DUMP writes a hash, set or sorted set in the encoding OBJECT ENCODING
+// answers for it (the record's encoding flags, set by the cluster's
+// hash-max-listpack-entries and the others), as Redis's DUMP writes the
+// encoding its object has. RESTORE decodes at apply,
 // on every replica alike (the payload is in the log, and so are the
 // relative TTL's base, Env.Now, and every decision): a payload rejected
 // there writes nothing. The restored key gets the encoding flags a key
@@ -67,39 +68,51 @@ func cmdDump(x *ctx, args [][]byte) Reply {
 	if err != nil {
 		return errReply(err)
 	}
-	payload, err := encodeDump(v, x.encodeOptions())
+	payload, err := encodeDump(v, x.encodeOptions(rec))
 	if err != nil {
 		return Error("ERR DUMP failed: " + err.Error())
 	}
 	return Bulk(payload)
 }
 
-// encodeOptions are the rdb encoding thresholds of the cluster's
-// parameters (those kvorum has; the others keep Redis's defaults).
-func (x *ctx) encodeOptions() rdb.EncodeOptions {
+// encodeOptions are the rdb encoding options that write rec's value in
+// the encoding it has (OBJECT ENCODING: the record's flags), as Redis's
+// DUMP writes an object's current encoding whatever the configuration
+// says now: the big one for a collection flagged big, the small one for
+// one that is not (a threshold of 0, which rdb takes for its default, is
+// -1: nothing fits).
+func (x *ctx) encodeOptions(rec record) rdb.EncodeOptions {
 	s := x.limits()
-	return rdb.EncodeOptions{
-		HashMaxListpackEntries: s.enc[hashEntries],
-		HashMaxListpackValue:   s.enc[hashValue],
-		ZSetMaxListpackEntries: s.enc[zsetEntries],
-		ZSetMaxListpackValue:   s.enc[zsetValue],
-		SetMaxIntsetEntries:    s.enc[setEntries],
+	lim := func(v int64) int64 {
+		if v == 0 {
+			return -1
+		}
+		return v
+	}
+	o := rdb.EncodeOptions{
+		HashMaxListpackEntries: lim(s.enc[hashEntries]),
+		HashMaxListpackValue:   lim(s.enc[hashValue]),
+		ZSetMaxListpackEntries: lim(s.enc[zsetEntries]),
+		ZSetMaxListpackValue:   lim(s.enc[zsetValue]),
+		SetMaxIntsetEntries:    lim(s.enc[setEntries]),
 		Compress:               true,
 	}
-}
-
-// DumpValue returns the rdb.Value of key k as r holds it at nowMs (ok=false
-// if absent or expired), with its absolute expiry (Unix ms, 0: none):
-// what DUMP serializes. For tests and tools.
-func DumpValue(r readerI, k []byte, nowMs int64) (v *rdb.Value, expireMs int64, ok bool, err error) {
-	x := getCtx(r, nil, nowMs)
-	defer putCtx(x)
-	rec, ok, err := x.load(k)
-	if err != nil || !ok {
-		return nil, 0, false, err
+	if rec.typ != typeHash && rec.typ != typeSet && rec.typ != typeZSet {
+		return o
 	}
-	v, err = x.dumpValue(k, rec)
-	return v, rec.expire, err == nil, err
+	entries, value := int64(math.MaxInt64), int64(math.MaxInt64)
+	if x.isBig(rec) {
+		entries = -1
+	}
+	switch rec.typ {
+	case typeHash:
+		o.HashMaxListpackEntries, o.HashMaxListpackValue = entries, value
+	case typeSet:
+		o.SetMaxIntsetEntries = entries // an intset still needs integers only
+	case typeZSet:
+		o.ZSetMaxListpackEntries, o.ZSetMaxListpackValue = entries, value
+	}
+	return o
 }
 
 // dumpValue reads key k's value, whose record is rec, into an rdb.Value.
@@ -382,7 +395,19 @@ func (x *ctx) restoreValue(key []byte, v *rdb.Value, expire int64) error {
 		rec := record{typ: typeString, expire: expire, value: v.String}
 		return x.store(key, &rec)
 	}
-	typ := map[rdb.Kind]byte{rdb.KindList: typeList, rdb.KindSet: typeSet, rdb.KindHash: typeHash, rdb.KindZSet: typeZSet, rdb.KindStream: typeStream}[v.Kind]
+	var typ byte
+	switch v.Kind {
+	case rdb.KindList:
+		typ = typeList
+	case rdb.KindSet:
+		typ = typeSet
+	case rdb.KindHash:
+		typ = typeHash
+	case rdb.KindZSet:
+		typ = typeZSet
+	case rdb.KindStream:
+		typ = typeStream
+	}
 	version, err := x.newVersion()
 	if err != nil {
 		return err
