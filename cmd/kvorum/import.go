@@ -49,10 +49,11 @@ per second) goes to stderr when it is a terminal; the summary (keys per
 type, skipped keys, errors) to stdout. The password may also come from
 the environment variable REDISCLI_AUTH, as for redis-cli.
 
-Exit status: 0 if every key was imported or skipped; 1 if a key failed,
-the file is unreadable, truncated, corrupt or of an unknown version (the
-message says how many keys were imported before), or the cluster is
-unreachable; 2 on a bad command line.`,
+SIGINT or SIGTERM stops the import after the batch under way, with the
+summary. Exit status: 0 if every key was imported or skipped; 1 if a key
+failed, the import was interrupted, the file is unreadable, truncated,
+corrupt or of an unknown version (the message says how many keys were
+imported before), or the cluster is unreachable; 2 on a bad command line.`,
 	groups: []flagGroup{
 		{"Flags", []string{"rdb", "addr", "replace", "db", "all-dbs", "batch", "progress"}},
 		{"Connection security", []string{"user", "password", "tls", "cacert", "cert", "key", "insecure"}},
@@ -231,7 +232,7 @@ func importRDB(ctx context.Context, f *importFlags, r io.Reader, client *redis.C
 		if len(batch) == 0 {
 			return nil
 		}
-		_, _ = pipe.Exec(ctx) // each command's error is its own
+		_, _ = pipe.Exec(context.WithoutCancel(ctx)) // each command's error is its own; an interrupt lets the batch finish
 		for _, p := range batch {
 			var re redis.Error
 			if err := p.cmd.Err(); err != nil && !errors.As(err, &re) {
@@ -248,6 +249,12 @@ func importRDB(ctx context.Context, f *importFlags, r io.Reader, client *redis.C
 	}
 	last := time.Now()
 	for {
+		if err := ctx.Err(); err != nil {
+			if ferr := flush(); ferr != nil {
+				return ferr
+			}
+			return fmt.Errorf("interrupted at byte %d of %s", st.bytes, f.file)
+		}
 		e, err := rd.Next()
 		st.bytes = max(rd.Offset(), counter.n)
 		st.functions = rd.SkippedFunctions()

@@ -109,7 +109,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 
 	var ctx context.Context = context.Background()
-	if c.name == "start" || c.name == "demo" {
+	if c.name == "start" || c.name == "demo" || c.name == "import" {
 		var stop func()
 		ctx, stop = signalContext(stderr)
 		defer stop()
