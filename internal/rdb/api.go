@@ -11,7 +11,7 @@ const Version = 10
 // for it; a larger one in the general encoding. The zero value means
 // Redis's defaults.
 type EncodeOptions struct {
-	HashMaxListpackEntries int64 // default 128
+	HashMaxListpackEntries int64 // default 512 (Redis 7.0's hash-max-listpack-entries)
 	HashMaxListpackValue   int64 // default 64
 	ZSetMaxListpackEntries int64 // default 128
 	ZSetMaxListpackValue   int64 // default 64

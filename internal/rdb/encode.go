@@ -49,7 +49,7 @@ const (
 // defaults fills the zero fields of o with Redis's defaults.
 func (o EncodeOptions) defaults() EncodeOptions {
 	if o.HashMaxListpackEntries == 0 {
-		o.HashMaxListpackEntries = 128
+		o.HashMaxListpackEntries = 512
 	}
 	if o.HashMaxListpackValue == 0 {
 		o.HashMaxListpackValue = 64

@@ -129,11 +129,14 @@ func TestReaderRedisFile(t *testing.T) {
 	checkEntries(t, data, want)
 
 	t.Run("truncated", func(t *testing.T) {
-		step := 1
-		if len(data) > 4000 {
-			step = len(data) / 4000
+		// Every offset of the header and the end, a sample in between.
+		var offsets []int
+		for n := 0; n < len(data); n++ {
+			if n < 1000 || n > len(data)-1000 || n%(1+len(data)/500) == 0 {
+				offsets = append(offsets, n)
+			}
 		}
-		for n := 0; n < len(data); n += step {
+		for _, n := range offsets {
 			_, _, err := readAll(data[:n])
 			if err == nil {
 				t.Fatalf("file truncated to %d bytes: no error", n)

@@ -129,13 +129,12 @@ func TestBadPayloads(t *testing.T) {
 				t.Fatalf("byte %d flipped: %v", i, err)
 			}
 		}
-		if len(p) > 3000 {
-			continue
-		}
 		// Corrupt bodies with a valid footer: no panic, and a consistent
-		// result when they decode.
+		// result when they decode (every byte of small payloads, a sample
+		// of the others).
 		body := p[:len(p)-10]
-		for i := range body {
+		step := 1 + len(body)/300
+		for i := 0; i < len(body); i += step {
 			for _, x := range []byte{0x01, 0x80, 0xff} {
 				q := bytes.Clone(body)
 				q[i] ^= x

@@ -36,7 +36,7 @@ func TestReaderOpcodes(t *testing.T) {
 		[]byte{opSelectDB, 3, opResizeDB, 2, 1},
 		[]byte{opFunction2}, str("#!lua name=x\n..."),
 		[]byte{opExpireTime, 0x10, 0, 0, 0}, // 16 s
-		[]byte{opIdle, 0x40, 0xC8}, // 200
+		[]byte{opIdle, 0x40, 0xC8},          // 200
 		[]byte{typeString}, str("a"), str("1"),
 		[]byte{opFreq, 7},
 		[]byte{opExpireTimeMs, 1, 2, 0, 0, 0, 0, 0, 0},

@@ -131,10 +131,12 @@ func fetchValueConn(ctx context.Context, c cmdable, key string) (*Value, error) 
 		}
 		return v, err
 	case "hash":
-		m, err := c.HGetAll(ctx, key).Result()
+		// The raw reply keeps Redis's order.
+		raw, err := c.Do(ctx, "HGETALL", key).Result()
 		v := &Value{Kind: KindHash, Hash: []Field{}}
-		for k, s := range m {
-			v.Hash = append(v.Hash, Field{[]byte(k), []byte(s)})
+		l := list(raw)
+		for i := 0; i+1 < len(l); i += 2 {
+			v.Hash = append(v.Hash, Field{[]byte(l[i].(string)), []byte(l[i+1].(string))})
 		}
 		return v, err
 	case "zset":
