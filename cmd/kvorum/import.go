@@ -275,7 +275,7 @@ func importRDB(ctx context.Context, f *importFlags, r io.Reader, client *redis.C
 			st.expired++
 			continue
 		}
-		payload, err := rdb.EncodeDump(e.Value, rdb.EncodeOptions{HashMaxListpackEntries: 512, Compress: true}) // redis-server 7.0's defaults
+		payload, err := rdb.EncodeDump(e.Value, rdb.EncodeOptions{Compress: true}) // redis-server 7.0's defaults
 		if err != nil {
 			st.fail(e.Key, err)
 			continue

@@ -98,4 +98,28 @@ func TestDumpRestoreWithRedis(t *testing.T) {
 			t.Errorf("after bad RESTOREs: GET str = %q %v", v, err)
 		}
 	}
+
+	// DUMP follows the encoding thresholds (cluster-wide in kvorum): with
+	// hash-max-listpack-entries 0 a one-field hash is a hashtable, and
+	// both write it so, byte for byte.
+	for _, cl := range []*redis.Client{ref, kv} {
+		if err := cl.ConfigSet(ctx, "hash-max-listpack-entries", "0").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.HSet(ctx, "tiny", "f", "v").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := ref.Dump(ctx, "tiny").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := kv.Dump(ctx, "tiny").Result(); err != nil || got != want {
+		t.Errorf("DUMP of a hashtable hash: kvorum %q %v, redis-server %q", got, err, want)
+	}
+	for _, cl := range []*redis.Client{ref, kv} {
+		if err := cl.ConfigSet(ctx, "hash-max-listpack-entries", "512").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
