@@ -21,10 +21,14 @@ import (
 // DUMP writes a hash, set or sorted set in the encoding OBJECT ENCODING
 // answers for it (the record's encoding flags, set by the cluster's
 // hash-max-listpack-entries and the others), as Redis's DUMP writes the
-// encoding its object has. RESTORE decodes at apply,
-// on every replica alike (the payload is in the log, and so are the
-// relative TTL's base, Env.Now, and every decision): a payload rejected
-// there writes nothing. The restored key gets the encoding flags a key
+// encoding its object has. RESTORE decodes at apply, on every replica
+// alike (the payload is in the log, and so are the relative TTL's base,
+// Env.Now, and every decision): a payload rejected there writes nothing.
+// Its checks come in Redis's order (options, BUSYKEY, TTL, payload), so
+// the TTL and the payload are not looked at before the entry is applied.
+// Payloads of RDB versions 11 and 12 (Redis 7.2, 7.4) are accepted for
+// the types kvorum has (Redis 7.0 refuses them). The restored key gets
+// the encoding flags a key
 // built with the same elements by writes would get (the size-based
 // choice, which is what Redis 7.0's RESTORE picks with the default
 // configuration). A stream is rebuilt entry by entry into nodes as XADD
