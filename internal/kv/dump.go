@@ -28,10 +28,9 @@ import (
 // the TTL and the payload are not looked at before the entry is applied.
 // Payloads of RDB versions 11 and 12 (Redis 7.2, 7.4) are accepted for
 // the types kvorum has (Redis 7.0 refuses them). The restored key gets
-// the encoding flags a key
-// built with the same elements by writes would get (the size-based
-// choice, which is what Redis 7.0's RESTORE picks with the default
-// configuration). A stream is rebuilt entry by entry into nodes as XADD
+// the encoding flags a key built with the same elements by writes would
+// get (the size-based choice, which is what Redis 7.0's RESTORE picks
+// with the default configuration). A stream is rebuilt entry by entry into nodes as XADD
 // builds them, with its metadata (last ID, entries added, max deleted ID,
 // recorded first ID), its consumer groups, their pending entries and
 // consumers. IDLETIME and FREQ are checked as Redis checks them and then
