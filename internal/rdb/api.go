@@ -9,7 +9,9 @@ const Version = 10
 // does (hash-max-listpack-entries and so on): a value within the limits is
 // written in Redis's small encoding, byte for byte what Redis 7.0 writes
 // for it; a larger one in the general encoding. The zero value means
-// Redis's defaults.
+// Redis's defaults, except Compress: Redis compresses by default
+// (rdbcompression yes), so a payload identical to Redis's DUMP needs
+// Compress set.
 type EncodeOptions struct {
 	HashMaxListpackEntries int64 // default 512 (Redis 7.0's hash-max-listpack-entries)
 	HashMaxListpackValue   int64 // default 64
