@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/kvorum/kvorum/internal/devca"
 	"github.com/kvorum/kvorum/internal/kvdiff"
 	"github.com/kvorum/kvorum/internal/localsrv"
 	"github.com/kvorum/kvorum/internal/server"
@@ -21,8 +22,8 @@ import (
 
 // startTestCluster starts an in-process 3-node cluster under t's temporary
 // directory and returns a node's client address; the nodes stop when the
-// test ends.
-func startTestCluster(t *testing.T) string {
+// test ends. mod, if not nil, changes each node's configuration first.
+func startTestCluster(t *testing.T, mod func(*server.Config)) *server.Node {
 	t.Helper()
 	dir := t.TempDir()
 	cluster := map[uint64]string{}
@@ -48,6 +49,9 @@ func startTestCluster(t *testing.T) string {
 	})
 	for i := range cfgs {
 		cfgs[i].InitialCluster = cluster
+		if mod != nil {
+			mod(&cfgs[i])
+		}
 		n, err := server.Start(cfgs[i])
 		if err != nil {
 			t.Fatal(err)
@@ -57,7 +61,7 @@ func startTestCluster(t *testing.T) string {
 	if err := waitLeaders(context.Background(), nodes, 20*time.Second, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
-	return nodes[0].ClientAddr()
+	return nodes[0]
 }
 
 // runImportCmd runs kvorum import with args and returns its exit code and
@@ -105,7 +109,7 @@ func TestImportRDB(t *testing.T) {
 		}
 	}
 	file := filepath.Join(dir, "src-1", "dump.rdb")
-	kvAddr := startTestCluster(t)
+	kvAddr := startTestCluster(t, nil).ClientAddr()
 	kv := redis.NewClient(&redis.Options{Addr: kvAddr, Protocol: 2})
 	defer kv.Close()
 	time.Sleep(400 * time.Millisecond) // "soon" has expired in the file
@@ -214,5 +218,68 @@ func TestImportBadFlags(t *testing.T) {
 		if code != 2 || !strings.Contains(errOut.String(), c.want) {
 			t.Errorf("import %v: exit %d, %q; want 2 and %q", c.args, code, errOut.String(), c.want)
 		}
+	}
+}
+
+// kvorum import reaches a node that wants a password, over TLS: --tls
+// --cacert and --password (or REDISCLI_AUTH); a wrong password or no
+// TLS is "cannot reach", exit 1.
+func TestImportTLSAndPassword(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatal("redis-server not found: apt-get install redis-server")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	addrs, procs, err := localsrv.RedisServers(ctx, "redis-server", dir, "src", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = localsrv.StopAll(procs) })
+	ref := redis.NewClient(&redis.Options{Addr: addrs[0], Protocol: 2})
+	defer ref.Close()
+	for _, err := range []error{ref.Set(ctx, "a", "1", 0).Err(), ref.RPush(ctx, "l", "x", "y").Err(), ref.Save(ctx).Err()} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := filepath.Join(dir, "src-1", "dump.rdb")
+	ca, err := devca.New("import test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := ca.Server("kvorum", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile, cert, key := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "node.crt"), filepath.Join(dir, "node.key")
+	if err := ca.WriteCA(caFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := leaf.Write(cert, key); err != nil {
+		t.Fatal(err)
+	}
+	node := startTestCluster(t, func(c *server.Config) {
+		a, err := testport.Addr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.TLSClientAddr, c.TLSCertFile, c.TLSKeyFile = a, cert, key
+		c.RequirePass = "secret"
+	})
+	tlsAddr := node.TLSClientAddr()
+	if code, _, errOut := runImportCmd(t, "--rdb", file, "--addr", tlsAddr, "--tls", "--cacert", caFile, "--password", "wrong"); code != 1 || !strings.Contains(errOut, "cannot reach kvorum") {
+		t.Errorf("wrong password: exit %d, %q", code, errOut)
+	}
+	if code, _, errOut := runImportCmd(t, "--rdb", file, "--addr", tlsAddr, "--password", "secret"); code != 1 || !strings.Contains(errOut, "cannot reach kvorum") {
+		t.Errorf("no --tls on the TLS port: exit %d, %q", code, errOut)
+	}
+	t.Setenv("REDISCLI_AUTH", "secret")
+	if code, out, _ := runImportCmd(t, "--rdb", file, "--addr", tlsAddr, "--tls", "--cacert", caFile); code != 0 || !strings.Contains(out, "imported 2 keys") {
+		t.Errorf("TLS and REDISCLI_AUTH: exit %d", code)
+	}
+	kv := redis.NewClient(&redis.Options{Addr: node.ClientAddr(), Password: "secret", Protocol: 2})
+	defer kv.Close()
+	if v, err := kv.LRange(ctx, "l", 0, -1).Result(); err != nil || strings.Join(v, ",") != "x,y" {
+		t.Errorf("LRANGE l = %v %v", v, err)
 	}
 }
