@@ -23,7 +23,7 @@ import (
 var importHelp = helpText{
 	usage: `kvorum import --rdb FILE [--addr HOST:PORT] [--user NAME] [--password PW]
     [--tls [--cacert FILE] [--cert FILE --key FILE]] [--replace] [--db N | --all-dbs]
-    [--batch N]`,
+    [--batch N] [--progress auto|always|never]`,
 	description: `
 Loads the keys of a Redis RDB file (what BGSAVE writes, or 'redis-cli --rdb
 FILE' fetches from a running Redis) into a kvorum cluster, through any node:
@@ -43,11 +43,12 @@ every database into kvorum's (a name in several databases then fails with
 BUSYKEY after the first unless --replace).
 
 Without --replace an existing key fails with BUSYKEY and is counted as an
-error; with it, the file's value replaces it. A key whose payload is larger
-than the nodes' --max-value-size (64 MiB by default) fails too. Progress (bytes read, keys
-per second) goes to stderr when it is a terminal; the summary (keys per
-type, skipped keys, errors) to stdout. The password may also come from
-the environment variable REDISCLI_AUTH, as for redis-cli.
+error; with it, the file's value replaces it. A key whose payload is
+larger than the nodes' --max-value-size (64 MiB by default) fails too.
+Progress (bytes read, keys per second) goes to stderr when it is a
+terminal; the summary (keys per type, skipped keys, errors) to stdout.
+The password may also come from the environment variable REDISCLI_AUTH,
+as for redis-cli.
 
 SIGINT or SIGTERM stops the import after the batch under way, with the
 summary. Exit status: 0 if every key was imported or skipped; 1 if a key
@@ -90,7 +91,7 @@ func newImportFlags() *importFlags {
 	f.fs.IntVar(&f.db, "db", 0, "import the keys of database `N` of the file")
 	f.fs.BoolVar(&f.allDBs, "all-dbs", false, "import the keys of every database of the file into kvorum's one database")
 	f.fs.IntVar(&f.batch, "batch", 100, "RESTORE commands per pipelined batch (`N`, 1-10000)")
-	f.fs.StringVar(&f.progress, "progress", "auto", "progress on stderr: `auto` (when stderr is a terminal), always or never")
+	f.fs.StringVar(&f.progress, "progress", "auto", "progress on stderr, `MODE` auto (when stderr is a terminal), always or never")
 	return f
 }
 
