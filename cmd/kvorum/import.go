@@ -186,6 +186,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		opts.TLSConfig = c
 	}
+	redis.SetLogger(quietLogger{}) // its dial retries: the errors are reported once, below
 	client := redis.NewClient(opts)
 	defer client.Close()
 	if err := client.Ping(ctx).Err(); err != nil {
@@ -302,6 +303,11 @@ func importRDB(ctx context.Context, f *importFlags, r io.Reader, client *redis.C
 	st.functions = rd.SkippedFunctions()
 	return flush()
 }
+
+// quietLogger drops go-redis's log lines.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
 
 // countingReader counts the bytes read from r: progress, when the rdb
 // reader's Offset is behind (it reads through its own buffer).
