@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -121,5 +123,45 @@ func TestDumpRestoreWithRedis(t *testing.T) {
 		if err := cl.ConfigSet(ctx, "hash-max-listpack-entries", "512").Err(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A RESTOREd list serves a client blocked in BLPOP on its key, as any
+// push does (Redis: dbAdd signals the key as ready).
+func TestRestoreWakesBlockedPop(t *testing.T) {
+	ctx := context.Background()
+	c := newTestCluster(t, 3)
+	lead := c.waitLeader()
+	kv := c.client(lead)
+	if err := kv.RPush(ctx, "src", "a", "b").Err(); err != nil {
+		t.Fatal(err)
+	}
+	payload, err := kv.Dump(ctx, "src").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := c.client(followersOf(lead, 3)[0])
+	got := make(chan []string, 1)
+	go func() {
+		v, err := waiter.BLPop(ctx, 10*time.Second, "dst").Result()
+		if err != nil {
+			v = []string{err.Error()}
+		}
+		got <- v
+	}()
+	time.Sleep(300 * time.Millisecond) // let BLPOP block
+	if err := kv.Restore(ctx, "dst", 0, payload).Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case v := <-got:
+		if strings.Join(v, " ") != "dst a" {
+			t.Fatalf("BLPOP = %v", v)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("BLPOP still blocked after RESTORE")
+	}
+	if v, err := kv.LRange(ctx, "dst", 0, -1).Result(); err != nil || strings.Join(v, ",") != "b" {
+		t.Fatalf("LRANGE dst = %v %v", v, err)
 	}
 }
