@@ -10,6 +10,8 @@
 //	                (chaos.go, package chaos)
 //	kvorum bench    benchmark distributed locks: kvorum's LOCK commands
 //	                against Redlock and ZooKeeper (bench.go, package lockbench)
+//	kvorum import   load a Redis RDB file into a running cluster with
+//	                pipelined RESTORE ... ABSTTL (import.go, package rdb)
 //	kvorum version  print version information (version.go)
 //
 // `kvorum help COMMAND` and `kvorum COMMAND --help` print a command's

@@ -30,6 +30,7 @@ func commands() []command {
 		{"ctl", "inspect and manage a running cluster through a node's admin API", runCtl, func(w io.Writer) { writeUsage(w, newCtlFlags().fs, ctlHelp) }},
 		{"restore", "seed a new cluster's data directories from a backup (kvorum ctl backup)", runRestore, func(w io.Writer) { writeUsage(w, newRestoreFlags().fs, restoreHelp) }},
 		{"certs", "make a throwaway CA and the certificates and admin token of a cluster, for TLS without openssl", runCerts, func(w io.Writer) { writeUsage(w, newCertsFlags().fs, certsHelp) }},
+		{"import", "load a Redis RDB file (BGSAVE's, redis-cli --rdb's) into a running cluster", runImport, func(w io.Writer) { writeUsage(w, newImportFlags().fs, importHelp) }},
 		{"chaos", "run a cluster of real processes under faults and check it (linearizability, no lost writes)", runChaos, func(w io.Writer) { writeUsage(w, newChaosFlags().fs, chaosHelp) }},
 		{"bench", "benchmarks: locks vs Redlock and ZooKeeper (bench locks), YCSB key-value workloads vs Redis and etcd (bench kv), writes through node failures, host vs containers (bench failover)", runBench, writeBenchOverview},
 		{"version", "print version information", runVersion, func(w io.Writer) { writeUsage(w, newVersionFlags(), versionHelp) }},
@@ -109,7 +110,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 
 	var ctx context.Context = context.Background()
-	if c.name == "start" || c.name == "demo" {
+	if c.name == "start" || c.name == "demo" || c.name == "import" {
 		var stop func()
 		ctx, stop = signalContext(stderr)
 		defer stop()

@@ -30,7 +30,7 @@ func TestTopLevel(t *testing.T) {
 		if code != 0 {
 			t.Errorf("%v: exit %d", args, code)
 		}
-		for _, c := range []string{"start", "demo", "ctl", "version", "help"} {
+		for _, c := range []string{"start", "demo", "ctl", "import", "version", "help"} {
 			if !strings.Contains(out, "  "+c+" ") {
 				t.Errorf("%v: usage lacks command %q:\n%s", args, c, out)
 			}
@@ -66,6 +66,7 @@ func TestHelpMentionsEveryFlag(t *testing.T) {
 		"demo":    newDemoFlags().fs,
 		"ctl":     newCtlFlags().fs,
 		"version": newVersionFlags(),
+		"import":  newImportFlags().fs,
 	}
 	for name, fs := range sets {
 		for _, args := range [][]string{{name, "--help"}, {name, "-h"}, {"help", name}} {

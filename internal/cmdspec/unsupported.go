@@ -15,8 +15,9 @@ func init() {
 			unsupported[n] = reason
 		}
 	}
-	add("values are not kept in Redis's RDB serialization format; copy keys with a client instead",
-		"dump", "restore", "restore-asking", "migrate")
+	add("it moves keys between Redis servers; move them with DUMP and RESTORE, or import an RDB file with `kvorum import`",
+		"migrate")
+	add("kvorum is not a Redis Cluster; use RESTORE", "restore-asking")
 	add("kvorum has a single database (0)", "move", "swapdb")
 	add("persistence is always on: every acknowledged write is fsynced on a majority",
 		"save", "bgsave", "bgrewriteaof", "lastsave", "wait", "waitaof")

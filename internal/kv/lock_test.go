@@ -17,6 +17,8 @@ type lockLog struct {
 	index  uint64
 	events []string
 	woken  map[string]int
+	// noLimits: no key and value size limits (a node's are configurable).
+	noLimits bool
 }
 
 func newLockLog(t *testing.T) *lockLog {
@@ -26,7 +28,11 @@ func newLockLog(t *testing.T) *lockLog {
 func (l *lockLog) do(s ...string) Reply {
 	l.t.Helper()
 	args := toArgs(s...)
-	if r, ok := Check(args, Limits{MaxKeySize: 64, MaxValueSize: 1024}); !ok && !IsInternal(args[0]) {
+	lim := Limits{MaxKeySize: 64, MaxValueSize: 1024}
+	if l.noLimits {
+		lim = Limits{}
+	}
+	if r, ok := Check(args, lim); !ok && !IsInternal(args[0]) {
 		return r
 	}
 	if !IsWrite(args) {

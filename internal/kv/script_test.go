@@ -349,7 +349,7 @@ func TestScriptErrorsAndConversions(t *testing.T) {
 		t.Errorf("resp3 map: %s", fmtScriptReply(r))
 	}
 	// Unknown Redis commands kvorum does not implement say why.
-	wantErrorPrefix(t, "unsupported", evalKV(t, db, "return redis.call('dump', 'x')", "0"), "ERR 'DUMP' is not supported by kvorum")
+	wantErrorPrefix(t, "unsupported", evalKV(t, db, "return redis.call('migrate', 'h', '1', 'k', '0', '1')", "0"), "ERR 'MIGRATE' is not supported by kvorum")
 	wantErrorPrefix(t, "noscript", evalKV(t, db, "return redis.call('client', 'list')", "0"), "ERR This Redis command is not allowed from script")
 	wantErrorPrefix(t, "internal", evalKV(t, db, "return redis.call('kvorum.exec', '0')", "0"), "ERR Unknown Redis command called from script")
 	wantErrorPrefix(t, "nested eval", evalKV(t, db, "return redis.call('eval', 'return 1', '0')", "0"), "ERR This Redis command is not allowed from script")

@@ -271,37 +271,8 @@ func cmdXAdd(x *ctx, args [][]byte, a streamargs.AddTrim) Reply {
 	if id.Cmp(st.Last) <= 0 {
 		return errStreamIDSmaller
 	}
-	// Nodes: join the tail node or start one (see the comment at the top).
-	fv := args[a.FieldsPos:]
-	var node streamrec.Node
-	joined := false
-	if st.TailCount != 0 && st.Nodes > 0 {
-		var err error
-		if node, joined, err = x.getNode(s, st.TailNode); err != nil {
-			return errReply(err)
-		}
-		maxBytes, maxEntries := x.limits().streamNode()
-		joined = joined && !node.Full(fv, maxBytes, maxEntries)
-	}
-	if !joined {
-		st.TailNode = st.Appended
-		st.Nodes++
-		node = streamrec.NewNode(st.TailNode, id, fv)
-	}
-	node.Append(id, fv)
-	st.TailCount = node.Added
-	st.Appended++
-	if err := x.putNode(s, node); err != nil {
+	if err := x.appendEntry(s, id, args[a.FieldsPos:]); err != nil {
 		return errReply(err)
-	}
-	if err := x.setElem(s.c, streamrec.EntryElem(id), streamrec.EncodeEntry(node.ID, args[a.FieldsPos:])); err != nil {
-		return errReply(err)
-	}
-	st.Length++
-	st.Added++
-	st.Last = id
-	if st.Length == 1 {
-		st.First = id
 	}
 	var trimmed int64
 	if a.Strategy != streamargs.TrimNone {
@@ -317,6 +288,45 @@ func cmdXAdd(x *ctx, args [][]byte, a streamargs.AddTrim) Reply {
 		x.event(notify.Stream, "xtrim", args[1])
 	}
 	return idReply(id)
+}
+
+// appendEntry appends entry id (greater than every ID of s) with its
+// fields and values fv to s's tail node, or to a new node (see the comment
+// at the top), and updates s's state (not saved): XADD, and RESTORE
+// rebuilding a stream entry by entry.
+func (x *ctx) appendEntry(s *stream, id streamid.ID, fv [][]byte) error {
+	st := &s.st
+	var node streamrec.Node
+	joined := false
+	if st.TailCount != 0 && st.Nodes > 0 {
+		var err error
+		if node, joined, err = x.getNode(s, st.TailNode); err != nil {
+			return err
+		}
+		maxBytes, maxEntries := x.limits().streamNode()
+		joined = joined && !node.Full(fv, maxBytes, maxEntries)
+	}
+	if !joined {
+		st.TailNode = st.Appended
+		st.Nodes++
+		node = streamrec.NewNode(st.TailNode, id, fv)
+	}
+	node.Append(id, fv)
+	st.TailCount = node.Added
+	st.Appended++
+	if err := x.putNode(s, node); err != nil {
+		return err
+	}
+	if err := x.setElem(s.c, streamrec.EntryElem(id), streamrec.EncodeEntry(node.ID, fv)); err != nil {
+		return err
+	}
+	st.Length++
+	st.Added++
+	st.Last = id
+	if st.Length == 1 {
+		st.First = id
+	}
+	return nil
 }
 
 // streamTrim is Redis's streamTrim: remove whole head nodes while the

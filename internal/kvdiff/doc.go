@@ -29,6 +29,11 @@
 //   - Gen draws random commands from a seed (NewGen, Next); with
 //     deterministic set only those whose reply Redis fixes. String renders
 //     a command for a failure report.
+//   - Moving keys between servers (everytype.go): EveryType builds keys of
+//     every type and encoding, Fill runs it, Move copies a key with DUMP
+//     and RESTORE ... ABSTTL, and Describe says what commands answer of a
+//     key, to compare two servers (internal/server's
+//     TestDumpRestoreWithRedis, cmd/kvorum's TestImportRDB).
 //
 // Callers: internal/kv's tests (TestDifferentialKV: the state machine
 // alone, against the recorded replies; per-family and random comparisons
