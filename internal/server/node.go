@@ -61,6 +61,7 @@ type Node struct {
 	mem            memGuard     // maxmemory guard (maxmemory.go)
 	bq             *blockQueues // this node's waits in the blocked pops' queues (blockq.go)
 	bqKick         chan struct{}
+	sentinel       sentinelState // Sentinel discovery (sentinel.go)
 
 	// bg tracks loops that read the DB on their own (the expiry sweep):
 	// Stop waits for them before it closes the DB.
@@ -204,8 +205,9 @@ func Start(cfg Config) (n *Node, err error) {
 	go n.expiryLoop()
 	go n.leaseLoop()
 	go n.blockQueueLoop()
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.watchFatal()
+	go n.sentinelLoop()
 	log.Info("node started", "client", n.ClientAddr(), "client_tls", n.TLSClientAddr(), "peer", n.PeerAddr(), "admin", n.AdminAddr(),
 		"advertise_client", n.AdvertiseClientAddr(), "advertise_peer", n.AdvertisePeerAddr())
 	if rep, ok := desc.Replica(n.id); ok && cfg.AdvertisePeerAddr != "" && rep.PeerAddr != cfg.AdvertisePeerAddr {
