@@ -61,12 +61,11 @@ type sentinelState struct {
 	peers    map[storage.NodeID]*peerSeen
 	interest time.Time // the last discovery command
 	probed   time.Time // the last round of probes
-	// lastLeader is the last leader seen and its address, for a reply
-	// while there is none and for +switch-master's old address.
-	lastLeader     storage.NodeID
-	lastLeaderAddr string
-	// announced is the leader address last published on +switch-master
-	// ("" before the first).
+	// lastLeader is the last leader seen, for the replies while there is
+	// none.
+	lastLeader storage.NodeID
+	// announced is the leader address last published on +switch-master,
+	// or first told a client ("" before).
 	announced string
 }
 
@@ -270,7 +269,12 @@ func (n *Node) topology(tls bool) resp.Topology {
 	case leader != 0 && ok:
 		t.Master = m
 		if !m.Down {
-			s.lastLeader, s.lastLeaderAddr = leader, net.JoinHostPort(m.Host, strconv.Itoa(m.Port))
+			s.lastLeader = leader
+			if s.announced == "" && !tls {
+				// The leader clients are told of first: +switch-master
+				// announces changes from here on.
+				s.announced = net.JoinHostPort(m.Host, strconv.Itoa(m.Port))
+			}
 		}
 	default:
 		// No leader, or one whose address this node has not learned:
