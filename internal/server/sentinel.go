@@ -134,6 +134,7 @@ func (n *Node) probePeers(ctx context.Context) {
 				s.peers[id] = p
 			}
 			if err != nil {
+				n.cfg.Logger.Debug("sentinel: a member did not answer", "node", uint64(id), "err", err)
 				if !p.failing {
 					p.failing, p.since = true, now
 				}

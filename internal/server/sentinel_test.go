@@ -274,3 +274,22 @@ func TestSentinelNoLeader(t *testing.T) {
 		t.Errorf("CKQUORUM on the cut-off node: %v", err)
 	}
 }
+
+// TestSentinelRestartedNode: a node restarted knows the leader's address
+// at its first SENTINEL command.
+func TestSentinelRestartedNode(t *testing.T) {
+	c := newTestCluster(t, 3)
+	ctx := testCtx(t, 60*time.Second)
+	lead := c.waitLeader()
+	other := uint64(1)
+	if other == lead {
+		other = 2
+	}
+	c.stop(other)
+	c.start(other)
+	c.waitLeader()
+	addr, err := c.client(other).Do(ctx, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", "kvorum").StringSlice()
+	if err != nil || len(addr) != 2 || net.JoinHostPort(addr[0], addr[1]) != c.node(lead).ClientAddr() {
+		t.Fatalf("restarted node %d: master %v %v, want node %d's %s", other, addr, err, lead, c.node(lead).ClientAddr())
+	}
+}
