@@ -201,13 +201,13 @@ func Start(cfg Config) (n *Node, err error) {
 	}
 
 	n.startDiskMonitor()
-	n.bg.Add(3)
+	n.bg.Add(4)
 	go n.expiryLoop()
 	go n.leaseLoop()
 	go n.blockQueueLoop()
-	n.wg.Add(2)
-	go n.watchFatal()
 	go n.sentinelLoop()
+	n.wg.Add(1)
+	go n.watchFatal()
 	log.Info("node started", "client", n.ClientAddr(), "client_tls", n.TLSClientAddr(), "peer", n.PeerAddr(), "admin", n.AdminAddr(),
 		"advertise_client", n.AdvertiseClientAddr(), "advertise_peer", n.AdvertisePeerAddr())
 	if rep, ok := desc.Replica(n.id); ok && cfg.AdvertisePeerAddr != "" && rep.PeerAddr != cfg.AdvertisePeerAddr {

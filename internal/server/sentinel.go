@@ -152,12 +152,21 @@ func (n *Node) probePeers(ctx context.Context) {
 // sentinelLoop keeps the probes going while clients use discovery and
 // publishes +switch-master to this node's subscribers when the leader
 // changes.
+// It is one of the node's bg loops: Stop waits for it before it closes
+// the store, and its calls are cancelled when the node stops.
 func (n *Node) sentinelLoop() {
-	defer n.wg.Done()
+	defer n.bg.Done()
 	t := time.NewTicker(sentinelProbeEvery)
 	defer t.Stop()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	go func() {
+		select {
+		case <-n.stopper:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	for {
 		select {
 		case <-n.stopper:

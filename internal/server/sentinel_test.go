@@ -293,3 +293,20 @@ func TestSentinelRestartedNode(t *testing.T) {
 		t.Fatalf("restarted node %d: master %v %v, want node %d's %s", other, addr, err, lead, c.node(lead).ClientAddr())
 	}
 }
+
+func TestSentinelMasterNameConfig(t *testing.T) {
+	c := Config{ID: 1, DataDir: "/d"}
+	c.EnsureDefaults()
+	if c.SentinelMasterName != "kvorum" {
+		t.Errorf("default master name %q, want kvorum", c.SentinelMasterName)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"my master", "a\tb", "x\n"} {
+		c.SentinelMasterName = bad
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--sentinel-master-name") {
+			t.Errorf("name %q: %v, want an error naming --sentinel-master-name", bad, err)
+		}
+	}
+}
