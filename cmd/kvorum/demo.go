@@ -325,6 +325,16 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	if f.secure {
 		token = " --token-file " + filepath.Join(dir, "admin.token")
 	}
+	var sentinels []string
+	for _, n := range nodes {
+		if n.ClientAddr() != "-" {
+			sentinels = append(sentinels, n.ClientAddr())
+		}
+	}
+	if len(sentinels) > 0 {
+		// Every node answers Redis Sentinel's discovery commands.
+		fmt.Fprintf(stdout, "\nSentinel clients: master name %q, sentinels %s\n", server.DefaultSentinelMaster, strings.Join(sentinels, ","))
+	}
 	fmt.Fprintf(stdout, "\ncluster status:  kvorum ctl --addr %s%s status\n", nodes[0].AdminAddr(), token)
 	fmt.Fprintln(stdout, "press Ctrl-C to stop")
 

@@ -217,7 +217,7 @@ func TestParseStart(t *testing.T) {
 		"--tick-interval", "50ms", "--election-ticks", "20", "--heartbeat-ticks", "2",
 		"--snapshot-threshold", "500", "--request-timeout", "3s", "--max-key-size", "1KiB", "--max-value-size", "2M",
 		"--max-args", "100", "--max-frame-size", "4MiB", "--max-clients", "5", "--record-cache", "7",
-		"--log-level", "debug", "--log-format", "json",
+		"--log-level", "debug", "--log-format", "json", "--sentinel-master-name", "kv-main",
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -230,7 +230,8 @@ func TestParseStart(t *testing.T) {
 		RequestTimeout: 3 * time.Second,
 		MaxKeySize:     1024, MaxValueSize: 2 << 20, MaxArgs: 100, MaxFrameSize: 4 << 20, MaxClients: 5,
 		RecordCache: 7, ReadCache: server.DefaultReadCache,
-		LeaseReads: true, // --lease-reads defaults to true
+		LeaseReads:         true, // --lease-reads defaults to true
+		SentinelMasterName: "kv-main",
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("config\n got %+v\nwant %+v", c, want)

@@ -45,7 +45,7 @@ started with neither --initial-cluster nor --join on an empty --data-dir forms
 a single-node cluster. A restarted node needs only --data-dir.`,
 	groups: []flagGroup{
 		{"Node and cluster", []string{"id", "data-dir", "initial-cluster", "join"}},
-		{"Listen and advertised addresses", []string{"client-addr", "peer-addr", "admin-addr", "advertise-client-addr", "advertise-peer-addr"}},
+		{"Listen and advertised addresses", []string{"client-addr", "peer-addr", "admin-addr", "advertise-client-addr", "advertise-peer-addr", "sentinel-master-name"}},
 		{"Raft", []string{"tick-interval", "election-ticks", "heartbeat-ticks", "snapshot-threshold"}},
 		{"Clients (sizes accept K, M, G suffixes: powers of 1024)", []string{"request-timeout", "max-key-size", "max-value-size", "max-args", "max-frame-size", "max-clients"}},
 		{"Storage", []string{"min-free-disk", "cache-size", "memtable-size", "record-cache", "read-cache"}},
@@ -82,6 +82,7 @@ func newStartFlags() *startFlags {
 	fs.StringVar(&c.PeerAddr, "peer-addr", server.DefaultPeerAddr, "`HOST:PORT` to listen on for other nodes, and (without --advertise-peer-addr)\nthe address they dial; with --initial-cluster, defaults to this node's entry\nthere")
 	fs.StringVar(&c.AdvertisePeerAddr, "advertise-peer-addr", "", "`HOST:PORT` the other nodes reach this node's peer port at, when it is not\n--peer-addr (a container: --peer-addr 0.0.0.0:7379 --advertise-peer-addr\nkv1:7379): sent when joining, listed as this node's member address; a host\nname is resolved at every dial, so a node restarted at a new IP under the\nsame name is reached again (default: with --initial-cluster, this node's\nentry there; else --peer-addr)")
 	fs.StringVar(&c.AdvertiseClientAddr, "advertise-client-addr", "", "`HOST:PORT` clients reach this node's client port at, when it is not\n--client-addr (a container's published port): reported by 'kvorum ctl\nstatus' (default: --client-addr)")
+	fs.StringVar(&c.SentinelMasterName, "sentinel-master-name", server.DefaultSentinelMaster, "`NAME` of the cluster for Redis Sentinel clients: every node answers\nSENTINEL GET-MASTER-ADDR-BY-NAME NAME (and MASTERS, REPLICAS, SENTINELS, ...)\nwith the leader's client address, so a client given the nodes' client\naddresses as its sentinels (go-redis NewFailoverClient, redis-py Sentinel)\nfollows the leader")
 	fs.StringVar(&c.AdminAddr, "admin-addr", server.DefaultAdminAddr, "`HOST:PORT` of the admin HTTP server (/metrics, /healthz, /readyz, ctl API);\n\"-\" disables it")
 	fs.DurationVar(&c.TickInterval, "tick-interval", server.DefaultTickInterval, "Raft logical clock period (a `DURATION` such as 100ms)")
 	fs.IntVar(&c.ElectionTicks, "election-ticks", server.DefaultElectionTicks, "election timeout in ticks (`N`); must exceed --heartbeat-ticks")

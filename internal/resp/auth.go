@@ -26,7 +26,8 @@ import (
 // ACLCommands is the command universe of kvorum's ACL rules: Redis's
 // commands and kvorum's own (specs flagged Extension, e.g. LOCK and
 // LEASE), whose categories follow their flags and group as Redis derives
-// them.
+// them, and Redis Sentinel's SENTINEL (sentinel.go), which every node
+// answers.
 func ACLCommands(specs []*cmdspec.Spec) *acl.Commands {
 	var extra []acl.CommandSpec
 	for _, s := range specs {
@@ -58,6 +59,7 @@ func ACLCommands(specs []*cmdspec.Spec) *acl.Commands {
 		}
 		extra = append(extra, acl.CommandSpec{Name: s.Name, Arity: s.Arity, Categories: cats})
 	}
+	extra = append(extra, sentinelACLCommands()...)
 	return acl.MustCommands(extra...)
 }
 

@@ -138,7 +138,7 @@ func connCommands() []*command {
 	for _, c := range cmds {
 		c.spec.Group = "connection"
 	}
-	cmds = append(cmds, configCommand(), slowlogCommand(), latencyCommand(), aclCommand())
+	cmds = append(cmds, configCommand(), slowlogCommand(), latencyCommand(), aclCommand(), sentinelCommand(), roleCommand())
 	for _, c := range cmds {
 		switch c.spec.Name {
 		case "readonly", "readwrite":

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -47,6 +48,10 @@ type Config struct {
 	// than it listens on (a container's published port). Default:
 	// ClientAddr (as bound).
 	AdvertiseClientAddr string
+	// SentinelMasterName is the master name this node's Redis Sentinel
+	// discovery commands know the cluster by (SENTINEL
+	// GET-MASTER-ADDR-BY-NAME <name>, +switch-master). Default "kvorum".
+	SentinelMasterName string
 	// AdminAddr is the admin HTTP address (/metrics, /healthz, /readyz, ctl
 	// API). Default 127.0.0.1:8379. Empty after defaults disables nothing:
 	// use "-" to disable the admin server.
@@ -208,6 +213,7 @@ type Unsafe struct {
 // Defaults (documented in the README's configuration reference).
 const (
 	DefaultClientAddr        = "127.0.0.1:6379"
+	DefaultSentinelMaster    = "kvorum"
 	DefaultPeerAddr          = "127.0.0.1:7379"
 	DefaultAdminAddr         = "127.0.0.1:8379"
 	DefaultTickInterval      = 100 * time.Millisecond
@@ -231,6 +237,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.ClientAddr == "" {
 		c.ClientAddr = DefaultClientAddr
+	}
+	if c.SentinelMasterName == "" {
+		c.SentinelMasterName = DefaultSentinelMaster
 	}
 	if c.PeerAddr == "" {
 		c.PeerAddr = DefaultPeerAddr
@@ -295,6 +304,10 @@ func (c *Config) Validate() error {
 	}
 	if len(c.InitialCluster) > 0 && c.Join != "" {
 		return errors.New("--initial-cluster and --join are mutually exclusive")
+	}
+	if strings.IndexFunc(c.SentinelMasterName, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+		// +switch-master's message separates its fields with spaces.
+		return fmt.Errorf("--sentinel-master-name %q: a name without spaces or control characters is required", c.SentinelMasterName)
 	}
 	if f := c.PeerTLS; f.Enabled() && (f.CertFile == "" || f.KeyFile == "" || f.CAFile == "") {
 		return errors.New("peer TLS needs --peer-cert-file, --peer-key-file and --peer-trusted-ca-file, all three")

@@ -61,6 +61,7 @@ type Node struct {
 	mem            memGuard     // maxmemory guard (maxmemory.go)
 	bq             *blockQueues // this node's waits in the blocked pops' queues (blockq.go)
 	bqKick         chan struct{}
+	sentinel       sentinelState // Sentinel discovery (sentinel.go)
 
 	// bg tracks loops that read the DB on their own (the expiry sweep):
 	// Stop waits for them before it closes the DB.
@@ -200,10 +201,11 @@ func Start(cfg Config) (n *Node, err error) {
 	}
 
 	n.startDiskMonitor()
-	n.bg.Add(3)
+	n.bg.Add(4)
 	go n.expiryLoop()
 	go n.leaseLoop()
 	go n.blockQueueLoop()
+	go n.sentinelLoop()
 	n.wg.Add(1)
 	go n.watchFatal()
 	log.Info("node started", "client", n.ClientAddr(), "client_tls", n.TLSClientAddr(), "peer", n.PeerAddr(), "admin", n.AdminAddr(),

@@ -227,6 +227,8 @@ func (h *peerHandler) HandleCall(ctx context.Context, method string, payload []b
 			return nil, err
 		}
 		return nil, wireErr(n.RemoveMember(ctx, req.ID))
+	case methodSentinel:
+		return json.Marshal(n.selfInfo())
 	case methodTransferLeader:
 		var req memberRequest
 		if err := json.Unmarshal(payload, &req); err != nil {
