@@ -30,7 +30,18 @@ Environments (--env, measured one after the other in one run):
   host     3 'kvorum start' processes of this binary on 127.0.0.1
   compose  deploy/compose.yaml's 3 containers (needs Docker, Compose and the
            image: make image), under a project of its own on free host
-           ports; removed at the end with its volumes
+           ports; removed at the end with its volumes. The load goes to
+           the containers' addresses on the Compose network, as clients
+           on other machines reach them (the kernel forwards)
+  compose-published
+           the same, the load through the published ports on 127.0.0.1,
+           as a client on the Docker host itself connects: through
+           Docker's userland proxy (docker-proxy), a process that copies
+           every byte
+  compose-hostnet
+           deploy/compose.hostnet.yaml's 3 containers, on the host's network
+           (network_mode: host; every port on 127.0.0.1), load on their
+           ports
 
 Before the timeline, each environment's closed-loop write capacity is
 measured (--capacity, --workers clients): the ratio of the environments is
@@ -42,23 +53,24 @@ clients saw (error replies by their first word: CLUSTERDOWN, UNCERTAIN, ...;
 and broken connections), p95 latency before, during and after; per
 environment the acknowledged writes and how many were lost (not read back).
 Markdown on stdout (or --json), the per-second timeline as a PNG with --png.`,
-	groups: []flagGroup{{"Flags", []string{"env", "rate", "workers", "value-size", "phase", "capacity", "op-timeout", "compose-file", "image", "dir", "png", "json"}}},
+	groups: []flagGroup{{"Flags", []string{"env", "rate", "workers", "value-size", "phase", "capacity", "op-timeout", "compose-file", "compose-hostnet-file", "image", "dir", "png", "json"}}},
 }
 
 type benchFailoverFlags struct {
-	fs      *flag.FlagSet
-	envs    string
-	cfg     kvbench.FailoverConfig
-	compose string
-	image   string
-	dir     string
-	png     string
-	json    bool
+	fs             *flag.FlagSet
+	envs           string
+	cfg            kvbench.FailoverConfig
+	compose        string
+	composeHostnet string
+	image          string
+	dir            string
+	png            string
+	json           bool
 }
 
 func newBenchFailoverFlags() *benchFailoverFlags {
 	f := &benchFailoverFlags{fs: flag.NewFlagSet("bench failover", flag.ContinueOnError)}
-	f.fs.StringVar(&f.envs, "env", "host,compose", "comma-separated `LIST` of environments: host, compose")
+	f.fs.StringVar(&f.envs, "env", "host,compose", "comma-separated `LIST` of environments: host, compose, compose-published,\ncompose-hostnet")
 	f.fs.IntVar(&f.cfg.Rate, "rate", 0, "writes per `N` second offered (0: half of the first environment's capacity)")
 	f.fs.IntVar(&f.cfg.Workers, "workers", 16, "client connections (`N`)")
 	f.fs.IntVar(&f.cfg.ValueSize, "value-size", 100, "value size in `BYTES`")
@@ -66,6 +78,7 @@ func newBenchFailoverFlags() *benchFailoverFlags {
 	f.fs.DurationVar(&f.cfg.Capacity, "capacity", 8*time.Second, "closed-loop capacity measurement per environment (`DURATION`; 0: skip)")
 	f.fs.DurationVar(&f.cfg.OpTimeout, "op-timeout", time.Second, "a write unanswered after this `DURATION` is an error")
 	f.fs.StringVar(&f.compose, "compose-file", "deploy/compose.yaml", "the compose `FILE` of the compose environment")
+	f.fs.StringVar(&f.composeHostnet, "compose-hostnet-file", "deploy/compose.hostnet.yaml", "the compose `FILE` of the compose-hostnet environment")
 	f.fs.StringVar(&f.image, "image", "kvorum:latest", "the `IMAGE` the compose environment runs")
 	f.fs.StringVar(&f.dir, "dir", "", "`DIR` for the host environment's data and logs (default: a temporary one)")
 	f.fs.StringVar(&f.png, "png", "", "write the per-second timeline to this PNG `FILE`")
@@ -93,8 +106,8 @@ func runBenchFailover(ctx context.Context, args []string, stdout, stderr io.Writ
 		return bad("--rate 0 takes half of the measured capacity: give --capacity, or a --rate")
 	}
 	for _, e := range envs {
-		if e != "host" && e != "compose" {
-			return bad("--env: unknown environment %q (host, compose)", e)
+		if e != "host" && e != "compose" && e != "compose-published" && e != "compose-hostnet" {
+			return bad("--env: unknown environment %q (host, compose, compose-published, compose-hostnet)", e)
 		}
 	}
 	f.cfg.Progress = stderr
@@ -153,7 +166,14 @@ func runFailoverEnv(ctx context.Context, f *benchFailoverFlags, name string, std
 		finish(err != nil)
 		return r, err
 	default:
-		env, err := kvbench.StartComposeEnv(ctx, f.compose, f.image, stderr)
+		via, file := kvbench.ViaContainerIP, f.compose
+		switch name {
+		case "compose-published":
+			via = kvbench.ViaPublished
+		case "compose-hostnet":
+			via, file = kvbench.ViaHostNetwork, f.composeHostnet
+		}
+		env, err := kvbench.StartComposeEnv(ctx, file, f.image, via, stderr)
 		if err != nil {
 			return nil, err
 		}

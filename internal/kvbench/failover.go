@@ -89,6 +89,9 @@ type FailoverResult struct {
 	LostFirst []string         `json:"lost_first,omitempty"`
 }
 
+// capacitySettle is the pause between the capacity phase and the timeline.
+const capacitySettle = 5 * time.Second
+
 // foSample is one write's outcome.
 type foSample struct {
 	sched, done time.Duration // since the load started: when it was due, when it ended
@@ -114,6 +117,12 @@ func RunFailover(ctx context.Context, env FailoverEnv, cfg FailoverConfig) (*Fai
 		}
 		res.Capacity = n
 		fmt.Fprintf(prog, "%s: closed-loop capacity %.0f writes/s (%d clients, %v)\n", env.Name(), n, cfg.Workers, cfg.Capacity)
+		// The storage engine flushes and compacts what the capacity
+		// phase wrote: let it, before the timeline's "before" phase.
+		select {
+		case <-time.After(capacitySettle):
+		case <-ctx.Done():
+		}
 		if res.Rate <= 0 {
 			res.Rate = max(1, int(n/2))
 		}
@@ -234,6 +243,7 @@ func foWorker(env FailoverEnv, cfg FailoverConfig, rate, w int, start time.Time,
 		next += interval
 		if c == nil {
 			var err error
+			addrs = env.Addrs() // a restarted container may have a new address
 			if c, err = foDial(addrs[node], cfg.OpTimeout); err != nil {
 				s.done, s.err = time.Since(start), foClass(err)
 				out = append(out, s)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kvorum/kvorum/internal/localsrv"
@@ -54,9 +55,28 @@ type ComposeEnv struct {
 	file       string
 	project    string
 	env        []string
+	published  []string // 127.0.0.1:<published port>
+	direct     bool     // clients dial the containers' addresses
+	hostnet    bool     // the containers use the host's network
+	mu         sync.Mutex
 	addrs      []string
 	containers []string
 }
+
+// Compose client paths (StartComposeEnv's via).
+const (
+	// ViaPublished: the published ports on 127.0.0.1, through Docker's
+	// userland proxy (docker-proxy), as a client on the Docker host
+	// itself connects.
+	ViaPublished = "published"
+	// ViaContainerIP: the containers' addresses on the Compose network,
+	// through the kernel's bridge, as a client on another machine is
+	// forwarded (by iptables, without the userland proxy).
+	ViaContainerIP = "container-ip"
+	// ViaHostNetwork: a compose file whose containers use the host's
+	// network (deploy/compose.hostnet.yaml): every port on 127.0.0.1.
+	ViaHostNetwork = "host-network"
+)
 
 // ComposeCommand finds Compose: the docker plugin or docker-compose.
 func ComposeCommand() ([]string, error) {
@@ -71,7 +91,7 @@ func ComposeCommand() ([]string, error) {
 
 // StartComposeEnv starts file's cluster with image and waits until every
 // container is healthy.
-func StartComposeEnv(ctx context.Context, file, image string, progress io.Writer) (*ComposeEnv, error) {
+func StartComposeEnv(ctx context.Context, file, image, via string, progress io.Writer) (*ComposeEnv, error) {
 	compose, err := ComposeCommand()
 	if err != nil {
 		return nil, err
@@ -83,7 +103,7 @@ func StartComposeEnv(ctx context.Context, file, image string, progress io.Writer
 	if err != nil {
 		return nil, err
 	}
-	e := &ComposeEnv{compose: compose, file: abs, project: fmt.Sprintf("kvorumbench%d", time.Now().UnixNano()%1e9), env: []string{"KVORUM_IMAGE=" + image}}
+	e := &ComposeEnv{compose: compose, file: abs, project: fmt.Sprintf("kvorumbench%d", time.Now().UnixNano()%1e9), env: []string{"KVORUM_IMAGE=" + image}, direct: via == ViaContainerIP, hostnet: via == ViaHostNetwork}
 	for i := 1; i <= 3; i++ {
 		a, err := localsrv.FreeAddr()
 		if err != nil {
@@ -91,7 +111,18 @@ func StartComposeEnv(ctx context.Context, file, image string, progress io.Writer
 		}
 		_, port, _ := net.SplitHostPort(a)
 		e.env = append(e.env, fmt.Sprintf("KVORUM_PORT_%d=%s", i, port))
-		e.addrs = append(e.addrs, net.JoinHostPort("127.0.0.1", port))
+		e.published = append(e.published, net.JoinHostPort("127.0.0.1", port))
+		if via != ViaHostNetwork {
+			continue
+		}
+		for _, v := range []string{"PEER", "ADMIN"} {
+			a, err := localsrv.FreeAddr()
+			if err != nil {
+				return nil, err
+			}
+			_, port, _ := net.SplitHostPort(a)
+			e.env = append(e.env, fmt.Sprintf("KVORUM_%s_PORT_%d=%s", v, i, port))
+		}
 	}
 	fmt.Fprintf(progress, "compose: starting %s as project %s\n", file, e.project)
 	if out, err := e.run(ctx, "up", "-d"); err != nil {
@@ -107,6 +138,10 @@ func StartComposeEnv(ctx context.Context, file, image string, progress io.Writer
 		e.containers = append(e.containers, strings.TrimSpace(out))
 	}
 	if err := e.waitHealthy(ctx, 90*time.Second); err != nil {
+		e.Close()
+		return nil, err
+	}
+	if err := e.resolve(ctx); err != nil {
 		e.Close()
 		return nil, err
 	}
@@ -139,8 +174,42 @@ func (e *ComposeEnv) waitHealthy(ctx context.Context, within time.Duration) erro
 	}
 }
 
-func (e *ComposeEnv) Name() string    { return "compose containers" }
-func (e *ComposeEnv) Addrs() []string { return e.addrs }
+// resolve sets the client addresses: the published ports, or the
+// containers' current addresses.
+func (e *ComposeEnv) resolve(ctx context.Context) error {
+	addrs := e.published
+	if e.direct {
+		addrs = nil
+		for _, c := range e.containers {
+			out, err := exec.CommandContext(ctx, "docker", "inspect", "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}", c).Output()
+			ip := strings.Fields(string(out))
+			if err != nil || len(ip) == 0 {
+				return fmt.Errorf("address of container %s: %v %q", c, err, out)
+			}
+			addrs = append(addrs, net.JoinHostPort(ip[0], "6379"))
+		}
+	}
+	e.mu.Lock()
+	e.addrs = addrs
+	e.mu.Unlock()
+	return nil
+}
+
+func (e *ComposeEnv) Name() string {
+	switch {
+	case e.direct:
+		return "compose containers"
+	case e.hostnet:
+		return "compose, host network"
+	}
+	return "compose, published ports"
+}
+
+func (e *ComposeEnv) Addrs() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.addrs
+}
 
 // Kill is docker kill (SIGKILL) of node i's container.
 func (e *ComposeEnv) Kill(i int) error {
@@ -157,7 +226,7 @@ func (e *ComposeEnv) Restart(i int) error {
 	if err != nil {
 		return fmt.Errorf("docker start: %v: %s", err, out)
 	}
-	return nil
+	return e.resolve(context.Background())
 }
 
 // Close removes the project, its volumes included.

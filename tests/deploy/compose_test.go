@@ -45,6 +45,23 @@ func TestComposeCluster(t *testing.T) {
 	}
 
 	l := c.leader(0)
+	// A Sentinel-aware client given the published ports as its sentinels
+	// is sent to the leader at the address compose.yaml advertises
+	// (127.0.0.1:<published port>), and follows the leader after the kill.
+	var sentinels []string
+	for _, p := range c.ports {
+		sentinels = append(sentinels, net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+	}
+	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinels[(l)%3]})
+	t.Cleanup(func() { sc.Close() })
+	master, err := sc.GetMasterAddrByName(ctx, "kvorum").Result()
+	if want := []string{"127.0.0.1", strconv.Itoa(c.ports[l-1])}; err != nil || strings.Join(master, ":") != strings.Join(want, ":") {
+		t.Fatalf("SENTINEL GET-MASTER-ADDR-BY-NAME kvorum: %v, %v; want %v (kvorum-%d)", master, err, want, l)
+	}
+	fc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "kvorum", SentinelAddrs: sentinels, DialerRetries: 1, MaxRetries: -1})
+	t.Cleanup(func() { fc.Close() })
+	c.writeVia(fc, "the Sentinel client", "sentinel-before", "1", 20*time.Second)
+
 	survivor := l % 3 // index of the node after the leader
 	if _, err := run(ctx, root, nil, "docker", "kill", c.containers[l-1]); err != nil {
 		t.Fatalf("docker kill kvorum-%d: %v", l, err)
@@ -54,6 +71,13 @@ func TestComposeCluster(t *testing.T) {
 		c.write(survivor, fmt.Sprintf("during-%d", n), strconv.Itoa(n), 20*time.Second)
 	}
 	t.Logf("leader kvorum-%d killed; 10 writes through kvorum-%d took %v", l, survivor+1, time.Since(killed).Round(time.Millisecond))
+	for n := 0; n < 10; n++ {
+		c.writeVia(fc, "the Sentinel client", fmt.Sprintf("sentinel-during-%d", n), strconv.Itoa(n), 30*time.Second)
+	}
+	t.Logf("10 writes through the Sentinel client done %v after the kill", time.Since(killed).Round(time.Millisecond))
+	if master, err := sc.GetMasterAddrByName(ctx, "kvorum").Result(); err != nil || master[1] == strconv.Itoa(c.ports[l-1]) {
+		t.Errorf("after the kill, SENTINEL GET-MASTER-ADDR-BY-NAME: %v, %v (the killed leader's port is %d)", master, err, c.ports[l-1])
+	}
 	c.readAll((survivor+1)%3, 10*time.Second) // the other survivor
 	if out, err := run(ctx, root, nil, "docker", "start", c.containers[l-1]); err != nil {
 		t.Fatalf("docker start kvorum-%d: %v\n%s", l, err, out)

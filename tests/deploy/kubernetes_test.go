@@ -541,35 +541,45 @@ func TestComposeCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(root, "deploy", "compose.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var compose struct {
-		Services map[string]struct {
-			Command []string `yaml:"command"`
-		} `yaml:"services"`
-	}
-	if err := yaml.Unmarshal(b, &compose); err != nil {
-		t.Fatalf("deploy/compose.yaml: %v", err)
-	}
-	if len(compose.Services) != 3 {
-		t.Fatalf("%d services in deploy/compose.yaml, want 3", len(compose.Services))
-	}
 	bin := buildKvorum(t, root)
-	for name, s := range compose.Services {
-		id := strings.TrimPrefix(name, "kvorum-")
-		code, out := validate(t, bin, s.Command)
-		if want := "node " + id + " founds a cluster of 3"; code != 0 || !strings.Contains(out, want) {
-			t.Errorf("%s: kvorum %s --validate-config: exit %d, %q; want exit 0, %q", name, strings.Join(s.Command, " "), code, out, want)
-		} else {
-			t.Logf("%s: %s", name, strings.TrimSpace(out))
+	for _, file := range []string{"compose.yaml", "compose.hostnet.yaml"} {
+		b, err := os.ReadFile(filepath.Join(root, "deploy", file))
+		if err != nil {
+			t.Fatal(err)
 		}
-		code, out = validate(t, bin, append(append([]string(nil), s.Command...), "--peer-addr=0.0.0.0:99999"))
-		if code == 0 {
-			t.Errorf("%s with a bad --peer-addr: exit 0: %s", name, out)
+		var compose struct {
+			Services map[string]struct {
+				Command []string `yaml:"command"`
+			} `yaml:"services"`
+		}
+		if err := yaml.Unmarshal(b, &compose); err != nil {
+			t.Fatalf("deploy/%s: %v", file, err)
+		}
+		if len(compose.Services) != 3 {
+			t.Fatalf("%d services in deploy/%s, want 3", len(compose.Services), file)
+		}
+		for name, s := range compose.Services {
+			id := strings.TrimPrefix(name, "kvorum-")
+			for i := range s.Command {
+				s.Command[i] = expandCompose(s.Command[i])
+			}
+			code, out := validate(t, bin, s.Command)
+			if want := "node " + id + " founds a cluster of 3"; code != 0 || !strings.Contains(out, want) {
+				t.Errorf("%s %s: kvorum %s --validate-config: exit %d, %q; want exit 0, %q", file, name, strings.Join(s.Command, " "), code, out, want)
+			} else {
+				t.Logf("%s %s: %s", file, name, strings.TrimSpace(out))
+			}
+			code, out = validate(t, bin, append(append([]string(nil), s.Command...), "--peer-addr=0.0.0.0:99999"))
+			if code == 0 {
+				t.Errorf("%s %s with a bad --peer-addr: exit 0: %s", file, name, out)
+			}
 		}
 	}
+}
+
+// expandCompose expands ${VAR:-default} as Compose does with VAR unset.
+func expandCompose(s string) string {
+	return regexp.MustCompile(`\$\{[A-Za-z0-9_]+:-([^}]*)\}`).ReplaceAllString(s, "$1")
 }
 
 // imageUser returns the numeric user of the Dockerfile's USER line.
