@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/kvorum/kvorum/internal/kvbench"
@@ -43,17 +44,20 @@ Environments (--env, measured one after the other in one run):
            (network_mode: host; every port on 127.0.0.1), load on their
            ports
 
-Before the timeline, each environment's closed-loop write capacity is
-measured (--capacity, --workers clients): the ratio of the environments is
-the container overhead. --rate 0 (the default) offers half of the first
-environment's capacity to every environment.
+All environments are started first. Their closed-loop write capacity
+(--workers clients for --capacity) is measured in turns, --capacity-rounds
+times each, and the median kept: the ratio of the environments is the
+container overhead, with the machine's noisy moments spread over all of
+them. Then each environment's timeline runs, one after the other. --rate 0
+(the default) offers half of the first environment's capacity to every
+environment.
 
 Reported: per outage the longest gap between acknowledged writes, the errors
 clients saw (error replies by their first word: CLUSTERDOWN, UNCERTAIN, ...;
 and broken connections), p95 latency before, during and after; per
 environment the acknowledged writes and how many were lost (not read back).
 Markdown on stdout (or --json), the per-second timeline as a PNG with --png.`,
-	groups: []flagGroup{{"Flags", []string{"env", "rate", "workers", "value-size", "phase", "capacity", "op-timeout", "compose-file", "compose-hostnet-file", "image", "dir", "png", "json"}}},
+	groups: []flagGroup{{"Flags", []string{"env", "rate", "workers", "value-size", "phase", "capacity", "capacity-rounds", "op-timeout", "compose-file", "compose-hostnet-file", "image", "dir", "png", "json"}}},
 }
 
 type benchFailoverFlags struct {
@@ -62,6 +66,7 @@ type benchFailoverFlags struct {
 	cfg            kvbench.FailoverConfig
 	compose        string
 	composeHostnet string
+	rounds         int
 	image          string
 	dir            string
 	png            string
@@ -82,6 +87,7 @@ func newBenchFailoverFlags() *benchFailoverFlags {
 	f.fs.StringVar(&f.image, "image", "kvorum:latest", "the `IMAGE` the compose environment runs")
 	f.fs.StringVar(&f.dir, "dir", "", "`DIR` for the host environment's data and logs (default: a temporary one)")
 	f.fs.StringVar(&f.png, "png", "", "write the per-second timeline to this PNG `FILE`")
+	f.fs.IntVar(&f.rounds, "capacity-rounds", 3, "capacity measurements per environment (`N`), taken in turns; the median counts")
 	f.fs.BoolVar(&f.json, "json", false, "print JSON instead of Markdown")
 	return f
 }
@@ -102,6 +108,8 @@ func runBenchFailover(ctx context.Context, args []string, stdout, stderr io.Writ
 		return bad("--workers must be 1..1000")
 	case f.cfg.Rate < 0 || f.cfg.ValueSize < 1 || f.cfg.Phase < time.Second || f.cfg.OpTimeout <= 0 || f.cfg.Capacity < 0:
 		return bad("--rate >= 0, --value-size >= 1, --phase >= 1s, --op-timeout > 0 and --capacity >= 0, please")
+	case f.rounds < 1:
+		return bad("--capacity-rounds must be at least 1")
 	case f.cfg.Rate == 0 && f.cfg.Capacity == 0:
 		return bad("--rate 0 takes half of the measured capacity: give --capacity, or a --rate")
 	}
@@ -111,17 +119,57 @@ func runBenchFailover(ctx context.Context, args []string, stdout, stderr io.Writ
 		}
 	}
 	f.cfg.Progress = stderr
-	var results []*kvbench.FailoverResult
-	for _, name := range envs {
-		r, err := runFailoverEnv(ctx, f, name, stderr)
-		if r != nil {
-			results = append(results, r)
+	var closers []func()
+	// Every environment runs from the start: their capacities are
+	// measured in turns (--capacity-rounds), so that a noisy moment of the
+	// machine falls on all of them, and the median is kept.
+	var envs2 []kvbench.FailoverEnv
+	defer func() {
+		for _, c := range closers {
+			c()
 		}
+	}()
+	for _, name := range envs {
+		env, closer, err := startFailoverEnv(ctx, f, name, stderr)
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
+		closers = append(closers, closer)
+		envs2 = append(envs2, env)
+	}
+	capacity := make([]float64, len(envs2))
+	if f.cfg.Capacity > 0 {
+		runs := make([][]float64, len(envs2))
+		for round := 0; round < f.rounds; round++ {
+			for i, env := range envs2 {
+				n, err := kvbench.MeasureCapacity(ctx, env.Addrs(), f.cfg.Workers, f.cfg.ValueSize, f.cfg.Capacity)
+				if err != nil {
+					return fmt.Errorf("%s: capacity: %w", env.Name(), err)
+				}
+				fmt.Fprintf(stderr, "%s: closed-loop capacity %.0f writes/s (round %d, %d clients, %v)\n", env.Name(), n, round+1, f.cfg.Workers, f.cfg.Capacity)
+				runs[i] = append(runs[i], n)
+			}
+		}
+		for i := range runs {
+			slices.Sort(runs[i])
+			capacity[i] = runs[i][len(runs[i])/2]
+		}
 		if f.cfg.Rate == 0 {
-			f.cfg.Rate = r.Rate // the same offered load everywhere
+			f.cfg.Rate = max(1, int(capacity[0]/2))
+		}
+		time.Sleep(kvbench.CapacitySettle)
+	}
+	var results []*kvbench.FailoverResult
+	for i, env := range envs2 {
+		cfg := f.cfg
+		cfg.Capacity = 0
+		r, err := kvbench.RunFailover(ctx, env, cfg)
+		if r != nil {
+			r.Capacity = capacity[i]
+			results = append(results, r)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", env.Name(), err)
 		}
 	}
 	if f.png != "" {
@@ -143,28 +191,29 @@ func runBenchFailover(ctx context.Context, args []string, stdout, stderr io.Writ
 	return nil
 }
 
-func runFailoverEnv(ctx context.Context, f *benchFailoverFlags, name string, stderr io.Writer) (*kvbench.FailoverResult, error) {
+// startFailoverEnv starts environment name; closer stops it.
+func startFailoverEnv(ctx context.Context, f *benchFailoverFlags, name string, stderr io.Writer) (kvbench.FailoverEnv, func(), error) {
 	switch name {
 	case "host":
 		exe, err := os.Executable()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		dir, finish, err := localsrv.WorkDir(f.dir, "kvorum-failover-*", stderr)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		env, err := kvbench.StartHostEnv(ctx, exe, dir)
 		if err != nil {
 			finish(true)
-			return nil, err
+			return nil, nil, err
 		}
-		r, err := kvbench.RunFailover(ctx, env, f.cfg)
-		if cerr := env.Close(); err == nil && cerr != nil {
-			fmt.Fprintf(stderr, "host: stopping the nodes: %v\n", cerr)
-		}
-		finish(err != nil)
-		return r, err
+		return env, func() {
+			if err := env.Close(); err != nil {
+				fmt.Fprintf(stderr, "host: stopping the nodes: %v\n", err)
+			}
+			finish(false)
+		}, nil
 	default:
 		via, file := kvbench.ViaContainerIP, f.compose
 		switch name {
@@ -175,13 +224,12 @@ func runFailoverEnv(ctx context.Context, f *benchFailoverFlags, name string, std
 		}
 		env, err := kvbench.StartComposeEnv(ctx, file, f.image, via, stderr)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		defer func() {
+		return env, func() {
 			if err := env.Close(); err != nil {
 				fmt.Fprintln(stderr, err)
 			}
-		}()
-		return kvbench.RunFailover(ctx, env, f.cfg)
+		}, nil
 	}
 }

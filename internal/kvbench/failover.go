@@ -89,8 +89,8 @@ type FailoverResult struct {
 	LostFirst []string         `json:"lost_first,omitempty"`
 }
 
-// capacitySettle is the pause between the capacity phase and the timeline.
-const capacitySettle = 5 * time.Second
+// CapacitySettle is the pause between a capacity phase and a timeline.
+const CapacitySettle = 5 * time.Second
 
 // foSample is one write's outcome.
 type foSample struct {
@@ -111,20 +111,20 @@ func RunFailover(ctx context.Context, env FailoverEnv, cfg FailoverConfig) (*Fai
 		value[i] = 'a' + byte(i%26)
 	}
 	if cfg.Capacity > 0 {
-		n, err := foCapacity(ctx, env.Addrs(), cfg, value)
+		n, err := MeasureCapacity(ctx, env.Addrs(), cfg.Workers, cfg.ValueSize, cfg.Capacity)
 		if err != nil {
 			return nil, err
 		}
 		res.Capacity = n
 		fmt.Fprintf(prog, "%s: closed-loop capacity %.0f writes/s (%d clients, %v)\n", env.Name(), n, cfg.Workers, cfg.Capacity)
+		if res.Rate <= 0 {
+			res.Rate = max(1, int(n/2))
+		}
 		// The storage engine flushes and compacts what the capacity
 		// phase wrote: let it, before the timeline's "before" phase.
 		select {
-		case <-time.After(capacitySettle):
+		case <-time.After(CapacitySettle):
 		case <-ctx.Done():
-		}
-		if res.Rate <= 0 {
-			res.Rate = max(1, int(n/2))
 		}
 	}
 	if res.Rate <= 0 {
@@ -323,15 +323,19 @@ func foLeader(ctx context.Context, addrs []string) (int, error) {
 	return slices.Index(addrs, a), nil
 }
 
-// foCapacity is the closed-loop SET throughput of workers clients spread
-// over the nodes.
-func foCapacity(ctx context.Context, addrs []string, cfg FailoverConfig, value []byte) (float64, error) {
+// MeasureCapacity is the closed-loop SET throughput, in writes per
+// second over d, of workers clients spread over the nodes at addrs.
+func MeasureCapacity(ctx context.Context, addrs []string, workers, valueSize int, d time.Duration) (float64, error) {
+	value := make([]byte, valueSize)
+	for i := range value {
+		value[i] = 'a' + byte(i%26)
+	}
 	var mu sync.Mutex
 	var total int
 	var firstErr error
-	deadline := time.Now().Add(cfg.Capacity)
+	deadline := time.Now().Add(d)
 	var wg sync.WaitGroup
-	for w := 0; w < cfg.Workers; w++ {
+	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -361,7 +365,7 @@ func foCapacity(ctx context.Context, addrs []string, cfg FailoverConfig, value [
 	if firstErr != nil {
 		return 0, fmt.Errorf("capacity phase: %w", firstErr)
 	}
-	return float64(total) / cfg.Capacity.Seconds(), nil
+	return float64(total) / d.Seconds(), nil
 }
 
 func cmpErr(a, b error) error {
