@@ -61,12 +61,23 @@ func TestComposeCluster(t *testing.T) {
 	fc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "kvorum", SentinelAddrs: sentinels, DialerRetries: 1, MaxRetries: -1})
 	t.Cleanup(func() { fc.Close() })
 	c.writeVia(fc, "the Sentinel client", "sentinel-before", "1", 20*time.Second)
+	// redis-py's Sentinel client too (tests/process's script): it writes
+	// 30 keys, names its master, and goes on after the kill.
+	py := startRedisPySentinel(t, ctx, sentinels)
+	if py != nil {
+		if got, want := py.master(), sentinels[l-1]; got != want {
+			t.Errorf("redis-py's master is %s, the leader kvorum-%d is published at %s", got, l, want)
+		}
+	}
 
 	survivor := l % 3 // index of the node after the leader
 	if _, err := run(ctx, root, nil, "docker", "kill", c.containers[l-1]); err != nil {
 		t.Fatalf("docker kill kvorum-%d: %v", l, err)
 	}
 	killed := time.Now()
+	if py != nil {
+		py.killed()
+	}
 	for n := 0; n < 10; n++ {
 		c.write(survivor, fmt.Sprintf("during-%d", n), strconv.Itoa(n), 20*time.Second)
 	}
@@ -75,6 +86,11 @@ func TestComposeCluster(t *testing.T) {
 		c.writeVia(fc, "the Sentinel client", fmt.Sprintf("sentinel-during-%d", n), strconv.Itoa(n), 30*time.Second)
 	}
 	t.Logf("10 writes through the Sentinel client done %v after the kill", time.Since(killed).Round(time.Millisecond))
+	if py != nil {
+		for k, v := range py.acked() {
+			c.want[k] = v
+		}
+	}
 	if master, err := sc.GetMasterAddrByName(ctx, "kvorum").Result(); err != nil || master[1] == strconv.Itoa(c.ports[l-1]) {
 		t.Errorf("after the kill, SENTINEL GET-MASTER-ADDR-BY-NAME: %v, %v (the killed leader's port is %d)", master, err, c.ports[l-1])
 	}
