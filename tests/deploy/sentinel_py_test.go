@@ -12,6 +12,10 @@ import (
 	"testing"
 )
 
+// pythonWithRedis is Debian's python3, where python3-redis installs
+// redis-py (a python3 earlier on PATH may lack it).
+const pythonWithRedis = "/usr/bin/python3"
+
 // redisPy drives tests/process/testdata/redis_py_sentinel.py: redis-py's
 // Sentinel client, given the published ports as sentinels, writes keys
 // py-0..py-99 through its master, with a kill of that master after the
@@ -31,7 +35,7 @@ type redisPy struct {
 // set, when it fails the test.
 func startRedisPySentinel(t *testing.T, ctx context.Context, sentinels []string) *redisPy {
 	t.Helper()
-	if err := exec.Command("python3", "-c", "import redis.sentinel").Run(); err != nil {
+	if err := exec.Command(pythonWithRedis, "-c", "import redis.sentinel").Run(); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("python3 with redis-py (python3-redis) is needed: %v", err)
 		}
@@ -39,7 +43,7 @@ func startRedisPySentinel(t *testing.T, ctx context.Context, sentinels []string)
 		return nil
 	}
 	p := &redisPy{t: t, lines: make(chan string, 16)}
-	p.cmd = exec.CommandContext(ctx, "python3", append([]string{"-u", "../process/testdata/redis_py_sentinel.py", "kvorum"}, sentinels...)...)
+	p.cmd = exec.CommandContext(ctx, pythonWithRedis, append([]string{"-u", "../process/testdata/redis_py_sentinel.py", "kvorum"}, sentinels...)...)
 	p.cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
 	p.cmd.Stderr = &p.stderr
 	var err error
