@@ -447,21 +447,9 @@ func (d *decoder) zset(t byte) ([]ZMember, error) {
 			out = append(out, ZMember{Member: m, Score: f})
 		}
 	default:
-		s, err := d.string()
+		elems, err := d.packedPairs(t == typeZSetZiplist, "sorted set")
 		if err != nil {
 			return nil, err
-		}
-		var elems [][]byte
-		if t == typeZSetZiplist {
-			elems, err = d.ziplist(s)
-		} else {
-			elems, err = d.listpack(s)
-		}
-		if err != nil {
-			return nil, err
-		}
-		if len(elems)%2 != 0 {
-			return nil, formatErr("odd number of sorted set elements")
 		}
 		out = make([]ZMember, 0, len(elems)/2)
 		for i := 0; i < len(elems); i += 2 {
@@ -479,6 +467,27 @@ func (d *decoder) zset(t byte) ([]ZMember, error) {
 		}
 	}
 	return out, nil
+}
+
+// packedPairs reads a ziplist (or listpack) string of name, value pairs.
+func (d *decoder) packedPairs(ziplist bool, what string) ([][]byte, error) {
+	s, err := d.string()
+	if err != nil {
+		return nil, err
+	}
+	var elems [][]byte
+	if ziplist {
+		elems, err = d.ziplist(s)
+	} else {
+		elems, err = d.listpack(s)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(elems)%2 != 0 {
+		return nil, formatErr("odd number of %s elements", what)
+	}
+	return elems, nil
 }
 
 func (d *decoder) hash(t byte) ([]Field, error) {
@@ -510,21 +519,9 @@ func (d *decoder) hash(t byte) ([]Field, error) {
 			return nil, formatErr("%v", err)
 		}
 	default:
-		s, err := d.string()
+		elems, err := d.packedPairs(t == typeHashZiplist, "hash")
 		if err != nil {
 			return nil, err
-		}
-		var elems [][]byte
-		if t == typeHashZiplist {
-			elems, err = d.ziplist(s)
-		} else {
-			elems, err = d.listpack(s)
-		}
-		if err != nil {
-			return nil, err
-		}
-		if len(elems)%2 != 0 {
-			return nil, formatErr("odd number of hash elements")
 		}
 		out = make([]Field, 0, len(elems)/2)
 		for i := 0; i < len(elems); i += 2 {
