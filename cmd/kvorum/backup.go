@@ -227,6 +227,8 @@ func (p *progress) finish() {
 	}
 }
 
+// progressReader counts the bytes read from r and tells fn (if set) the
+// count after each read.
 type progressReader struct {
 	r  io.Reader
 	n  int64
@@ -236,6 +238,8 @@ type progressReader struct {
 func (p *progressReader) Read(b []byte) (int, error) {
 	n, err := p.r.Read(b)
 	p.n += int64(n)
-	p.fn(p.n)
+	if p.fn != nil {
+		p.fn(p.n)
+	}
 	return n, err
 }

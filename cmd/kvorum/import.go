@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -17,7 +16,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/kvorum/kvorum/internal/rdb"
-	"github.com/kvorum/kvorum/internal/tlsconf"
 )
 
 var importHelp = helpText{
@@ -171,19 +169,11 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	opts := &redis.Options{Addr: f.addr, Username: f.user, Password: f.password,
 		ReadTimeout: time.Minute, WriteTimeout: time.Minute, DisableIdentity: true}
 	if f.tls {
-		c := &tls.Config{InsecureSkipVerify: f.insecure} //nolint:gosec // asked for with --insecure
-		if f.caFile != "" {
-			if c.RootCAs, err = tlsconf.LoadCA(f.caFile); err != nil {
-				return err
-			}
+		c, err := clientTLSConfig(f.caFile, f.certFile, f.keyFile)
+		if err != nil {
+			return err
 		}
-		if f.certFile != "" {
-			cert, err := tls.LoadX509KeyPair(f.certFile, f.keyFile)
-			if err != nil {
-				return err
-			}
-			c.Certificates = []tls.Certificate{cert}
-		}
+		c.InsecureSkipVerify = f.insecure //nolint:gosec // asked for with --insecure
 		opts.TLSConfig = c
 	}
 	redis.SetLogger(quietLogger{}) // its dial retries: the errors are reported once, below
@@ -216,7 +206,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // importRDB reads the file from r and restores its keys through client,
 // batch by batch, calling progress now and then.
 func importRDB(ctx context.Context, f *importFlags, r io.Reader, client *redis.Client, st *importStats, progress func()) error {
-	counter := &countingReader{r: r}
+	counter := &progressReader{r: r}
 	rd, err := rdb.NewReader(counter)
 	if err != nil {
 		return fmt.Errorf("%s: %v", f.file, err)
@@ -308,19 +298,6 @@ func importRDB(ctx context.Context, f *importFlags, r io.Reader, client *redis.C
 type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
-
-// countingReader counts the bytes read from r: progress, when the rdb
-// reader's Offset is behind (it reads through its own buffer).
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
 
 func writeImportProgress(w io.Writer, st *importStats, elapsed time.Duration) {
 	rate := float64(st.imported) / max(elapsed.Seconds(), 1e-3)

@@ -224,6 +224,28 @@ func (s *ctlSecurity) check(set map[string]bool) error {
 	return nil
 }
 
+// clientTLSConfig is the TLS configuration of a client given --cacert
+// (the servers' CA; empty: the system's), --cert and --key (a client
+// certificate; empty: none).
+func clientTLSConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pool, err := tlsconf.LoadCA(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("--cacert: %v", err)
+		}
+		cfg.RootCAs = pool
+	}
+	if certFile != "" {
+		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--cert %s / --key %s: %v", certFile, keyFile, err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
+
 // client returns the HTTP client and the token to send ("" for none).
 func (s *ctlSecurity) client(timeout time.Duration) (*http.Client, string, error) {
 	token := s.token
@@ -241,20 +263,9 @@ func (s *ctlSecurity) client(timeout time.Duration) (*http.Client, string, error
 	if s.caFile == "" && s.certFile == "" {
 		return hc, token, nil
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	if s.caFile != "" {
-		pool, err := tlsconf.LoadCA(s.caFile)
-		if err != nil {
-			return nil, "", fmt.Errorf("--cacert: %v", err)
-		}
-		cfg.RootCAs = pool
-	}
-	if s.certFile != "" {
-		pair, err := tls.LoadX509KeyPair(s.certFile, s.keyFile)
-		if err != nil {
-			return nil, "", fmt.Errorf("--cert %s / --key %s: %v", s.certFile, s.keyFile, err)
-		}
-		cfg.Certificates = []tls.Certificate{pair}
+	cfg, err := clientTLSConfig(s.caFile, s.certFile, s.keyFile)
+	if err != nil {
+		return nil, "", err
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = cfg

@@ -501,32 +501,3 @@ func (c *respConn) probe() error {
 	_, err := c.readString()
 	return err
 }
-
-// readString reads one bulk or simple string reply ("" for a null).
-func (c *respConn) readString() (string, error) {
-	line, err := c.r.ReadSlice('\n')
-	if err != nil {
-		return "", err
-	}
-	if len(line) < 3 {
-		return "", fmt.Errorf("%s: malformed reply %q", c.addr, line)
-	}
-	if line[0] == '$' {
-		n, ok := parseLen(line[1 : len(line)-2])
-		if !ok {
-			return "", fmt.Errorf("%s: reply %q", c.addr, line)
-		}
-		if n < 0 {
-			return "", nil
-		}
-		b := make([]byte, n+2)
-		if _, err := io.ReadFull(c.r, b); err != nil {
-			return "", err
-		}
-		return string(b[:n]), nil
-	}
-	if line[0] == '-' {
-		return "", replyError(line[1 : len(line)-2])
-	}
-	return string(line[1 : len(line)-2]), nil
-}

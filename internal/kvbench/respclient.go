@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strconv"
 	"time"
 
 	"github.com/kvorum/kvorum/internal/resp/codec"
@@ -173,31 +172,7 @@ func (c *respConn) do(args ...string) (string, error) {
 	if _, err := c.nc.Write(codec.AppendCommand(nil, bs...)); err != nil {
 		return "", err
 	}
-	line, err := c.r.ReadSlice('\n')
-	if err != nil {
-		return "", err
-	}
-	if len(line) < 3 {
-		return "", fmt.Errorf("%s: malformed reply %q", c.addr, line)
-	}
-	body := string(line[1 : len(line)-2])
-	switch line[0] {
-	case '+', ':':
-		return body, nil
-	case '-':
-		return "", replyError(body)
-	case '$':
-		n, err := strconv.Atoi(body)
-		if err != nil || n < 0 {
-			return "", fmt.Errorf("%s: reply %q", c.addr, line)
-		}
-		b := make([]byte, n+2)
-		if _, err := io.ReadFull(c.r, b); err != nil {
-			return "", err
-		}
-		return string(b[:n]), nil
-	}
-	return "", fmt.Errorf("%s: unexpected reply %q", c.addr, line)
+	return c.readString()
 }
 
 // parseLen parses a reply header's count (a decimal, maybe negative).
@@ -222,4 +197,37 @@ func parseLen(b []byte) (int64, bool) {
 		n = -n
 	}
 	return n, true
+}
+
+// readString reads one bulk or simple string or integer reply ("" for a
+// null bulk string); an error reply is returned as a replyError.
+func (c *respConn) readString() (string, error) {
+	line, err := c.r.ReadSlice('\n')
+	if err != nil {
+		return "", err
+	}
+	if len(line) < 3 {
+		return "", fmt.Errorf("%s: malformed reply %q", c.addr, line)
+	}
+	body := line[1 : len(line)-2]
+	switch line[0] {
+	case '+', ':':
+		return string(body), nil
+	case '-':
+		return "", replyError(body)
+	case '$':
+		n, ok := parseLen(body)
+		if !ok {
+			return "", fmt.Errorf("%s: reply %q", c.addr, line)
+		}
+		if n < 0 {
+			return "", nil
+		}
+		b := make([]byte, n+2)
+		if _, err := io.ReadFull(c.r, b); err != nil {
+			return "", err
+		}
+		return string(b[:n]), nil
+	}
+	return "", fmt.Errorf("%s: unexpected reply %q", c.addr, line)
 }

@@ -66,6 +66,18 @@ func TestBackupRestoreCluster(t *testing.T) {
 	if err := w.Do(ctx, "ACL", "SETUSER", "alice", "on", ">pw", "~*", "+@all").Err(); err != nil {
 		t.Fatal(err)
 	}
+	// Replicated configuration, a lease and a lock held under it.
+	if err := w.Do(ctx, "CONFIG", "SET", "hash-max-listpack-entries", "7").Err(); err != nil {
+		t.Fatal(err)
+	}
+	lease, err := w.Do(ctx, "LEASE", "GRANT", "600000").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := w.Do(ctx, "LOCK", "ACQUIRE", "app:lock", lease).Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
 	// From a follower that did not take the writes itself: the read
 	// barrier makes it wait for them.
 	from := other%3 + 1
@@ -107,6 +119,15 @@ func TestBackupRestoreCluster(t *testing.T) {
 	}
 	if u, err := r.Do(ctx, "ACL", "GETUSER", "alice").Result(); err != nil || u == nil {
 		t.Fatalf("ACL GETUSER alice: %v, %v", u, err)
+	}
+	if cfg, err := r.ConfigGet(ctx, "hash-max-listpack-entries").Result(); err != nil || cfg["hash-max-listpack-entries"] != "7" {
+		t.Fatalf("CONFIG GET hash-max-listpack-entries: %v, %v; want 7", cfg, err)
+	}
+	if ttl, err := r.Do(ctx, "LEASE", "TTL", lease).Int64(); err != nil || ttl <= 0 {
+		t.Fatalf("LEASE TTL %d: %d, %v", lease, ttl, err)
+	}
+	if info, err := r.Do(ctx, "LOCK", "INFO", "app:lock").Result(); err != nil || !strings.Contains(fmt.Sprint(info), fmt.Sprint(token)) {
+		t.Fatalf("LOCK INFO app:lock: %v, %v; want the holder's token %d", info, err, token)
 	}
 	if err := r.Set(ctx, "new", "1", 0).Err(); err != nil {
 		t.Fatal(err)
