@@ -38,6 +38,27 @@ func firstArgWithBlank(args []string) bool {
 	return false
 }
 
+// starAmongPatterns reports a selector whose key patterns include "~*"
+// next to others: "%RW~*" (or "%R~*" then "%W~*") adds "*" as a
+// pattern, as in Redis 7.0, and Redis describes it as "~*", which reads
+// back as allkeys and drops the other patterns (redis-server does the
+// same; testdata/diff/misc.txt records it).
+func starAmongPatterns(desc string) bool {
+	for _, sel := range strings.Split(desc, " (") {
+		n, star := 0, false
+		for _, f := range strings.Fields(strings.Trim(sel, "()")) {
+			if f[0] == '~' || f[0] == '%' {
+				n++
+				star = star || f == "~*"
+			}
+		}
+		if star && n > 1 {
+			return true
+		}
+	}
+	return false
+}
+
 var fuzzSeeds = []string{
 	"on >pw ~foo* &ch* +@read -get +config|get",
 	"on nopass %R~r* %W~w* %RW~x resetchannels &n +@all -@dangerous -config|set",
@@ -77,7 +98,7 @@ func FuzzRules(f *testing.F) {
 		u := reg.User("u")
 		desc := u.Describe()
 		_ = u.Info()
-		if !reparseable(desc) || firstArgWithBlank(args) {
+		if !reparseable(desc) || firstArgWithBlank(args) || starAmongPatterns(desc) {
 			return
 		}
 		again := acl.NewRegistry(commands)
@@ -106,6 +127,7 @@ func FuzzACLFile(f *testing.F) {
 	f.Add("user a (~x +get\n")
 	f.Add("# c\nuser\n\nuser  x\r\nuser a\tb\n")
 	f.Add("user d on (~a +get) (%R~b &n)\nuser e on ~x ~* +nonexist bogus\n")
+	f.Add("user s on ~k %RW~* %R~x\nuser t on (~k %R~* %W~*)\n")
 	f.Fuzz(func(t *testing.T, content string) {
 		reg := acl.NewRegistry(commands)
 		if err := reg.SetUser("keep", "on", "~k", "+get"); err != nil {
@@ -130,7 +152,7 @@ func FuzzACLFile(f *testing.F) {
 		}
 		saved := reg.SaveFile()
 		for _, l := range reg.Lines() {
-			if !reparseable(l) {
+			if !reparseable(l) || starAmongPatterns(l) {
 				return
 			}
 		}
