@@ -31,6 +31,7 @@ kvorum ctl [--addr HOST:PORT] [--json] member list
 kvorum ctl [--addr HOST:PORT] [--json] member add ID PEERADDR
 kvorum ctl [--addr HOST:PORT] [--json] member remove ID
 kvorum ctl [--addr HOST:PORT] [--json] transfer-leader ID
+kvorum ctl [--addr HOST:PORT] [--json] range list
 kvorum ctl [--addr HOST:PORT] backup --out FILE`,
 	description: `
 Talks to one node's admin HTTP API (see 'kvorum start --admin-addr').
@@ -48,6 +49,11 @@ Talks to one node's admin HTTP API (see 'kvorum start --admin-addr').
                        it by hand
   member remove ID     remove node ID from the cluster
   transfer-leader ID   move leadership to node ID and wait until it holds
+  range list           the ranges (Raft groups) this node holds a replica
+                       of: generation, its replica's role, the leader, the
+                       replicas, the applied index and the approximate size
+                       of the range's data on this node (one range today:
+                       the keyspace is not split yet)
   backup --out FILE    stream a consistent backup of the cluster's data from
                        this node into FILE: every write acknowledged before
                        the command started is in it, at one Raft index
@@ -90,7 +96,7 @@ func newCtlFlags() *ctlFlags {
 
 // ctlCommand is a parsed ctl invocation.
 type ctlCommand struct {
-	op       string // status, health, member-list, member-add, member-remove, transfer-leader
+	op       string // status, health, member-list, member-add, member-remove, transfer-leader, range-list
 	id       uint64
 	peerAddr string
 }
@@ -120,7 +126,7 @@ func parseCtl(args []string, stdout io.Writer) (*ctlFlags, ctlCommand, error) {
 		return nil, ctlCommand{}, bad("%v", err)
 	}
 	if len(pos) == 0 {
-		return nil, ctlCommand{}, bad("missing subcommand: status, health, member list, member add, member remove, transfer-leader or backup")
+		return nil, ctlCommand{}, bad("missing subcommand: status, health, member list, member add, member remove, transfer-leader, range list or backup")
 	}
 	nargs := func(n int, usage string) error {
 		if len(pos) != n {
@@ -170,6 +176,17 @@ func parseCtl(args []string, stdout io.Writer) (*ctlFlags, ctlCommand, error) {
 		default:
 			return nil, c, bad("unknown member subcommand %q (want list, add or remove)", pos[1])
 		}
+	case "range", "ranges":
+		if len(pos) < 2 {
+			return nil, c, bad("usage: kvorum ctl range list")
+		}
+		switch pos[1] {
+		case "list", "ls":
+			c.op = "range-list"
+			err = nargs(2, "range list")
+		default:
+			return nil, c, bad("unknown range subcommand %q (want list)", pos[1])
+		}
 	case "transfer-leader":
 		c.op = "transfer-leader"
 		if err = nargs(2, "transfer-leader ID"); err == nil {
@@ -181,7 +198,7 @@ func parseCtl(args []string, stdout io.Writer) (*ctlFlags, ctlCommand, error) {
 			err = bad("backup needs --out FILE")
 		}
 	default:
-		return nil, c, bad("unknown subcommand %q (want status, health, member, transfer-leader or backup)", pos[0])
+		return nil, c, bad("unknown subcommand %q (want status, health, member, range, transfer-leader or backup)", pos[0])
 	}
 	if f.out != "" && c.op != "backup" {
 		return nil, c, bad("--out is for backup only")
@@ -343,6 +360,11 @@ func (c *ctlClient) run(ctx context.Context, cmd ctlCommand, asJSON bool, stdout
 		if raw, err = c.call(ctx, http.MethodGet, "/v1/members", nil, &mr); err == nil && !asJSON {
 			writeMembers(stdout, mr)
 		}
+	case "range-list":
+		var rr admin.RangesResponse
+		if raw, err = c.call(ctx, http.MethodGet, "/v1/ranges", nil, &rr); err == nil && !asJSON {
+			writeRanges(stdout, rr)
+		}
 	case "member-add":
 		if !asJSON {
 			fmt.Fprintf(stderr, "adding node %d (%s); waiting until it has caught up and is a voter...\n", cmd.id, cmd.peerAddr)
@@ -500,6 +522,51 @@ func writeMembers(w io.Writer, mr admin.MembersResponse) {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", m.ID, m.PeerAddr, role, match)
 	}
 	tw.Flush()
+}
+
+// writeRanges prints one line per range: the replicas as node ids, the
+// leader's marked with '*' and learners' with '(l)'.
+func writeRanges(w io.Writer, rr admin.RangesResponse) {
+	if len(rr.Ranges) == 0 {
+		fmt.Fprintln(w, "no ranges")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RANGE	GEN	ROLE	LEADER	TERM	APPLIED	REPLICAS	SIZE")
+	for _, r := range rr.Ranges {
+		reps := make([]string, 0, len(r.Replicas))
+		for _, m := range r.Replicas {
+			s := strconv.FormatUint(m.ID, 10)
+			if m.ID == r.Leader {
+				s += "*"
+			}
+			if m.Learner {
+				s += "(l)"
+			}
+			reps = append(reps, s)
+		}
+		leader := "-"
+		if r.Leader != 0 {
+			leader = strconv.FormatUint(r.Leader, 10)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%d\t%s\t%s\n", r.RangeID, r.Generation, r.Role, leader, r.Term,
+			r.AppliedIndex, strings.Join(reps, ","), sizeString(r.ApproximateBytes))
+	}
+	tw.Flush()
+}
+
+// sizeString prints a byte count in binary units, one decimal.
+func sizeString(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 func orDash(s string) string {

@@ -403,6 +403,7 @@ type fakeNode struct {
 	addErr  error
 	lastOp  string
 	lastCtx bool
+	ranges  []admin.Range
 }
 
 func (f *fakeNode) Status() admin.Status { return f.st }
@@ -429,6 +430,10 @@ func (f *fakeNode) TransferLeader(ctx context.Context, id uint64) error {
 	f.lastOp = fmt.Sprintf("transfer %d", id)
 	f.st.Leader = id
 	return nil
+}
+
+func (f *fakeNode) Ranges() admin.RangesResponse {
+	return admin.RangesResponse{NodeID: f.st.NodeID, Ranges: f.ranges}
 }
 
 func newCtlServer(t *testing.T) (*fakeNode, string) {
@@ -521,6 +526,40 @@ func TestCtlMembers(t *testing.T) {
 	code, out, _ = runCmd("ctl", "--addr", addr, "transfer-leader", "3")
 	if code != 0 || f.lastOp != "transfer 3" || out != "node 3 is now the leader\n" {
 		t.Errorf("transfer-leader: %d %q %q", code, f.lastOp, out)
+	}
+}
+
+func TestCtlRanges(t *testing.T) {
+	f, addr := newCtlServer(t)
+	code, out, _ := runCmd("ctl", "--addr", addr, "range", "list")
+	if code != 0 || out != "no ranges\n" {
+		t.Errorf("range list, none: %d %q", code, out)
+	}
+	f.ranges = []admin.Range{
+		{RangeID: 1, Generation: 3, Role: "leader", Leader: 1, Term: 7, AppliedIndex: 42, ApproximateBytes: 3 << 20,
+			Replicas: []admin.Member{{ID: 1}, {ID: 2}, {ID: 3}, {ID: 4, Learner: true}}},
+		{RangeID: 2, Generation: 1, Role: "follower", Term: 2, AppliedIndex: 10, ApproximateBytes: 512,
+			Replicas: []admin.Member{{ID: 2}, {ID: 3}}},
+	}
+	code, out, _ = runCmd("ctl", "--addr", addr, "ranges", "ls")
+	want := `RANGE  GEN  ROLE      LEADER  TERM  APPLIED  REPLICAS     SIZE
+1      3    leader    1       7     42       1*,2,3,4(l)  3.0 MiB
+2      1    follower  -       2     10       2,3          512 B
+`
+	if code != 0 || out != want {
+		t.Errorf("range list: %d\n%s\nwant:\n%s", code, out, want)
+	}
+	code, out, _ = runCmd("ctl", "--addr", addr, "--json", "range", "list")
+	if code != 0 || !strings.Contains(out, `"range_id": 2`) || !strings.Contains(out, `"approximate_bytes": 3145728`) {
+		t.Errorf("range list --json: %d\n%s", code, out)
+	}
+	code, _, errOut := runCmd("ctl", "--addr", addr, "range", "split")
+	if code != 2 || !strings.Contains(errOut, `unknown range subcommand "split"`) {
+		t.Errorf("range split: %d %q", code, errOut)
+	}
+	code, _, errOut = runCmd("ctl", "--addr", addr, "range")
+	if code != 2 || !strings.Contains(errOut, "usage: kvorum ctl range list") {
+		t.Errorf("range: %d %q", code, errOut)
 	}
 }
 

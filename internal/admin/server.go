@@ -121,6 +121,7 @@ func New(cfg Config) *Server {
 	})
 	s.route(mux, "/v1/members/{id}", "member", map[string]http.HandlerFunc{http.MethodDelete: s.removeMember})
 	s.route(mux, "/v1/transfer-leader", "transfer-leader", map[string]http.HandlerFunc{http.MethodPost: s.transferLeader})
+	s.route(mux, "/v1/ranges", "ranges", map[string]http.HandlerFunc{http.MethodGet: s.ranges})
 	s.route(mux, "/v1/backup", "backup", map[string]http.HandlerFunc{http.MethodGet: s.backup})
 	s.route(mux, "/", "other", map[string]http.HandlerFunc{})
 	if cfg.Pprof {
@@ -299,6 +300,14 @@ func (s *Server) members() MembersResponse {
 		m = []Member{}
 	}
 	return MembersResponse{NodeID: st.NodeID, Leader: st.Leader, Members: m}
+}
+
+func (s *Server) ranges(w http.ResponseWriter, r *http.Request) {
+	rs := s.node.Ranges()
+	if rs.Ranges == nil {
+		rs.Ranges = []Range{}
+	}
+	writeJSON(w, http.StatusOK, rs)
 }
 
 func (s *Server) listMembers(w http.ResponseWriter, r *http.Request) {

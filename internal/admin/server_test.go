@@ -92,6 +92,12 @@ func (f *fakeNode) TransferLeader(ctx context.Context, id uint64) error {
 	return f.op(ctx, fmt.Sprintf("transfer %d", id), func() { f.status.Leader = id })
 }
 
+func (f *fakeNode) Ranges() RangesResponse {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return RangesResponse{NodeID: f.status.NodeID, Ranges: []Range{{RangeID: 1, Leader: f.status.Leader, Role: f.status.Role}}}
+}
+
 func (f *fakeNode) lastCall() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -480,5 +486,20 @@ func TestCloseBeforeServe(t *testing.T) {
 	defer l.Close()
 	if err := s.Serve(l); err != nil {
 		t.Fatalf("Serve after Close = %v", err)
+	}
+}
+
+func TestRanges(t *testing.T) {
+	ts := newTestServer(t, newFake(), nil)
+	r := do(t, ts, "GET", "/v1/ranges", "")
+	var rr RangesResponse
+	if err := json.Unmarshal([]byte(r.body), &rr); err != nil || r.code != 200 {
+		t.Fatalf("ranges = %d %s %v", r.code, r.body, err)
+	}
+	if len(rr.Ranges) != 1 || rr.Ranges[0].RangeID != 1 || rr.Ranges[0].Leader != 1 {
+		t.Fatalf("ranges = %+v", rr)
+	}
+	if r := do(t, ts, "POST", "/v1/ranges", "{}"); r.code != 405 {
+		t.Fatalf("POST /v1/ranges = %d %s", r.code, r.body)
 	}
 }

@@ -17,6 +17,8 @@ type NodeAPI interface {
 	RemoveMember(ctx context.Context, id uint64) error
 	// TransferLeader moves leadership to node id and waits until it holds.
 	TransferLeader(ctx context.Context, id uint64) error
+	// Ranges reports the node's replicas, by range id.
+	Ranges() RangesResponse
 }
 
 // Status is a node's view of itself and the cluster, as GET /v1/status and
@@ -119,4 +121,31 @@ var (
 // precedence over the sentinel errors above.
 type HTTPStatuser interface {
 	HTTPStatus() int
+}
+
+// Range is one range (a Raft group owning an interval of hash slots) as
+// the answering node's replica of it sees it: GET /v1/ranges, `kvorum ctl
+// range list`.
+type Range struct {
+	RangeID    uint64 `json:"range_id"`
+	Generation uint64 `json:"generation"`
+	// Replicas are the range's voters and learners; Match is filled only
+	// when the answering node leads the range.
+	Replicas []Member `json:"replicas"`
+	Leader   uint64   `json:"leader"` // 0 = unknown
+	// Role is the answering node's replica's: leader, follower, ...
+	Role         string `json:"role"`
+	Term         uint64 `json:"term"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+	// ApproximateBytes is Pebble's estimate of the disk space of the
+	// range's data on the answering node (compressed sstables; writes
+	// still in the memtable are not counted).
+	ApproximateBytes uint64 `json:"approximate_bytes"`
+}
+
+// RangesResponse is the body of GET /v1/ranges.
+type RangesResponse struct {
+	NodeID uint64  `json:"node_id"`
+	Ranges []Range `json:"ranges"`
 }

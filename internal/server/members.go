@@ -131,13 +131,7 @@ func (n *Node) Status() admin.Status {
 	if l := n.PeerAddr(); l != out.PeerAddr {
 		out.PeerListenAddr = l
 	}
-	for _, rep := range st.Descriptor.Replicas {
-		m := admin.Member{ID: uint64(rep.NodeID), PeerAddr: rep.PeerAddr, Learner: rep.Learner}
-		if pr, ok := st.Progress[uint64(rep.NodeID)]; ok {
-			m.Match = pr.Match
-		}
-		out.Members = append(out.Members, m)
-	}
+	out.Members = members(st)
 	out.Ready = n.ready()
 	return out
 }
@@ -166,3 +160,4 @@ func (a *adminAPI) RemoveMember(ctx context.Context, id uint64) error {
 func (a *adminAPI) TransferLeader(ctx context.Context, id uint64) error {
 	return (*Node)(a).TransferLeader(ctx, id)
 }
+func (a *adminAPI) Ranges() admin.RangesResponse { return (*Node)(a).Ranges() }

@@ -1,0 +1,54 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestRangesReport: every node reports its one replica of range 1, with
+// the cluster's replicas and leader, the leader's view of their logs on
+// the leader only, and a size that grows with the data.
+func TestRangesReport(t *testing.T) {
+	c := newTestCluster(t, 3)
+	lead := c.waitLeader()
+	ctx := context.Background()
+	before := c.node(lead).Ranges()
+	r := c.client(lead)
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for i := range 300 {
+		val := make([]byte, 4096)
+		for j := range val {
+			val[j] = byte(rnd.Uint32())
+		}
+		if err := r.Set(ctx, fmt.Sprintf("k%d", i), val, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.node(lead).db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for id := uint64(1); id <= 3; id++ {
+		rr := c.node(id).Ranges()
+		if rr.NodeID != id || len(rr.Ranges) != 1 {
+			t.Fatalf("node %d: %+v", id, rr)
+		}
+		rg := rr.Ranges[0]
+		if rg.RangeID != 1 || rg.Leader != lead || len(rg.Replicas) != 3 || rg.Term == 0 || rg.AppliedIndex == 0 {
+			t.Fatalf("node %d: range %+v", id, rg)
+		}
+		if want := map[bool]string{true: "leader", false: "follower"}[id == lead]; rg.Role != want {
+			t.Fatalf("node %d: role %q, want %q", id, rg.Role, want)
+		}
+		for _, m := range rg.Replicas {
+			if (id == lead) != (m.Match > 0) {
+				t.Fatalf("node %d (leader %d): replica %+v", id, lead, m)
+			}
+		}
+	}
+	after := c.node(lead).Ranges().Ranges[0]
+	if after.ApproximateBytes < before.Ranges[0].ApproximateBytes+300*4096/2 {
+		t.Fatalf("size %d after 1.2 MB of writes (before %d)", after.ApproximateBytes, before.Ranges[0].ApproximateBytes)
+	}
+}
