@@ -50,12 +50,15 @@ type Result struct {
 	Died          []string // nodes that stopped by themselves (fatal errors)
 	Locks         []string // lock safety violations (locks.go)
 	LockGrants    int      // lock grants the lock clients used
+	Bank          []string // audits that saw a transfer half-applied (bank.go)
+	BankTransfers int      // acknowledged transfers
+	BankAudits    int      // successful audits
 	CatchUps      int      // restarts and joins that had to catch up
 }
 
 // Failed reports whether the run found a violation.
 func (r *Result) Failed() bool {
-	return !r.Linearizable && !r.CheckTimedOut || len(r.Lost) > 0 || len(r.TTL) > 0 || r.Diverged != "" || r.Recovery != "" || len(r.Died) > 0 || len(r.Locks) > 0
+	return !r.Linearizable && !r.CheckTimedOut || len(r.Lost) > 0 || len(r.TTL) > 0 || r.Diverged != "" || r.Recovery != "" || len(r.Died) > 0 || len(r.Locks) > 0 || len(r.Bank) > 0
 }
 
 // Summary is a one-paragraph account of the run.
@@ -77,6 +80,10 @@ func (r *Result) Summary() string {
 	fmt.Fprintf(&b, "; %d lock grants", r.LockGrants)
 	if len(r.Locks) > 0 {
 		fmt.Fprintf(&b, "; LOCK VIOLATIONS: %v", first(r.Locks, 5))
+	}
+	fmt.Fprintf(&b, "; %d bank transfers, %d audits", r.BankTransfers, r.BankAudits)
+	if len(r.Bank) > 0 {
+		fmt.Fprintf(&b, "; BANK AUDITS BROKEN: %v", first(r.Bank, 3))
 	}
 	if len(r.Lost) > 0 {
 		fmt.Fprintf(&b, "; %d acknowledged writes LOST: %v", len(r.Lost), first(r.Lost, 5))
@@ -154,6 +161,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		locks = lockWorkers(wctx, c.clientAddrs())
 	}()
 
+	var bank *bankWorkload
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		bank = bankWorkers(wctx, cfg.Seed, c.clientAddrs())
+	}()
+
 	var ttlAcked []string
 	wg.Add(1)
 	go func() {
@@ -208,6 +222,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			res.TTL = verifyTTL(vctx, lead.cfg.ClientAddr, ttlAcked, time.Duration(c.maxAhead.Load())*time.Millisecond)
 			res.Locks = locks.verify(vctx, lead.cfg.ClientAddr)
 			res.LockGrants = len(locks.grants)
+			res.Bank = bank.verify(vctx, lead.cfg.ClientAddr)
+			bank.mu.Lock()
+			res.BankTransfers, res.BankAudits = bank.transfers, bank.audits
+			bank.mu.Unlock()
 		}
 		cancel()
 		if msg := c.converge(ctx, 20*time.Second); msg != "" {

@@ -131,7 +131,7 @@ func TestTorture(t *testing.T) {
 		}
 	}
 	var mu sync.Mutex
-	var ops, faults, catchUps, timedOut, failed int
+	var ops, faults, catchUps, timedOut, failed, transfers, audits int
 	n3 := 0
 	for _, j := range jobs {
 		if j.nodes == 3 {
@@ -153,6 +153,8 @@ func TestTorture(t *testing.T) {
 					faults += n
 				}
 				catchUps += res.CatchUps
+				transfers += res.BankTransfers
+				audits += res.BankAudits
 				if res.CheckTimedOut {
 					timedOut++
 				}
@@ -171,8 +173,11 @@ func TestTorture(t *testing.T) {
 	})
 	// Printed, not logged: `make torture` reports these figures without -v
 	// (docs/reliability.md quotes them).
-	fmt.Printf("torture: %d schedules (%d on 3 nodes, %d on 5), %d operations, %d faults injected, %d restarts/joins caught up, %d checks timed out, %d failed\n",
-		len(jobs), n3, len(jobs)-n3, ops, faults, catchUps, timedOut, failed)
+	fmt.Printf("torture: %d schedules (%d on 3 nodes, %d on 5), %d operations, %d faults injected, %d restarts/joins caught up, %d bank transfers and %d audits, %d checks timed out, %d failed\n",
+		len(jobs), n3, len(jobs)-n3, ops, faults, catchUps, transfers, audits, timedOut, failed)
+	if transfers == 0 || audits == 0 {
+		t.Errorf("the bank workload made %d transfers and %d audits in the whole sweep", transfers, audits)
+	}
 }
 
 // The suite must be able to fail: with a deliberately broken node it has
