@@ -142,19 +142,21 @@ func TestParseChaos(t *testing.T) {
 
 // chaosVerdict is the part of `kvorum chaos --json` the test checks.
 type chaosVerdict struct {
-	Result       string         `json:"result"`
-	Violations   []string       `json:"violations"`
-	Mode         string         `json:"mode"`
-	ModeReason   string         `json:"mode_reason"`
-	Seed         int64          `json:"seed"`
-	FaultsTotal  int            `json:"faults_total"`
-	Faults       map[string]int `json:"faults"`
-	Linearizable string         `json:"linearizable"`
-	Lost         int            `json:"lost_writes"`
-	AckedDurable int            `json:"acked_durable_keys"`
-	Converged    bool           `json:"replicas_converged"`
-	LongestGap   float64        `json:"longest_unavailability_s"`
-	Ops          struct {
+	Result        string         `json:"result"`
+	Violations    []string       `json:"violations"`
+	Mode          string         `json:"mode"`
+	ModeReason    string         `json:"mode_reason"`
+	Seed          int64          `json:"seed"`
+	FaultsTotal   int            `json:"faults_total"`
+	Faults        map[string]int `json:"faults"`
+	Linearizable  string         `json:"linearizable"`
+	Lost          int            `json:"lost_writes"`
+	AckedDurable  int            `json:"acked_durable_keys"`
+	Converged     bool           `json:"replicas_converged"`
+	LongestGap    float64        `json:"longest_unavailability_s"`
+	BankTransfers int            `json:"bank_transfers"`
+	BankAudits    int            `json:"bank_audits"`
+	Ops           struct {
 		Invoked  int `json:"invoked"`
 		Ok       int `json:"ok"`
 		Failed   int `json:"failed"`
@@ -199,6 +201,9 @@ func TestChaosCommand(t *testing.T) {
 			}
 			if v.Mode != mode {
 				t.Errorf("ran in mode %q (%s), want %q", v.Mode, v.ModeReason, mode)
+			}
+			if v.BankTransfers == 0 || v.BankAudits == 0 {
+				t.Errorf("bank transfers %d, audits %d: want both > 0", v.BankTransfers, v.BankAudits)
 			}
 			if v.FaultsTotal == 0 || v.Ops.Invoked == 0 || v.Ops.OkWrites == 0 || v.AckedDurable == 0 {
 				t.Errorf("faults %d, operations %d, ok writes %d, acknowledged durable keys %d: want all > 0",

@@ -224,6 +224,8 @@ func (r *runner) execute(ctx context.Context) error {
 		wdone <- check.RunWorkload(wctx, check.WorkloadConfig{Addrs: addrs, Clients: cfg.Clients, Keys: cfg.Keys,
 			Seed: cfg.Seed, OpTimeout: cfg.OpTimeout, Durable: true}, r.rec)
 	}()
+	bdone := make(chan *check.Bank, 1)
+	go func() { bdone <- check.RunBank(wctx, cfg.Seed, addrs) }()
 	workloadStart := r.rec.Now()
 	r.say("workload started: %d clients over %d nodes", cfg.Clients, len(addrs))
 	if _, ok := r.waitWriteAfter(ctx, workloadStart, cfg.RecoveryTimeout); !ok {
@@ -309,6 +311,12 @@ func (r *runner) execute(ctx context.Context) error {
 	case <-time.After(cfg.OpTimeout + 30*time.Second):
 		return errors.New("the workload did not stop")
 	}
+	var bank *check.Bank
+	select {
+	case bank = <-bdone:
+	case <-time.After(30 * time.Second):
+		return errors.New("the bank workload did not stop")
+	}
 	st := r.rec.Stats()
 	v.Ops = OpCounts{Invoked: st.Invoked, Ok: st.Ok, Failed: st.Failed, Unknown: st.Unknown, Writes: st.Writes, OkWrites: st.OkWrites}
 	gap, gapAt := r.rec.LongestGap(workloadStart, r.rec.Now())
@@ -353,6 +361,16 @@ func (r *runner) execute(ctx context.Context) error {
 	r.say("read back %d acknowledged durability keys and %d list appends through every node: %d lost", v.AckedDurable, v.AckedAppends, v.Lost)
 	if v.Lost > 0 {
 		r.violation("%d acknowledged writes lost or corrupted (e.g. %s)", v.Lost, strings.Join(v.LostSample[:min(3, len(v.LostSample))], "; "))
+	}
+
+	// Transfers between accounts: never seen half-applied.
+	vctx, cancel := context.WithTimeout(ctx, cfg.RecoveryTimeout)
+	broken := bank.Verify(vctx, c.procs[0].addrs.Client)
+	cancel()
+	v.BankTransfers, v.BankAudits = bank.Counts()
+	r.say("bank: %d transfers, %d audits, %d broken", v.BankTransfers, v.BankAudits, len(broken))
+	for _, b := range broken[:min(5, len(broken))] {
+		r.violation("bank audit: %s", b)
 	}
 
 	// Replicas converge to the same applied index.

@@ -52,6 +52,12 @@ type Verdict struct {
 	Lost         int      `json:"lost_writes"`
 	LostSample   []string `json:"lost_sample,omitempty"`
 
+	// Bank transfers (check.Bank): acknowledged transfers and audits
+	// that read every account at once; an audit that saw a transfer
+	// half-applied is a violation.
+	BankTransfers int `json:"bank_transfers"`
+	BankAudits    int `json:"bank_audits"`
+
 	LongestGap   Seconds `json:"longest_unavailability_s"`
 	LongestGapAt Seconds `json:"longest_unavailability_at_s"`
 
@@ -147,6 +153,7 @@ func (v *Verdict) WriteText(w io.Writer) {
 	}
 	row("linearizable", "%s", lin)
 	row("acknowledged writes lost", "%d (of %d durability keys and %d list appends, read back through every node)", v.Lost, v.AckedDurable, v.AckedAppends)
+	row("bank transfers", "%d acknowledged, %d audits of every account (each must sum to 0)", v.BankTransfers, v.BankAudits)
 	row("longest unavailability", "%s with no successful write, from t=%.1fs", v.LongestGap, float64(v.LongestGapAt))
 	row("replicas", "%s", appliedText(v))
 	dataState := "removed"

@@ -50,7 +50,7 @@ type Result struct {
 	Died          []string // nodes that stopped by themselves (fatal errors)
 	Locks         []string // lock safety violations (locks.go)
 	LockGrants    int      // lock grants the lock clients used
-	Bank          []string // audits that saw a transfer half-applied (bank.go)
+	Bank          []string // audits that saw a transfer half-applied (check.Bank)
 	BankTransfers int      // acknowledged transfers
 	BankAudits    int      // successful audits
 	CatchUps      int      // restarts and joins that had to catch up
@@ -161,11 +161,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		locks = lockWorkers(wctx, c.clientAddrs())
 	}()
 
-	var bank *bankWorkload
+	var bank *check.Bank
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		bank = bankWorkers(wctx, cfg.Seed, c.clientAddrs())
+		bank = check.RunBank(wctx, cfg.Seed, c.clientAddrs())
 	}()
 
 	var ttlAcked []string
@@ -222,10 +222,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			res.TTL = verifyTTL(vctx, lead.cfg.ClientAddr, ttlAcked, time.Duration(c.maxAhead.Load())*time.Millisecond)
 			res.Locks = locks.verify(vctx, lead.cfg.ClientAddr)
 			res.LockGrants = len(locks.grants)
-			res.Bank = bank.verify(vctx, lead.cfg.ClientAddr)
-			bank.mu.Lock()
-			res.BankTransfers, res.BankAudits = bank.transfers, bank.audits
-			bank.mu.Unlock()
+			res.Bank = bank.Verify(vctx, lead.cfg.ClientAddr)
+			res.BankTransfers, res.BankAudits = bank.Counts()
 		}
 		cancel()
 		if msg := c.converge(ctx, 20*time.Second); msg != "" {

@@ -1,4 +1,4 @@
-package torture
+package check
 
 import (
 	"context"
@@ -20,7 +20,7 @@ func TestBankSum(t *testing.T) {
 	if _, bad := bankSum([]any{"5", "x"}); !strings.Contains(bad, "bank:1 holds x") {
 		t.Fatalf("bad %q", bad)
 	}
-	w := &bankWorkload{}
+	w := &Bank{}
 	w.note("MGET", []any{"1", nil, "-1"})
 	w.note("MGET", []any{"1", "-2"})
 	if w.audits != 2 || len(w.errs) != 1 || !strings.Contains(w.errs[0], "sum to -1") {
@@ -44,7 +44,7 @@ func TestBankCatchesHalfTransfers(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = localsrv.StopAll(procs) })
 
-	run := func(rogue bool) *bankWorkload {
+	run := func(rogue bool) *Bank {
 		wctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
 		defer cancel()
 		var wg sync.WaitGroup
@@ -61,9 +61,9 @@ func TestBankCatchesHalfTransfers(t *testing.T) {
 				}
 			}()
 		}
-		w := bankWorkers(wctx, 1, addrs)
+		w := RunBank(wctx, 1, addrs)
 		wg.Wait()
-		w.verify(ctx, addrs[0])
+		w.Verify(ctx, addrs[0])
 		return w
 	}
 	honest := run(false)

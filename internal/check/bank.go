@@ -1,4 +1,4 @@
-package torture
+package check
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The bank workload runs beside the others in every torture run: its
+// The bank workload runs beside the others in every torture and chaos run: its
 // clients move amounts between accounts atomically while faults fire, and
 // an auditor reads every account at once. Money is neither made nor lost,
 // so every audit must sum to zero: an audit that does not saw a transfer
@@ -41,16 +41,18 @@ var bankKeys = func() []string {
 // bankScript moves ARGV[1] from KEYS[1] to KEYS[2].
 const bankScript = `redis.call('DECRBY', KEYS[1], ARGV[1]); return redis.call('INCRBY', KEYS[2], ARGV[1])`
 
-type bankWorkload struct {
+// Bank is a running or finished bank workload.
+type Bank struct {
 	mu        sync.Mutex
 	transfers int      // acknowledged
 	audits    int      // successful reads of every account
 	errs      []string // audits that did not sum to zero
 }
 
-// bankWorkers runs the transfer clients and one auditor until ctx ends.
-func bankWorkers(ctx context.Context, seed int64, addrs []string) *bankWorkload {
-	w := &bankWorkload{}
+// RunBank runs the transfer clients and one auditor through addrs until
+// ctx ends.
+func RunBank(ctx context.Context, seed int64, addrs []string) *Bank {
+	w := &Bank{}
 	var wg sync.WaitGroup
 	for i := 0; i < bankClients; i++ {
 		wg.Add(1)
@@ -85,7 +87,7 @@ func closeAll(cl []*redis.Client) {
 
 // transferer moves 1–9 between two or three accounts, through the nodes in
 // turn, by MULTI/EXEC, by a script, or (three accounts) by MULTI/EXEC.
-func (w *bankWorkload) transferer(ctx context.Context, rng *rand.Rand, id int, addrs []string) {
+func (w *Bank) transferer(ctx context.Context, rng *rand.Rand, id int, addrs []string) {
 	cl := bankClientsFor(addrs)
 	defer closeAll(cl)
 	for n := id; ctx.Err() == nil; n++ {
@@ -127,7 +129,7 @@ func (w *bankWorkload) transferer(ctx context.Context, rng *rand.Rand, id int, a
 
 // auditor reads every account at once, by MGET and by MULTI/EXEC of GETs,
 // through the nodes in turn.
-func (w *bankWorkload) auditor(ctx context.Context, addrs []string) {
+func (w *Bank) auditor(ctx context.Context, addrs []string) {
 	cl := bankClientsFor(addrs)
 	defer closeAll(cl)
 	for n := 0; ctx.Err() == nil; n++ {
@@ -170,7 +172,7 @@ func audit(ctx context.Context, c *redis.Client, mget bool) (string, []any, erro
 }
 
 // note records an audit, and a violation if it does not sum to zero.
-func (w *bankWorkload) note(how string, vals []any) {
+func (w *Bank) note(how string, vals []any) {
 	sum, bad := bankSum(vals)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -198,9 +200,9 @@ func bankSum(vals []any) (int64, string) {
 	return sum, ""
 }
 
-// verify audits once more through addr after recovery and returns every
+// Verify audits once more through addr after recovery and returns every
 // violation seen.
-func (w *bankWorkload) verify(ctx context.Context, addr string) []string {
+func (w *Bank) Verify(ctx context.Context, addr string) []string {
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 3})
 	defer c.Close()
 	if _, vals, err := audit(ctx, c, true); err != nil {
@@ -213,4 +215,11 @@ func (w *bankWorkload) verify(ctx context.Context, addr string) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.errs
+}
+
+// Counts returns the acknowledged transfers and the successful audits.
+func (w *Bank) Counts() (transfers, audits int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.transfers, w.audits
 }
