@@ -22,7 +22,7 @@ func init() {
 	add("persistence is always on: every acknowledged write is fsynced on a majority",
 		"save", "bgsave", "bgrewriteaof", "lastsave", "wait", "waitaof")
 	add("replication is Raft's; use `kvorum ctl` to manage members",
-		"replicaof", "slaveof", "sync", "psync", "failover", "cluster", "asking")
+		"replicaof", "slaveof", "sync", "psync", "failover")
 	add("kvorum does not expose server internals through this command; see /metrics on the admin port",
 		"debug", "pfdebug", "pfselftest", "monitor", "module", "memory", "shutdown", "lolwut")
 	// SLOWLOG is answered by the node a client is connected to (package

@@ -138,7 +138,7 @@ func connCommands() []*command {
 	for _, c := range cmds {
 		c.spec.Group = "connection"
 	}
-	cmds = append(cmds, configCommand(), slowlogCommand(), latencyCommand(), aclCommand(), sentinelCommand(), roleCommand())
+	cmds = append(cmds, configCommand(), slowlogCommand(), latencyCommand(), aclCommand(), sentinelCommand(), roleCommand(), clusterCommand(), askingCommand())
 	for _, c := range cmds {
 		switch c.spec.Name {
 		case "readonly", "readwrite":
@@ -390,7 +390,7 @@ func readWriteCmd(c *conn, args [][]byte) reply.Reply {
 }
 
 func reset(c *conn, args [][]byte) reply.Reply {
-	c.readOnly = false
+	c.readOnly, c.clusterAware = false, false
 	c.tx.reset()
 	c.dropSubscriptions()
 	c.setProto(2)
@@ -999,8 +999,8 @@ func info(c *conn, args [][]byte) reply.Reply {
 	if picked("latencystats") {
 		sections["Latencystats"] = s.latencyStatsFields()
 	}
-	sections["Cluster"] = [][2]string{{"cluster_enabled", "0"}}
-	var extra []string // the backend's sections Redis does not have
+	sections["Cluster"] = [][2]string{{"cluster_enabled", "1"}} // cluster.go: CLUSTER SLOTS and -MOVED for cluster clients
+	var extra []string                                          // the backend's sections Redis does not have
 	if s.b != nil {
 		for _, sec := range s.b.Info() {
 			if _, ok := sections[sec.Name]; !ok && !slices.Contains(infoOrder, sec.Name) {

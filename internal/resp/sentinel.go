@@ -68,6 +68,10 @@ type Instance struct {
 	LastOK, DownFor time.Duration
 	// Offset is its applied log index (slave-repl-offset).
 	Offset uint64
+	// ID is its stable id, 40 hex digits (CLUSTER MYID and NODES);
+	// BusPort its peer port (the @cport of CLUSTER NODES).
+	ID      string
+	BusPort int
 }
 
 // sentinelUnsupported are Redis Sentinel's subcommands that configure or

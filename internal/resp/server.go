@@ -464,6 +464,9 @@ type conn struct {
 	// readOnly: READONLY was sent; the data commands of this connection go
 	// to the backend with StaleReadsOK set (READWRITE clears it).
 	readOnly bool
+	// clusterAware: a CLUSTER command was sent; commands on keys another
+	// node serves answer -MOVED (cluster.go).
+	clusterAware bool
 	// CLIENT REPLY (clientReply): replyOff silences every reply until
 	// CLIENT REPLY ON; skipNext silences the next command's; mute is the
 	// decision for each command of the batch in exec, muteThis for the
@@ -737,6 +740,12 @@ func (c *conn) exec(batch [][][]byte) {
 		if r, ok := c.scriptKill(args); ok {
 			replies[i] = r
 			continue
+		}
+		if c.clusterAware {
+			if r, ok := c.moved(cmd, args); ok {
+				replies[i] = r
+				continue
+			}
 		}
 		c.run = append(c.run, c.aclWrap(s.oomWrap(cmd, args)))
 		c.runIdx = append(c.runIdx, i)

@@ -102,6 +102,42 @@ func (n *Node) sentinelID(id storage.NodeID) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// peerPort is the port of a peer address (0 if it has none).
+func peerPort(addr string) int {
+	_, ps, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0
+	}
+	p, _ := strconv.Atoi(ps)
+	return p
+}
+
+// MovedTo answers resp's -MOVED for cluster-aware connections: the
+// client address of the leader of the slot's range (one range today),
+// as the other members last told it (the discovery probes that CLUSTER
+// commands start, as SENTINEL's do); none while this node leads, no
+// leader is known, or its address is not known yet: the command then
+// runs here and is forwarded.
+func (b *backend) MovedTo(_ uint16, tls bool) (string, bool) {
+	n := (*Node)(b)
+	lead, local := n.store.Replica(firstRange).Leader()
+	if local || lead == 0 {
+		return "", false
+	}
+	s := &n.sentinel
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.peers[storage.NodeID(lead)]
+	if p == nil || !p.known {
+		return "", false
+	}
+	addr := p.info.Client
+	if addr == "" || tls && p.info.TLSClient != "" {
+		addr = p.info.TLSClient
+	}
+	return addr, addr != ""
+}
+
 // probePeers asks every other member for its sentinelInfo, concurrently,
 // each call bounded by sentinelProbeTimeout.
 func (n *Node) probePeers(ctx context.Context) {
@@ -243,6 +279,7 @@ func (n *Node) topology(tls bool) resp.Topology {
 	self := n.selfInfo()
 	t.Self.RunID, t.Self.Offset = self.RunID, self.Applied
 	t.Self.Host, t.Self.Port, _ = pick(self)
+	t.Self.ID, t.Self.BusPort = n.sentinelID(n.id), peerPort(n.AdvertisePeerAddr())
 
 	instances := map[storage.NodeID]resp.Instance{n.id: t.Self}
 	s := &n.sentinel
@@ -258,7 +295,8 @@ func (n *Node) topology(tls bool) resp.Topology {
 		if p == nil || !p.known {
 			continue // its address is not known yet
 		}
-		in := resp.Instance{RunID: p.info.RunID, Offset: p.info.Applied, LastOK: now.Sub(p.lastOK)}
+		in := resp.Instance{RunID: p.info.RunID, Offset: p.info.Applied, LastOK: now.Sub(p.lastOK),
+			ID: n.sentinelID(rep.NodeID), BusPort: peerPort(rep.PeerAddr)}
 		var ok bool
 		if in.Host, in.Port, ok = pick(p.info); !ok {
 			continue
