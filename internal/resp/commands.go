@@ -999,8 +999,9 @@ func info(c *conn, args [][]byte) reply.Reply {
 	if picked("latencystats") {
 		sections["Latencystats"] = s.latencyStatsFields()
 	}
-	sections["Cluster"] = [][2]string{{"cluster_enabled", "1"}} // cluster.go: CLUSTER SLOTS and -MOVED for cluster clients
-	var extra []string                                          // the backend's sections Redis does not have
+	// cluster.go: CLUSTER SLOTS and -MOVED for cluster clients.
+	sections["Cluster"] = [][2]string{{"cluster_enabled", "1"}}
+	var extra []string // the backend's sections Redis does not have
 	if s.b != nil {
 		for _, sec := range s.b.Info() {
 			if _, ok := sections[sec.Name]; !ok && !slices.Contains(infoOrder, sec.Name) {
