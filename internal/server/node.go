@@ -154,6 +154,7 @@ func Start(cfg Config) (n *Node, err error) {
 	}
 	n.store.Start()
 	n.registerRaftGauges()
+	n.reg.MustRegister(newRangeCollector(n))
 	n.storageMetrics = newStorageCollector(n.db)
 	n.reg.MustRegister(n.storageMetrics)
 	if sh := n.machine.shared; sh != nil {

@@ -3,6 +3,9 @@ package server
 import (
 	"cmp"
 	"slices"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvorum/kvorum/internal/admin"
 	"github.com/kvorum/kvorum/internal/store"
@@ -47,4 +50,48 @@ func members(st store.Status) []admin.Member {
 		out = append(out, m)
 	}
 	return out
+}
+
+// rangeCollector exports each local replica's state as gauges labelled
+// with its range, read at scrape time (kvorum_range_*).
+type rangeCollector struct {
+	n                                         *Node
+	leader, leader2, applied, replicas, bytes *prometheus.Desc
+}
+
+func newRangeCollector(n *Node) *rangeCollector {
+	d := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, []string{"range"}, nil)
+	}
+	return &rangeCollector{n: n,
+		leader:   d("kvorum_range_is_leader", "1 if this node's replica leads the range."),
+		leader2:  d("kvorum_range_leader", "Node id of the range's known leader (0 = none)."),
+		applied:  d("kvorum_range_applied_index", "Last applied index of this node's replica of the range."),
+		replicas: d("kvorum_range_replicas", "Voters and learners of the range."),
+		bytes:    d("kvorum_range_approximate_bytes", "Pebble's estimate of the range's data on this node's disk."),
+	}
+}
+
+func (c *rangeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.leader, c.leader2, c.applied, c.replicas, c.bytes} {
+		ch <- d
+	}
+}
+
+func (c *rangeCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, r := range c.n.Ranges().Ranges {
+		id := strconv.FormatUint(r.RangeID, 10)
+		g := func(d *prometheus.Desc, v float64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, id)
+		}
+		lead := 0.0
+		if r.Role == "leader" {
+			lead = 1
+		}
+		g(c.leader, lead)
+		g(c.leader2, float64(r.Leader))
+		g(c.applied, float64(r.AppliedIndex))
+		g(c.replicas, float64(len(r.Replicas)))
+		g(c.bytes, float64(r.ApproximateBytes))
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -45,6 +46,31 @@ func TestRangesReport(t *testing.T) {
 			if (id == lead) != (m.Match > 0) {
 				t.Fatalf("node %d (leader %d): replica %+v", id, lead, m)
 			}
+		}
+	}
+	for id := uint64(1); id <= 3; id++ {
+		info, err := c.client(id).Info(ctx, "replication").Result()
+		want := map[bool]string{true: "raft_ranges_leading:1", false: "raft_ranges_leading:0"}[id == lead]
+		if err != nil || !strings.Contains(info, "raft_ranges:1\r\n") || !strings.Contains(info, want+"\r\n") {
+			t.Fatalf("node %d INFO replication (want raft_ranges:1, %s): %v\n%s", id, want, err, info)
+		}
+		mfs, err := c.node(id).reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := map[string]float64{}
+		for _, mf := range mfs {
+			if strings.HasPrefix(mf.GetName(), "kvorum_range_") {
+				for _, m := range mf.GetMetric() {
+					if len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == "1" {
+						found[mf.GetName()] = m.GetGauge().GetValue()
+					}
+				}
+			}
+		}
+		if found["kvorum_range_is_leader"] != map[bool]float64{true: 1}[id == lead] || found["kvorum_range_leader"] != float64(lead) ||
+			found["kvorum_range_replicas"] != 3 || found["kvorum_range_applied_index"] == 0 {
+			t.Fatalf("node %d: range metrics %v", id, found)
 		}
 	}
 	after := c.node(lead).Ranges().Ranges[0]
