@@ -85,11 +85,11 @@ type ClusterState struct {
 type Reason uint8
 
 const (
-	ReasonDeadNode       Reason = iota + 1 // a replica's node is dead past the timeout
-	ReasonUnderReplicated                 // fewer replicas than the replication factor
-	ReasonOverReplicated                  // more replicas than the replication factor
-	ReasonRebalance                       // replica counts out of balance
-	ReasonLeaderBalance                   // leader counts out of balance
+	ReasonDeadNode        Reason = iota + 1 // a replica's node is dead past the timeout
+	ReasonUnderReplicated                   // fewer replicas than the replication factor
+	ReasonOverReplicated                    // more replicas than the replication factor
+	ReasonRebalance                         // replica counts out of balance
+	ReasonLeaderBalance                     // leader counts out of balance
 )
 
 func (r Reason) String() string {
