@@ -414,3 +414,18 @@ func TestScorerWeights(t *testing.T) {
 		t.Fatalf("n1 keeps %v replicas", b[0].Count)
 	}
 }
+
+// TestInFlightCounted: a move in flight counts as done, so the next plan
+// does not repeat it: n4 is receiving r1 (from n1), which balances the
+// replica counts.
+func TestInFlightCounted(t *testing.T) {
+	s := state(4, "1,2*,3", "1,2,3*", "1*,2,4", "1,3*,4")
+	if as := Rebalance(s, Options{}); len(as) == 0 {
+		t.Fatal("n1 (4 replicas) against n4 (2): no move")
+	}
+	s.Ranges[0].Changing, s.Ranges[0].Adding, s.Ranges[0].Removing = true, 4, 1
+	s.Nodes[3].Snapshots, s.Nodes[1].Snapshots = 1, 1
+	if as := Rebalance(s, Options{}); len(as) != 0 {
+		t.Fatalf("in flight not counted: %v", strs(as))
+	}
+}

@@ -62,6 +62,8 @@ type planner struct {
 	ranges []Range
 	change []bool  // an action is in flight or was chosen for the range
 	lead   []int   // node index of the range's leader, -1 if none
+	rep    [][]int // node indexes of each range's replicas, -1 if unknown
+	whole  []bool  // every replica of the range is on a live node
 	byNode [][]int // range indexes per node index, ascending
 	out    []Action
 }
@@ -105,21 +107,55 @@ func newPlanner(s *ClusterState, o Options) *planner {
 	}
 	p.change = make([]bool, len(p.ranges))
 	p.lead = make([]int, len(p.ranges))
+	p.rep = make([][]int, len(p.ranges))
+	p.whole = make([]bool, len(p.ranges))
+	nrep := 0
+	for ri := range p.ranges {
+		nrep += len(p.ranges[ri].Replicas)
+	}
+	backing := make([]int, 0, nrep)
+	dense := true // ids are 1..n: index = id-1, no map lookups
+	for i := range p.nodes {
+		dense = dense && p.nodes[i].ID == NodeID(i+1)
+	}
+	lookup := func(id NodeID) int {
+		if dense {
+			if id >= 1 && int(id) <= n {
+				return int(id) - 1
+			}
+			return -1
+		}
+		return p.node(id)
+	}
 	var total [3]float64
 	for ri := range p.ranges {
 		r := &p.ranges[ri]
-		p.change[ri] = r.Changing
+		p.change[ri] = r.Changing || r.Adding != 0 || r.Removing != 0
 		p.lead[ri] = -1
-		if i, ok := p.idx[r.Leader]; ok && r.Leader != 0 && p.live[i] {
+		if i := lookup(r.Leader); i >= 0 && p.live[i] {
 			p.lead[ri] = i
 			p.c[StatLeaders][i]++
 		}
+		start := len(backing)
+		p.whole[ri] = true
 		for _, id := range r.Replicas {
-			if i, ok := p.idx[id]; ok {
+			i := lookup(id)
+			backing = append(backing, i)
+			if i < 0 {
+				p.whole[ri] = false
+				continue
+			}
+			p.whole[ri] = p.whole[ri] && p.live[i]
+			p.byNode[i] = append(p.byNode[i], ri)
+			if id != r.Removing {
 				p.c[StatReplicas][i]++
 				p.c[StatBytes][i] += float64(r.Bytes)
-				p.byNode[i] = append(p.byNode[i], ri)
 			}
+		}
+		p.rep[ri] = backing[start:len(backing):len(backing)]
+		if i := lookup(r.Adding); i >= 0 {
+			p.c[StatReplicas][i]++
+			p.c[StatBytes][i] += float64(r.Bytes)
 		}
 		total[StatReplicas] += float64(o.Replicas)
 		total[StatLeaders]++
@@ -165,6 +201,13 @@ func (p *planner) over(st Stat, i int) bool {
 	return p.load(st, i) > p.share[st]*(1+p.o.Band)+eps
 }
 
+// above: node i holds more than its fair share of st. Only such a node
+// gives: a node at or below its share never does, even to one further
+// below (that would only pass the shortage on).
+func (p *planner) above(st Stat, i int) bool {
+	return p.load(st, i) > p.share[st]+eps
+}
+
 // under: node i is below its fair share of st by more than the band.
 func (p *planner) under(st Stat, i int) bool {
 	return p.w[st][i] > 0 && p.load(st, i) < p.share[st]*(1-p.o.Band)-eps
@@ -184,21 +227,12 @@ func (p *planner) canMove(st Stat, a, b int, u float64) bool {
 }
 
 func (p *planner) hasReplica(ri, i int) bool {
-	for _, id := range p.ranges[ri].Replicas {
-		if p.node(id) == i {
+	for _, x := range p.rep[ri] {
+		if x == i {
 			return true
 		}
 	}
 	return false
-}
-
-func (p *planner) allLive(ri int) bool {
-	for _, id := range p.ranges[ri].Replicas {
-		if i := p.node(id); i < 0 || !p.live[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // sender returns the node index that would send a snapshot of range ri
@@ -261,8 +295,7 @@ func (p *planner) repair() {
 	for ri := range p.ranges {
 		r := &p.ranges[ri]
 		healthy, gone := 0, 0
-		for _, id := range r.Replicas {
-			i := p.node(id)
+		for _, i := range p.rep[ri] {
 			switch {
 			case i < 0 || p.gone[i]:
 				gone++
@@ -358,13 +391,16 @@ func (p *planner) rebalance() {
 		sort.SliceStable(tgts, func(x, y int) bool { return p.less(tgts[x], tgts[y]) })
 		moved := false
 		for _, a := range srcs {
+			if !p.above(StatReplicas, a) {
+				break // sources descend by load: none further is above
+			}
 			overA := p.over(StatReplicas, a)
 			// The ranges a could give, whoever takes them: not changing,
 			// every replica live (a range that lost one is repaired, not
 			// rebalanced), led by another node with a free snapshot slot.
 			elig = elig[:0]
 			for _, ri := range p.byNode[a] {
-				if !p.change[ri] && p.lead[ri] != a && p.sender(ri) >= 0 && p.allLive(ri) {
+				if !p.change[ri] && p.lead[ri] != a && p.sender(ri) >= 0 && p.whole[ri] {
 					elig = append(elig, ri)
 				}
 			}
@@ -440,7 +476,10 @@ func (p *planner) balanceLeaders() {
 		})
 		moved := false
 		for _, a := range srcs {
-			if p.xfers[a] >= max || p.c[StatLeaders][a] == 0 {
+			if !p.above(StatLeaders, a) {
+				break
+			}
+			if p.xfers[a] >= max {
 				continue
 			}
 			overA := p.over(StatLeaders, a)
@@ -449,8 +488,7 @@ func (p *planner) balanceLeaders() {
 				if p.change[ri] || p.lead[ri] != a {
 					continue
 				}
-				for _, id := range p.ranges[ri].Replicas {
-					b := p.node(id)
+				for _, b := range p.rep[ri] {
 					if b < 0 || b == a || !p.live[b] || p.xfers[b] >= max {
 						continue
 					}

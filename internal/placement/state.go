@@ -70,8 +70,13 @@ type Range struct {
 	Bytes  int64
 	QPS    float64
 	// Changing is true while a replica change of the range is in flight: no
-	// other action is proposed for it until it ends.
+	// other action is proposed for it until it ends. Adding and Removing
+	// name the nodes the change adds a replica to (a learner catching up)
+	// and removes one from, 0 if none; placement counts the change as done,
+	// so that it does not plan the same move twice.
 	Changing bool
+	Adding   NodeID
+	Removing NodeID
 }
 
 // ClusterState is the input of every decision. Plan and the rule functions
