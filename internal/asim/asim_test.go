@@ -49,6 +49,7 @@ func TestDataDriven(t *testing.T) {
 				cfg.SnapshotRate = bytesArg(t, d, "rate", 0)
 				cfg.MaxSnapshotsPerNode = intArg(t, d, "snapshots", 0)
 				s = New(intArg(t, d, "nodes", -1), cfg)
+				s.Verify = true
 				return fmt.Sprintf("%d nodes, capacity %s, snapshots at %s/s, %d at once per node\n",
 					len(s.nodes), FormatBytes(s.cfg.Capacity), FormatBytes(s.cfg.SnapshotRate), s.cfg.MaxSnapshotsPerNode)
 			case "gen_ranges":
@@ -128,6 +129,9 @@ func (s *Sim) counts() string {
 
 func (s *Sim) report(res *Result) string {
 	var b strings.Builder
+	if res.Err != nil {
+		fmt.Fprintf(&b, "invariant violated: %v\n", res.Err)
+	}
 	fmt.Fprintf(&b, "eval %s to %s (seed %d, tick %s, dead-node timeout %s): %d plans\n",
 		res.Start, res.End, res.Seed, res.Tick, res.Timeout, res.Plans)
 	fmt.Fprintf(&b, "moves: %d (%d rebalance, %d dead-node, %d under-replicated), %d failed, %s sent\n",

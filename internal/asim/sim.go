@@ -108,6 +108,10 @@ type Sim struct {
 	seq    uint64
 	rnd    *rand.Rand
 
+	// Verify makes Eval check the invariants (Check) after every plan and
+	// stop at the first violation (Result.Err).
+	Verify bool
+
 	// Reused between plans.
 	stNodes  []placement.Node
 	stRanges []placement.Range
@@ -274,6 +278,8 @@ type Result struct {
 	Converged       bool
 	InFlight        int
 	UnderReplicated int
+	// Err is the first invariant violation found with Sim.Verify.
+	Err error
 }
 
 // TotalMoves is the number of completed replica moves and additions.
@@ -327,6 +333,12 @@ func (s *Sim) Eval(d, tick, deadTimeout time.Duration, seed int64) *Result {
 			}
 			if t == replan {
 				replan = never
+			}
+			if s.Verify {
+				if err := s.Check(); err != nil {
+					res.Err = fmt.Errorf("at %s: %w", s.now, err)
+					break
+				}
 			}
 		}
 	}
@@ -394,9 +406,6 @@ func (s *Sim) State() *placement.ClusterState {
 func (s *Sim) plan(o placement.Options, res *Result) int {
 	acts := placement.Plan(s.State(), o)
 	for _, a := range acts {
-		if debugPlan != nil {
-			debugPlan(s.now, a)
-		}
 		r := s.ranges[a.RangeID()-1]
 		switch a := a.(type) {
 		case *placement.AddReplica:
@@ -658,8 +667,6 @@ func ParseBytes(v string) (int64, error) {
 	return int64(f * mult), nil
 }
 
-var debugPlan func(time.Duration, fmt.Stringer)
-
 func contains(ids []placement.NodeID, id placement.NodeID) bool {
 	for _, x := range ids {
 		if x == id {
@@ -667,4 +674,51 @@ func contains(ids []placement.NodeID, id placement.NodeID) bool {
 		}
 	}
 	return false
+}
+
+// Check verifies the simulator's invariants: no range has two replicas on
+// one node or a leader that is not one of its replicas; every range has
+// the replication factor of replicas (a move swaps one for one); no node
+// sends or receives more snapshots than its limit; the per-node counts
+// kept incrementally equal a recount.
+func (s *Sim) Check() error {
+	reps := make([]int, len(s.nodes))
+	leads := make([]int, len(s.nodes))
+	bytes := make([]int64, len(s.nodes))
+	snaps := make([]int, len(s.nodes))
+	for _, r := range s.ranges {
+		if len(r.replicas) != s.rf {
+			return fmt.Errorf("r%d has %d replicas %v", r.id, len(r.replicas), r.replicas)
+		}
+		for i, id := range r.replicas {
+			if contains(r.replicas[:i], id) {
+				return fmt.Errorf("r%d has two replicas on n%d", r.id, id)
+			}
+			reps[id-1]++
+			bytes[id-1] += r.bytes
+		}
+		if r.leader != 0 {
+			if !contains(r.replicas, r.leader) {
+				return fmt.Errorf("r%d is led by n%d, not a replica %v", r.id, r.leader, r.replicas)
+			}
+			leads[r.leader-1]++
+		}
+		if r.adding != 0 && contains(r.replicas, r.adding) {
+			return fmt.Errorf("r%d adds n%d, which holds a replica", r.id, r.adding)
+		}
+	}
+	for _, m := range s.moves {
+		snaps[m.sender-1]++
+		snaps[m.to-1]++
+	}
+	for i, nd := range s.nodes {
+		if nd.replicas != reps[i] || nd.leaders != leads[i] || nd.bytes != bytes[i] || nd.snaps != snaps[i] {
+			return fmt.Errorf("n%d counts %d/%d/%d/%d, recount %d/%d/%d/%d (replicas/leaders/bytes/snapshots)",
+				nd.id, nd.replicas, nd.leaders, nd.bytes, nd.snaps, reps[i], leads[i], bytes[i], snaps[i])
+		}
+		if nd.snaps > s.cfg.MaxSnapshotsPerNode {
+			return fmt.Errorf("n%d has %d snapshots in flight, limit %d", nd.id, nd.snaps, s.cfg.MaxSnapshotsPerNode)
+		}
+	}
+	return nil
 }
