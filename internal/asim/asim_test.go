@@ -145,11 +145,11 @@ func (s *Sim) report(res *Result) string {
 	case res.Converged:
 		fmt.Fprintf(&b, "converged at %s (%s after the start)\n", r(res.LastChange), r(res.LastChange-res.Start))
 	default:
-		last := "never"
+		last := "no change yet"
 		if res.LastChange >= 0 {
-			last = r(res.LastChange).String()
+			last = "last change at " + r(res.LastChange).String()
 		}
-		fmt.Fprintf(&b, "not converged: %d moves in flight, %d ranges under-replicated, last change at %s\n",
+		fmt.Fprintf(&b, "not converged: %d moves in flight, %d ranges under-replicated, %s\n",
 			res.InFlight, res.UnderReplicated, last)
 	}
 	b.WriteString(s.counts())
