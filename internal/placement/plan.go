@@ -202,8 +202,9 @@ func (p *planner) over(st Stat, i int) bool {
 }
 
 // above: node i holds more than its fair share of st. Only such a node
-// gives: a node at or below its share never does, even to one further
-// below (that would only pass the shortage on).
+// gives, and only to one that is not: a node at or below its share never
+// gives (that would only pass the shortage on), and a node above it never
+// takes (that would only pass the excess on).
 func (p *planner) above(st Stat, i int) bool {
 	return p.load(st, i) > p.share[st]+eps
 }
@@ -411,8 +412,8 @@ func (p *planner) rebalance() {
 				if b == a || p.snaps[b] >= p.o.MaxSnapshotsPerNode {
 					continue
 				}
-				if !overA && !p.under(StatReplicas, b) {
-					break // targets ascend by load: none further is under
+				if !overA && !p.under(StatReplicas, b) || p.above(StatReplicas, b) {
+					break // targets ascend by load: none further is under (or at most at its share)
 				}
 				if !p.canMove(StatReplicas, a, b, 1) {
 					continue
@@ -492,7 +493,7 @@ func (p *planner) balanceLeaders() {
 					if b < 0 || b == a || !p.live[b] || p.xfers[b] >= max {
 						continue
 					}
-					if !overA && !p.under(StatLeaders, b) {
+					if !overA && !p.under(StatLeaders, b) || p.above(StatLeaders, b) {
 						continue
 					}
 					if !p.canMove(StatLeaders, a, b, 1) {
