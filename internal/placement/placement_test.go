@@ -429,3 +429,41 @@ func TestInFlightCounted(t *testing.T) {
 		t.Fatalf("in flight not counted: %v", strs(as))
 	}
 }
+
+// TestRebalanceByBytes: placed by bytes, a node holding a few large
+// ranges and one holding many small ones end with similar bytes, not
+// similar counts; placed by count (the default), the reverse.
+func TestRebalanceByBytes(t *testing.T) {
+	build := func() *ClusterState {
+		// n1..n4 hold 40 ranges of 1 MiB, n5..n8 get 8 of 20 MiB each:
+		// every range on 3 of its group of 4 nodes.
+		s := state(8)
+		id := RangeID(1)
+		for g, n := range []int{40, 8} {
+			for i := 0; i < n; i++ {
+				base := NodeID(1 + 4*g)
+				r := Range{ID: id, Bytes: int64(1+19*g) << 20}
+				for j := 0; j < 3; j++ {
+					r.Replicas = append(r.Replicas, base+NodeID((i+j)%4))
+				}
+				r.Leader = r.Replicas[0]
+				s.Ranges = append(s.Ranges, r)
+				id++
+			}
+		}
+		return s
+	}
+	o := Options{RebalanceBy: StatBytes}
+	s := build()
+	converge(t, s, o, 300)
+	checkBalance(t, s, o, StatBytes, 1.2)
+	if b := Balance(s, o, StatReplicas); b[0].Count < 1.5*b[7].Count {
+		t.Errorf("by bytes: n1 %v replicas, n8 %v: counts should stay apart", b[0].Count, b[7].Count)
+	}
+	s = build()
+	converge(t, s, Options{}, 300)
+	checkBalance(t, s, Options{}, StatReplicas, 1.2)
+	if b := Balance(s, Options{}, StatBytes); b[0].Ratio > 0.9 {
+		t.Errorf("by count: n1 at %.2f of its bytes share, should be well below", b[0].Ratio)
+	}
+}

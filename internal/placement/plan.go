@@ -246,13 +246,23 @@ func (p *planner) sender(ri int) int {
 	return l
 }
 
-// less orders node indexes by ascending load of replicas, then of bytes,
-// then by id.
+// by is the stat replicas are placed by: Options.RebalanceBy, replicas
+// or bytes; then is the other one, the tie-break.
+func (p *planner) by() (by, then Stat) {
+	if p.o.RebalanceBy == StatBytes {
+		return StatBytes, StatReplicas
+	}
+	return StatReplicas, StatBytes
+}
+
+// less orders node indexes by ascending load of the stat replicas are
+// placed by, then of the other, then by id.
 func (p *planner) less(a, b int) bool {
-	if la, lb := p.load(StatReplicas, a), p.load(StatReplicas, b); la != lb {
+	by, then := p.by()
+	if la, lb := p.load(by, a), p.load(by, b); la != lb {
 		return la < lb
 	}
-	if la, lb := p.load(StatBytes, a), p.load(StatBytes, b); la != lb {
+	if la, lb := p.load(then, a), p.load(then, b); la != lb {
 		return la < lb
 	}
 	return p.nodes[a].ID < p.nodes[b].ID
@@ -263,8 +273,9 @@ func (p *planner) less(a, b int) bool {
 // (replicas, then bytes, then id). -1 if there is none.
 func (p *planner) target(ri int) int {
 	best := -1
+	by, _ := p.by()
 	for i := range p.nodes {
-		if !p.live[i] || p.w[StatReplicas][i] == 0 || p.snaps[i] >= p.o.MaxSnapshotsPerNode || p.hasReplica(ri, i) {
+		if !p.live[i] || p.w[by][i] == 0 || p.snaps[i] >= p.o.MaxSnapshotsPerNode || p.hasReplica(ri, i) {
 			continue
 		}
 		if best < 0 || p.less(i, best) {
@@ -377,11 +388,12 @@ func (p *planner) remove(ri int, id NodeID, why Reason) {
 // rebalance moves replicas from nodes above their fair share to nodes
 // below it, in passes until no move is allowed.
 func (p *planner) rebalance() {
+	st, _ := p.by()
 	var srcs, tgts []int
 	for i := range p.nodes {
 		if p.live[i] {
 			srcs = append(srcs, i)
-			if p.w[StatReplicas][i] > 0 {
+			if p.w[st][i] > 0 {
 				tgts = append(tgts, i)
 			}
 		}
@@ -392,10 +404,10 @@ func (p *planner) rebalance() {
 		sort.SliceStable(tgts, func(x, y int) bool { return p.less(tgts[x], tgts[y]) })
 		moved := false
 		for _, a := range srcs {
-			if !p.above(StatReplicas, a) {
+			if !p.above(st, a) {
 				break // sources descend by load: none further is above
 			}
-			overA := p.over(StatReplicas, a)
+			overA := p.over(st, a)
 			// The ranges a could give, whoever takes them: not changing,
 			// every replica live (a range that lost one is repaired, not
 			// rebalanced), led by another node with a free snapshot slot.
@@ -412,11 +424,11 @@ func (p *planner) rebalance() {
 				if b == a || p.snaps[b] >= p.o.MaxSnapshotsPerNode {
 					continue
 				}
-				if !overA && !p.under(StatReplicas, b) || p.above(StatReplicas, b) {
+				if !overA && !p.under(st, b) || p.above(st, b) {
 					break // targets ascend by load: none further is under (or at most at its share)
 				}
-				if !p.canMove(StatReplicas, a, b, 1) {
-					continue
+				if st == StatReplicas && !p.canMove(st, a, b, 1) {
+					continue // (by bytes, pickRange checks each range's size)
 				}
 				if ri := p.pickRange(elig, a, b); ri >= 0 {
 					p.add(ri, b, a, p.lead[ri], p.nodes[a].ID, ReasonRebalance)
@@ -432,9 +444,10 @@ func (p *planner) rebalance() {
 }
 
 // pickRange chooses among elig (ranges on node a) the one to move to node
-// b: one b does not hold whose sender still has a slot, that leaves the
-// bytes per weight of a and b closest (the bytes tie-break), lowest id
-// first.
+// b: one b does not hold whose sender still has a slot (and, when placing
+// by bytes, whose size x keeps Eq. 1: (S_A − x)/W_A ≥ (S_B + x)/W_B, x > 0),
+// that leaves the bytes per weight of a and b closest (the bytes
+// tie-break), lowest id first.
 func (p *planner) pickRange(elig []int, a, b int) int {
 	best, bestGap := -1, math.Inf(1)
 	wa, wb := p.w[StatBytes][a], p.w[StatBytes][b]
@@ -449,6 +462,9 @@ func (p *planner) pickRange(elig []int, a, b int) int {
 			continue
 		}
 		x := float64(p.ranges[ri].Bytes)
+		if p.o.RebalanceBy == StatBytes && (x <= 0 || !p.canMove(StatBytes, a, b, x)) {
+			continue
+		}
 		gap := math.Abs((p.c[StatBytes][a]-x)/wa - (p.c[StatBytes][b]+x)/wb)
 		if gap < bestGap {
 			best, bestGap = ri, gap

@@ -83,6 +83,11 @@ type Options struct {
 	MaxTransfersPerNode int
 	// Scorer gives nodes their weights (default Even).
 	Scorer Scorer
+	// RebalanceBy is what replica placement balances: StatReplicas (the
+	// default: counts, bytes breaking ties) or StatBytes (data volume, as
+	// Eq. 1 of the ALOR paper states it; counts breaking ties). Leaders are
+	// always balanced by count.
+	RebalanceBy Stat
 }
 
 // DefaultOptions returns the options with every default filled in.
