@@ -28,8 +28,13 @@ import (
 //	    ranges of bytes ±50 %, led by their first replica (see Placement).
 //	add_node [n=1]              n live, empty nodes.
 //	kill_node id=7              the node dies now.
-//	eval duration=30m seed=42 [tick=10s] [dead_timeout=5m]
+//	set_node id=3 speed=2 [key=value ...]
+//	                            sets attributes of a node (placement.Node.Attrs).
+//	eval duration=30m seed=42 [tick=10s] [dead_timeout=5m] [weight=speed] [by=replicas|bytes]
 //	    runs the simulation (placement every tick) and prints what it did.
+//	    weight: the attribute that weighs nodes (absent: 1) for placement
+//	    and the later assertions (until another eval says otherwise); by:
+//	    what replicas are balanced by.
 //	assertion type=balance stat=replicas|leaders threshold=1.2
 //	    ok, or the live nodes not within threshold× of their fair share.
 //	assertion type=under_replicated
@@ -70,7 +75,36 @@ func TestDataDriven(t *testing.T) {
 				}
 				nd := s.node(id)
 				return fmt.Sprintf("n%d dead at %s: it held %d replicas and led %d ranges\n", id, s.now, nd.replicas, nd.leaders)
+			case "set_node":
+				id := placement.NodeID(intArg(t, d, "id", -1))
+				var set []string
+				for _, a := range d.CmdArgs {
+					if a.Key == "id" {
+						continue
+					}
+					v, err := strconv.ParseFloat(strArg(t, d, a.Key, ""), 64)
+					if err != nil {
+						d.Fatalf(t, "%s: %v", a.Key, err)
+					}
+					if err := s.SetAttr(id, a.Key, v); err != nil {
+						return fmt.Sprintf("error: %v\n", err)
+					}
+					set = append(set, fmt.Sprintf("%s=%g", a.Key, v))
+				}
+				return fmt.Sprintf("n%d: %s\n", id, strings.Join(set, " "))
 			case "eval":
+				s.Weight = strArg(t, d, "weight", "-")
+				if s.Weight == "-" {
+					s.Weight = ""
+				}
+				switch by := strArg(t, d, "by", "replicas"); by {
+				case "replicas":
+					s.By = placement.StatReplicas
+				case "bytes":
+					s.By = placement.StatBytes
+				default:
+					d.Fatalf(t, "by=%s: replicas or bytes", by)
+				}
 				res := s.Eval(durArg(t, d, "duration", -1), durArg(t, d, "tick", 10*time.Second),
 					durArg(t, d, "dead_timeout", 5*time.Minute), int64(intArg(t, d, "seed", -1)))
 				return s.report(res)

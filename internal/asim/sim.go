@@ -56,6 +56,7 @@ type simNode struct {
 	replicas int
 	leaders  int
 	bytes    int64
+	attrs    map[string]float64 // Node.Attrs, for a weighted scorer
 }
 
 type simRange struct {
@@ -107,6 +108,13 @@ type Sim struct {
 	moves  moveHeap
 	seq    uint64
 	rnd    *rand.Rand
+
+	// Weight, if not empty, is the node attribute that weighs nodes (a
+	// node without it weighs 1): placement's fair shares and the balance
+	// assertions follow it. Empty: placement.Even. By is what replicas are
+	// balanced by (placement.Options.RebalanceBy).
+	Weight string
+	By     placement.Stat
 
 	// Verify makes Eval check the invariants (Check) after every plan and
 	// stop at the first violation (Result.Err).
@@ -350,11 +358,34 @@ func (s *Sim) Eval(d, tick, deadTimeout time.Duration, seed int64) *Result {
 }
 
 func (s *Sim) options(deadTimeout time.Duration) placement.Options {
-	return placement.Options{
+	o := placement.Options{
 		Replicas:            s.rf,
 		DeadNodeTimeout:     deadTimeout,
 		MaxSnapshotsPerNode: s.cfg.MaxSnapshotsPerNode,
+		RebalanceBy:         s.By,
 	}
+	if key := s.Weight; key != "" {
+		o.Scorer = placement.WeightFunc(func(n *placement.Node, _ placement.Stat) float64 {
+			if w, ok := n.Attrs[key]; ok {
+				return w
+			}
+			return 1
+		})
+	}
+	return o
+}
+
+// SetAttr sets an attribute of node id (placement.Node.Attrs).
+func (s *Sim) SetAttr(id placement.NodeID, key string, v float64) error {
+	if id < 1 || int(id) > len(s.nodes) {
+		return fmt.Errorf("no node n%d", id)
+	}
+	nd := s.node(id)
+	if nd.attrs == nil {
+		nd.attrs = map[string]float64{}
+	}
+	nd.attrs[key] = v
+	return nil
 }
 
 // elect gives each range whose leader is dead or missing a leader among
@@ -388,7 +419,7 @@ func (s *Sim) elect(res *Result) {
 func (s *Sim) State() *placement.ClusterState {
 	s.stNodes = s.stNodes[:0]
 	for _, nd := range s.nodes {
-		n := placement.Node{ID: nd.id, Alive: nd.alive, Capacity: nd.capacity, Used: nd.bytes, Snapshots: nd.snaps}
+		n := placement.Node{ID: nd.id, Alive: nd.alive, Capacity: nd.capacity, Used: nd.bytes, Snapshots: nd.snaps, Attrs: nd.attrs}
 		if !nd.alive {
 			n.DeadFor = s.now - nd.diedAt
 		}
