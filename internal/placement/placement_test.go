@@ -467,3 +467,16 @@ func TestRebalanceByBytes(t *testing.T) {
 		t.Errorf("by count: n1 at %.2f of its bytes share, should be well below", b[0].Ratio)
 	}
 }
+
+// TestUnknownNode: a replica on a node the state no longer lists (removed
+// from the cluster) is treated as dead past the timeout.
+func TestUnknownNode(t *testing.T) {
+	s := state(4, "1*,2,9", "1,2*,3,9")
+	got := strs(Repair(s, Options{}))
+	// r1 goes to n4 (no replica) rather than n3 (one); r2 has a fourth
+	// replica anyway.
+	want := []string{"r1: add n4, remove n9 (dead-node)", "r2: remove n9 (dead-node)"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+}

@@ -361,6 +361,10 @@ func (p *planner) repair() {
 			pi := -1
 			for _, id := range r.Replicas {
 				i := p.node(id)
+				if i < 0 { // a node the state does not know: drop it first
+					pick = id
+					break
+				}
 				if i == p.lead[ri] {
 					continue
 				}
