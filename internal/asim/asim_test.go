@@ -67,6 +67,9 @@ func TestDataDriven(t *testing.T) {
 				return fmt.Sprintf("%d ranges, %d replicas each, placed %s\n%s", len(s.ranges), s.rf, how, s.counts())
 			case "add_node":
 				ids := s.AddNodes(intArg(t, d, "n", 1))
+				if len(ids) == 1 {
+					return fmt.Sprintf("added n%d at %s\n", ids[0], s.now)
+				}
 				return fmt.Sprintf("added n%d..n%d at %s\n", ids[0], ids[len(ids)-1], s.now)
 			case "kill_node":
 				id := placement.NodeID(intArg(t, d, "id", -1))
