@@ -200,7 +200,7 @@ func MigrateV2(db *pebble.DB, log *slog.Logger) error {
 		}
 		if time.Since(lastLog) >= migrateProgressEvery {
 			lastLog = time.Now()
-			log.Info("converting the store to storage format 2", "pairs", pairs, "bytes", bytesDone, "at_key", fmt.Sprintf("%q", k), "elapsed", time.Since(started).Round(time.Millisecond))
+			log.Info("converting the store to storage format 2", "pairs", pairs, "bytes", bytesDone, "elapsed", time.Since(started).Round(time.Millisecond))
 		}
 	}
 	if err := it.Error(); err != nil {

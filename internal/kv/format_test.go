@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -310,12 +311,16 @@ func TestMigrateV2KeepsState(t *testing.T) {
 				}
 				return nil
 			}
-			err := MigrateV2(db, nil)
+			var logged bytes.Buffer
+			err := MigrateV2(db, slog.New(slog.NewTextHandler(&logged, nil)))
 			migrateStep = nil
 			if crashed == nil {
 				// Fewer steps than target: the migration ran to the end.
 				if err != nil {
 					t.Fatal(err)
+				}
+				if n := strings.Count(logged.String(), "converting the store to storage format 2"); n < 3 || !strings.Contains(logged.String(), "converted the store") {
+					t.Fatalf("progress not logged: %s", logged.String())
 				}
 				checkV2("no crash", db)
 				db.Close()
