@@ -14,7 +14,7 @@ import (
 )
 
 // Collections (hash, list, set, sorted set) keep one storage key per
-// element under 0x10 <escaped key> 0x01 <version> (see doc.go). The
+// element under 0x11 <slot:2> <escaped key> 0x01 <version> (see doc.go). The
 // metadata record's value holds the type's state:
 //
 //	hash, set, zset: length (uint64 BE)

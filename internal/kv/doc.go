@@ -49,23 +49,25 @@
 //
 // # Storage encoding
 //
-// Every storage key of user key k starts with 0x10 followed by an
-// order-preserving escaping of k (each 0x00 byte becomes 0x00 0xFF) and the
-// terminator 0x00 0x01. Since 0x00 0x01 sorts below 0x00 0xFF and every
-// other byte is itself, all storage keys of one user key are contiguous and
-// sorted as the user keys are, so a range of user keys [a, b) is one storage
-// span (the keyspace will be split into ranges). Then a suffix:
+// Every storage key of user key k starts with 0x11, k's hash slot (2 bytes
+// BE, slot.Of) and an order-preserving escaping of k (each 0x00 byte
+// becomes 0x00 0xFF) and the terminator 0x00 0x01. Since 0x00 0x01 sorts
+// below 0x00 0xFF and every other byte is itself, all storage keys of one
+// user key are contiguous and sorted by slot, then as the user keys are,
+// so the keys of slots [lo, hi) are one storage span (SlotSpan: the
+// keyspace will be split into ranges of slots). This is storage format 2
+// (format.go has format 1, V2Key and MigrateV2). Then a suffix:
 //
 //	0x00                          metadata record
 //	0x01 <version:8 BE> <element> one element of a collection
 //
 // Storage keys below 0x10 are Raft and range-local state owned by other
-// packages; kv never reads or writes them. UserSpan is [0x10, 0x11): what
-// snapshots copy. Hidden keys 0x10 0x00 0x00 ... sort below every user key
-// (an escaped key's first 0x00 is followed by 0xFF or 0x01) and hold the
-// collection version counter, the Lua script cache and the function
-// libraries; FLUSHALL deletes
-// [first user key, 0x11) with one range deletion and keeps them.
+// packages; kv never reads or writes them, but for the store format
+// marker (MigrateV2). UserSpan is [0x10, 0x12): what snapshots copy.
+// Hidden keys 0x10 0x00 0x00 ... sort below every user key and hold the
+// collection version counter, the Lua script cache, the function
+// libraries and the other replicated bookkeeping; FLUSHALL deletes
+// [0x11, 0x12) with one range deletion and keeps them.
 //
 // The metadata record is: type tag (1 byte: string=1, hash=2, list=3,
 // set=4, zset=5, stream=6), flags (1 byte: for hashes, sets and sorted sets the encoding flags of OBJECT ENCODING, see coll.go; 0 otherwise), expiry deadline (int64 BE,

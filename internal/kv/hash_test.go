@@ -91,7 +91,7 @@ func hsElemKeys(t testing.TB, db *pebble.DB, key string) (current, all int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prefix := append(appendEscaped([]byte{userPrefix}, []byte(key)), suffixElem)
+	prefix := append(appendEscaped(appendKeyHead(nil, []byte(key)), []byte(key)), suffixElem)
 	it, err := db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
 	if err != nil {
 		t.Fatal(err)

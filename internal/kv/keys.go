@@ -7,22 +7,28 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/kvorum/kvorum/internal/notify"
+	"github.com/kvorum/kvorum/internal/slot"
 )
 
 const (
+	// userPrefix starts the hidden keys (below), at the bottom of UserSpan.
+	// In storage format 1 it also started every user key (see V2Key).
 	userPrefix = 0x10
+	// slotPrefix starts every user key in storage format 2:
+	// 0x11 <slot:2 BE> <escaped key> <suffix>.
+	slotPrefix = 0x11
 	suffixMeta = 0x00
 	suffixElem = 0x01
 )
 
 // Hidden keys: inside UserSpan (so snapshots carry them) but below every
-// user key (0x10 0x00 0x00 never starts an escaped user key, whose first
-// 0x00 is followed by 0xFF or 0x01). FLUSHALL keeps them.
+// user key (they start with 0x10, user keys with 0x11). FLUSHALL keeps
+// them.
 var (
 	hiddenPrefix = []byte{userPrefix, 0x00, 0x00}
 	versionKey   = []byte{userPrefix, 0x00, 0x00, 'v'} // uint64 BE: last collection version handed out
 	scriptPrefix = []byte{userPrefix, 0x00, 0x00, 's'} // + sha1 hex: a cached Lua script body
-	firstUserKey = []byte{userPrefix, 0x00, 0x01}      // the escaped empty key "": lowest user key
+	firstUserKey = []byte{slotPrefix}                  // below every user key, above every hidden key
 	// uint64 BE: log index of the last FLUSHALL. EXEC checks a key absent
 	// at WATCH against it (watchUnchanged, tomb.go).
 	flushKey = []byte{userPrefix, 0x00, 0x00, 'f'}
@@ -56,8 +62,34 @@ func typeName(t byte) string {
 	return "none"
 }
 
-// UserSpan returns the storage span [start, end) holding all user data.
-func UserSpan() (start, end []byte) { return []byte{userPrefix}, []byte{userPrefix + 1} }
+// UserSpan returns the storage span [start, end) holding all user data:
+// the hidden keys [0x10, 0x11) and the user keys [0x11, 0x12).
+func UserSpan() (start, end []byte) { return []byte{userPrefix}, []byte{slotPrefix + 1} }
+
+// userKeySpan is the span of every user key (metadata and elements), the
+// hidden keys excluded.
+func userKeySpan() (start, end []byte) { return []byte{slotPrefix}, []byte{slotPrefix + 1} }
+
+// SlotSpan returns the storage span of the user keys of hash slots
+// [lo, hi) (hi may be slot.Count): one contiguous span, since slots are
+// big-endian right after the prefix.
+func SlotSpan(lo, hi uint16) (start, end []byte) {
+	start = []byte{slotPrefix, byte(lo >> 8), byte(lo)}
+	if hi >= slot.Count {
+		return start, []byte{slotPrefix + 1}
+	}
+	return start, []byte{slotPrefix, byte(hi >> 8), byte(hi)}
+}
+
+// appendKeyHead appends the prefix of every storage key of user key k:
+// 0x11 and k's hash slot.
+func appendKeyHead(b, k []byte) []byte {
+	s := slot.Of(k)
+	return append(b, slotPrefix, byte(s>>8), byte(s))
+}
+
+// keyHeadLen is the length of appendKeyHead's prefix.
+const keyHeadLen = 3
 
 // appendEscaped appends the escaped form of user key k plus its terminator.
 func appendEscaped(b, k []byte) []byte {
@@ -71,10 +103,10 @@ func appendEscaped(b, k []byte) []byte {
 }
 
 // metaKey returns the storage key of k's metadata record.
-func metaKey(k []byte) []byte { return appendMetaKey(make([]byte, 0, len(k)+4), k) }
+func metaKey(k []byte) []byte { return appendMetaKey(make([]byte, 0, len(k)+6), k) }
 
 func appendMetaKey(b, k []byte) []byte {
-	b = append(b, userPrefix)
+	b = appendKeyHead(b, k)
 	b = appendEscaped(b, k)
 	return append(b, suffixMeta)
 }
@@ -87,11 +119,17 @@ func decodeStorageKey(sk []byte) (user []byte, suffix []byte, ok bool) {
 // appendDecoded appends the user key of storage key sk to dst and returns
 // it with sk's suffix (what follows the terminator).
 func appendDecoded(dst, sk []byte) (user []byte, suffix []byte, ok bool) {
-	if len(sk) < 3 || sk[0] != userPrefix {
+	if len(sk) < keyHeadLen+2 || sk[0] != slotPrefix {
 		return nil, nil, false
 	}
+	return unescape(dst, sk, keyHeadLen)
+}
+
+// unescape appends the user key escaped in sk from sk[from] on to dst and
+// returns it with what follows its terminator.
+func unescape(dst, sk []byte, from int) (user []byte, suffix []byte, ok bool) {
 	user = dst
-	for i := 1; i < len(sk); i++ {
+	for i := from; i < len(sk); i++ {
 		c := sk[i]
 		if c != 0 {
 			user = append(user, c)
@@ -451,10 +489,10 @@ func (x *ctx) touched(k []byte) { x.fx.wrote(k) }
 
 func isCollection(t byte) bool { return t >= typeHash && t <= typeStream }
 
-// Element keys: 0x10 <escaped key> 0x01 <version:8 BE> <element>.
+// Element keys: 0x11 <slot:2> <escaped key> 0x01 <version:8 BE> <element>.
 
 func appendElemPrefix(b, k []byte, version uint64) []byte {
-	b = append(b, userPrefix)
+	b = appendKeyHead(b, k)
 	b = appendEscaped(b, k)
 	b = append(b, suffixElem)
 	return binary.BigEndian.AppendUint64(b, version)
@@ -462,10 +500,10 @@ func appendElemPrefix(b, k []byte, version uint64) []byte {
 
 // elemSpan returns the storage span of all elements of k's incarnation version.
 func elemSpan(k []byte, version uint64) (start, end []byte) {
-	start = appendElemPrefix(make([]byte, 0, len(k)+16), k, version)
-	end = appendElemPrefix(make([]byte, 0, len(k)+16), k, version+1)
+	start = appendElemPrefix(make([]byte, 0, len(k)+18), k, version)
+	end = appendElemPrefix(make([]byte, 0, len(k)+18), k, version+1)
 	if version == ^uint64(0) {
-		end = append(appendEscaped([]byte{userPrefix}, k), suffixElem+1)
+		end = append(appendEscaped(appendKeyHead(nil, k), k), suffixElem+1)
 	}
 	return start, end
 }
@@ -512,8 +550,8 @@ func iterKeysFrom(r pebble.Reader, from []byte, nowMs int64, fn func(user []byte
 func iterKeysImpl(r pebble.Reader, from []byte, exclusive bool, nowMs int64, fn func(user []byte, sk []byte, rec *record) bool) (err error) {
 	// Hidden keys (below firstUserKey) are not keys: the iterator starts
 	// above them rather than stepping over the expiry index.
-	_, end := UserSpan()
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: firstUserKey, UpperBound: end})
+	start, end := userKeySpan()
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
 	if err != nil {
 		return err
 	}

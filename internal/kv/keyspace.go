@@ -282,8 +282,10 @@ func cmdKeys(x *ctx, args [][]byte) Reply {
 	return Array(out...)
 }
 
-// SCAN cursors (package cursor has the design): a position is the escaped
-// storage key of the last key a call visited; its head is the 0x10 prefix.
+// SCAN cursors (package cursor has the design): a position is the
+// storage key of the last key a call visited (metaKey: slot-ordered); its
+// head is the 0x11 prefix, so a cursor's P is the slot (2 bytes) and the
+// first 2 bytes of the escaped key.
 // HSCAN, SSCAN and ZSCAN cursors are kept in the same table with the
 // collection's key and incarnation (scanPage).
 var cursors cursor.Table
@@ -362,7 +364,7 @@ func cmdScan(x *ctx, args [][]byte, o scanOpts) Reply {
 	if o.cursor != 0 {
 		var ok bool
 		if after, ok = cursors.Resume(o.cursor, nil, 0); !ok {
-			from = append([]byte{userPrefix}, cursor.Fallback(o.cursor)...)
+			from = append([]byte{slotPrefix}, cursor.Fallback(o.cursor)...)
 		}
 	}
 	var keys []Reply
@@ -433,7 +435,7 @@ func cmdRandomKey(x *ctx, _ [][]byte) Reply {
 		}
 		return Bulk(found)
 	}
-	start, end := UserSpan()
+	start, end := userKeySpan()
 	it, err := x.r.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
 	if err != nil {
 		return errReply(err)
@@ -510,8 +512,8 @@ func cmdFlush(x *ctx, _ [][]byte) Reply {
 	if err := x.tombFlushed(); err != nil {
 		return errReply(err)
 	}
-	_, end := UserSpan()
-	if err := x.w.DeleteRange(firstUserKey, end, nil); err != nil {
+	start, end := userKeySpan()
+	if err := x.w.DeleteRange(start, end, nil); err != nil {
 		return errReply(err)
 	}
 	if err := x.w.DeleteRange(ttlPrefix, prefixEnd(ttlPrefix), nil); err != nil {

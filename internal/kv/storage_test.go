@@ -8,10 +8,13 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/kvorum/kvorum/internal/slot"
 )
 
-// The storage encoding must preserve the order of user keys, keep every
-// storage key of one user key contiguous, and round-trip.
+// The storage encoding must order user keys by hash slot, then as the user
+// keys are ordered, keep every storage key of one user key contiguous (and
+// inside its slot's SlotSpan), and round-trip.
 func TestStorageKeyEncodingIsOrderPreserving(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	keys := [][]byte{{}, {0}, {0, 0}, {0, 1}, {0, 0xFF}, {1}, {0xFF}, []byte("a"), []byte("a\x00"), []byte("a\x00b"), []byte("ab")}
@@ -22,10 +25,16 @@ func TestStorageKeyEncodingIsOrderPreserving(t *testing.T) {
 		}
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, bytes.Compare)
+	slices.SortFunc(keys, func(a, b []byte) int {
+		if sa, sb := slot.Of(a), slot.Of(b); sa != sb {
+			return int(sa) - int(sb)
+		}
+		return bytes.Compare(a, b)
+	})
 	keys = slices.CompactFunc(keys, bytes.Equal)
 	elem := func(k []byte, version uint64, e []byte) []byte {
-		b := append([]byte{userPrefix}, appendEscaped(nil, k)...)
+		s := slot.Of(k)
+		b := append([]byte{slotPrefix, byte(s >> 8), byte(s)}, appendEscaped(nil, k)...)
 		b = append(b, 0x01)
 		b = append(b, byte(version>>56), byte(version>>48), byte(version>>40), byte(version>>32), byte(version>>24), byte(version>>16), byte(version>>8), byte(version))
 		return append(b, e...)
@@ -41,6 +50,18 @@ func TestStorageKeyEncodingIsOrderPreserving(t *testing.T) {
 			t.Fatalf("meta key of %q outside UserSpan", k)
 		}
 		ek := elem(k, ^uint64(0), []byte{0xFF, 0xFF})
+		s := slot.Of(k)
+		for _, sp := range [][2]uint16{{s, s + 1}, {0, s + 1}, {s, slot.Count}} {
+			lo, hi := SlotSpan(sp[0], sp[1])
+			if bytes.Compare(mk, lo) < 0 || bytes.Compare(ek, hi) >= 0 || bytes.Compare(elem(k, 0, nil), lo) < 0 {
+				t.Fatalf("storage keys of %q (slot %d) outside SlotSpan(%d, %d)", k, s, sp[0], sp[1])
+			}
+		}
+		if s > 0 {
+			if _, hi := SlotSpan(0, s); bytes.Compare(elem(k, 0, nil), hi) < 0 {
+				t.Fatalf("storage keys of %q (slot %d) inside SlotSpan(0, %d)", k, s, s)
+			}
+		}
 		if bytes.Compare(mk, ek) >= 0 {
 			t.Fatalf("element key of %q sorts before its metadata", k)
 		}
@@ -63,7 +84,7 @@ func TestFlushAllKeepsNonUserState(t *testing.T) {
 	if err := db.Set(raftKey, []byte("x"), pebble.NoSync); err != nil {
 		t.Fatal(err)
 	}
-	above := []byte{userPrefix + 1, 'z'}
+	above := []byte{slotPrefix + 1, 'z'}
 	if err := db.Set(above, []byte("x"), pebble.NoSync); err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +396,7 @@ func TestCommandsShareOneBatch(t *testing.T) {
 func TestIterationSkipsElementKeys(t *testing.T) {
 	db := openMem(t)
 	elem := func(k string, e byte) []byte {
-		b := append([]byte{userPrefix}, appendEscaped(nil, []byte(k))...)
+		b := appendEscaped(appendKeyHead(nil, []byte(k)), []byte(k))
 		return append(append(b, 0x01, 0, 0, 0, 0, 0, 0, 0, 1), e)
 	}
 	hash := record{typ: typeHash, version: 1}
@@ -396,8 +417,9 @@ func TestIterationSkipsElementKeys(t *testing.T) {
 		want string
 	}{
 		{[]string{"DBSIZE"}, "5"},
-		{[]string{"KEYS", "*"}, "[ a h h\x00 z]"},
-		{[]string{"SCAN", "0", "COUNT", "100"}, "[0 [ a h h\x00 z]]"},
+		// Storage order: by hash slot ("" 0, "h\x00", "z", "h", "a"), then key.
+		{[]string{"KEYS", "*"}, "[ h\x00 z h a]"},
+		{[]string{"SCAN", "0", "COUNT", "100"}, "[0 [ h\x00 z h a]]"},
 		{[]string{"EXISTS", "orphan"}, "0"},
 	} {
 		if got := show(run(t, db, 0, c.cmd...)); got != c.want {
@@ -415,7 +437,7 @@ func TestIterationSkipsElementKeys(t *testing.T) {
 			break
 		}
 	}
-	if fmt.Sprintf("%q", got) != `["" "a" "h" "h\x00" "z"]` {
+	if fmt.Sprintf("%q", got) != `["" "h\x00" "z" "h" "a"]` {
 		t.Fatalf("paged scan: %q", got)
 	}
 	checkExpiryIndex(t, db)

@@ -101,7 +101,7 @@ func TestStreamApplyIsDeterministic(t *testing.T) {
 // countElems counts the storage keys of k's elements (every incarnation).
 func countElems(t *testing.T, db *pebble.DB, k string) int {
 	t.Helper()
-	lo := append(appendEscaped([]byte{userPrefix}, []byte(k)), suffixElem)
+	lo := append(appendEscaped(appendKeyHead(nil, []byte(k)), []byte(k)), suffixElem)
 	it, err := db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
 	if err != nil {
 		t.Fatal(err)

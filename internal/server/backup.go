@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/kvorum/kvorum/internal/admin"
+	"github.com/kvorum/kvorum/internal/kv"
 	"github.com/kvorum/kvorum/internal/storage"
 	"github.com/kvorum/kvorum/internal/store"
 )
@@ -198,6 +199,11 @@ func seed(db *pebble.DB, cfg RestoreConfig) (storage.BackupInfo, error) {
 		return info, err
 	}
 	if err := storage.SetIdent(b, storage.NodeID(cfg.ID), restoredClusterID(cfg.InitialCluster, info.Sum)); err != nil {
+		return info, err
+	}
+	// ReadBackup gave the pairs in this release's layout (converting a
+	// backup of an earlier one).
+	if err := storage.SetStoreFormat(b, kv.StoreFormat); err != nil {
 		return info, err
 	}
 	return info, storage.Commit(b, pebble.Sync)

@@ -98,6 +98,11 @@ func Start(cfg Config) (n *Node, err error) {
 	if n.db, err = storage.Open(cfg.DataDir, storage.Options{FS: cfg.FS, Logger: cfg.Logger, BackgroundFatal: cfg.StorageFatal, CacheSize: int64(cfg.CacheSize), MemTableSize: uint64(cfg.MemTableSize)}); err != nil {
 		return nil, err
 	}
+	// Before anything reads the store: a store of an earlier release is
+	// converted to the current storage format once (a new one is marked).
+	if err = kv.MigrateV2(n.db, cfg.Logger); err != nil {
+		return nil, fmt.Errorf("storage format 2 migration: %w", err)
+	}
 	desc, err := n.recoverOrBootstrap()
 	if err != nil {
 		return nil, err

@@ -11,12 +11,14 @@
 //
 //	0x01 'i' 'n'                      node id (uvarint)
 //	0x01 'i' 'c'                      cluster id (uvarint)
+//	0x01 'i' 'f'                      store format (uvarint; absent = 1)
 //	0x02 <range id:8> 'h'             raft HardState (proto)
 //	0x02 <range id:8> 'a'             applied state: index, term, ConfState
 //	0x02 <range id:8> 'd'             range descriptor (JSON)
 //	0x02 <range id:8> 't'             truncated state: index, term
 //	0x02 <range id:8> 'l' <index:8>   raft log entry (proto)
-//	0x10 ...                          user data, owned by package kv
+//	0x10 0x00 0x00 ...                hidden keys, owned by package kv
+//	0x11 <slot:2> ...                 user keys (format 2), owned by package kv
 //
 // Integers in keys are big-endian so that they sort. All writes go through
 // pebble batches built by the store's Ready loop; this package only encodes

@@ -16,6 +16,9 @@ const (
 var (
 	nodeIDKey    = []byte{prefixIdent, 'i', 'n'}
 	clusterIDKey = []byte{prefixIdent, 'i', 'c'}
+	// The store format (uvarint; absent = 1): the layout of the user data,
+	// see LoadStoreFormat.
+	storeFormatKey = []byte{prefixIdent, 'i', 'f'}
 )
 
 const (

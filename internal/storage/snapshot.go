@@ -24,14 +24,43 @@ import (
 //
 // Stream format (all integers uvarint):
 //
-//	"KVSNAP1\n"
+//	"KVSNAP1\n" or "KVSNAP2\n"
 //	len, descriptor JSON
 //	index, term
 //	repeated: klen (>0), key, vlen, value
 //	0                      end of pairs
 //	crc32c (4 bytes BE) of everything before it
+//
+// The magic says the layout of the user keys: KVSNAP1, store format 1
+// (0x10 <escaped key> …), KVSNAP2, the store's own layout (format 2, with
+// the hash slot). Writers send KVSNAP1, converting keys with LegacyKeys, so
+// that nodes of the release before format 2 read the stream; readers take
+// both and convert KVSNAP1 keys back (docs/architecture.md, "Rolling
+// upgrades"). The pairs of a converted stream are not in key order: no
+// reader needs them to be (receivers stage them into a batch).
 
-const snapMagic = "KVSNAP1\n"
+const (
+	snapMagic   = "KVSNAP1\n"
+	snapMagicV2 = "KVSNAP2\n"
+)
+
+// LegacyKeys converts the keys of the user data between a KVSNAP1 stream
+// (store format 1) and the store's layout. Package kv sets it at init
+// (kv.V1Key, kv.V2Key); while unset (programs without kv, such as the
+// store package's tests), keys travel as they are.
+type LegacyKeys struct {
+	// ToV1 appends the format 1 form of key k to dst.
+	ToV1 func(dst, k []byte) []byte
+	// FromV1 appends the store's form of format 1 key k to dst; an error
+	// (wrapping ErrCorrupt) rejects the stream.
+	FromV1 func(dst, k []byte) ([]byte, error)
+}
+
+var legacyKeys LegacyKeys
+
+// SetLegacyKeys sets the conversion of KVSNAP1 keys; call it before any
+// stream is written or read (package init).
+func SetLegacyKeys(l LegacyKeys) { legacyKeys = l }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
@@ -166,8 +195,16 @@ func EmitSpan(r pebble.Reader, start, end []byte, emit func(k, v []byte) error) 
 }
 
 // WriteSnapshotStream writes a snapshot stream; pairs calls emit for each
-// key/value in order.
+// key/value in order. It writes KVSNAP1: keys in format 1 (LegacyKeys.ToV1).
 func WriteSnapshotStream(w io.Writer, desc *Descriptor, meta *raftpb.SnapshotMetadata, pairs func(emit func(k, v []byte) error) error) error {
+	return writeSnapshotStream(w, snapMagic, desc, meta, pairs)
+}
+
+func writeSnapshotStream(w io.Writer, magic string, desc *Descriptor, meta *raftpb.SnapshotMetadata, pairs func(emit func(k, v []byte) error) error) error {
+	toV1 := legacyKeys.ToV1
+	if magic != snapMagic {
+		toV1 = nil
+	}
 	bw := bufio.NewWriterSize(w, 256<<10)
 	crc := crc32.New(crcTable)
 	mw := io.MultiWriter(bw, crc)
@@ -176,7 +213,7 @@ func WriteSnapshotStream(w io.Writer, desc *Descriptor, meta *raftpb.SnapshotMet
 	if err != nil {
 		return err
 	}
-	hdr = append(hdr, snapMagic...)
+	hdr = append(hdr, magic...)
 	hdr = binary.AppendUvarint(hdr, uint64(len(dj)))
 	hdr = append(hdr, dj...)
 	hdr = binary.AppendUvarint(hdr, meta.GetIndex())
@@ -184,10 +221,14 @@ func WriteSnapshotStream(w io.Writer, desc *Descriptor, meta *raftpb.SnapshotMet
 	if _, err := mw.Write(hdr); err != nil {
 		return err
 	}
-	var buf []byte
+	var buf, kbuf []byte
 	err = pairs(func(k, v []byte) error {
 		if len(k) == 0 {
 			return errors.New("storage: empty key in snapshot")
+		}
+		if toV1 != nil {
+			kbuf = toV1(kbuf[:0], k)
+			k = kbuf
 		}
 		buf = binary.AppendUvarint(buf[:0], uint64(len(k)))
 		buf = append(buf, k...)
@@ -219,7 +260,9 @@ const snapshotBuffer = 256 << 10
 const maxSnapshotField = 1 << 30
 
 // ReadSnapshotStream reads a stream written by WriteSnapshotStream, calling
-// fn for each pair (the slices are only valid during the call). It verifies
+// fn for each pair (the slices are only valid during the call) with its key
+// in the store's layout (a KVSNAP1 key converted by LegacyKeys.FromV1;
+// pairs then come in no particular order). It verifies
 // the checksum at the end; fn may have been called for pairs of a stream
 // that later fails verification, so callers stage data before applying it.
 func ReadSnapshotStream(r io.Reader, fn func(k, v []byte) error) (*Descriptor, *raftpb.SnapshotMetadata, error) {
@@ -230,7 +273,12 @@ func ReadSnapshotStream(r io.Reader, fn func(k, v []byte) error) (*Descriptor, *
 	if _, err := io.ReadFull(tr, magic); err != nil {
 		return nil, nil, fmt.Errorf("snapshot stream: %w", err)
 	}
-	if string(magic) != snapMagic {
+	var fromV1 func(dst, k []byte) ([]byte, error)
+	switch string(magic) {
+	case snapMagic:
+		fromV1 = legacyKeys.FromV1
+	case snapMagicV2:
+	default:
 		return nil, nil, fmt.Errorf("%w: snapshot stream header %q", ErrCorrupt, magic)
 	}
 	readField := func(buf []byte) ([]byte, error) {
@@ -266,7 +314,7 @@ func ReadSnapshotStream(r io.Reader, fn func(k, v []byte) error) (*Descriptor, *
 		return nil, nil, fmt.Errorf("%w: snapshot term: %w", ErrCorrupt, err)
 	}
 	meta.Index, meta.Term = proto.Uint64(idx), proto.Uint64(term)
-	var kbuf, vbuf []byte
+	var kbuf, vbuf, cbuf []byte
 	for {
 		kl, err := binary.ReadUvarint(tr)
 		if err != nil {
@@ -288,7 +336,14 @@ func ReadSnapshotStream(r io.Reader, fn func(k, v []byte) error) (*Descriptor, *
 		if vbuf, err = readField(vbuf); err != nil {
 			return nil, nil, fmt.Errorf("%w: snapshot stream: %w", ErrCorrupt, err)
 		}
-		if err := fn(kbuf, vbuf); err != nil {
+		k := kbuf
+		if fromV1 != nil {
+			if cbuf, err = fromV1(cbuf[:0], kbuf); err != nil {
+				return nil, nil, err
+			}
+			k = cbuf
+		}
+		if err := fn(k, vbuf); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -235,3 +235,23 @@ func SetIdent(w Writer, node NodeID, cluster uint64) error {
 	}
 	return w.Set(clusterIDKey, binary.AppendUvarint(nil, cluster), nil)
 }
+
+// LoadStoreFormat reads the store format: the layout of the user data
+// (package kv's UserSpan). 1 when the marker is absent: every store
+// written before the marker existed.
+func LoadStoreFormat(r pebble.Reader) (uint64, error) {
+	v, ok, err := getValue(r, storeFormatKey)
+	if err != nil || !ok {
+		return 1, err
+	}
+	f, n := binary.Uvarint(v)
+	if n <= 0 {
+		return 0, fmt.Errorf("%w: store format %x", ErrCorrupt, v)
+	}
+	return f, nil
+}
+
+// SetStoreFormat records the store format.
+func SetStoreFormat(w Writer, f uint64) error {
+	return w.Set(storeFormatKey, binary.AppendUvarint(nil, f), nil)
+}

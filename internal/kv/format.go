@@ -1,0 +1,238 @@
+package kv
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/kvorum/kvorum/internal/slot"
+	"github.com/kvorum/kvorum/internal/storage"
+)
+
+// Storage formats (docs/ranges.md §2.2). Format 1 stored user key k under
+// 0x10 <escaped k> <suffix>; format 2 stores it under 0x11 <slot:2 BE>
+// <escaped k> <suffix>, so that each hash slot's keys are one span. The
+// hidden keys 0x10 0x00 0x00 … are the same in both. The store records its
+// format under storage's 0x01 'i' 'f' (absent: 1).
+
+// StoreFormat is the storage format this package reads and writes.
+const StoreFormat = 2
+
+// v1UserSpan is the span of format 1's user keys: above the hidden keys,
+// below format 2's.
+var v1UserStart, v1UserEnd = []byte{userPrefix, 0x00, 0x01}, []byte{slotPrefix}
+
+func isV1User(k []byte) bool {
+	return bytes.Compare(k, v1UserStart) >= 0 && bytes.Compare(k, v1UserEnd) < 0
+}
+
+// V2Key returns the format 2 storage key of format 1 storage key k: a user
+// key (metadata record or collection element) gains its hash slot; any
+// other key (hidden keys, keys outside the user span) is returned as is.
+// It returns nil for a format 1 user key that does not decode (corrupt).
+// Pure: every replica converts the same bytes the same way.
+func V2Key(k []byte) []byte { return appendV2Key(nil, k) }
+
+func appendV2Key(dst, k []byte) []byte {
+	if !isV1User(k) {
+		return append(dst, k...)
+	}
+	n := len(dst)
+	dst = append(dst, slotPrefix, 0, 0)
+	user, _, ok := unescape(dst[len(dst):], k, 1)
+	if !ok {
+		return nil
+	}
+	s := slot.Of(user)
+	dst[n+1], dst[n+2] = byte(s>>8), byte(s)
+	return append(dst[:n+keyHeadLen], k[1:]...)
+}
+
+// V1Key returns the format 1 storage key of format 2 storage key k (the
+// inverse of V2Key): a user key loses its slot; any other key is returned
+// as is. Pure.
+func V1Key(k []byte) []byte { return appendV1Key(nil, k) }
+
+func appendV1Key(dst, k []byte) []byte {
+	if len(k) < keyHeadLen || k[0] != slotPrefix {
+		return append(dst, k...)
+	}
+	return append(append(dst, userPrefix), k[keyHeadLen:]...)
+}
+
+func init() {
+	// Snapshot streams and backups carry format 1 keys (KVSNAP1) so that
+	// nodes of the previous release read them; see storage.LegacyKeys and
+	// docs/architecture.md (rolling upgrade).
+	storage.SetLegacyKeys(storage.LegacyKeys{
+		ToV1: appendV1Key,
+		FromV1: func(dst, k []byte) ([]byte, error) {
+			if nk := appendV2Key(dst, k); nk != nil {
+				return nk, nil
+			}
+			return nil, fmt.Errorf("%w: undecodable format 1 user key %q", storage.ErrCorrupt, k)
+		},
+	})
+}
+
+// Migration knobs, small in tests.
+var (
+	migrateBatchBytes    = 4 << 20
+	migrateProgressEvery = 5 * time.Second
+	// migrateStep, if set, is called at each step of MigrateV2 (tests
+	// inject crashes there); an error stops the migration with it.
+	migrateStep func(step string) error
+)
+
+func migrateHook(step string) error {
+	if migrateStep == nil {
+		return nil
+	}
+	return migrateStep(step)
+}
+
+// MigrateV2 converts a format 1 store to format 2 at open, before anything
+// reads it; it does nothing to a format 2 store, and only records the
+// format in a store without format 1 user keys (a new one). Crash-safe:
+//
+//  1. Without the format marker, keys in [0x11, 0x12) can only be the
+//     output of an interrupted earlier run (format 1 wrote nothing there):
+//     they are deleted.
+//  2. Every format 1 user pair is written under its V2Key, in batches of
+//     bounded size (not synced: the last batch's sync covers them, one
+//     write-ahead log).
+//  3. One synced batch deletes [0x10 0x00 0x01, 0x11) (the format 1 user
+//     keys) and sets the marker to 2.
+//
+// A crash before 3 leaves the format 1 keys and no marker: the next open
+// starts over at 1. After 3, the store is format 2. If the TTL index was
+// being built (KVORUM.TTLINDEX, whose cursor is a position in format 1's
+// key order), the migration completes it from the metadata records and
+// marks it built in the batch of step 3.
+func MigrateV2(db *pebble.DB, log *slog.Logger) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	f, err := storage.LoadStoreFormat(db)
+	if err != nil || f >= StoreFormat {
+		return err
+	}
+	if f != 1 {
+		return fmt.Errorf("kv: unknown store format %d", f)
+	}
+	has, err := spanHasKeys(db, v1UserStart, v1UserEnd)
+	if err != nil {
+		return err
+	}
+	if !has {
+		// A new store (or an empty one): nothing to convert. Keys in
+		// [0x11, 0x12) without format 1 keys beside them cannot be an
+		// interrupted migration's (step 3 removes both at once).
+		b := db.NewBatch()
+		defer b.Close()
+		if err := storage.SetStoreFormat(b, StoreFormat); err != nil {
+			return err
+		}
+		return storage.Commit(b, pebble.Sync)
+	}
+	ttlState, _, err := getCopy(db, ttlStateKey)
+	if err != nil {
+		return err
+	}
+	buildTTL := len(ttlState) > 0 && ttlState[0] == 'c'
+	started := time.Now()
+	log.Info("converting the store to storage format 2 (user keys by hash slot); this runs once")
+	start, end := userKeySpan()
+	if err := db.DeleteRange(start, end, pebble.NoSync); err != nil {
+		return err
+	}
+	if err := migrateHook("cleared"); err != nil {
+		return err
+	}
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: v1UserStart, UpperBound: v1UserEnd})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	b := db.NewBatch()
+	defer func() { b.Close() }()
+	var pairs, bytesDone int64
+	lastLog := started
+	var kbuf, ubuf []byte
+	for valid := it.First(); valid; valid = it.Next() {
+		k := it.Key()
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return err
+		}
+		if kbuf = appendV2Key(kbuf[:0], k); kbuf == nil {
+			return fmt.Errorf("%w: undecodable format 1 user key %q", storage.ErrCorrupt, k)
+		}
+		if err := b.Set(kbuf, v, nil); err != nil {
+			return err
+		}
+		if buildTTL {
+			if user, suffix, ok := unescape(ubuf[:0], k, 1); ok && len(suffix) == 1 && suffix[0] == suffixMeta {
+				ubuf = user
+				if rec, err := decodeHeader(v); err == nil && rec.expire > 0 {
+					if err := b.Set(appendTTLKey(nil, rec.expire, user), nil, nil); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		pairs++
+		bytesDone += int64(len(k) + len(v))
+		if b.Len() < migrateBatchBytes {
+			continue
+		}
+		if err := storage.Commit(b, pebble.NoSync); err != nil {
+			return err
+		}
+		b.Close()
+		b = db.NewBatch()
+		if err := migrateHook("batch"); err != nil {
+			return err
+		}
+		if time.Since(lastLog) >= migrateProgressEvery {
+			lastLog = time.Now()
+			log.Info("converting the store to storage format 2", "pairs", pairs, "bytes", bytesDone, "elapsed", time.Since(started).Round(time.Millisecond))
+		}
+	}
+	if err := it.Error(); err != nil {
+		return err
+	}
+	if err := b.DeleteRange(v1UserStart, v1UserEnd, nil); err != nil {
+		return err
+	}
+	if buildTTL {
+		if err := b.Set(ttlStateKey, []byte(ttlBuilt), nil); err != nil {
+			return err
+		}
+	}
+	if err := storage.SetStoreFormat(b, StoreFormat); err != nil {
+		return err
+	}
+	if err := migrateHook("final"); err != nil {
+		return err
+	}
+	if err := storage.Commit(b, pebble.Sync); err != nil {
+		return err
+	}
+	log.Info("converted the store to storage format 2", "pairs", pairs, "bytes", bytesDone, "elapsed", time.Since(started).Round(time.Millisecond))
+	return migrateHook("done")
+}
+
+// spanHasKeys reports whether r holds a key in [start, end).
+func spanHasKeys(r pebble.Reader, start, end []byte) (bool, error) {
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
+	if err != nil {
+		return false, err
+	}
+	has := it.First()
+	return has, errors.Join(it.Error(), it.Close())
+}
