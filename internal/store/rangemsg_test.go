@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -187,5 +188,27 @@ func TestUnknownRangeOverStream(t *testing.T) {
 		if st := s.Replica(1).Status(); st.Term >= term+100 {
 			t.Fatalf("node %d took term %d of a range 2 message", s.NodeID(), st.Term)
 		}
+	}
+}
+
+// A snapshot must arrive as the range its data names: one sent as
+// another range is refused (its stream read to the end) and never staged.
+func TestReceiveSnapshotRangeMismatch(t *testing.T) {
+	c := newCluster(t, 1)
+	s := c.nodes[1].store
+	data := make([]byte, 16)
+	data[7] = 1 // the data names range 1
+	m := &raftpb.Message{Type: raftpb.MsgSnap.Enum(), From: proto.Uint64(2), To: proto.Uint64(1), Term: proto.Uint64(100),
+		Snapshot: &raftpb.Snapshot{Data: data, Metadata: &raftpb.SnapshotMetadata{Index: proto.Uint64(1000), Term: proto.Uint64(100)}}}
+	stream := strings.NewReader("not read by anyone")
+	err := s.ReceiveSnapshot(RaftMessage{Range: 2, Msg: m}, stream)
+	if err == nil || !strings.Contains(err.Error(), "sent as range 2") {
+		t.Fatalf("snapshot of range 1 sent as range 2: %v", err)
+	}
+	if stream.Len() != 0 {
+		t.Fatalf("%d bytes of the stream left unread", stream.Len())
+	}
+	if st := s.Replica(1).Status(); st.Term >= 100 {
+		t.Fatalf("range 1 stepped the snapshot: term %d", st.Term)
 	}
 }
