@@ -33,23 +33,25 @@ const (
 	methodTransferLeader = "transfer-leader"
 )
 
-func (h *peerHandler) HandleRaft(msgs []*raftpb.Message) {
+// HandleRaft steps each message into the range it came with. One for a
+// range this node has no replica of is dropped there (counted and logged
+// by Store.Step): the stream, shared by every range, goes on.
+func (h *peerHandler) HandleRaft(msgs []store.RaftMessage) {
 	n := (*Node)(h)
 	for _, m := range msgs {
-		// One range for now: every message belongs to it.
-		_ = n.store.Step(firstRange, m)
+		n.store.Step(m.Range, m.Msg)
 	}
 }
 
-func (h *peerHandler) HandleSnapshot(m *raftpb.Message, data io.Reader) error {
+func (h *peerHandler) HandleSnapshot(m store.RaftMessage, data io.Reader) error {
 	return (*Node)(h).store.ReceiveSnapshot(m, data)
 }
 
+// ReportUnreachable reaches every range that has a replica on node to:
+// the queue and stream to a node serve all of them.
 func (h *peerHandler) ReportUnreachable(to uint64) {
 	n := (*Node)(h)
-	if r := n.store.Replica(firstRange); r != nil {
-		r.ReportUnreachable(to)
-	}
+	n.store.ReportUnreachable(to)
 	if !n.trans.HasPeer(to) {
 		n.learnPeers()
 	}
@@ -92,10 +94,8 @@ func (n *Node) learnPeers() {
 	}()
 }
 
-func (h *peerHandler) ReportSnapshot(to uint64, ok bool) {
-	if r := (*Node)(h).store.Replica(firstRange); r != nil {
-		r.ReportSnapshot(to, ok)
-	}
+func (h *peerHandler) ReportSnapshot(rangeID storage.RangeID, to uint64, ok bool) {
+	(*Node)(h).store.ReportSnapshot(rangeID, to, ok)
 }
 
 func (n *Node) openSnapshot(m *raftpb.Message) (io.ReadCloser, error) {
@@ -125,28 +125,30 @@ func encodeCmds(cmds [][][]byte) []byte {
 
 var errBadPayload = errors.New("server: malformed peer payload")
 
-func decodeCmds(b []byte) ([][][]byte, error) {
+// decodeCmds decodes a forwarded exec request: the range its commands go
+// to, and the commands.
+func decodeCmds(b []byte) (storage.RangeID, [][][]byte, error) {
 	r := wireReader{b: b}
-	r.uvarint() // the range
+	rangeID := storage.RangeID(r.uvarint())
 	nc := r.uvarint()
-	if r.err != nil || nc > uint64(len(r.b)) {
-		return nil, errBadPayload
+	if r.err != nil || rangeID == 0 || nc > uint64(len(r.b)) {
+		return 0, nil, errBadPayload
 	}
 	cmds := make([][][]byte, nc)
 	for i := range cmds {
 		argc := r.uvarint()
 		if r.err != nil || argc == 0 || argc > uint64(len(r.b)) {
-			return nil, errBadPayload
+			return 0, nil, errBadPayload
 		}
 		cmds[i] = make([][]byte, argc)
 		for j := range cmds[i] {
 			cmds[i][j] = r.bytes()
 		}
 		if r.err != nil {
-			return nil, errBadPayload
+			return 0, nil, errBadPayload
 		}
 	}
-	return cmds, nil
+	return rangeID, cmds, nil
 }
 
 // forwardExec sends a run of writes to the leader and waits for its
@@ -196,13 +198,18 @@ func (h *peerHandler) HandleCall(ctx context.Context, method string, payload []b
 	n := (*Node)(h)
 	switch method {
 	case methodExec:
-		cmds, err := decodeCmds(payload)
+		rangeID, cmds, err := decodeCmds(payload)
 		if err != nil {
 			return nil, err
 		}
+		r := n.store.Replica(rangeID)
+		if r == nil {
+			// Not proposed: the sender may retry where the range is.
+			return appendError(nil, &store.NotLeaderError{Range: rangeID}), nil
+		}
 		ctx, cancel := n.withRequestTimeout(ctx)
 		defer cancel()
-		replies, err := n.store.Replica(firstRange).Propose(ctx, cmds)
+		replies, err := r.Propose(ctx, cmds)
 		if err != nil {
 			return appendError(nil, err), nil
 		}

@@ -146,6 +146,8 @@ func decodeError(b []byte) (err error, ok bool) {
 	case codeText:
 		return errors.New(string(r.b)), true
 	case codeNotLeader:
+		// The range is the one the sender encoded; a frame without it is
+		// from a node older than ranges in errors, which had range 1 only.
 		nle := &store.NotLeaderError{Range: firstRange, Leader: r.uvarint()}
 		if r.more() {
 			nle.Range = storage.RangeID(r.uvarint())

@@ -9,14 +9,13 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
-	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/kvorum/kvorum/internal/storage"
 )
 
 type nopTransport struct{}
 
-func (nopTransport) Send([]*raftpb.Message) {}
+func (nopTransport) Send([]RaftMessage)     {}
 func (nopTransport) SetPeer(uint64, string) {}
 func (nopTransport) RemovePeer(uint64)      {}
 

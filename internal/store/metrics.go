@@ -31,6 +31,9 @@ type Metrics struct {
 	EntriesApplied      prometheus.Counter
 	SnapshotsSent       prometheus.Counter
 	SnapshotsRecv       prometheus.Counter
+	// UnknownRangeMessages counts the Raft messages dropped because they
+	// name a range this node has no replica of (Store.Step).
+	UnknownRangeMessages prometheus.Counter
 }
 
 // NewMetrics creates the instruments and registers them on reg (if non-nil).
@@ -51,11 +54,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		EntriesApplied:      prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_entries_applied_total", Help: "Committed entries applied."}),
 		SnapshotsSent:       prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_snapshots_sent_total", Help: "Snapshots streamed to followers."}),
 		SnapshotsRecv:       prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_snapshots_applied_total", Help: "Snapshots received and applied."}),
+		UnknownRangeMessages: prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_unknown_range_messages_total",
+			Help: "Raft messages from peers dropped because this node has no replica of their range."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Proposals, m.ProposalLatency, m.ReadIndexRounds, m.LeaseReads, m.LeaseProbes, m.ReadyRounds,
 			m.ReadBarrierDuration, m.ReadIndexDuration, m.ReadApplyWait,
-			m.ReadyDuration, m.FsyncDuration, m.EntriesApplied, m.SnapshotsSent, m.SnapshotsRecv)
+			m.ReadyDuration, m.FsyncDuration, m.EntriesApplied, m.SnapshotsSent, m.SnapshotsRecv, m.UnknownRangeMessages)
 	}
 	return m
 }

@@ -99,18 +99,18 @@ func (s *Store) processReady() (more bool, err error) {
 	// entries are applied in the same batch that persists them.
 	// A follower's ReadIndex requests need nothing of the round's batch
 	// either: they go now too, not after its fsync.
-	var early []*raftpb.Message
+	var early []RaftMessage
 	for _, it := range items {
 		it.r.noteSent(it.rd.Messages)
 		if it.leader {
-			early = append(early, it.rd.Messages...)
+			early = it.r.appendMessages(early, it.rd.Messages)
 			it.rd.Messages = nil
 			continue
 		}
 		keep := it.rd.Messages[:0]
 		for _, m := range it.rd.Messages {
 			if m.GetType() == raftpb.MessageType_MsgReadIndex {
-				early = append(early, m)
+				early = append(early, RaftMessage{Range: it.r.id, Msg: m})
 			} else {
 				keep = append(keep, m)
 			}
@@ -205,10 +205,10 @@ func (s *Store) processReady() (more bool, err error) {
 		}
 	}
 
-	var msgs []*raftpb.Message
+	var msgs []RaftMessage
 	for _, it := range items {
 		it.r.afterCommit(it)
-		msgs = append(msgs, it.rd.Messages...)
+		msgs = it.r.appendMessages(msgs, it.rd.Messages)
 	}
 	s.send(msgs)
 	for _, it := range items {
@@ -228,12 +228,21 @@ func (s *Store) processReady() (more bool, err error) {
 	return more, nil
 }
 
-func (s *Store) send(msgs []*raftpb.Message) {
+// appendMessages appends the replica's messages to out, each with the
+// replica's range: that is where its destination steps it.
+func (r *Replica) appendMessages(out []RaftMessage, msgs []*raftpb.Message) []RaftMessage {
+	for _, m := range msgs {
+		out = append(out, RaftMessage{Range: r.id, Msg: m})
+	}
+	return out
+}
+
+func (s *Store) send(msgs []RaftMessage) {
 	if len(msgs) == 0 {
 		return
 	}
 	for _, m := range msgs {
-		if m.GetType() == raftpb.MessageType_MsgSnap {
+		if m.Msg.GetType() == raftpb.MessageType_MsgSnap {
 			s.cfg.Metrics.SnapshotsSent.Inc()
 		}
 	}

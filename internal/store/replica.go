@@ -258,6 +258,15 @@ func (r *Replica) Descriptor() *storage.Descriptor {
 	return r.mu.desc.Clone()
 }
 
+// hasReplicaOn reports whether the range's descriptor has a replica on
+// node id (Descriptor without the copy).
+func (r *Replica) hasReplicaOn(id storage.NodeID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.mu.desc.Replica(id)
+	return ok
+}
+
 // AppliedIndex returns the index of the last applied entry.
 func (r *Replica) AppliedIndex() uint64 { return r.applied.Load() }
 
@@ -305,7 +314,7 @@ func (r *Replica) step(m *raftpb.Message) {
 			// A follower's read batch served by the lease: no heartbeat
 			// round to a quorum.
 			r.store.cfg.Metrics.LeaseReads.Inc()
-			r.store.cfg.Transport.Send([]*raftpb.Message{resp})
+			r.store.cfg.Transport.Send([]RaftMessage{{Range: r.id, Msg: resp}})
 			if renew {
 				r.store.signal()
 			}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/kvorum/kvorum/internal/storage"
 )
@@ -41,16 +40,22 @@ func (s *Store) removeStaged(path string) {
 }
 
 // ReceiveSnapshot stages an incoming snapshot and steps its message into the
-// range. It consumes data fully.
-func (s *Store) ReceiveSnapshot(m *raftpb.Message, data io.Reader) (err error) {
+// range. It consumes data fully. The range the message came with must be
+// the one its snapshot data names.
+func (s *Store) ReceiveSnapshot(rm RaftMessage, data io.Reader) (err error) {
+	m := rm.Msg
 	defer func() {
 		if err != nil {
-			s.log.Warn("receiving snapshot failed", "index", m.GetSnapshot().GetMetadata().GetIndex(), "from", m.GetFrom(), "err", err)
+			s.log.Warn("receiving snapshot failed", "range", uint64(rm.Range), "index", m.GetSnapshot().GetMetadata().GetIndex(), "from", m.GetFrom(), "err", err)
 		}
 	}()
 	rangeID, err := storage.SnapshotRangeID(m.GetSnapshot().GetData())
 	if err != nil {
 		return err
+	}
+	if rangeID != rm.Range {
+		_, _ = io.Copy(io.Discard, data)
+		return fmt.Errorf("store: snapshot of range %d sent as range %d", rangeID, rm.Range)
 	}
 	r := s.Replica(rangeID)
 	if r == nil {

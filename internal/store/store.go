@@ -2,7 +2,6 @@ package store
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -19,10 +18,17 @@ import (
 
 // Transport is what the store needs from the peer transport.
 type Transport interface {
-	Send(msgs []*raftpb.Message)
+	// Send sends each message to its destination's replica of the
+	// message's range.
+	Send(msgs []RaftMessage)
 	SetPeer(id uint64, addr string)
 	RemovePeer(id uint64)
 }
+
+// RaftMessage is a Raft message and the range it belongs to (see
+// storage.RaftMessage, where it is defined so that the transport can carry
+// it without importing store).
+type RaftMessage = storage.RaftMessage
 
 // Config configures a Store.
 type Config struct {
@@ -295,15 +301,41 @@ func (s *Store) Tick() {
 	s.signal()
 }
 
-// Step delivers a message from a peer to the range it belongs to.
-func (s *Store) Step(rangeID storage.RangeID, m *raftpb.Message) error {
+// Step delivers a message from a peer to the range it belongs to. A
+// message for a range this store has no replica of is dropped, counted
+// (Metrics.UnknownRangeMessages) and logged at debug level, never an
+// error: Raft tolerates lost messages, and a peer may name a range that
+// is not here yet or any more (one of many in a stream shared by all
+// ranges, which must keep flowing).
+func (s *Store) Step(rangeID storage.RangeID, m *raftpb.Message) {
 	r := s.Replica(rangeID)
 	if r == nil {
-		return fmt.Errorf("store: no replica of range %d", rangeID)
+		s.cfg.Metrics.UnknownRangeMessages.Inc()
+		s.log.Debug("dropped a raft message for a range with no replica here",
+			"range", uint64(rangeID), "type", m.GetType().String(), "from", m.GetFrom())
+		return
 	}
 	r.step(m)
 	s.signal()
-	return nil
+}
+
+// ReportUnreachable tells every replica that has node to in its
+// descriptor that a message to it could not be sent: the transport's
+// queue and stream to a node serve all ranges.
+func (s *Store) ReportUnreachable(to uint64) {
+	for _, r := range s.Replicas() {
+		if r.hasReplicaOn(storage.NodeID(to)) {
+			r.ReportUnreachable(to)
+		}
+	}
+}
+
+// ReportSnapshot tells the replica of rangeID how sending it a snapshot
+// to node to ended (nothing if the range is gone).
+func (s *Store) ReportSnapshot(rangeID storage.RangeID, to uint64, ok bool) {
+	if r := s.Replica(rangeID); r != nil {
+		r.ReportSnapshot(to, ok)
+	}
 }
 
 // OpenSnapshot opens the data stream of an outgoing snapshot message.

@@ -96,25 +96,25 @@ type testNode struct {
 
 type handler struct{ s *Store }
 
-func (h handler) HandleRaft(msgs []*raftpb.Message) {
+func (h handler) HandleRaft(msgs []RaftMessage) {
 	for _, m := range msgs {
-		_ = h.s.Step(1, m)
+		h.s.Step(m.Range, m.Msg)
 	}
 }
-func (h handler) HandleSnapshot(m *raftpb.Message, data io.Reader) error {
+func (h handler) HandleSnapshot(m RaftMessage, data io.Reader) error {
 	return h.s.ReceiveSnapshot(m, data)
 }
 func (h handler) HandleCall(context.Context, string, []byte) ([]byte, error) {
 	return nil, errors.New("no calls")
 }
-func (h handler) ReportUnreachable(to uint64) { h.s.Replica(1).ReportUnreachable(to) }
-func (h handler) ReportSnapshot(to uint64, ok bool) {
-	h.s.Replica(1).ReportSnapshot(to, ok)
+func (h handler) ReportUnreachable(to uint64) { h.s.ReportUnreachable(to) }
+func (h handler) ReportSnapshot(rangeID storage.RangeID, to uint64, ok bool) {
+	h.s.ReportSnapshot(rangeID, to, ok)
 }
 
 type lazyTransport struct{ t *transport.Local }
 
-func (l *lazyTransport) Send(m []*raftpb.Message)    { l.t.Send(m) }
+func (l *lazyTransport) Send(m []RaftMessage)        { l.t.Send(m) }
 func (l *lazyTransport) SetPeer(id uint64, a string) { l.t.SetPeer(id, a) }
 func (l *lazyTransport) RemovePeer(id uint64)        { l.t.RemovePeer(id) }
 

@@ -13,11 +13,13 @@
 //
 //   - Raft stream (framed): one long-lived connection per (sender,
 //     receiver) pair; each frame is a batch of proto-marshalled
-//     raftpb.Messages with a header naming sender and receiver. A
-//     receiver closes a stream whose frames are malformed or meant for
-//     another node id.
+//     raftpb.Messages, each with the range it belongs to
+//     (storage.RaftMessage), with a header naming sender and receiver.
+//     The messages of every range to one node share its stream and
+//     frames. A receiver closes a stream whose frames are malformed or
+//     meant for another node id.
 //   - Snapshot, gRPC client-streaming: one stream per MsgSnap: the
-//     message, then 1 MiB chunks of the data from the SnapshotSource; the
+//     message and its range, then 1 MiB chunks of the data from the SnapshotSource; the
 //     receiver answers after Handler.HandleSnapshot returns (failure as a
 //     gRPC status).
 //   - Call, gRPC unary: (method, payload) → payload, for joins and

@@ -15,6 +15,8 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/kvorum/kvorum/internal/storage"
 )
 
 const waitTimeout = 10 * time.Second
@@ -54,8 +56,10 @@ func checkLeaks(t *testing.T) {
 type recorder struct {
 	mu          sync.Mutex
 	msgs        []*raftpb.Message
+	ranges      []storage.RangeID // of msgs
 	batches     int
 	snaps       []*raftpb.Message
+	snapRanges  []storage.RangeID // of snaps
 	snapData    [][]byte
 	unreachable map[uint64]int
 	snapReports []snapReport
@@ -68,21 +72,24 @@ type recorder struct {
 
 func newRecorder() *recorder { return &recorder{unreachable: map[uint64]int{}} }
 
-func (r *recorder) HandleRaft(msgs []*raftpb.Message) {
+func (r *recorder) HandleRaft(msgs []storage.RaftMessage) {
 	if r.raftGate != nil {
 		<-r.raftGate
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.msgs = append(r.msgs, msgs...)
+	for _, m := range msgs {
+		r.msgs = append(r.msgs, m.Msg)
+		r.ranges = append(r.ranges, m.Range)
+	}
 	r.batches++
 }
 
-func (r *recorder) HandleSnapshot(m *raftpb.Message, data io.Reader) error {
+func (r *recorder) HandleSnapshot(m storage.RaftMessage, data io.Reader) error {
 	var b []byte
 	var err error
 	if r.snapHandle != nil {
-		b, err = r.snapHandle(m, data)
+		b, err = r.snapHandle(m.Msg, data)
 	} else {
 		b, err = io.ReadAll(data)
 	}
@@ -91,7 +98,8 @@ func (r *recorder) HandleSnapshot(m *raftpb.Message, data io.Reader) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.snaps = append(r.snaps, m)
+	r.snaps = append(r.snaps, m.Msg)
+	r.snapRanges = append(r.snapRanges, m.Range)
 	r.snapData = append(r.snapData, b)
 	return nil
 }
@@ -109,16 +117,23 @@ func (r *recorder) ReportUnreachable(to uint64) {
 	r.unreachable[to]++
 }
 
-func (r *recorder) ReportSnapshot(to uint64, ok bool) {
+func (r *recorder) ReportSnapshot(rangeID storage.RangeID, to uint64, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.snapReports = append(r.snapReports, snapReport{to, ok})
+	r.snapReports = append(r.snapReports, snapReport{rangeID, to, ok})
 }
 
 func (r *recorder) received() []*raftpb.Message {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]*raftpb.Message(nil), r.msgs...)
+}
+
+// receivedRanges returns the range of each message received, in order.
+func (r *recorder) receivedRanges() []storage.RangeID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]storage.RangeID(nil), r.ranges...)
 }
 
 func (r *recorder) count() int {
@@ -151,6 +166,16 @@ func waitSnapReport(t *testing.T, r *recorder) snapReport {
 	var rep []snapReport
 	waitFor(t, "ReportSnapshot", func() bool { rep = r.snapReportsCopy(); return len(rep) > 0 })
 	return rep[0]
+}
+
+// ofRange1 gives each message range 1, as every message of a node with one
+// range has.
+func ofRange1(msgs ...*raftpb.Message) []storage.RaftMessage {
+	out := make([]storage.RaftMessage, len(msgs))
+	for i, m := range msgs {
+		out[i] = storage.RaftMessage{Range: 1, Msg: m}
+	}
+	return out
 }
 
 // bytesSource serves the same data for every snapshot.

@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/kvorum/kvorum/internal/storage"
 )
 
 // LocalNetwork connects in-process transports (Local), for a cluster
@@ -167,7 +169,7 @@ func (l *Local) SetPeer(id uint64, _ string) {
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
-		p.out.run(p.stop, func(batch []*raftpb.Message) error { return l.deliver(p.id, batch) })
+		p.out.run(p.stop, func(batch []storage.RaftMessage) error { return l.deliver(p.id, batch) })
 	}()
 }
 
@@ -183,7 +185,7 @@ func (l *Local) RemovePeer(id uint64) {
 }
 
 // deliver runs on the (l → to) loop goroutine.
-func (l *Local) deliver(to uint64, batch []*raftpb.Message) error {
+func (l *Local) deliver(to uint64, batch []storage.RaftMessage) error {
 	dst := l.net.node(to)
 	if dst == nil || !dst.enter() {
 		l.m.dropAll(batch, dropSendFailed)
@@ -191,9 +193,9 @@ func (l *Local) deliver(to uint64, batch []*raftpb.Message) error {
 		return errLocalDown
 	}
 	defer dst.exit()
-	msgs := make([]*raftpb.Message, len(batch))
+	msgs := make([]storage.RaftMessage, len(batch))
 	for i, m := range batch {
-		msgs[i] = proto.Clone(m).(*raftpb.Message)
+		msgs[i] = storage.RaftMessage{Range: m.Range, Msg: proto.Clone(m.Msg).(*raftpb.Message)}
 	}
 	l.m.framesSent.Add(1)
 	l.m.sentMsgs(msgs)
@@ -203,7 +205,7 @@ func (l *Local) deliver(to uint64, batch []*raftpb.Message) error {
 }
 
 // Send is Transport.Send for the in-process network.
-func (l *Local) Send(msgs []*raftpb.Message) {
+func (l *Local) Send(msgs []storage.RaftMessage) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
@@ -217,13 +219,13 @@ func (l *Local) Send(msgs []*raftpb.Message) {
 			}
 			return p.out, true
 		},
-		func(to uint64, m *raftpb.Message, delay time.Duration) {
+		func(to uint64, m storage.RaftMessage, delay time.Duration) {
 			l.wg.Add(1)
 			go l.sendSnapshot(l.peers[to], m, delay)
 		})
 }
 
-func (l *Local) sendSnapshot(p *localPeer, m *raftpb.Message, delay time.Duration) {
+func (l *Local) sendSnapshot(p *localPeer, m storage.RaftMessage, delay time.Duration) {
 	defer l.wg.Done()
 	if delay > 0 {
 		sleep(delay, p.stop, l.stop)
@@ -233,11 +235,11 @@ func (l *Local) sendSnapshot(p *localPeer, m *raftpb.Message, delay time.Duratio
 	select {
 	case <-p.stop: // removed
 	default:
-		l.rep.snapshot(p.id, err == nil)
+		l.rep.snapshot(m.Range, p.id, err == nil)
 	}
 }
 
-func (l *Local) streamSnapshot(p *localPeer, m *raftpb.Message) error {
+func (l *Local) streamSnapshot(p *localPeer, m storage.RaftMessage) error {
 	select {
 	case <-p.stop:
 		return ErrClosed
@@ -253,13 +255,13 @@ func (l *Local) streamSnapshot(p *localPeer, m *raftpb.Message) error {
 		return errLocalDown
 	}
 	defer dst.exit()
-	rc, err := l.snaps(m)
+	rc, err := l.snaps(m.Msg)
 	if err != nil {
 		return fmt.Errorf("open snapshot: %w", err)
 	}
 	defer rc.Close()
 	r := &localSnapReader{r: rc, stops: []<-chan struct{}{p.stop, l.stop, dst.stop}}
-	err = dst.h.HandleSnapshot(proto.Clone(m).(*raftpb.Message), r)
+	err = dst.h.HandleSnapshot(storage.RaftMessage{Range: m.Range, Msg: proto.Clone(m.Msg).(*raftpb.Message)}, r)
 	if err == nil {
 		if _, derr := io.Copy(io.Discard, r); derr != nil {
 			err = derr

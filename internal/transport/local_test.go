@@ -41,7 +41,7 @@ func TestLocalEveryMessageKind(t *testing.T) {
 	checkLeaks(t)
 	_, ls, recs := localCluster(t, nil, 3, bytesSource([]byte("data")))
 	want := everyKind(1, 2)
-	ls[1].Send(want)
+	ls[1].Send(ofRange1(want...))
 	waitFor(t, "all messages", func() bool { return recs[2].count() == len(want) })
 	got := recs[2].received()
 	sameMessages(t, got, want)
@@ -49,8 +49,8 @@ func TestLocalEveryMessageKind(t *testing.T) {
 	if got[0] == want[0] {
 		t.Fatal("Local delivered the sender's message itself")
 	}
-	ls[1].Send([]*raftpb.Message{snapMsg(1, 3)})
-	if rep := waitSnapReport(t, recs[1]); rep != (snapReport{3, true}) {
+	ls[1].Send(ofRange1(snapMsg(1, 3)))
+	if rep := waitSnapReport(t, recs[1]); rep != (snapReport{1, 3, true}) {
 		t.Fatalf("report %+v", rep)
 	}
 	snaps, datas := recs[3].receivedSnaps()
@@ -78,7 +78,7 @@ func TestLocalDeliveryIsAsynchronous(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		for i := 0; i < 3*DefaultQueueSize; i++ {
-			l1.Send([]*raftpb.Message{heartbeat(1, 2)})
+			l1.Send(ofRange1(heartbeat(1, 2)))
 		}
 		close(done)
 	}()
@@ -102,8 +102,8 @@ func TestLocalSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, ls, recs := localCluster(t, nil, 2, bytesSource(data))
-	ls[1].Send([]*raftpb.Message{snapMsg(1, 2)})
-	if rep := waitSnapReport(t, recs[1]); rep != (snapReport{2, true}) {
+	ls[1].Send(ofRange1(snapMsg(1, 2)))
+	if rep := waitSnapReport(t, recs[1]); rep != (snapReport{1, 2, true}) {
 		t.Fatalf("report %+v", rep)
 	}
 	_, datas := recs[2].receivedSnaps()
@@ -113,15 +113,15 @@ func TestLocalSnapshot(t *testing.T) {
 
 	// A failing handler is reported as a failed snapshot.
 	recs[1].snapHandle = func(*raftpb.Message, io.Reader) ([]byte, error) { return nil, errors.New("nope") }
-	ls[2].Send([]*raftpb.Message{snapMsg(2, 1)})
-	if rep := waitSnapReport(t, recs[2]); rep != (snapReport{1, false}) {
+	ls[2].Send(ofRange1(snapMsg(2, 1)))
+	if rep := waitSnapReport(t, recs[2]); rep != (snapReport{1, 1, false}) {
 		t.Fatalf("report %+v", rep)
 	}
 	// As is a snapshot to a node that is down.
 	ls[2].Close()
-	ls[1].Send([]*raftpb.Message{snapMsg(1, 2)})
+	ls[1].Send(ofRange1(snapMsg(1, 2)))
 	waitFor(t, "second report", func() bool { return len(recs[1].snapReportsCopy()) == 2 })
-	if rep := recs[1].snapReportsCopy()[1]; rep != (snapReport{2, false}) {
+	if rep := recs[1].snapReportsCopy()[1]; rep != (snapReport{1, 2, false}) {
 		t.Fatalf("report %+v", rep)
 	}
 }
@@ -190,7 +190,7 @@ func TestLocalPartitioner(t *testing.T) {
 					msgs = append(msgs, heartbeat(from, to))
 				}
 			}
-			ls[from].Send(msgs)
+			ls[from].Send(ofRange1(msgs...))
 		}
 	}
 	// from→to pairs seen by each receiver.
@@ -238,11 +238,11 @@ func TestLocalPartitioner(t *testing.T) {
 func TestLocalRestart(t *testing.T) {
 	checkLeaks(t)
 	net, ls, recs := localCluster(t, nil, 2, nil)
-	ls[1].Send([]*raftpb.Message{heartbeat(1, 2)})
+	ls[1].Send(ofRange1(heartbeat(1, 2)))
 	waitFor(t, "first", func() bool { return recs[2].count() == 1 })
 	ls[2].Close()
 	waitFor(t, "unreachable", func() bool {
-		ls[1].Send([]*raftpb.Message{heartbeat(1, 2)})
+		ls[1].Send(ofRange1(heartbeat(1, 2)))
 		time.Sleep(5 * time.Millisecond)
 		return recs[1].unreachableCount(2) > 0
 	})
@@ -250,7 +250,7 @@ func TestLocalRestart(t *testing.T) {
 	l2 := net.Register(2, r2, nil)
 	defer l2.Close()
 	waitFor(t, "delivered after restart", func() bool {
-		ls[1].Send([]*raftpb.Message{heartbeat(1, 2)})
+		ls[1].Send(ofRange1(heartbeat(1, 2)))
 		time.Sleep(5 * time.Millisecond)
 		return r2.count() > 0
 	})

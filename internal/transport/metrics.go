@@ -2,6 +2,7 @@ package transport
 
 import (
 	kvmetrics "github.com/kvorum/kvorum/internal/metrics"
+	"github.com/kvorum/kvorum/internal/storage"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +15,7 @@ const (
 	dropUnknownPeer = "unknown_peer" // Send to an id without SetPeer
 	dropSendFailed  = "send_failed"  // the stream broke / the peer is down
 	dropInterceptor = "interceptor"  // the Interceptor said so
+	dropNoRange     = "no_range"     // Send of a message without its range (a bug)
 )
 
 // Stats are cumulative counters, for tests and debugging.
@@ -134,23 +136,23 @@ func (m *metrics) drop(msg *raftpb.Message, reason string) {
 	m.dropped.WithLabelValues(typeLabel(msg), reason).Inc()
 }
 
-func (m *metrics) dropAll(msgs []*raftpb.Message, reason string) {
+func (m *metrics) dropAll(msgs []storage.RaftMessage, reason string) {
 	for _, msg := range msgs {
-		m.drop(msg, reason)
+		m.drop(msg.Msg, reason)
 	}
 }
 
-func (m *metrics) sentMsgs(msgs []*raftpb.Message) {
+func (m *metrics) sentMsgs(msgs []storage.RaftMessage) {
 	m.msgsSent.Add(uint64(len(msgs)))
 	for _, msg := range msgs {
-		m.sent.WithLabelValues(typeLabel(msg)).Inc()
+		m.sent.WithLabelValues(typeLabel(msg.Msg)).Inc()
 	}
 }
 
-func (m *metrics) receivedMsgs(msgs []*raftpb.Message) {
+func (m *metrics) receivedMsgs(msgs []storage.RaftMessage) {
 	m.msgsRecv.Add(uint64(len(msgs)))
 	for _, msg := range msgs {
-		m.received.WithLabelValues(typeLabel(msg)).Inc()
+		m.received.WithLabelValues(typeLabel(msg.Msg)).Inc()
 	}
 }
 

@@ -8,8 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/grpc"
+
+	"github.com/kvorum/kvorum/internal/storage"
 )
 
 // peer is one remote node: its address and connection, the queue of raft
@@ -99,7 +100,7 @@ func (p *peer) closeStream() {
 // deliver writes batch to the peer's Raft stream, opening it if needed. On
 // failure, the unsent messages are counted as dropped, the peer is reported
 // unreachable and the error makes loop back off.
-func (p *peer) deliver(batch []*raftpb.Message) error {
+func (p *peer) deliver(batch []storage.RaftMessage) error {
 	t := p.t
 	// The frames are written before deliver returns: the buffer is reused.
 	frames, counts, buf, err := encodeBatch(p.encBuf[:0], t.cfg.NodeID, p.id, batch)
@@ -179,7 +180,7 @@ func (p *peer) openStream() error {
 
 // sendSnapshot streams one MsgSnap and its data to p, on its own goroutine,
 // then reports the outcome to raft.
-func (t *Transport) sendSnapshot(p *peer, m *raftpb.Message, delay time.Duration) {
+func (t *Transport) sendSnapshot(p *peer, m storage.RaftMessage, delay time.Duration) {
 	defer t.wg.Done()
 	if delay > 0 {
 		sleep(delay, p.ctx.Done(), nil)
@@ -188,20 +189,20 @@ func (t *Transport) sendSnapshot(p *peer, m *raftpb.Message, delay time.Duration
 	n, err := t.streamSnapshot(p, m)
 	t.m.snapBytes.WithLabelValues("sent").Add(float64(n))
 	t.m.snapshotDone("sent", err == nil)
-	index := m.GetSnapshot().GetMetadata().GetIndex()
+	index := m.Msg.GetSnapshot().GetMetadata().GetIndex()
 	if err != nil {
-		t.m.drop(m, dropSendFailed)
-		t.log.Warn("sending snapshot failed", "peer", p.id, "index", index, "err", err)
+		t.m.drop(m.Msg, dropSendFailed)
+		t.log.Warn("sending snapshot failed", "peer", p.id, "range", uint64(m.Range), "index", index, "err", err)
 	} else {
-		t.m.sentMsgs([]*raftpb.Message{m})
-		t.log.Info("snapshot sent", "peer", p.id, "index", index, "bytes", n, "took", time.Since(start))
+		t.m.sentMsgs([]storage.RaftMessage{m})
+		t.log.Info("snapshot sent", "peer", p.id, "range", uint64(m.Range), "index", index, "bytes", n, "took", time.Since(start))
 	}
 	if p.ctx.Err() == nil {
-		t.rep.snapshot(p.id, err == nil)
+		t.rep.snapshot(m.Range, p.id, err == nil)
 	}
 }
 
-func (t *Transport) streamSnapshot(p *peer, m *raftpb.Message) (int64, error) {
+func (t *Transport) streamSnapshot(p *peer, m storage.RaftMessage) (int64, error) {
 	if err := p.ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -216,7 +217,7 @@ func (t *Transport) streamSnapshot(p *peer, m *raftpb.Message) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	rc, err := t.snaps(m)
+	rc, err := t.snaps(m.Msg)
 	if err != nil {
 		return 0, fmt.Errorf("open snapshot: %w", err)
 	}

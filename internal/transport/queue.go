@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"go.etcd.io/raft/v3/raftpb"
+	"github.com/kvorum/kvorum/internal/storage"
 )
 
 const (
@@ -17,7 +17,7 @@ const (
 )
 
 type queued struct {
-	m   *raftpb.Message
+	m   storage.RaftMessage
 	due time.Time // zero: send now; else held back (Interceptor delay)
 }
 
@@ -38,7 +38,7 @@ func newOutbox(max int) *outbox {
 }
 
 // push enqueues m; false if the queue is full (m is dropped).
-func (o *outbox) push(m *raftpb.Message, due time.Time) bool {
+func (o *outbox) push(m storage.RaftMessage, due time.Time) bool {
 	o.mu.Lock()
 	if len(o.q) >= o.max {
 		o.mu.Unlock()
@@ -68,12 +68,12 @@ func (o *outbox) take(spare []queued) []queued {
 // returns an error, run waits (100ms doubling to 2s, reset by a success)
 // before the next attempt. Messages queued meanwhile wait for it, or are
 // dropped by push once the queue is full.
-func (o *outbox) run(stop <-chan struct{}, deliver func([]*raftpb.Message) error) {
+func (o *outbox) run(stop <-chan struct{}, deliver func([]storage.RaftMessage) error) {
 	var (
 		delayed delayHeap
 		timer   = time.NewTimer(time.Hour)
 		backoff = minBackoff
-		batch   []*raftpb.Message
+		batch   []storage.RaftMessage
 		spare   []queued
 	)
 	timer.Stop()
@@ -162,8 +162,9 @@ type reporter struct {
 }
 
 type snapReport struct {
-	to uint64
-	ok bool
+	rangeID storage.RangeID
+	to      uint64
+	ok      bool
 }
 
 func newReporter() *reporter {
@@ -177,9 +178,9 @@ func (r *reporter) unreachable(to uint64) {
 	r.wake()
 }
 
-func (r *reporter) snapshot(to uint64, ok bool) {
+func (r *reporter) snapshot(rangeID storage.RangeID, to uint64, ok bool) {
 	r.mu.Lock()
-	r.snaps = append(r.snaps, snapReport{to, ok})
+	r.snaps = append(r.snaps, snapReport{rangeID, to, ok})
 	r.mu.Unlock()
 	r.wake()
 }
@@ -212,7 +213,7 @@ func (r *reporter) run(stop <-chan struct{}, h Handler) {
 			h.ReportUnreachable(id)
 		}
 		for _, s := range snaps {
-			h.ReportSnapshot(s.to, s.ok)
+			h.ReportSnapshot(s.rangeID, s.to, s.ok)
 		}
 	}
 }

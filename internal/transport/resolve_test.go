@@ -7,8 +7,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"go.etcd.io/raft/v3/raftpb"
 )
 
 // fakeResolver maps host names to IPs that a test changes, as a DNS server
@@ -60,7 +58,7 @@ func TestPeerNameResolvedAtEachDial(t *testing.T) {
 	res.set("node2.test", "127.0.0.1")
 	a.t.SetPeer(2, net.JoinHostPort("node2.test", port))
 
-	a.t.Send([]*raftpb.Message{heartbeat(1, 2)})
+	a.t.Send(ofRange1(heartbeat(1, 2)))
 	waitFor(t, "first message", func() bool { return b.rec.count() == 1 })
 	if out, err := a.t.CallPipelined(context.Background(), 2, "m", nil); err != nil || string(out) != "m:" {
 		t.Fatalf("pipelined call: %q %v", out, err)
@@ -71,7 +69,7 @@ func TestPeerNameResolvedAtEachDial(t *testing.T) {
 	b2 := startNode(t, 2, net.JoinHostPort("127.0.0.2", port), newRecorder(), Config{}, nil)
 	res.set("node2.test", "127.0.0.2")
 	waitFor(t, "message at the new IP", func() bool {
-		a.t.Send([]*raftpb.Message{heartbeat(1, 2)})
+		a.t.Send(ofRange1(heartbeat(1, 2)))
 		time.Sleep(10 * time.Millisecond)
 		return b2.rec.count() > 0
 	})

@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/raft/v3/raftpb"
-
 	"github.com/kvorum/kvorum/internal/devca"
 	"github.com/kvorum/kvorum/internal/testport"
 )
@@ -185,8 +183,8 @@ func TestTLSPeersTalk(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 
-	a.t.Send(everyKind(1, 2))
-	b.t.Send([]*raftpb.Message{heartbeat(2, 1)})
+	a.t.Send(ofRange1(everyKind(1, 2)...))
+	b.t.Send(ofRange1(heartbeat(2, 1)))
 	waitFor(t, "raft messages both ways", func() bool { return b.rec.count() == len(everyKind(1, 2)) && a.rec.count() == 1 })
 	sameMessages(t, b.rec.received(), everyKind(1, 2))
 
@@ -199,8 +197,8 @@ func TestTLSPeersTalk(t *testing.T) {
 	if out, err := a.t.CallPipelined(ctx, 2, "exec", []byte("SET k v")); err != nil || string(out) != "exec:SET k v" {
 		t.Fatalf("pipelined call: %q, %v", out, err)
 	}
-	a.t.Send([]*raftpb.Message{snapMsg(1, 2)})
-	if rep := waitSnapReport(t, a.rec); rep != (snapReport{2, true}) {
+	a.t.Send(ofRange1(snapMsg(1, 2)))
+	if rep := waitSnapReport(t, a.rec); rep != (snapReport{1, 2, true}) {
 		t.Fatalf("snapshot report %+v", rep)
 	}
 	if _, datas := b.rec.receivedSnaps(); len(datas) != 1 || !bytes.Equal(datas[0], data) {
@@ -213,13 +211,13 @@ func TestTLSPeersTalk(t *testing.T) {
 		t.Fatalf("call across a cut: %v", err)
 	}
 	before := b.rec.count()
-	a.t.Send([]*raftpb.Message{heartbeat(1, 2)})
+	a.t.Send(ofRange1(heartbeat(1, 2)))
 	time.Sleep(50 * time.Millisecond)
 	if b.rec.count() != before {
 		t.Fatal("a message crossed the cut")
 	}
 	p.Heal()
-	a.t.Send([]*raftpb.Message{heartbeat(1, 2)})
+	a.t.Send(ofRange1(heartbeat(1, 2)))
 	waitFor(t, "delivery after heal", func() bool { return b.rec.count() == before+1 })
 }
 
@@ -238,7 +236,7 @@ func TestTLSForeignCARefused(t *testing.T) {
 	defer cancel()
 
 	for i := 0; i < 5; i++ {
-		x.t.Send([]*raftpb.Message{heartbeat(2, 1)})
+		x.t.Send(ofRange1(heartbeat(2, 1)))
 		time.Sleep(10 * time.Millisecond)
 	}
 	waitFor(t, "the intruder told its peer is unreachable", func() bool { return x.rec.unreachableCount(1) > 0 })
@@ -253,8 +251,8 @@ func TestTLSForeignCARefused(t *testing.T) {
 	if _, err := x.t.CallPipelined(ctx, 1, "exec", nil); !errors.Is(err, ErrPeerTLS) || !errors.Is(err, ErrNotSent) {
 		t.Fatalf("pipelined call from another CA's node: %v", err)
 	}
-	x.t.Send([]*raftpb.Message{snapMsg(2, 1)})
-	if rep := waitSnapReport(t, x.rec); rep != (snapReport{1, false}) {
+	x.t.Send(ofRange1(snapMsg(2, 1)))
+	if rep := waitSnapReport(t, x.rec); rep != (snapReport{1, 1, false}) {
 		t.Fatalf("snapshot report %+v", rep)
 	}
 	// The other way: the cluster's node does not accept the intruder's
@@ -262,7 +260,7 @@ func TestTLSForeignCARefused(t *testing.T) {
 	if _, err := a.t.Call(ctx, 2, "x", nil); !errors.Is(err, ErrPeerTLS) {
 		t.Fatalf("call to another CA's node: %v", err)
 	}
-	a.t.Send([]*raftpb.Message{heartbeat(1, 2)})
+	a.t.Send(ofRange1(heartbeat(1, 2)))
 	waitFor(t, "the intruder unreachable", func() bool { return a.rec.unreachableCount(2) > 0 })
 
 	if n := a.rec.count(); n != 0 {
@@ -295,7 +293,7 @@ func TestTLSAndPlaintextRefuseEachOther(t *testing.T) {
 
 	// Plaintext to TLS.
 	for i := 0; i < 5; i++ {
-		pl.t.Send([]*raftpb.Message{heartbeat(2, 1)})
+		pl.t.Send(ofRange1(heartbeat(2, 1)))
 		time.Sleep(10 * time.Millisecond)
 	}
 	waitFor(t, "the plaintext node told its peer is unreachable", func() bool { return pl.rec.unreachableCount(1) > 0 })
@@ -308,8 +306,8 @@ func TestTLSAndPlaintextRefuseEachOther(t *testing.T) {
 	if !errors.Is(err, ErrPeerTLS) || !strings.Contains(err.Error(), "requires mutual TLS") {
 		t.Fatalf("plaintext pipelined call to a TLS node: %v", err)
 	}
-	pl.t.Send([]*raftpb.Message{snapMsg(2, 1)})
-	if rep := waitSnapReport(t, pl.rec); rep != (snapReport{1, false}) {
+	pl.t.Send(ofRange1(snapMsg(2, 1)))
+	if rep := waitSnapReport(t, pl.rec); rep != (snapReport{1, 1, false}) {
 		t.Fatalf("snapshot report %+v", rep)
 	}
 	if n := alog.count("refused a plaintext peer connection"); n != 1 {
@@ -325,7 +323,7 @@ func TestTLSAndPlaintextRefuseEachOther(t *testing.T) {
 	if _, err := a.t.CallPipelined(ctx, 2, "x", nil); !errors.Is(err, ErrPeerTLS) {
 		t.Fatalf("TLS pipelined call to a plaintext node: %v", err)
 	}
-	a.t.Send([]*raftpb.Message{heartbeat(1, 2)})
+	a.t.Send(ofRange1(heartbeat(1, 2)))
 	waitFor(t, "the plaintext node unreachable", func() bool { return a.rec.unreachableCount(2) > 0 })
 	if plog.count("refused a TLS peer connection") != 1 {
 		t.Fatalf("plaintext node's log: %d lines about refused TLS peers, want 1", plog.count("refused a TLS peer connection"))
@@ -375,7 +373,7 @@ func TestTLSRotation(t *testing.T) {
 	presented := func() *big.Int {
 		t.Helper()
 		n := len(shown())
-		a.t.Send([]*raftpb.Message{heartbeat(1, 3)})
+		a.t.Send(ofRange1(heartbeat(1, 3)))
 		waitFor(t, "node 1 dialing node 3", func() bool { return len(shown()) > n })
 		s := shown()
 		return s[len(s)-1]
@@ -403,7 +401,7 @@ func TestTLSRotation(t *testing.T) {
 	if out, err := b.t.Call(ctx, 1, "ping", nil); err != nil || string(out) != "ping:" {
 		t.Fatalf("call after rotation: %q, %v", out, err)
 	}
-	frames, _, _, err := encodeBatch(nil, 2, 1, []*raftpb.Message{heartbeat(2, 1)})
+	frames, _, _, err := encodeBatch(nil, 2, 1, ofRange1(heartbeat(2, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -517,8 +515,8 @@ func TestTLSClientCertOfAnotherCARefused(t *testing.T) {
 	if _, err := x.t.CallPipelined(ctx, 1, "exec", nil); !errors.Is(err, ErrPeerTLS) {
 		t.Fatalf("pipelined call with a certificate of another CA: %v", err)
 	}
-	x.t.Send([]*raftpb.Message{heartbeat(2, 1), snapMsg(2, 1)})
-	if rep := waitSnapReport(t, x.rec); rep != (snapReport{1, false}) {
+	x.t.Send(ofRange1(heartbeat(2, 1), snapMsg(2, 1)))
+	if rep := waitSnapReport(t, x.rec); rep != (snapReport{1, 1, false}) {
 		t.Fatalf("snapshot report %+v", rep)
 	}
 	waitFor(t, "node 1 unreachable", func() bool { return x.rec.unreachableCount(1) > 0 })

@@ -25,25 +25,29 @@ import (
 	grpcpeer "google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/kvorum/kvorum/internal/storage"
 )
 
 // Handler is the node as the transport sees it.
 type Handler interface {
-	// HandleRaft receives a batch of messages from a peer (may be called
-	// concurrently from several peers).
-	HandleRaft(msgs []*raftpb.Message)
-	// HandleSnapshot receives an incoming MsgSnap and its data stream; it
-	// must consume data fully before returning; returning nil means
-	// success.
-	HandleSnapshot(msg *raftpb.Message, data io.Reader) error
+	// HandleRaft receives a batch of messages from a peer, each with the
+	// range it belongs to (may be called concurrently from several peers).
+	HandleRaft(msgs []storage.RaftMessage)
+	// HandleSnapshot receives an incoming MsgSnap of a range and its data
+	// stream; it must consume data fully before returning; returning nil
+	// means success.
+	HandleSnapshot(msg storage.RaftMessage, data io.Reader) error
 	// HandleCall serves a unary call. Its error reaches the caller as a
 	// gRPC status (see Transport.Call); an error that is (or wraps) a
 	// WireError also carries its WireDetail to the caller.
 	HandleCall(ctx context.Context, method string, payload []byte) ([]byte, error)
 	// ReportUnreachable / ReportSnapshot feed back send failures to Raft.
-	// They are never called on the goroutine that called Send.
+	// They are never called on the goroutine that called Send. A node is
+	// unreachable for every range (the queue and stream to it are shared);
+	// a snapshot is of one range.
 	ReportUnreachable(to uint64)
-	ReportSnapshot(to uint64, ok bool)
+	ReportSnapshot(rangeID storage.RangeID, to uint64, ok bool)
 }
 
 // SnapshotSource opens the data for an outgoing MsgSnap (the caller
@@ -55,7 +59,7 @@ type SnapshotSource func(msg *raftpb.Message) (io.ReadCloser, error)
 type Sender interface {
 	SetPeer(id uint64, addr string)
 	RemovePeer(id uint64)
-	Send(msgs []*raftpb.Message)
+	Send(msgs []storage.RaftMessage)
 	Call(ctx context.Context, to uint64, method string, payload []byte) ([]byte, error)
 	CallAddr(ctx context.Context, addr string, method string, payload []byte) ([]byte, error)
 	Close() error
@@ -283,12 +287,13 @@ func (t *Transport) RemovePeer(id uint64) {
 	}
 }
 
-// Send routes each message to the queue of its destination (m.To). It never
-// blocks; a message that cannot be queued is dropped (raft tolerates loss)
-// and its destination reported unreachable. MsgSnap is sent on its own
-// goroutine. Send keeps references to the messages until they are sent:
-// callers must not modify them.
-func (t *Transport) Send(msgs []*raftpb.Message) {
+// Send routes each message to the queue of its destination (m.Msg.To),
+// whatever its range: the messages of every range to one node share its
+// queue, stream and frames. It never blocks; a message that cannot be
+// queued is dropped (raft tolerates loss) and its destination reported
+// unreachable. MsgSnap is sent on its own goroutine. Send keeps references
+// to the messages until they are sent: callers must not modify them.
+func (t *Transport) Send(msgs []storage.RaftMessage) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	if t.closed {
@@ -302,7 +307,7 @@ func (t *Transport) Send(msgs []*raftpb.Message) {
 			}
 			return p.out, true
 		},
-		func(to uint64, m *raftpb.Message, delay time.Duration) {
+		func(to uint64, m storage.RaftMessage, delay time.Duration) {
 			t.wg.Add(1)
 			go t.sendSnapshot(t.peers[to], m, delay)
 		})
@@ -466,7 +471,7 @@ func (t *Transport) checkTo(to uint64) error {
 // serveRaft runs on the goroutine of an incoming Raft stream (one per
 // sending peer): it hands every frame to HandleRaft in order.
 func (t *Transport) serveRaft(st frameStream) error {
-	err := readFrames(t, st, "raft", decodeBatch, func(size int, msgs []*raftpb.Message) {
+	err := readFrames(t, st, "raft", decodeBatch, func(size int, msgs []storage.RaftMessage) {
 		t.m.bytesRecv.Add(float64(size))
 		t.m.receivedMsgs(msgs)
 		t.h.HandleRaft(msgs)
@@ -560,7 +565,7 @@ func (t *Transport) serveSnapshot(st grpc.ServerStream) error {
 	if err := t.checkTo(to); err != nil {
 		return err
 	}
-	t.m.receivedMsgs([]*raftpb.Message{m})
+	t.m.receivedMsgs([]storage.RaftMessage{m})
 	r := &snapReader{st: st}
 	err = t.h.HandleSnapshot(m, r)
 	if err == nil {
@@ -573,7 +578,7 @@ func (t *Transport) serveSnapshot(st grpc.ServerStream) error {
 	t.m.snapBytes.WithLabelValues("received").Add(float64(r.n))
 	t.m.snapshotDone("received", err == nil)
 	if err != nil {
-		t.log.Warn("incoming snapshot failed", "from", from, "index", m.GetSnapshot().GetMetadata().GetIndex(), "err", err)
+		t.log.Warn("incoming snapshot failed", "from", from, "range", uint64(m.Range), "index", m.Msg.GetSnapshot().GetMetadata().GetIndex(), "err", err)
 		if _, ok := status.FromError(err); ok {
 			return err
 		}
@@ -682,21 +687,28 @@ func toStatus(err error) error {
 	return st.Err()
 }
 
-// route is the body of Send shared by Transport and Local: unknown peers and
-// interceptor drops are reported (and failed snapshots reported failed),
+// route is the body of Send shared by Transport and Local: a message
+// without a range is dropped (no frame could say where it goes), unknown
+// peers and interceptor drops are reported (and failed snapshots reported failed),
 // MsgSnap goes to its own sender, everything else into the peer's outbox
 // (dropped, and the peer reported unreachable, when it is full).
-func route(msgs []*raftpb.Message, from uint64, ic Interceptor, mt *metrics, rep *reporter,
-	outboxOf func(to uint64) (*outbox, bool), sendSnap func(to uint64, m *raftpb.Message, delay time.Duration)) {
+func route(msgs []storage.RaftMessage, from uint64, ic Interceptor, mt *metrics, rep *reporter,
+	outboxOf func(to uint64) (*outbox, bool), sendSnap func(to uint64, m storage.RaftMessage, delay time.Duration)) {
 	now := time.Now()
-	for _, m := range msgs {
+	for _, rm := range msgs {
+		m := rm.Msg
 		to := m.GetTo()
 		isSnap := m.GetType() == raftpb.MsgSnap
 		failSnap := func() {
 			if isSnap {
 				mt.snapshotDone("sent", false)
-				rep.snapshot(to, false)
+				rep.snapshot(rm.Range, to, false)
 			}
+		}
+		if rm.Range == 0 {
+			mt.drop(m, dropNoRange)
+			failSnap()
+			continue
 		}
 		out, ok := outboxOf(to)
 		if !ok {
@@ -715,21 +727,21 @@ func route(msgs []*raftpb.Message, from uint64, ic Interceptor, mt *metrics, rep
 			}
 		}
 		if isSnap {
-			sendSnap(to, m, delay)
+			sendSnap(to, rm, delay)
 			continue
 		}
 		var due time.Time
 		if delay > 0 {
 			due = now.Add(delay)
 		}
-		if !out.push(m, due) {
+		if !out.push(rm, due) {
 			mt.drop(m, dropQueueFull)
 			rep.unreachable(to)
 		}
 		if d, ok := ic.(Duplicator); ok {
 			if dup, delay := d.Duplicate(from, to, m); dup {
 				// Messages are immutable once sent; the copy may share m.
-				out.push(m, now.Add(delay))
+				out.push(rm, now.Add(delay))
 			}
 		}
 	}

@@ -25,18 +25,18 @@ func TestEveryMessageKindArrives(t *testing.T) {
 	a, b := pair(t, Config{Registerer: prometheus.NewRegistry()}, bytesSource(data))
 
 	want := everyKind(1, 2)
-	a.t.Send(want)
+	a.t.Send(ofRange1(want...))
 	waitFor(t, "all messages", func() bool { return b.rec.count() >= len(want) })
 	sameMessages(t, b.rec.received(), want)
 
 	// And the other way.
 	back := everyKind(2, 1)
-	b.t.Send(back)
+	b.t.Send(ofRange1(back...))
 	waitFor(t, "all messages back", func() bool { return a.rec.count() >= len(back) })
 	sameMessages(t, a.rec.received(), back)
 
-	a.t.Send([]*raftpb.Message{snap})
-	if rep := waitSnapReport(t, a.rec); rep != (snapReport{2, true}) {
+	a.t.Send(ofRange1(snap))
+	if rep := waitSnapReport(t, a.rec); rep != (snapReport{1, 2, true}) {
 		t.Fatalf("snapshot report = %+v", rep)
 	}
 	snaps, datas := b.rec.receivedSnaps()
@@ -58,7 +58,7 @@ func TestBatching(t *testing.T) {
 		for j := 0; j < per; j++ {
 			msgs = append(msgs, msg(raftpb.MsgApp, 1, 2, 1, uint64(i*per+j)))
 		}
-		a.t.Send(msgs)
+		a.t.Send(ofRange1(msgs...))
 	}
 	waitFor(t, "all messages", func() bool { return b.rec.count() == rounds*per })
 	// One stream from one peer: order is preserved.
@@ -80,21 +80,21 @@ func TestBatching(t *testing.T) {
 func TestReconnectAfterReceiverRestarts(t *testing.T) {
 	checkLeaks(t)
 	a, b := pair(t, Config{}, nil)
-	a.t.Send([]*raftpb.Message{heartbeat(1, 2)})
+	a.t.Send(ofRange1(heartbeat(1, 2)))
 	waitFor(t, "first message", func() bool { return b.rec.count() == 1 })
 
 	addr := b.addr
 	b.stop(t)
 	// Sending to a dead peer is reported.
 	waitFor(t, "unreachable report", func() bool {
-		a.t.Send([]*raftpb.Message{heartbeat(1, 2)})
+		a.t.Send(ofRange1(heartbeat(1, 2)))
 		time.Sleep(10 * time.Millisecond)
 		return a.rec.unreachableCount(2) > 0
 	})
 
 	b2 := startNode(t, 2, addr, newRecorder(), Config{}, nil)
 	waitFor(t, "message after restart", func() bool {
-		a.t.Send([]*raftpb.Message{heartbeat(1, 2)})
+		a.t.Send(ofRange1(heartbeat(1, 2)))
 		time.Sleep(10 * time.Millisecond)
 		return b2.rec.count() > 0
 	})
@@ -104,13 +104,13 @@ func TestSetPeerNewAddress(t *testing.T) {
 	checkLeaks(t)
 	a, b := pair(t, Config{}, nil)
 	a.t.SetPeer(2, b.addr) // idempotent
-	a.t.Send([]*raftpb.Message{heartbeat(1, 2)})
+	a.t.Send(ofRange1(heartbeat(1, 2)))
 	waitFor(t, "first message", func() bool { return b.rec.count() == 1 })
 	b.stop(t)
 	b2 := startNode(t, 2, "", newRecorder(), Config{}, nil)
 	a.t.SetPeer(2, b2.addr)
 	waitFor(t, "message at new address", func() bool {
-		a.t.Send([]*raftpb.Message{heartbeat(1, 2)})
+		a.t.Send(ofRange1(heartbeat(1, 2)))
 		time.Sleep(10 * time.Millisecond)
 		return b2.rec.count() > 0
 	})
@@ -126,7 +126,7 @@ func TestWrongNodeRejected(t *testing.T) {
 	c := startNode(t, 3, "", newRecorder(), Config{}, nil)
 	a.t.SetPeer(2, c.addr) // node 3 listens where a believes node 2 is
 	waitFor(t, "unreachable report", func() bool {
-		a.t.Send([]*raftpb.Message{heartbeat(1, 2)})
+		a.t.Send(ofRange1(heartbeat(1, 2)))
 		time.Sleep(10 * time.Millisecond)
 		return a.rec.unreachableCount(2) > 0
 	})
@@ -163,7 +163,7 @@ func TestRaftStreamMalformedFrame(t *testing.T) {
 	if b.rec.count() != 0 {
 		t.Fatal("a malformed frame delivered messages")
 	}
-	a.t.Send([]*raftpb.Message{heartbeat(1, 2)})
+	a.t.Send(ofRange1(heartbeat(1, 2)))
 	waitFor(t, "delivery after bad streams", func() bool { return b.rec.count() == 1 })
 }
 
@@ -182,7 +182,7 @@ func TestQueueOverflowDropsWithoutBlocking(t *testing.T) {
 	}
 	start := time.Now()
 	for i := 0; i < 10; i++ {
-		a.t.Send(msgs)
+		a.t.Send(ofRange1(msgs...))
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("Send blocked for %v", d)
@@ -207,7 +207,7 @@ func TestQueueOverflowSlowReceiver(t *testing.T) {
 	for i := 0; i < 2000; i++ {
 		m := msg(raftpb.MsgApp, 1, 2, 1, uint64(i))
 		m.Entries = []*raftpb.Entry{{Data: big}}
-		a.t.Send([]*raftpb.Message{m})
+		a.t.Send(ofRange1(m))
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("Send blocked for %v", d)
@@ -224,8 +224,8 @@ func TestSnapshot5MiB(t *testing.T) {
 	}
 	a, b := pair(t, Config{}, bytesSource(data))
 	// Raft messages keep flowing while the snapshot streams.
-	a.t.Send([]*raftpb.Message{snapMsg(1, 2), heartbeat(1, 2)})
-	if rep := waitSnapReport(t, a.rec); rep != (snapReport{2, true}) {
+	a.t.Send(ofRange1(snapMsg(1, 2), heartbeat(1, 2)))
+	if rep := waitSnapReport(t, a.rec); rep != (snapReport{1, 2, true}) {
 		t.Fatalf("report %+v", rep)
 	}
 	snaps, datas := b.rec.receivedSnaps()
@@ -250,8 +250,8 @@ func TestSnapshotHandlerErrorReportsFailure(t *testing.T) {
 			a := startNode(t, 1, "", newRecorder(), Config{}, bytesSource(data))
 			b := startNode(t, 2, "", rb, Config{}, nil)
 			a.t.SetPeer(2, b.addr)
-			a.t.Send([]*raftpb.Message{snapMsg(1, 2)})
-			if rep := waitSnapReport(t, a.rec); rep != (snapReport{2, false}) {
+			a.t.Send(ofRange1(snapMsg(1, 2)))
+			if rep := waitSnapReport(t, a.rec); rep != (snapReport{1, 2, false}) {
 				t.Fatalf("report %+v", rep)
 			}
 			if st := a.t.Stats(); st.SnapshotsFailed != 1 {
@@ -298,7 +298,7 @@ func TestSnapshotSourceErrorAbortsReceiver(t *testing.T) {
 	a := startNode(t, 1, "", newRecorder(), Config{}, src)
 	b := startNode(t, 2, "", rb, Config{}, nil)
 	a.t.SetPeer(2, b.addr)
-	a.t.Send([]*raftpb.Message{snapMsg(1, 2)})
+	a.t.Send(ofRange1(snapMsg(1, 2)))
 	if rep := waitSnapReport(t, a.rec); rep.ok {
 		t.Fatalf("report %+v", rep)
 	}
@@ -315,8 +315,8 @@ func TestSnapshotSourceErrorAbortsReceiver(t *testing.T) {
 func TestSnapshotToUnknownPeer(t *testing.T) {
 	checkLeaks(t)
 	a := startNode(t, 1, "", newRecorder(), Config{}, bytesSource(nil))
-	a.t.Send([]*raftpb.Message{snapMsg(1, 9), heartbeat(1, 8)})
-	if rep := waitSnapReport(t, a.rec); rep != (snapReport{9, false}) {
+	a.t.Send(ofRange1(snapMsg(1, 9), heartbeat(1, 8)))
+	if rep := waitSnapReport(t, a.rec); rep != (snapReport{1, 9, false}) {
 		t.Fatalf("report %+v", rep)
 	}
 	waitFor(t, "unreachable 8", func() bool { return a.rec.unreachableCount(8) == 1 })
@@ -380,7 +380,7 @@ func TestCall(t *testing.T) {
 	if _, err = a.t.Call(ctx, 2, "echo", nil); !errors.Is(err, ErrUnknownPeer) {
 		t.Fatalf("removed peer: %v", err)
 	}
-	a.t.Send([]*raftpb.Message{heartbeat(1, 2)})
+	a.t.Send(ofRange1(heartbeat(1, 2)))
 	waitFor(t, "unreachable after remove", func() bool { return a.rec.unreachableCount(2) > 0 })
 }
 
@@ -390,8 +390,8 @@ func TestPartitionerOverGRPC(t *testing.T) {
 	a, b := pair(t, Config{Interceptor: p}, nil)
 	ctx := context.Background()
 	exchange := func() {
-		a.t.Send([]*raftpb.Message{heartbeat(1, 2)})
-		b.t.Send([]*raftpb.Message{heartbeat(2, 1)})
+		a.t.Send(ofRange1(heartbeat(1, 2)))
+		b.t.Send(ofRange1(heartbeat(2, 1)))
 	}
 	exchange()
 	waitFor(t, "both ways", func() bool { return a.rec.count() == 1 && b.rec.count() == 1 })
@@ -423,8 +423,8 @@ func TestPartitionerOverGRPC(t *testing.T) {
 
 	// A cut MsgSnap is reported failed.
 	p.Isolate(2)
-	a.t.Send([]*raftpb.Message{snapMsg(1, 2)})
-	if rep := waitSnapReport(t, a.rec); rep != (snapReport{2, false}) {
+	a.t.Send(ofRange1(snapMsg(1, 2)))
+	if rep := waitSnapReport(t, a.rec); rep != (snapReport{1, 2, false}) {
 		t.Fatalf("report %+v", rep)
 	}
 }
@@ -443,7 +443,7 @@ func TestInterceptorDelayDoesNotHoldBackOthers(t *testing.T) {
 	checkLeaks(t)
 	a, b := pair(t, Config{Interceptor: delayAll(300 * time.Millisecond)}, nil)
 	start := time.Now()
-	a.t.Send([]*raftpb.Message{msg(raftpb.MsgApp, 1, 2, 1, 0), msg(raftpb.MsgApp, 1, 2, 1, 1)})
+	a.t.Send(ofRange1(msg(raftpb.MsgApp, 1, 2, 1, 0), msg(raftpb.MsgApp, 1, 2, 1, 1)))
 	waitFor(t, "undelayed", func() bool { return b.rec.count() >= 1 })
 	if got := b.rec.received()[0].GetIndex(); got != 1 {
 		t.Fatalf("first message to arrive has index %d", got)
@@ -458,7 +458,7 @@ func TestCloseIsIdempotentAndServeAfterClose(t *testing.T) {
 	checkLeaks(t)
 	tr := New(Config{NodeID: 1}, newRecorder(), nil)
 	tr.SetPeer(2, "127.0.0.1:1")
-	tr.Send([]*raftpb.Message{heartbeat(1, 2)})
+	tr.Send(ofRange1(heartbeat(1, 2)))
 	if err := tr.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -468,7 +468,7 @@ func TestCloseIsIdempotentAndServeAfterClose(t *testing.T) {
 	if err := tr.Serve(listen(t, "")); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Serve after Close: %v", err)
 	}
-	tr.Send([]*raftpb.Message{heartbeat(1, 2)}) // no panic, no effect
+	tr.Send(ofRange1(heartbeat(1, 2))) // no panic, no effect
 	if _, err := tr.Call(context.Background(), 2, "x", nil); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Call after Close: %v", err)
 	}
@@ -490,7 +490,7 @@ func TestCloseWaitsForSnapshotInFlight(t *testing.T) {
 	a := startNode(t, 1, "", newRecorder(), Config{}, src)
 	b := startNode(t, 2, "", rb, Config{}, nil)
 	a.t.SetPeer(2, b.addr)
-	a.t.Send([]*raftpb.Message{snapMsg(1, 2)})
+	a.t.Send(ofRange1(snapMsg(1, 2)))
 	select {
 	case <-started:
 	case <-time.After(waitTimeout):
@@ -517,8 +517,8 @@ func TestMetricsRegisterTwice(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	a := New(Config{NodeID: 1, Registerer: reg}, newRecorder(), nil)
 	b := New(Config{NodeID: 2, Registerer: reg}, newRecorder(), nil)
-	a.Send([]*raftpb.Message{heartbeat(1, 5)})
-	b.Send([]*raftpb.Message{heartbeat(2, 5)})
+	a.Send(ofRange1(heartbeat(1, 5)))
+	b.Send(ofRange1(heartbeat(2, 5)))
 	a.Close()
 	b.Close()
 	mfs, err := reg.Gather()
@@ -611,7 +611,7 @@ func TestEncodeBatchFramesAndReuse(t *testing.T) {
 	}
 	var buf []byte
 	for round := 0; round < 2; round++ {
-		frames, counts, out, err := encodeBatch(buf[:0], 1, 2, msgs)
+		frames, counts, out, err := encodeBatch(buf[:0], 1, 2, ofRange1(msgs...))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -624,7 +624,12 @@ func TestEncodeBatchFramesAndReuse(t *testing.T) {
 			if err != nil || from != 1 || to != 2 || len(ms) != counts[i] {
 				t.Fatalf("round %d frame %d: %d→%d %d msgs (want %d), %v", round, i, from, to, len(ms), counts[i], err)
 			}
-			got = append(got, ms...)
+			for _, m := range ms {
+				if m.Range != 1 {
+					t.Fatalf("round %d frame %d: a message of range %d", round, i, m.Range)
+				}
+				got = append(got, m.Msg)
+			}
 		}
 		for _, f := range frames {
 			clear(f) // what was decoded must not alias the frame (RecvMsg reuses it)
@@ -687,7 +692,7 @@ func TestStreamsFromAnotherClusterRefused(t *testing.T) {
 		if refused := isStatus(err, "PermissionDenied"); refused == c.ok {
 			t.Fatalf("cluster %d to %d: call refused %v (err %v), want %v", c.from, c.to, refused, err, !c.ok)
 		}
-		a.t.Send([]*raftpb.Message{heartbeat(1, 2)})
+		a.t.Send(ofRange1(heartbeat(1, 2)))
 		if c.ok {
 			waitFor(t, "delivery within a cluster", func() bool { return b.rec.count() == 1 })
 		} else {

@@ -8,14 +8,18 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/kvorum/kvorum/internal/storage"
 )
 
 // Wire formats. Every frame starts with a version byte; integers are
 // uvarints.
 //
 //	raft batch:      v=1 | from | to | count | count × (len | proto(Message))
+//	                 v=2 | from | to | count | count × (range | len | proto(Message))
 //	snapshot header: v=1 | from | to | proto(MsgSnap)   (first frame of a Snapshot stream;
-//	                 the following frames are raw snapshot data chunks)
+//	                 v=2 | from | to | range | proto(MsgSnap)   the following frames are raw
+//	                 snapshot data chunks)
 //	call request:    v=1 | from | len(method) | method | payload
 //	call response:   payload
 //	call error:      a gRPC status; a WireError's detail rides in it as a
@@ -23,7 +27,26 @@ import (
 //
 // Snapshot and Raft streams are answered with one empty frame on success;
 // failures travel as gRPC statuses.
-const wireVersion = 1
+//
+// Every range is a Raft group, and a message must reach the replica of its
+// own range: v=2 names it per message (range 0 is no range, and malformed).
+// A v=1 raft batch or snapshot header has no range: all it carries belongs
+// to range 1. The messages of every range to one node share that node's
+// queue, stream and frames.
+//
+// Rolling upgrades: a node older than v=2 refuses a frame of a version it
+// does not know, and the stream with it. So a frame goes out as v=1 whenever
+// all it carries belongs to range 1, byte for byte what older nodes write,
+// and v=2 only otherwise. A cluster that never split keeps writing v=1 on
+// every node, and older and newer nodes understand each other until it
+// splits (which needs every node upgraded). Both versions are always read.
+const (
+	wireVersion       = 1
+	wireVersionRanges = 2
+)
+
+// firstRange is the range of every message of a v=1 frame.
+const firstRange storage.RangeID = 1
 
 var errBadFrame = errors.New("transport: malformed frame")
 
@@ -51,38 +74,58 @@ func appendMsg(b []byte, m *raftpb.Message, n int) ([]byte, error) {
 	return b, nil
 }
 
+// errNoRange: a message handed to the transport without its range, a bug
+// of the sender.
+var errNoRange = errors.New("transport: raft message without a range")
+
 // encodeBatch encodes msgs, all addressed to `to`, into frames of at most
 // about maxFrameBytes each. It returns the frames and, per frame, how many
 // messages it holds. The frames are carved out of buf when it has room (a
 // sender that writes them before its next call may pass the previous
 // call's buf back: encodeBatch(buf[:0], ...)); buf is returned for that.
-func encodeBatch(buf []byte, from, to uint64, msgs []*raftpb.Message) (frames [][]byte, counts []int, _ []byte, err error) {
+// A frame is v=1 when its messages all belong to range 1, v=2 otherwise
+// (see wireVersion).
+func encodeBatch(buf []byte, from, to uint64, msgs []storage.RaftMessage) (frames [][]byte, counts []int, _ []byte, err error) {
 	var sizes []int
 	for len(msgs) > 0 {
 		// Size the frame first (proto.Size caches each message's size for
 		// the marshal below), so that the messages are marshalled straight
 		// into a frame of the right capacity: no allocation when buf has
 		// room, no copy of a body into it.
-		body, n := 0, 0
+		body, n, ranges := 0, 0, 0
+		v := byte(wireVersion)
 		sizes = sizes[:0]
 		for n < len(msgs) && (n == 0 || body < maxFrameBytes) {
-			sz := proto.Size(msgs[n])
+			if msgs[n].Range == 0 {
+				return nil, nil, buf, errNoRange
+			}
+			if msgs[n].Range != firstRange {
+				v = wireVersionRanges
+			}
+			sz := proto.Size(msgs[n].Msg)
 			sizes = append(sizes, sz)
 			body += binary.MaxVarintLen64 + sz
+			ranges += binary.MaxVarintLen64
 			n++
 		}
 		need := 1 + 3*binary.MaxVarintLen64 + body
+		if v == wireVersionRanges {
+			need += ranges
+		}
 		if cap(buf)-len(buf) < need {
 			buf = append(buf[:len(buf):len(buf)], make([]byte, need)...)[:len(buf)]
 		}
 		start := len(buf)
 		b := buf[start:start:cap(buf)]
-		b = append(b, wireVersion)
+		b = append(b, v)
 		b = binary.AppendUvarint(b, from)
 		b = binary.AppendUvarint(b, to)
 		b = binary.AppendUvarint(b, uint64(n))
 		for i, m := range msgs[:n] {
-			if b, err = appendMsg(b, m, sizes[i]); err != nil {
+			if v == wireVersionRanges {
+				b = binary.AppendUvarint(b, uint64(m.Range))
+			}
+			if b, err = appendMsg(b, m.Msg, sizes[i]); err != nil {
 				return nil, nil, buf, err
 			}
 		}
@@ -127,28 +170,50 @@ func (r *reader) bytes(n uint64) []byte {
 	return out
 }
 
-func (r *reader) version() {
-	if len(r.b) == 0 || r.b[0] != wireVersion {
+// version reads the version byte of a frame whose layout has versions 1
+// to max, and returns it (0 on error).
+func (r *reader) version(max byte) byte {
+	if len(r.b) == 0 || r.b[0] < wireVersion || r.b[0] > max {
 		r.err = fmt.Errorf("%w: unknown version", errBadFrame)
-		return
+		return 0
 	}
+	v := r.b[0]
 	r.b = r.b[1:]
+	return v
 }
 
-func decodeBatch(b []byte) (from, to uint64, msgs []*raftpb.Message, err error) {
+// rangeID reads the range of a message of a frame of version v: v=1 has
+// none (range 1), v=2 a uvarint that is not 0.
+func (r *reader) rangeID(v byte) storage.RangeID {
+	if v == wireVersion {
+		return firstRange
+	}
+	id := r.uvarint()
+	if r.err == nil && id == 0 {
+		r.err = fmt.Errorf("%w: range 0", errBadFrame)
+	}
+	return storage.RangeID(id)
+}
+
+func decodeBatch(b []byte) (from, to uint64, msgs []storage.RaftMessage, err error) {
 	r := reader{b: b}
-	r.version()
+	v := r.version(wireVersionRanges)
 	from = r.uvarint()
 	to = r.uvarint()
 	count := r.uvarint()
 	if r.err != nil {
 		return 0, 0, nil, r.err
 	}
-	if count > uint64(len(r.b)) { // each message takes at least one byte
+	least := uint64(1) // bytes a message takes at least: its length
+	if v == wireVersionRanges {
+		least = 2 // and its range
+	}
+	if count > uint64(len(r.b))/least {
 		return 0, 0, nil, errBadFrame
 	}
-	msgs = make([]*raftpb.Message, 0, count)
+	msgs = make([]storage.RaftMessage, 0, count)
 	for i := uint64(0); i < count; i++ {
+		id := r.rangeID(v)
 		mb := r.bytes(r.uvarint())
 		if r.err != nil {
 			return 0, 0, nil, r.err
@@ -157,7 +222,7 @@ func decodeBatch(b []byte) (from, to uint64, msgs []*raftpb.Message, err error) 
 		if err := proto.Unmarshal(mb, m); err != nil {
 			return 0, 0, nil, fmt.Errorf("%w: %v", errBadFrame, err)
 		}
-		msgs = append(msgs, m)
+		msgs = append(msgs, storage.RaftMessage{Range: id, Msg: m})
 	}
 	if len(r.b) != 0 {
 		return 0, 0, nil, fmt.Errorf("%w: trailing bytes", errBadFrame)
@@ -165,24 +230,36 @@ func decodeBatch(b []byte) (from, to uint64, msgs []*raftpb.Message, err error) 
 	return from, to, msgs, nil
 }
 
-func encodeSnapHeader(from, to uint64, m *raftpb.Message) ([]byte, error) {
+// encodeSnapHeader encodes the first frame of a snapshot stream: v=1 for
+// range 1, v=2 with the range otherwise (see wireVersion).
+func encodeSnapHeader(from, to uint64, m storage.RaftMessage) ([]byte, error) {
+	if m.Range == 0 {
+		return nil, errNoRange
+	}
 	b := []byte{wireVersion}
+	if m.Range != firstRange {
+		b[0] = wireVersionRanges
+	}
 	b = binary.AppendUvarint(b, from)
 	b = binary.AppendUvarint(b, to)
-	return proto.MarshalOptions{}.MarshalAppend(b, m)
+	if m.Range != firstRange {
+		b = binary.AppendUvarint(b, uint64(m.Range))
+	}
+	return proto.MarshalOptions{}.MarshalAppend(b, m.Msg)
 }
 
-func decodeSnapHeader(b []byte) (from, to uint64, m *raftpb.Message, err error) {
+func decodeSnapHeader(b []byte) (from, to uint64, m storage.RaftMessage, err error) {
 	r := reader{b: b}
-	r.version()
+	v := r.version(wireVersionRanges)
 	from = r.uvarint()
 	to = r.uvarint()
+	m.Range = r.rangeID(v)
 	if r.err != nil {
-		return 0, 0, nil, r.err
+		return 0, 0, storage.RaftMessage{}, r.err
 	}
-	m = new(raftpb.Message)
-	if err := proto.Unmarshal(r.b, m); err != nil {
-		return 0, 0, nil, fmt.Errorf("%w: %v", errBadFrame, err)
+	m.Msg = new(raftpb.Message)
+	if err := proto.Unmarshal(r.b, m.Msg); err != nil {
+		return 0, 0, storage.RaftMessage{}, fmt.Errorf("%w: %v", errBadFrame, err)
 	}
 	return from, to, m, nil
 }
@@ -198,7 +275,7 @@ func encodeCall(from uint64, method string, payload []byte) []byte {
 
 func decodeCall(b []byte) (from uint64, method string, payload []byte, err error) {
 	r := reader{b: b}
-	r.version()
+	r.version(wireVersion)
 	from = r.uvarint()
 	method = string(r.bytes(r.uvarint()))
 	if r.err != nil {
@@ -281,7 +358,7 @@ const maxCallTimeout = 24 * time.Hour
 
 func decodeCallReqs(b []byte) (from, to uint64, reqs []callReq, err error) {
 	r := reader{b: b}
-	r.version()
+	r.version(wireVersion)
 	from = r.uvarint()
 	to = r.uvarint()
 	count := r.uvarint()
@@ -329,7 +406,7 @@ func encodeCallResps(resps []callResp) [][]byte {
 
 func decodeCallResps(b []byte) ([]callResp, error) {
 	r := reader{b: b}
-	r.version()
+	r.version(wireVersion)
 	count := r.uvarint()
 	if r.err != nil {
 		return nil, r.err
