@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"context"
 	"crypto/tls"
 	"net"
 	"slices"
@@ -33,6 +34,15 @@ type SlotRouter interface {
 	// runs here, forwarded as for any client). tls: the address of a TLS
 	// port.
 	MovedTo(slot uint16, tls bool) (addr string, ok bool)
+}
+
+// SlotKeys is a Backend that can list the keys of a hash slot (CLUSTER
+// COUNTKEYSINSLOT and GETKEYSINSLOT), as a linearizable read.
+type SlotKeys interface {
+	// KeysInSlot returns up to max keys of slot (all: max < 0; none,
+	// only counted: max == 0) and how many it counted; an error reply if
+	// the node cannot read.
+	KeysInSlot(ctx context.Context, slot uint16, max int) (keys [][]byte, n int, errR *reply.Reply)
 }
 
 // clusterUnsupported are the subcommands that place slots or drive a
@@ -69,6 +79,8 @@ func clusterCommand() *command {
 	s.spec.Group = "cluster"
 	s.subs = []*command{
 		sub("help", 2, []string{"loading", "stale"}, slow, "5.0.0", "Returns helpful text about the different subcommands", clusterHelp),
+		sub("countkeysinslot", 3, stale, slow, "3.0.0", "Returns the number of keys in a hash slot", clusterCountKeys),
+		sub("getkeysinslot", 4, stale, slow, "3.0.0", "Returns the key names in a hash slot", clusterGetKeys),
 		sub("info", 2, stale, slow, "3.0.0", "Returns information about the state of a node", clusterInfo),
 		sub("keyslot", 3, stale, slow, "3.0.0", "Returns the hash slot for a key", clusterKeySlot),
 		sub("myid", 2, stale, slow, "3.0.0", "Returns the ID of a node", clusterMyID),
@@ -80,7 +92,7 @@ func clusterCommand() *command {
 	}
 	for _, sc := range s.subs {
 		switch sc.spec.Name {
-		case "cluster|info", "cluster|nodes", "cluster|replicas", "cluster|shards", "cluster|slaves", "cluster|slots":
+		case "cluster|getkeysinslot", "cluster|info", "cluster|nodes", "cluster|replicas", "cluster|shards", "cluster|slaves", "cluster|slots":
 			sc.tips = []string{"nondeterministic_output"}
 		}
 	}
@@ -107,6 +119,10 @@ func askingCommand() *command {
 
 func clusterHelp(c *conn, args [][]byte) reply.Reply {
 	return helpReply("CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+		"COUNTKEYSINSLOT <slot>",
+		"    Return the number of keys in <slot>.",
+		"GETKEYSINSLOT <slot> <count>",
+		"    Return key names stored by current node in a slot.",
 		"INFO",
 		"    Return information about the cluster.",
 		"KEYSLOT <key>",
@@ -132,6 +148,54 @@ func clusterHelp(c *conn, args [][]byte) reply.Reply {
 func clusterKeySlot(c *conn, args [][]byte) reply.Reply {
 	c.clusterAware = true
 	return reply.Int(int64(slot.Of(args[2])))
+}
+
+// slotKeys reads a slot's keys through the backend.
+func (c *conn) slotKeys(s int64, max int) ([][]byte, int, *reply.Reply) {
+	sk, ok := c.s.b.(SlotKeys)
+	if !ok {
+		e := reply.Error("ERR this server cannot list a slot's keys: no cluster backend")
+		return nil, 0, &e
+	}
+	return sk.KeysInSlot(c.ctx, uint16(s), max)
+}
+
+func clusterCountKeys(c *conn, args [][]byte) reply.Reply {
+	s, err := strconv.ParseInt(string(args[2]), 10, 64)
+	if err != nil {
+		return reply.Error("ERR value is not an integer or out of range")
+	}
+	if s < 0 || s >= slot.Count {
+		return reply.Error("ERR Invalid slot")
+	}
+	_, n, errR := c.slotKeys(s, 0)
+	if errR != nil {
+		return *errR
+	}
+	return reply.Int(int64(n))
+}
+
+func clusterGetKeys(c *conn, args [][]byte) reply.Reply {
+	s, err1 := strconv.ParseInt(string(args[2]), 10, 64)
+	max, err2 := strconv.ParseInt(string(args[3]), 10, 64)
+	if err1 != nil || err2 != nil {
+		return reply.Error("ERR value is not an integer or out of range")
+	}
+	if s < 0 || s >= slot.Count || max < 0 {
+		return reply.Error("ERR Invalid slot or number of keys")
+	}
+	if max == 0 {
+		return reply.Array()
+	}
+	keys, _, errR := c.slotKeys(s, int(min(max, 1<<30)))
+	if errR != nil {
+		return *errR
+	}
+	out := make([]reply.Reply, len(keys))
+	for i, k := range keys {
+		out[i] = reply.Bulk(k)
+	}
+	return reply.Array(out...)
 }
 
 func clusterMyID(c *conn, args [][]byte) reply.Reply {

@@ -102,42 +102,6 @@ func (n *Node) sentinelID(id storage.NodeID) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// peerPort is the port of a peer address (0 if it has none).
-func peerPort(addr string) int {
-	_, ps, err := net.SplitHostPort(addr)
-	if err != nil {
-		return 0
-	}
-	p, _ := strconv.Atoi(ps)
-	return p
-}
-
-// MovedTo answers resp's -MOVED for cluster-aware connections: the
-// client address of the leader of the slot's range (one range today),
-// as the other members last told it (the discovery probes that CLUSTER
-// commands start, as SENTINEL's do); none while this node leads, no
-// leader is known, or its address is not known yet: the command then
-// runs here and is forwarded.
-func (b *backend) MovedTo(_ uint16, tls bool) (string, bool) {
-	n := (*Node)(b)
-	lead, local := n.store.Replica(firstRange).Leader()
-	if local || lead == 0 {
-		return "", false
-	}
-	s := &n.sentinel
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p := s.peers[storage.NodeID(lead)]
-	if p == nil || !p.known {
-		return "", false
-	}
-	addr := p.info.Client
-	if addr == "" || tls && p.info.TLSClient != "" {
-		addr = p.info.TLSClient
-	}
-	return addr, addr != ""
-}
-
 // probePeers asks every other member for its sentinelInfo, concurrently,
 // each call bounded by sentinelProbeTimeout.
 func (n *Node) probePeers(ctx context.Context) {
