@@ -12,6 +12,7 @@ import (
 	"github.com/kvorum/kvorum/internal/reccache"
 	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/script"
+	"github.com/kvorum/kvorum/internal/storage"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -88,6 +89,11 @@ type Env struct {
 	// Without it, and with keymiss events off, a write command skips the
 	// lookups of the keys it reads (they only feed those two).
 	CountLookups bool
+	// Desc is the descriptor of the range the entry belongs to (nil: no
+	// range check, as for the whole slot space). Every user key the
+	// command touches must be in its slot interval, or the command writes
+	// nothing and replies ErrRangeKeyMismatch (rangecheck.go).
+	Desc *storage.Descriptor
 }
 
 // rand returns the command's random source: seeded from the log position
