@@ -118,3 +118,19 @@ func TestDescriptorContainsSlot(t *testing.T) {
 		t.Fatalf("clone %+v", c)
 	}
 }
+
+func TestDescriptorMissingSlotField(t *testing.T) {
+	for js, want := range map[string][2]uint16{
+		`{"range_id":3,"start_slot":8192}`:           {8192, slot.Count},
+		`{"range_id":3,"end_slot":8192}`:             {0, 8192},
+		`{"range_id":3,"start_slot":0,"end_slot":0}`: {0, 0},
+	} {
+		var d Descriptor
+		if err := json.Unmarshal([]byte(js), &d); err != nil {
+			t.Fatal(err)
+		}
+		if d.StartSlot != want[0] || d.EndSlot != want[1] || d.RangeID != 3 {
+			t.Errorf("%s: [%d, %d), want [%d, %d)", js, d.StartSlot, d.EndSlot, want[0], want[1])
+		}
+	}
+}

@@ -41,7 +41,9 @@ func (d *Descriptor) IsFull() bool { return d.StartSlot == 0 && d.EndSlot >= slo
 
 // UnmarshalJSON decodes a descriptor. One written before slot intervals
 // (no start_slot and no end_slot; its start_key and end_key, ignored, were
-// empty: one range owned every key) owns the whole slot space.
+// empty: one range owned every key) owns the whole slot space. A missing
+// start_slot is 0, a missing end_slot is slot.Count (every descriptor
+// written since has both).
 func (d *Descriptor) UnmarshalJSON(b []byte) error {
 	type plain Descriptor // without this method
 	var v struct {
