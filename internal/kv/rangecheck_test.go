@@ -239,3 +239,21 @@ func BenchmarkApplySetRanged(b *testing.B) {
 	desc := &storage.Descriptor{RangeID: 2, StartSlot: s, EndSlot: s + 1, Generation: 1}
 	benchApplyEnv(b, openMem(b), Env{Now: 1000, Desc: desc}, toArgs("SET", "key:000001", strings.Repeat("v", 1024)))
 }
+
+// TestRangeCheckExecUndeclaredKey pins what the backstop guarantees in a
+// transaction: a queued command that reaches an outside key it does not
+// declare (SORT's BY pattern) gets -KVORUM RANGEKEYMISMATCH in EXEC's
+// array and writes nothing; the other commands run, as after any error
+// inside EXEC (Redis keeps them too).
+func TestRangeCheckExecUndeclaredKey(t *testing.T) {
+	db := rangeFixture(t)
+	r, b := applyIn(t, db, lowHalf(), "KVORUM.EXEC", "0", "3", "SET", "{bar}x", "1",
+		"6", "SORT", "{bar}list", "BY", "{foo}w_*", "STORE", "{bar}o", "3", "SET", "{bar}y", "2")
+	if r.Kind != reply.KindArray || len(r.Elems) != 3 || string(r.Elems[1].Str) != mismatch7 ||
+		r.Elems[0].Kind == reply.KindError || r.Elems[2].Kind == reply.KindError {
+		t.Fatalf("EXEC: %s", fmtScriptReply(r))
+	}
+	if readIn(b, nil, "EXISTS", "{bar}x", "{bar}y").Int != 2 || readIn(b, nil, "EXISTS", "{bar}o").Int != 0 {
+		t.Fatal("writes")
+	}
+}
