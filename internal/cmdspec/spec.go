@@ -1,8 +1,10 @@
 // Package cmdspec describes commands as Redis's COMMAND reports them: the
 // shape every command table in kvorum shares. Package kv owns the data
 // commands' specs (kv.Commands); package resp adds the connection commands
-// and answers COMMAND, COMMAND INFO and COMMAND DOCS from them. It depends
-// on nothing.
+// and answers COMMAND, COMMAND INFO and COMMAND DOCS from them. Keys
+// (keys.go) finds a command's keys from Redis's key specs
+// (keyspecs_redis.go): COMMAND GETKEYS, the ACL key checks and kv's range
+// check at apply use it. It depends on nothing.
 package cmdspec
 
 // Spec describes one command.

@@ -218,6 +218,9 @@ type writer interface {
 // the key of a Get, so no command pays an allocation for them.
 
 func (x *ctx) metaKey(k []byte) []byte {
+	if x.ranged {
+		x.checkKey(k) // rangecheck.go: k must be in the range's slot interval
+	}
 	x.kbuf = appendMetaKey(x.kbuf[:0], k)
 	return x.kbuf
 }

@@ -373,6 +373,17 @@ func scriptCall(x *ctx, args [][]byte, readOnly bool) Reply {
 	if d.spec.Write {
 		x.wrote = true
 	}
+	if x.ranged { // rangecheck.go, Redis's scriptVerifyClusterState
+		if !keysInRange(x.desc, d, args) {
+			return errNonLocal
+		}
+		r := x.call(args)
+		if x.outside {
+			x.outside = false
+			return errNonLocal
+		}
+		return r
+	}
 	return x.call(args)
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/kvorum/kvorum/internal/reccache"
 	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/script"
+	"github.com/kvorum/kvorum/internal/storage"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -58,6 +59,13 @@ type ctx struct {
 	// perms checks its calls.
 	user  []byte
 	perms Permissions
+	// desc is the range's descriptor (Env.Desc, ReadEnv.Desc); ranged:
+	// it owns less than every slot, so the keys the command touches are
+	// checked against it (rangecheck.go). outside: a call run by x hit
+	// a key outside it (the backstop in metaKey).
+	desc    *storage.Descriptor
+	ranged  bool
+	outside bool
 }
 
 // Env is what Apply knows about the log entry a command comes from.
@@ -88,6 +96,11 @@ type Env struct {
 	// Without it, and with keymiss events off, a write command skips the
 	// lookups of the keys it reads (they only feed those two).
 	CountLookups bool
+	// Desc is the descriptor of the range the entry belongs to (nil: no
+	// range check, as for the whole slot space). Every user key the
+	// command touches must be in its slot interval, or the command writes
+	// nothing and replies ErrRangeKeyMismatch (rangecheck.go).
+	Desc *storage.Descriptor
 }
 
 // rand returns the command's random source: seeded from the log position
@@ -117,6 +130,7 @@ func putCtx(x *ctx) {
 	x.notify, x.settings, x.looked, x.missOn, x.oom, x.wrote, x.scripts, x.showRunning = 0, nil, Lookups{}, false, false, false, nil, false
 	x.user, x.perms = nil, nil
 	x.countLooked = false
+	x.desc, x.ranged, x.outside = nil, false, false
 	clear(x.missed)
 	x.missed = x.missed[:0]
 	if cap(x.vbuf) > 64<<10 {
@@ -301,10 +315,15 @@ func checkWith(d *cmdDef, args [][]byte, lim Limits, syntax func([][]byte) (Repl
 // Apply executes a write command against b, an indexed batch, for the log
 // entry env describes. Deterministic. On an error reply nothing was written
 // (except by a script or transaction, which keep what ran before the error,
-// as in Redis).
+// as in Redis). A command with a key outside env.Desc's slot interval
+// replies RangeKeyMismatch (rangecheck.go).
 func Apply(b *pebble.Batch, args [][]byte, env Env) (r Reply) {
 	defer func() {
 		if p := recover(); p != nil {
+			if _, ok := p.(rangeMismatch); ok && env.Desc != nil {
+				r = RangeKeyMismatch(env.Desc.Generation)
+				return
+			}
 			r = Error(fmt.Sprintf("ERR internal error: %v", p))
 		}
 	}()
@@ -321,9 +340,13 @@ func Apply(b *pebble.Batch, args [][]byte, env Env) (r Reply) {
 	if r, ok := validate(d, args); !ok {
 		return r
 	}
+	if ranged(env.Desc) && !keysInRange(env.Desc, d, args) {
+		return RangeKeyMismatch(env.Desc.Generation)
+	}
 	x := getCtx(b, b, env.Now)
 	x.index, x.seed, x.fx, x.cache, x.settings, x.scripts = env.Index, uint64(env.Seq), env.Effects, env.Records, env.Settings, env.Scripts
 	x.perms = env.Perms
+	x.setRange(env.Desc)
 	x.countLooked = env.CountLookups
 	defer putCtx(x)
 	if s := env.Settings; s != nil {
@@ -382,12 +405,19 @@ type ReadEnv struct {
 	RunningScript bool
 	// Perms is Env.Perms for reads (EVAL_RO of a user with restrictions).
 	Perms Permissions
+	// Desc is Env.Desc for reads: a read of a key outside its slot
+	// interval replies RangeKeyMismatch (nil: no check).
+	Desc *storage.Descriptor
 }
 
 // ReadIn is ReadCounted on the node env describes.
 func ReadIn(r pebble.Reader, env ReadEnv, args [][]byte, nowMs int64) (rep Reply, looked Lookups) {
 	defer func() {
 		if p := recover(); p != nil {
+			if _, ok := p.(rangeMismatch); ok && env.Desc != nil {
+				rep = RangeKeyMismatch(env.Desc.Generation)
+				return
+			}
 			rep = Error(fmt.Sprintf("ERR internal error: %v", p))
 		}
 	}()
@@ -404,8 +434,12 @@ func ReadIn(r pebble.Reader, env ReadEnv, args [][]byte, nowMs int64) (rep Reply
 	if r, ok := validate(d, args); !ok {
 		return r, looked
 	}
+	if ranged(env.Desc) && !keysInRange(env.Desc, d, args) {
+		return RangeKeyMismatch(env.Desc.Generation), looked
+	}
 	x := getCtx(r, nil, nowMs)
 	x.shared, x.scripts, x.missOn, x.showRunning, x.perms = env.Shared, env.Scripts, env.Missed, env.RunningScript, env.Perms
+	x.setRange(env.Desc)
 	defer putCtx(x)
 	rep = d.run(x, args)
 	looked = x.looked
@@ -418,8 +452,10 @@ func ReadIn(r pebble.Reader, env ReadEnv, args [][]byte, nowMs int64) (rep Reply
 // call runs one command from inside a script or a transaction, in x's
 // context: the same batch (or reader, for read-only scripts), clock and
 // log index. Arity and syntax are checked as Check does (not the size
-// limits). A write command in a read-only context is refused.
-func (x *ctx) call(args [][]byte) Reply {
+// limits). A write command in a read-only context is refused. A key
+// outside x's range stops the command where it is reached (the backstop,
+// rangecheck.go): it replies RangeKeyMismatch, and x.outside is set.
+func (x *ctx) call(args [][]byte) (r Reply) {
 	if len(args) == 0 {
 		return Error("ERR empty command")
 	}
@@ -433,11 +469,23 @@ func (x *ctx) call(args [][]byte) Reply {
 	if r, ok := validate(d, args); !ok {
 		return r
 	}
+	if x.ranged {
+		defer func() {
+			if p := recover(); p != nil {
+				if _, ok := p.(rangeMismatch); !ok {
+					panic(p)
+				}
+				x.outside = true
+				r = RangeKeyMismatch(x.desc.Generation)
+			}
+		}()
+	}
 	x.calls++
 	y := getCtx(x.r, x.w, x.now)
 	y.index, y.seed, y.fx = x.index, x.seed<<20|x.calls, x.fx // effects: the same list, in order
 	y.cache, y.shared, y.notify, y.settings, y.scripts, y.countLooked = x.cache, x.shared, x.notify, x.settings, x.scripts, x.countLooked
 	y.user, y.perms = x.user, x.perms
+	y.desc, y.ranged = x.desc, x.ranged
 	y.nested = true
 	// A read command's misses are Redis's keymiss events, emitted here
 	// at apply (inside MULTI/EXEC or a script) like every other event.
@@ -446,7 +494,7 @@ func (x *ctx) call(args [][]byte) Reply {
 	if err := y.readLookups(d, args); err != nil {
 		return errReply(err)
 	}
-	r := d.run(y, args)
+	r = d.run(y, args)
 	x.looked.Hits, x.looked.Misses = x.looked.Hits+y.looked.Hits, x.looked.Misses+y.looked.Misses
 	if !d.spec.Write && x.w != nil && x.fx != nil {
 		x.fx.Looked.Hits += y.looked.Hits

@@ -233,7 +233,7 @@ func (c *conn) lostChannel(u *acl.User) bool {
 // kvorum's LOCK the lock name (a lock is a key). The keys of commands
 // whose specs are fixed positions (GET, SET, MGET, HSET, ...) are found
 // from a table built once, into the buffer, without allocating; the
-// others by keysWithFlags. A KeyBuffer is for one goroutine at a time.
+// others by cmdspec.KeysWithFlags. A KeyBuffer is for one goroutine at a time.
 type KeyBuffer struct{ buf []acl.KeyRef }
 
 func (kb *KeyBuffer) Keys(cmd *acl.Command, args [][]byte) []acl.KeyRef {
@@ -249,7 +249,7 @@ func (kb *KeyBuffer) Keys(cmd *acl.Command, args [][]byte) []acl.KeyRef {
 		kb.buf = out
 		return out
 	}
-	if name == "set" && cmd.Parent == nil && len(args) > 1 { // setGetKeys, as keysWithFlags
+	if name == "set" && cmd.Parent == nil && len(args) > 1 { // setGetKeys, as cmdspec.KeysWithFlags
 		flags := setFlags
 		for _, a := range args[min(3, len(args)):] {
 			if eqFold(a, "get") {
@@ -277,9 +277,9 @@ func (kb *KeyBuffer) Keys(cmd *acl.Command, args [][]byte) []acl.KeyRef {
 		kb.buf = out
 		return out
 	}
-	refs, _ := keysWithFlags(keySubcommand(name, args), args)
+	refs, _ := cmdspec.KeysWithFlags(cmdspec.KeySubcommand(name, args), args)
 	for _, r := range refs {
-		out = append(out, acl.KeyRef{Pos: r.pos, Flags: acl.KeyFlagsOf(r.flags...)})
+		out = append(out, acl.KeyRef{Pos: r.Pos, Flags: acl.KeyFlagsOf(r.Flags...)})
 	}
 	kb.buf = out
 	return out
@@ -300,17 +300,17 @@ type fixedKeySpec struct {
 var fixedKeySpecs = func() map[string][]fixedKeySpec {
 	m := map[string][]fixedKeySpec{}
 next:
-	for name, specs := range redisKeySpecs {
-		if _, _, movable := movableKeys(name, nil); movable || strings.Contains(name, "|") || len(specs) == 0 {
+	for name, specs := range cmdspec.RedisKeySpecs {
+		if _, _, movable := cmdspec.MovableKeys(name, nil); movable || strings.Contains(name, "|") || len(specs) == 0 {
 			continue
 		}
 		var fs []fixedKeySpec
 		for _, s := range specs {
-			if s.keyword != "" || s.keyNum || s.unknownBegin || s.unknownFind || s.limit != 0 || s.index < 1 ||
-				slices.Contains(s.flags, "variable_flags") || slices.Contains(s.flags, "incomplete") || slices.Contains(s.flags, "not_key") {
+			if s.Keyword != "" || s.KeyNum || s.UnknownBegin || s.UnknownFind || s.Limit != 0 || s.Index < 1 ||
+				slices.Contains(s.Flags, "variable_flags") || slices.Contains(s.Flags, "incomplete") || slices.Contains(s.Flags, "not_key") {
 				continue next
 			}
-			fs = append(fs, fixedKeySpec{first: s.index, lastKey: s.lastKey, step: max(s.step, 1), flags: acl.KeyFlagsOf(s.flags...)})
+			fs = append(fs, fixedKeySpec{first: s.Index, lastKey: s.LastKey, step: max(s.Step, 1), flags: acl.KeyFlagsOf(s.Flags...)})
 		}
 		m[name] = fs
 	}

@@ -6,10 +6,11 @@ import (
 	"testing"
 
 	"github.com/kvorum/kvorum/internal/acl"
+	"github.com/kvorum/kvorum/internal/cmdspec"
 )
 
 // TestKeyBufferFastPathIsTheSpecs: the keys KeyBuffer finds from its
-// fixed-position table are those the key specs give (keysWithFlags), for
+// fixed-position table are those the key specs give (cmdspec.KeysWithFlags), for
 // every command in the table and argument counts from 1 to 7.
 func TestKeyBufferFastPathIsTheSpecs(t *testing.T) {
 	if len(fixedKeySpecs) < 100 {
@@ -35,10 +36,10 @@ func TestKeyBufferFastPathIsTheSpecs(t *testing.T) {
 				args[len(args)-1] = []byte("GeT") // SET's GET option
 			}
 			got := slices.Clone(kb.Keys(cmd, args))
-			refs, _ := keysWithFlags(name, args)
+			refs, _ := cmdspec.KeysWithFlags(name, args)
 			var want []acl.KeyRef
 			for _, r := range refs {
-				want = append(want, acl.KeyRef{Pos: r.pos, Flags: acl.KeyFlagsOf(r.flags...)})
+				want = append(want, acl.KeyRef{Pos: r.Pos, Flags: acl.KeyFlagsOf(r.Flags...)})
 			}
 			if !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
 				t.Errorf("%s with %d arguments: fast %v, specs %v", name, n-1, got, want)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kvorum/kvorum/internal/cmdspec"
 	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/slot"
 )
@@ -382,12 +383,12 @@ func (c *conn) moved(cmd *command, args [][]byte) (reply.Reply, bool) {
 	if c.readOnly && !slices.Contains(cmd.spec.Flags, "write") {
 		return reply.Reply{}, false // READONLY: reads are served by any replica
 	}
-	name := strings.ToLower(string(args[0]))
-	keys, _ := keysWithFlags(keySubcommand(name, args), args)
-	if len(keys) == 0 || keys[0].pos >= len(args) {
+	var buf [4][]byte
+	keys := cmdspec.Keys(buf[:0], &cmd.spec, args)
+	if len(keys) == 0 {
 		return reply.Reply{}, false
 	}
-	s := slot.Of(args[keys[0].pos])
+	s := slot.Of(keys[0])
 	_, isTLS := c.nc.(*tls.Conn)
 	addr, ok := router.MovedTo(s, isTLS)
 	if !ok {

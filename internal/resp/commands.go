@@ -708,9 +708,9 @@ func (c *command) infoReply() reply.Reply {
 	sp := &c.spec
 	first, last, step := sp.FirstKey, sp.LastKey, sp.Step
 	keySpecs := reply.Reply{Kind: reply.KindSet}
-	if specs, ok := redisKeySpecs[sp.Name]; ok {
+	if specs, ok := cmdspec.RedisKeySpecs[sp.Name]; ok {
 		for _, ks := range specs {
-			keySpecs.Elems = append(keySpecs.Elems, ks.reply())
+			keySpecs.Elems = append(keySpecs.Elems, keySpecReply(ks))
 		}
 	} else if first > 0 {
 		flags := []string{"RO", "access"}
@@ -854,39 +854,21 @@ func commandGetKeys(c *conn, args [][]byte) reply.Reply {
 	}
 	withFlags := len(args[1]) == len("getkeysandflags")
 	argv := args[2:]
-	name := keySubcommand(cmd.spec.Name, argv)
-	_, movable, _ := movableKeys(name, nil)
-	if !movable && (cmd.spec.FirstKey <= 0 || name != cmd.spec.Name) && redisKeySpecs[name] == nil {
+	if !cmdspec.HasKeys(&cmd.spec, argv) {
 		return reply.Error("ERR The command has no key arguments")
 	}
 	if !arityOK(cmd.spec.Arity, len(argv)) {
 		return reply.Error("ERR Invalid number of arguments specified for command")
 	}
-	var found []keyRef
-	optional := false
-	if movable || redisKeySpecs[name] != nil {
-		found, optional = keysWithFlags(name, argv)
-	} else { // kvorum's own commands: first..last by step
-		first, last, step := cmd.spec.FirstKey, cmd.spec.LastKey, cmd.spec.Step
-		if last < 0 {
-			last = len(argv) + last
-		}
-		flags := []string{"RO", "access"}
-		if cmd.spec.Write {
-			flags = []string{"RW", "update"}
-		}
-		for i := first; i <= last && i < len(argv); i += max(step, 1) {
-			found = append(found, keyRef{i, flags})
-		}
-	}
+	found, optional := cmdspec.KeyRefs(&cmd.spec, argv)
 	if len(found) == 0 && !optional {
 		return reply.Error("ERR Invalid arguments specified for command")
 	}
 	keys := make([]reply.Reply, len(found))
 	for i, k := range found {
-		keys[i] = reply.Bulk(argv[k.pos])
+		keys[i] = reply.Bulk(argv[k.Pos])
 		if withFlags {
-			keys[i] = reply.Array(keys[i], statusSet(k.flags))
+			keys[i] = reply.Array(keys[i], statusSet(k.Flags))
 		}
 	}
 	return reply.Array(keys...)

@@ -187,7 +187,7 @@ func seed(db *pebble.DB, cfg RestoreConfig) (storage.BackupInfo, error) {
 	if err != nil {
 		return info, err
 	}
-	desc := &storage.Descriptor{RangeID: storage.RangeID(info.Header.RangeID)}
+	desc := (&storage.Descriptor{RangeID: storage.RangeID(info.Header.RangeID)}).FullSlots()
 	if desc.RangeID == 0 {
 		desc.RangeID = firstRange
 	}

@@ -89,7 +89,7 @@ func (m *kvMachine) Apply(b *pebble.Batch, args [][]byte, env store.ApplyEnv) re
 	}
 	m.fx.index = env.Index
 	r := kv.Apply(b, args, kv.Env{Now: env.Now, Index: env.Index, Seq: env.Seq, Effects: &m.fx.Effects, Records: m.records, Settings: &m.settings,
-		Scripts: &m.scripts, Perms: m.perms(), CountLookups: env.Leader})
+		Scripts: &m.scripts, Perms: m.perms(), CountLookups: env.Leader, Desc: env.Desc})
 	if v, ok := m.settings.MaxMemory(); ok {
 		m.maxMem.Store(v) // for the maxmemory guard (maxmemory.go)
 		m.maxMemKnown.Store(true)

@@ -240,7 +240,7 @@ func (n *Node) recoverOrBootstrap() (*storage.Descriptor, error) {
 			return nil, err
 		}
 		if !ok { // joined but never received a snapshot
-			desc = &storage.Descriptor{RangeID: firstRange}
+			desc = (&storage.Descriptor{RangeID: firstRange}).FullSlots()
 		}
 		return desc, nil
 	}
@@ -250,7 +250,7 @@ func (n *Node) recoverOrBootstrap() (*storage.Descriptor, error) {
 	n.id = storage.NodeID(cfg.ID)
 	b := n.db.NewBatch()
 	defer b.Close()
-	desc := &storage.Descriptor{RangeID: firstRange}
+	desc := (&storage.Descriptor{RangeID: firstRange}).FullSlots()
 	switch {
 	case cfg.Join != "":
 		// State arrives by snapshot once the leader adds us.

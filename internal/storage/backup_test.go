@@ -10,7 +10,7 @@ import (
 func testBackup(t *testing.T, pairs int) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	desc := &Descriptor{RangeID: 1, Replicas: []ReplicaDescriptor{{NodeID: 1, PeerAddr: "a:1"}}}
+	desc := (&Descriptor{RangeID: 1, Replicas: []ReplicaDescriptor{{NodeID: 1, PeerAddr: "a:1"}}}).FullSlots()
 	hdr := BackupHeader{ClusterID: 7, NodeID: 1, RangeID: 1, Index: 42, Term: 3, Created: "2026-11-28T00:00:00Z", Version: "test"}
 	err := WriteBackup(&buf, hdr, desc, func(emit func(k, v []byte) error) error {
 		for i := 0; i < pairs; i++ {

@@ -9,19 +9,64 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/kvorum/kvorum/internal/slot"
 )
 
-// Descriptor describes a range: the user keys it owns and its replicas.
+// Descriptor describes a range: the hash slots it owns and its replicas.
 type Descriptor struct {
 	RangeID RangeID `json:"range_id"`
-	// StartKey and EndKey bound the user keys [StartKey, EndKey) the range
-	// owns; an empty EndKey means "to the end of the keyspace".
-	StartKey []byte `json:"start_key"`
-	EndKey   []byte `json:"end_key"`
+	// StartSlot and EndSlot bound the hash slots [StartSlot, EndSlot) the
+	// range owns (slot.Of of a user key, docs/ranges.md §2.1); EndSlot is
+	// exclusive, and slot.Count (16384) is the end of the slot space. A
+	// descriptor decoded from before slots (no start_slot and end_slot,
+	// the user-key bounds it had were always empty) owns every slot: see
+	// UnmarshalJSON. Set both on every new descriptor (FullSlots).
+	StartSlot uint16 `json:"start_slot"`
+	EndSlot   uint16 `json:"end_slot"`
 	// Replicas lists every voter and learner with its peer address.
 	Replicas []ReplicaDescriptor `json:"replicas"`
 	// Generation grows with every change of bounds or replica set.
 	Generation uint64 `json:"generation"`
+}
+
+// FullSlots sets d's slot interval to the whole slot space and returns d.
+func (d *Descriptor) FullSlots() *Descriptor {
+	d.StartSlot, d.EndSlot = 0, slot.Count
+	return d
+}
+
+// IsFull reports whether d owns every slot.
+func (d *Descriptor) IsFull() bool { return d.StartSlot == 0 && d.EndSlot >= slot.Count }
+
+// UnmarshalJSON decodes a descriptor. One written before slot intervals
+// (no start_slot and no end_slot; its start_key and end_key, ignored, were
+// empty: one range owned every key) owns the whole slot space. A missing
+// start_slot is 0, a missing end_slot is slot.Count (every descriptor
+// written since has both).
+func (d *Descriptor) UnmarshalJSON(b []byte) error {
+	type plain Descriptor // without this method
+	var v struct {
+		plain
+		StartSlot *uint16 `json:"start_slot"`
+		EndSlot   *uint16 `json:"end_slot"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*d = Descriptor(v.plain)
+	if v.StartSlot == nil && v.EndSlot == nil {
+		d.FullSlots()
+		return nil
+	}
+	d.StartSlot, d.EndSlot = 0, slot.Count
+	if v.StartSlot != nil {
+		d.StartSlot = *v.StartSlot
+	}
+	if v.EndSlot != nil {
+		d.EndSlot = *v.EndSlot
+	}
+	return nil
 }
 
 // ReplicaDescriptor is one member of a range.
@@ -31,12 +76,16 @@ type ReplicaDescriptor struct {
 	Learner  bool   `json:"learner,omitempty"`
 }
 
-// ContainsKey reports whether user key k belongs to the range.
+// ContainsSlot reports whether hash slot s belongs to the range.
+func (d *Descriptor) ContainsSlot(s uint16) bool { return d.StartSlot <= s && s < d.EndSlot }
+
+// ContainsKey reports whether user key k belongs to the range: whether
+// its hash slot does.
 func (d *Descriptor) ContainsKey(k []byte) bool {
-	if string(k) < string(d.StartKey) {
-		return false
+	if d.IsFull() {
+		return true
 	}
-	return len(d.EndKey) == 0 || string(k) < string(d.EndKey)
+	return d.ContainsSlot(slot.Of(k))
 }
 
 // Replica returns the member with node id n, if any.
@@ -52,8 +101,6 @@ func (d *Descriptor) Replica(n NodeID) (ReplicaDescriptor, bool) {
 // Clone returns a deep copy.
 func (d *Descriptor) Clone() *Descriptor {
 	c := *d
-	c.StartKey = append([]byte(nil), d.StartKey...)
-	c.EndKey = append([]byte(nil), d.EndKey...)
 	c.Replicas = append([]ReplicaDescriptor(nil), d.Replicas...)
 	return &c
 }

@@ -128,7 +128,7 @@ func TestRaftLogRejectsAppliedBeyondLog(t *testing.T) {
 }
 
 func TestSnapshotStreamRoundTripAndCorruption(t *testing.T) {
-	desc := &Descriptor{RangeID: 1, Replicas: []ReplicaDescriptor{{NodeID: 1, PeerAddr: "a:1"}}}
+	desc := (&Descriptor{RangeID: 1, Replicas: []ReplicaDescriptor{{NodeID: 1, PeerAddr: "a:1"}}}).FullSlots()
 	meta := &raftpb.SnapshotMetadata{Index: proto.Uint64(42), Term: proto.Uint64(3)}
 	pairs := map[string]string{"\x10a": "1", "\x10b": string(bytes.Repeat([]byte("x"), 100000)), "\x10c": ""}
 	var buf bytes.Buffer
@@ -174,7 +174,7 @@ func TestSnapshotRegistryStreamsPinnedState(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := db.NewBatch()
-	_ = SetDescriptor(b, &Descriptor{RangeID: 1})
+	_ = SetDescriptor(b, (&Descriptor{RangeID: 1}).FullSlots())
 	_ = b.Set([]byte("\x10k1"), []byte("v1"), nil)
 	_ = b.Commit(pebble.Sync)
 	snap, err := l.Snapshot()

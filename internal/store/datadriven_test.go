@@ -281,7 +281,7 @@ func (e *ddEnv) addNodes(d *datadriven.TestData) {
 		e.cut, e.isolated = map[[2]uint64]bool{}, map[uint64]bool{}
 	}
 	first := len(e.nodes) + 1
-	desc := &storage.Descriptor{RangeID: 1}
+	desc := (&storage.Descriptor{RangeID: 1}).FullSlots()
 	for id := first; id < first+count; id++ {
 		desc.Replicas = append(desc.Replicas, storage.ReplicaDescriptor{NodeID: storage.NodeID(id), PeerAddr: ddAddr(uint64(id))})
 	}
@@ -337,7 +337,7 @@ func (e *ddEnv) start(n *ddNode) {
 		Now:               func() int64 { return 1 },
 	})
 	s.mono = func() time.Time { return ddEpoch.Add(time.Duration(n.clock.Load())) }
-	if _, err := s.AddReplica(&storage.Descriptor{RangeID: 1}); err != nil {
+	if _, err := s.AddReplica((&storage.Descriptor{RangeID: 1}).FullSlots()); err != nil {
 		e.t.Fatal(err)
 	}
 	n.store = s

@@ -40,7 +40,7 @@ func TestStoreHandsOutEffectsAfterCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	desc := &storage.Descriptor{RangeID: 1, Replicas: []storage.ReplicaDescriptor{{NodeID: 1}}}
+	desc := (&storage.Descriptor{RangeID: 1, Replicas: []storage.ReplicaDescriptor{{NodeID: 1}}}).FullSlots()
 	b := db.NewBatch()
 	if err := BootstrapRange(b, desc); err != nil {
 		t.Fatal(err)

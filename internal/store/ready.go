@@ -325,6 +325,7 @@ func (r *Replica) stageApply(b *pebble.Batch, it *readyItem) error {
 		cur = it.applied
 	}
 	cs := cur.ConfState
+	desc := r.applyDesc(it)
 	for _, e := range it.rd.CommittedEntries {
 		if e.GetIndex() <= cur.Index {
 			continue // already applied (e.g. covered by the snapshot)
@@ -343,7 +344,7 @@ func (r *Replica) stageApply(b *pebble.Batch, it *readyItem) error {
 			for _, pr := range p.props {
 				replies := make([]reply.Reply, len(pr.cmds))
 				for i, args := range pr.cmds {
-					replies[i] = r.store.cfg.StateMachine.Apply(b, args, ApplyEnv{Now: p.ts, Index: e.GetIndex(), Seq: seq, Leader: it.leader})
+					replies[i] = r.store.cfg.StateMachine.Apply(b, args, ApplyEnv{Now: p.ts, Index: e.GetIndex(), Seq: seq, Leader: it.leader, Range: r.id, Desc: desc})
 					seq++
 				}
 				if p.node == self {
@@ -368,6 +369,7 @@ func (r *Replica) stageApply(b *pebble.Batch, it *readyItem) error {
 				return err
 			}
 			cs = newCS
+			desc = r.applyDesc(it)
 		}
 		r.resolveIndex(it, e.GetIndex())
 	}
@@ -390,6 +392,22 @@ func (r *Replica) stageApply(b *pebble.Batch, it *readyItem) error {
 		it.truncate = true
 	}
 	return storage.SetAppliedState(b, r.id, it.applied)
+}
+
+// applyDesc is the descriptor the replica has at this point of the
+// round's apply: one a conf change of the round wrote, else the one the
+// round's snapshot installed, else the replica's. Descriptors are
+// replaced, never changed in place, so it is shared, not copied.
+func (r *Replica) applyDesc(it *readyItem) *storage.Descriptor {
+	if it.newDesc != nil {
+		return it.newDesc
+	}
+	if it.snapApplied && it.snapDesc != nil {
+		return it.snapDesc
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.desc
 }
 
 // resolveIndex fails the local proposals that were appended at index but

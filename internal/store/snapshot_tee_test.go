@@ -22,7 +22,7 @@ func (failingWriter) Write(p []byte) (int, error) { return 0, syscall.ENOSPC }
 // with "snapshot stream: EOF" instead of "disk full").
 func TestCopyingTeeKeepsWriteError(t *testing.T) {
 	var stream bytes.Buffer
-	if err := storage.WriteSnapshotStream(&stream, &storage.Descriptor{RangeID: 1}, nil, func(emit func(k, v []byte) error) error {
+	if err := storage.WriteSnapshotStream(&stream, (&storage.Descriptor{RangeID: 1}).FullSlots(), nil, func(emit func(k, v []byte) error) error {
 		return emit([]byte("k"), []byte("v"))
 	}); err != nil {
 		t.Fatal(err)

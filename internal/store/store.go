@@ -116,6 +116,13 @@ type ApplyEnv struct {
 	// Leader: this replica led when the round was taken (raft's state at
 	// its Ready), so the replies it computes are the ones clients get.
 	Leader bool
+	// Range is the range whose log holds the entry.
+	Range storage.RangeID
+	// Desc is the range's descriptor as the replica has it when it applies
+	// the entry (after the round's earlier conf changes and snapshot):
+	// the slot interval whose keys the command may touch. Shared: read
+	// it, never change it.
+	Desc *storage.Descriptor
 }
 
 // Effects is what one round's applies produced besides replies and

@@ -132,7 +132,7 @@ func newCluster(t *testing.T, n int) *testCluster { return newClusterWith(t, n, 
 func newClusterWith(t *testing.T, n int, cfg func(*Config)) *testCluster {
 	part := transport.NewPartitioner()
 	c := &testCluster{t: t, cfg: cfg, net: transport.NewLocalNetwork(part), part: part, nodes: map[uint64]*testNode{}}
-	desc := &storage.Descriptor{RangeID: 1}
+	desc := (&storage.Descriptor{RangeID: 1}).FullSlots()
 	for id := uint64(1); id <= uint64(n); id++ {
 		desc.Replicas = append(desc.Replicas, storage.ReplicaDescriptor{NodeID: storage.NodeID(id), PeerAddr: transport.LocalAddr(id)})
 	}

@@ -287,6 +287,7 @@ func (s *stubNode) Status() admin.Status {
 func (s *stubNode) AddMember(context.Context, uint64, string) error { return nil }
 func (s *stubNode) RemoveMember(context.Context, uint64) error      { return nil }
 func (s *stubNode) TransferLeader(context.Context, uint64) error    { return nil }
+func (s *stubNode) Ranges() admin.RangesResponse                    { return admin.RangesResponse{} }
 
 // adminGet returns the status code of GET path on an admin server whose
 // node is ready or not, with a token configured (the probes send none).
