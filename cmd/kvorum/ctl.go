@@ -50,7 +50,8 @@ Talks to one node's admin HTTP API (see 'kvorum start --admin-addr').
   member remove ID     remove node ID from the cluster
   transfer-leader ID   move leadership to node ID and wait until it holds
   range list           the ranges (Raft groups) this node holds a replica
-                       of: generation, its replica's role, the leader, the
+                       of: its hash slots, generation, its replica's role,
+                       the leader, the
                        replicas, the applied index and the approximate size
                        of the range's data on this node (one range today:
                        the keyspace is not split yet)
@@ -532,7 +533,7 @@ func writeRanges(w io.Writer, rr admin.RangesResponse) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RANGE	GEN	ROLE	LEADER	TERM	APPLIED	REPLICAS	SIZE")
+	fmt.Fprintln(tw, "RANGE\tSLOTS\tGEN\tROLE\tLEADER\tTERM\tAPPLIED\tREPLICAS\tSIZE")
 	for _, r := range rr.Ranges {
 		reps := make([]string, 0, len(r.Replicas))
 		for _, m := range r.Replicas {
@@ -549,7 +550,11 @@ func writeRanges(w io.Writer, rr admin.RangesResponse) {
 		if r.Leader != 0 {
 			leader = strconv.FormatUint(r.Leader, 10)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%d\t%s\t%s\n", r.RangeID, r.Generation, r.Role, leader, r.Term,
+		slots := "-"
+		if r.EndSlot > r.StartSlot {
+			slots = fmt.Sprintf("%d-%d", r.StartSlot, r.EndSlot-1)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%d\t%d\t%s\t%s\n", r.RangeID, slots, r.Generation, r.Role, leader, r.Term,
 			r.AppliedIndex, strings.Join(reps, ","), sizeString(r.ApproximateBytes))
 	}
 	tw.Flush()

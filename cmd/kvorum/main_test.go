@@ -536,15 +536,15 @@ func TestCtlRanges(t *testing.T) {
 		t.Errorf("range list, none: %d %q", code, out)
 	}
 	f.ranges = []admin.Range{
-		{RangeID: 1, Generation: 3, Role: "leader", Leader: 1, Term: 7, AppliedIndex: 42, ApproximateBytes: 3 << 20,
+		{RangeID: 1, StartSlot: 0, EndSlot: 8192, Generation: 3, Role: "leader", Leader: 1, Term: 7, AppliedIndex: 42, ApproximateBytes: 3 << 20,
 			Replicas: []admin.Member{{ID: 1}, {ID: 2}, {ID: 3}, {ID: 4, Learner: true}}},
-		{RangeID: 2, Generation: 1, Role: "follower", Term: 2, AppliedIndex: 10, ApproximateBytes: 512,
+		{RangeID: 2, StartSlot: 8192, EndSlot: 16384, Generation: 1, Role: "follower", Term: 2, AppliedIndex: 10, ApproximateBytes: 512,
 			Replicas: []admin.Member{{ID: 2}, {ID: 3}}},
 	}
 	code, out, _ = runCmd("ctl", "--addr", addr, "ranges", "ls")
-	want := `RANGE  GEN  ROLE      LEADER  TERM  APPLIED  REPLICAS     SIZE
-1      3    leader    1       7     42       1*,2,3,4(l)  3.0 MiB
-2      1    follower  -       2     10       2,3          512 B
+	want := `RANGE  SLOTS       GEN  ROLE      LEADER  TERM  APPLIED  REPLICAS     SIZE
+1      0-8191      3    leader    1       7     42       1*,2,3,4(l)  3.0 MiB
+2      8192-16383  1    follower  -       2     10       2,3          512 B
 `
 	if code != 0 || out != want {
 		t.Errorf("range list: %d\n%s\nwant:\n%s", code, out, want)

@@ -129,6 +129,10 @@ type HTTPStatuser interface {
 type Range struct {
 	RangeID    uint64 `json:"range_id"`
 	Generation uint64 `json:"generation"`
+	// StartSlot and EndSlot bound the hash slots [StartSlot, EndSlot)
+	// the range owns (EndSlot 16384: to the end).
+	StartSlot uint32 `json:"start_slot"`
+	EndSlot   uint32 `json:"end_slot"`
 	// Replicas are the range's voters and learners; Match is filled only
 	// when the answering node leads the range.
 	Replicas []Member `json:"replicas"`

@@ -25,6 +25,7 @@ func (n *Node) Ranges() admin.RangesResponse {
 		}
 		if st.Descriptor != nil {
 			rg.Generation = st.Descriptor.Generation
+			rg.StartSlot, rg.EndSlot = uint32(st.Descriptor.StartSlot), uint32(st.Descriptor.EndSlot)
 			start, end := n.machine.Span(st.Descriptor)
 			if b, err := n.db.EstimateDiskUsage(start, end); err == nil {
 				rg.ApproximateBytes = b

@@ -36,7 +36,7 @@ func TestRangesReport(t *testing.T) {
 			t.Fatalf("node %d: %+v", id, rr)
 		}
 		rg := rr.Ranges[0]
-		if rg.RangeID != 1 || rg.Leader != lead || len(rg.Replicas) != 3 || rg.Term == 0 || rg.AppliedIndex == 0 {
+		if rg.RangeID != 1 || rg.StartSlot != 0 || rg.EndSlot != 16384 || rg.Leader != lead || len(rg.Replicas) != 3 || rg.Term == 0 || rg.AppliedIndex == 0 {
 			t.Fatalf("node %d: range %+v", id, rg)
 		}
 		if want := map[bool]string{true: "leader", false: "follower"}[id == lead]; rg.Role != want {
