@@ -144,7 +144,17 @@ func goRedisFailover(t *testing.T, c *cluster, prefix string, dialerRetries int)
 			continue
 		}
 		sc := redis.NewSentinelClient(&redis.Options{Addr: p.client})
-		addr, err := sc.GetMasterAddrByName(ctx, "kv-main").Result()
+		// Discovery is eventually consistent: a node names the leader once
+		// its probes reach it (every 250 ms, each bounded by 500 ms: on a
+		// loaded machine the first may time out).
+		var addr []string
+		var err error
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			addr, err = sc.GetMasterAddrByName(ctx, "kv-main").Result()
+			if err == nil && net.JoinHostPort(addr[0], addr[1]) == newLead.client || time.Now().After(deadline) {
+				break
+			}
+		}
 		if err != nil || net.JoinHostPort(addr[0], addr[1]) != newLead.client {
 			st, _ := c.status(p)
 			t.Errorf("node %d names master %v (%v), want node %d's %s; its status %+v, SENTINEL MASTERS %v",
