@@ -104,4 +104,3 @@ func TestIteratorsSkipSlotHidden(t *testing.T) {
 		t.Fatalf("DBSIZE %s, want %d", n, len(users))
 	}
 }
-
