@@ -149,3 +149,29 @@ func TestRangesApplyIndependently(t *testing.T) {
 		}
 	}
 }
+
+// ExpiredKeysIn gives the due keys of the range's slots only.
+func TestExpiredKeysIn(t *testing.T) {
+	l := newLockLog(t)
+	a, b := keysIn("e", 0, 8192, 3), keysIn("e", 8192, slot.Count, 3)
+	for _, k := range append(slices.Clone(a), b...) {
+		l.want("OK", "SET", k, "v", "PX", "10")
+	}
+	r2 := &storage.Descriptor{RangeID: 2, StartSlot: 8192, EndSlot: slot.Count}
+	got, err := ExpiredKeysIn(l.db, r2, 1<<40, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gs []string
+	for _, k := range got {
+		gs = append(gs, string(k))
+	}
+	slices.Sort(gs)
+	slices.Sort(b)
+	if !slices.Equal(gs, b) {
+		t.Fatalf("range 2's due keys %q, want %q", gs, b)
+	}
+	if all, _ := ExpiredKeysIn(l.db, nil, 1<<40, 100); len(all) != 6 {
+		t.Fatalf("%d due keys in all", len(all))
+	}
+}
