@@ -589,3 +589,55 @@ func TestOldSnapshotsAndBackupsRestore(t *testing.T) {
 	}
 	_ = slot.Count
 }
+
+// A snapshot this release writes carries the range's replicated
+// range-local keys (storage.EmitRange) in format 1's form (0x10 0x00 0x00
+// <name>) and its per-slot hidden keys without their slot; reading it
+// back puts them in the receiving range's span and the slots again, so
+// the store reads back byte for byte. A KVSNAP1 stream of range 2 puts the
+// counters under range 2.
+func TestSnapshotCarriesHiddenKeys(t *testing.T) {
+	v2pairs := buildState(t)
+	src := openMem(t)
+	writePairs(t, src, v2pairs)
+	span := func(*storage.Descriptor) ([]byte, []byte) { return UserSpan() }
+	for _, id := range []storage.RangeID{1, 2} {
+		var buf bytes.Buffer
+		if err := storage.WriteSnapshotStream(&buf, &storage.Descriptor{RangeID: 1}, nil, func(emit func(k, v []byte) error) error {
+			return storage.EmitRange(src, &storage.Descriptor{RangeID: 1}, span, emit)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		data := buf.Bytes()
+		if bytes.Contains(data, storage.ReplicatedRangeKey(1, []byte{'v'})) {
+			t.Fatal("a range-local key in format 2's form in a KVSNAP1 stream")
+		}
+		if id == 2 { // the same stream, as range 2's
+			var b2 bytes.Buffer
+			_ = storage.WriteSnapshotStream(&b2, &storage.Descriptor{RangeID: 2}, nil, func(emit func(k, v []byte) error) error {
+				return storage.EmitRange(src, &storage.Descriptor{RangeID: 1}, span, emit)
+			})
+			data = b2.Bytes()
+		}
+		var got [][2][]byte
+		if _, _, err := storage.ReadSnapshotStream(bytes.NewReader(data), func(k, v []byte) error {
+			got = append(got, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		slices.SortFunc(got, func(a, b [2][]byte) int { return bytes.Compare(a[0], b[0]) })
+		var want [][2][]byte
+		for _, p := range v2pairs {
+			if rid, name, ok := storage.ParseReplicatedRangeKey(p[0]); ok && rid == 1 {
+				want = append(want, [2][]byte{storage.ReplicatedRangeKey(id, name), p[1]})
+			} else if p[0][0] >= 0x10 {
+				want = append(want, p)
+			}
+		}
+		slices.SortFunc(want, func(a, b [2][]byte) int { return bytes.Compare(a[0], b[0]) })
+		if !slices.EqualFunc(got, want, func(a, b [2][]byte) bool { return bytes.Equal(a[0], b[0]) && bytes.Equal(a[1], b[1]) }) {
+			t.Fatalf("range %d: %d pairs read back, want %d", id, len(got), len(want))
+		}
+	}
+}
