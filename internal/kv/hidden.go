@@ -72,9 +72,12 @@ func (x *ctx) rangeID() storage.RangeID {
 	return x.desc.RangeID
 }
 
-// rangeKey returns the entry's range's replicated range-local key name.
+// rangeKey returns the entry's range's replicated range-local key name,
+// in x's scratch buffer: valid until the next call (Pebble copies the key
+// of a Set and keeps none of a Get's).
 func (x *ctx) rangeKey(name byte) []byte {
-	return storage.AppendReplicatedRangeKey(make([]byte, 0, 11), x.rangeID(), []byte{name})
+	b := storage.AppendReplicatedRangeKey(x.rbuf[:0], x.rangeID(), nil)
+	return append(b, name)
 }
 
 // slotBounds is the slot interval of the entry's range.
