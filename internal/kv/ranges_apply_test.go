@@ -175,3 +175,21 @@ func TestExpiredKeysIn(t *testing.T) {
 		t.Fatalf("%d due keys in all", len(all))
 	}
 }
+
+// KVORUM.WATCHREG declares no keys, and a registration lives in its key's
+// slot: a range refuses to register a key of another range's slots, and
+// writes nothing.
+func TestWatchRegRangeCheck(t *testing.T) {
+	db := openMem(t)
+	r1 := &storage.Descriptor{RangeID: 1, StartSlot: 0, EndSlot: 8192, Generation: 3}
+	in, out := keysIn("w", 0, 8192, 1)[0], keysIn("w", 8192, slot.Count, 1)[0]
+	b := db.NewIndexedBatch()
+	r := Apply(b, toArgs("KVORUM.WATCHREG", in, out), Env{Now: 1_000_000, Index: 5, Desc: r1})
+	if gen, ok := IsRangeKeyMismatch(r); !ok || gen != 3 {
+		t.Fatalf("reply %s", show(r))
+	}
+	if b.Count() != 0 {
+		t.Fatalf("%d writes", b.Count())
+	}
+	b.Close()
+}

@@ -240,6 +240,13 @@ func cmdWatchReg(x *ctx, args [][]byte) Reply {
 	if err != nil {
 		return errReply(err)
 	}
+	if x.ranged {
+		// Its keys are not declared (the command is internal): check them
+		// all before writing, since a registration lives in its key's slot.
+		for _, k := range args[1:] {
+			x.checkKey(k)
+		}
+	}
 	var n int64
 	for _, k := range args[1:] {
 		rk := regKey(tombEpoch(x.now), k)
