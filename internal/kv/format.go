@@ -129,11 +129,15 @@ func migrateHook(step string) error {
 //  1. Without the format marker, keys in [0x11, 0x12) can only be the
 //     output of an interrupted earlier run (format 1 wrote nothing there):
 //     they are deleted.
-//  2. Every format 1 user pair is written under its V2Key, in batches of
-//     bounded size (not synced: the last batch's sync covers them, one
-//     write-ahead log).
+//     So are range 1's replicated range-local keys (0x02 <1> 'r'), which
+//     format 1 did not have either.
+//  2. Every format 1 user pair, and every hidden pair that format 2 keeps
+//     per slot or per range (hidden.go), is written under its V2Key, in
+//     batches of bounded size (not synced: the last batch's sync covers
+//     them, one write-ahead log).
 //  3. One synced batch deletes [0x10 0x00 0x01, 0x11) (the format 1 user
-//     keys) and sets the marker to 2.
+//     keys) and the moved hidden keys (and the legacy 't' buckets), and
+//     sets the marker to 2.
 //
 // A crash before 3 leaves the format 1 keys and no marker: the next open
 // starts over at 1. After 3, the store is format 2. If the TTL index was
