@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/kvorum/kvorum/internal/reply"
+	"github.com/kvorum/kvorum/internal/slot"
 	"github.com/kvorum/kvorum/internal/streamargs"
 )
 
@@ -37,10 +38,10 @@ import (
 //	'w' <len(key):4> <key> [<group>] <seq:8>   a wait on key (XREADGROUP: of group): the waiter id (24 bytes)
 //	'N' <node:8>                     a node's liveness: boot (8), last seen (8, Unix ms)
 
-var (
-	waitPrefix  = []byte{userPrefix, 0x00, 0x00, 'w'}
-	alivePrefix = []byte{userPrefix, 0x00, 0x00, 'N'}
-)
+// The waits are per slot (hidden.go), 0x11 <slot of key:2> 0x00 0x00
+// before the 'w', so a key's queue moves with its slot; liveness is
+// global (range 1's 0x10 0x00 0x00 'N').
+var alivePrefix = []byte{userPrefix, 0x00, 0x00, 'N'}
 
 // blockGraceMs is how long a node's waits stay live after its last
 // KVORUM.ALIVE (the node renews it every second).
@@ -169,8 +170,8 @@ func BlockingNull(args [][]byte) Reply {
 // consumers of group: consumers of different groups do not wait for each
 // other, as in Redis).
 func waitQueue(key, group []byte) []byte {
-	b := append(append([]byte{}, waitPrefix...), 0, 0, 0, 0)
-	binary.BigEndian.PutUint32(b[len(waitPrefix):], uint32(len(key)))
+	b := appendSlotHidden(make([]byte, 0, slotHiddenLen+4+len(key)+len(group)+8), slot.Of(key), slotWait)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(key)))
 	return append(append(b, key...), group...)
 }
 

@@ -62,12 +62,16 @@
 //	0x01 <version:8 BE> <element> one element of a collection
 //
 // Storage keys below 0x10 are Raft and range-local state owned by other
-// packages; kv never reads or writes them, but for the store format
-// marker (MigrateV2). UserSpan is [0x10, 0x12): what snapshots copy.
-// Hidden keys 0x10 0x00 0x00 ... sort below every user key and hold the
-// collection version counter, the Lua script cache, the function
-// libraries and the other replicated bookkeeping; FLUSHALL deletes
-// [0x11, 0x12) with one range deletion and keeps them.
+// packages; kv reads and writes only the store format marker (MigrateV2)
+// and the range's replicated range-local keys 0x02 <range> 'r' <name>
+// (the collection version counter, the FLUSHALL index, the tombstone
+// floor: hidden.go). UserSpan is [0x10, 0x12): what snapshots copy, with
+// the range's 'r' keys. Global hidden keys 0x10 0x00 0x00 ... sort below
+// every user key and hold the Lua script cache, the function libraries,
+// the expiry index and the other replicated bookkeeping; per-slot hidden
+// keys 0x11 <slot> 0x00 0x00 <tag> ... (WATCH tombstones, wait queues)
+// sort below the slot's user keys. FLUSHALL deletes the user keys of the
+// range's slots and keeps every hidden key.
 //
 // The metadata record is: type tag (1 byte: string=1, hash=2, list=3,
 // set=4, zset=5, stream=6), flags (1 byte: for hashes, sets and sorted sets the encoding flags of OBJECT ENCODING, see coll.go; 0 otherwise), expiry deadline (int64 BE,

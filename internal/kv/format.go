@@ -30,26 +30,47 @@ func isV1User(k []byte) bool {
 	return bytes.Compare(k, v1UserStart) >= 0 && bytes.Compare(k, v1UserEnd) < 0
 }
 
-// V2Key returns the format 2 storage key of format 1 storage key k: a user
-// key (metadata record or collection element) gains its hash slot; any
-// other key (hidden keys, keys outside the user span) is returned as is.
-// It returns nil for a format 1 user key that does not decode (corrupt).
+// V2Key returns the format 2 storage key of format 1 storage key k (of
+// range 1, the one range of a format 1 store): a user key (metadata
+// record or collection element) gains its hash slot; a hidden key that
+// format 2 keeps per slot (WATCH tombstones and registrations, wait
+// queues) goes to its key's slot, one it keeps per range (version
+// counter, FLUSHALL index, tombstone floor) to range 1's replicated
+// range-local span (hidden.go); any other key is returned as is. It
+// returns nil for a key that does not decode (corrupt) and for one format
+// 2 drops (the legacy 't' buckets).
 // Pure: every replica converts the same bytes the same way.
 func V2Key(k []byte) []byte { return appendV2Key(nil, k) }
 
 func appendV2Key(dst, k []byte) []byte {
+	nk, _ := appendV2KeyIn(dst, k, 1)
+	return nk
+}
+
+// appendV2KeyIn is appendV2Key for a key of range id's data: format 1's
+// hidden keys that format 2 keeps per range or per slot move there
+// (hidden.go). It returns nil for a key that does not decode, and nil with
+// drop set for a key format 2 does not keep.
+func appendV2KeyIn(dst, k []byte, id storage.RangeID) (nk []byte, drop bool) {
+	if bytes.HasPrefix(k, hiddenPrefix) {
+		nk, drop, ok := appendV2Hidden(dst, k, id)
+		if !ok {
+			return nil, false
+		}
+		return nk, drop
+	}
 	if !isV1User(k) {
-		return append(dst, k...)
+		return append(dst, k...), false
 	}
 	n := len(dst)
 	dst = append(dst, slotPrefix, 0, 0)
 	user, _, ok := unescape(dst[len(dst):], k, 1)
 	if !ok {
-		return nil
+		return nil, false
 	}
 	s := slot.Of(user)
 	dst[n+1], dst[n+2] = byte(s>>8), byte(s)
-	return append(dst[:n+keyHeadLen], k[1:]...)
+	return append(dst[:n+keyHeadLen], k[1:]...), false
 }
 
 // V1Key returns the format 1 storage key of format 2 storage key k (the
@@ -58,9 +79,14 @@ func appendV2Key(dst, k []byte) []byte {
 func V1Key(k []byte) []byte { return appendV1Key(nil, k) }
 
 func appendV1Key(dst, k []byte) []byte {
+	if nk, ok := appendV1Hidden(dst, k); ok {
+		return nk
+	}
 	if len(k) < keyHeadLen || k[0] != slotPrefix {
 		return append(dst, k...)
 	}
+	// A user key, or a per-slot hidden key 0x11 <slot> 0x00 0x00 <tag> …,
+	// which was 0x10 0x00 0x00 <tag> … in format 1.
 	return append(append(dst, userPrefix), k[keyHeadLen:]...)
 }
 
@@ -70,11 +96,12 @@ func init() {
 	// docs/architecture.md (rolling upgrade).
 	storage.SetLegacyKeys(storage.LegacyKeys{
 		ToV1: appendV1Key,
-		FromV1: func(dst, k []byte) ([]byte, error) {
-			if nk := appendV2Key(dst, k); nk != nil {
+		FromV1: func(dst, k []byte, id storage.RangeID) ([]byte, error) {
+			nk, drop := appendV2KeyIn(dst, k, id)
+			if nk != nil || drop {
 				return nk, nil
 			}
-			return nil, fmt.Errorf("%w: undecodable format 1 user key %q", storage.ErrCorrupt, k)
+			return nil, fmt.Errorf("%w: undecodable format 1 key %q", storage.ErrCorrupt, k)
 		},
 	})
 }
@@ -102,11 +129,15 @@ func migrateHook(step string) error {
 //  1. Without the format marker, keys in [0x11, 0x12) can only be the
 //     output of an interrupted earlier run (format 1 wrote nothing there):
 //     they are deleted.
-//  2. Every format 1 user pair is written under its V2Key, in batches of
-//     bounded size (not synced: the last batch's sync covers them, one
-//     write-ahead log).
+//     So are range 1's replicated range-local keys (0x02 <1> 'r'), which
+//     format 1 did not have either.
+//  2. Every format 1 user pair, and every hidden pair that format 2 keeps
+//     per slot or per range (hidden.go), is written under its V2Key, in
+//     batches of bounded size (not synced: the last batch's sync covers
+//     them, one write-ahead log).
 //  3. One synced batch deletes [0x10 0x00 0x01, 0x11) (the format 1 user
-//     keys) and sets the marker to 2.
+//     keys) and the moved hidden keys (and the legacy 't' buckets), and
+//     sets the marker to 2.
 //
 // A crash before 3 leaves the format 1 keys and no marker: the next open
 // starts over at 1. After 3, the store is format 2. If the TTL index was
@@ -127,6 +158,11 @@ func MigrateV2(db *pebble.DB, log *slog.Logger) error {
 	has, err := spanHasKeys(db, v1UserStart, v1UserEnd)
 	if err != nil {
 		return err
+	}
+	if !has {
+		if has, err = spanHasLegacyHidden(db); err != nil {
+			return err
+		}
 	}
 	if !has {
 		// A new store (or an empty one): nothing to convert. Keys in
@@ -150,7 +186,37 @@ func MigrateV2(db *pebble.DB, log *slog.Logger) error {
 	if err := db.DeleteRange(start, end, pebble.NoSync); err != nil {
 		return err
 	}
+	// Format 1 wrote no replicated range-local keys either.
+	rs, re := storage.ReplicatedRangeSpan(1)
+	if err := db.DeleteRange(rs, re, pebble.NoSync); err != nil {
+		return err
+	}
 	if err := migrateHook("cleared"); err != nil {
+		return err
+	}
+	b := db.NewBatch()
+	defer func() { b.Close() }()
+	// The hidden keys that moved: few (the WATCH tombstones of the last
+	// two epochs, the wait queues, three counters), one batch.
+	err = walkRange(db, hiddenPrefix, v1UserStart, nil, false, func(it *pebble.Iterator) (bool, error) {
+		k := it.Key()
+		if len(k) < 4 || bytes.IndexByte(legacyHidden, k[3]) < 0 {
+			return true, nil
+		}
+		nk, drop := appendV2KeyIn(nil, k, 1)
+		if drop {
+			return true, nil
+		}
+		if nk == nil {
+			return false, fmt.Errorf("%w: undecodable format 1 hidden key %q", storage.ErrCorrupt, k)
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return false, err
+		}
+		return true, b.Set(nk, v, nil)
+	})
+	if err != nil {
 		return err
 	}
 	it, err := db.NewIter(&pebble.IterOptions{LowerBound: v1UserStart, UpperBound: v1UserEnd})
@@ -158,8 +224,6 @@ func MigrateV2(db *pebble.DB, log *slog.Logger) error {
 		return err
 	}
 	defer it.Close()
-	b := db.NewBatch()
-	defer func() { b.Close() }()
 	var pairs, bytesDone int64
 	lastLog := started
 	var kbuf, ubuf []byte
@@ -208,6 +272,12 @@ func MigrateV2(db *pebble.DB, log *slog.Logger) error {
 	}
 	if err := b.DeleteRange(v1UserStart, v1UserEnd, nil); err != nil {
 		return err
+	}
+	for _, tag := range legacyHidden {
+		p := append(append([]byte{}, hiddenPrefix...), tag)
+		if err := b.DeleteRange(p, prefixEnd(p), nil); err != nil {
+			return err
+		}
 	}
 	if buildTTL {
 		if err := b.Set(ttlStateKey, []byte(ttlBuilt), nil); err != nil {

@@ -34,6 +34,7 @@ func buildState(t *testing.T) [][2][]byte {
 	t.Helper()
 	l := newLockLog(t)
 	l.noLimits = true
+	l.want("OK", "FLUSHALL") // the range's FLUSHALL index
 	l.want("OK", "SET", "str", "hello")
 	l.want("OK", "SET", "", "empty key")
 	l.want("OK", "SET", "a\x00b", "zero byte")
@@ -81,6 +82,15 @@ func buildState(t *testing.T) [][2][]byte {
 	if r := l.do("SCRIPT", "LOAD", "return 1"); r.IsError() {
 		t.Fatal(show(r))
 	}
+	// The hidden keys that moved in format 2: a WATCH tombstone, a
+	// registration, the tombstone floor, a blocked pop's queue entry.
+	l.want("OK", "SET", "gone", "v")
+	l.want("1", "DEL", "gone")
+	l.want("1", "KVORUM.WATCHREG", "absent")
+	l.want("0", "KVORUM.TOMBGC")
+	if r := l.do("KVORUM.BLOCK", string(WaiterID(1, 2, 3)), "BLPOP", "emptyq", "0"); r.IsError() {
+		t.Fatal(show(r))
+	}
 	var pairs [][2][]byte
 	if err := storage.EmitSpan(l.db, []byte{0}, []byte{0xFF}, func(k, v []byte) error {
 		pairs = append(pairs, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
@@ -97,8 +107,11 @@ func toV1(pairs [][2][]byte) [][2][]byte {
 	var out [][2][]byte
 	for _, p := range pairs {
 		k := p[0]
-		if k[0] == 0x11 {
+		if k[0] == 0x11 { // user keys, and per-slot hidden keys (0x11 <slot> 0x00 0x00 <tag>)
 			k = append([]byte{0x10}, k[3:]...)
+		}
+		if _, name, ok := storage.ParseReplicatedRangeKey(k); ok { // range 1's counters
+			k = append([]byte{0x10, 0x00, 0x00}, name...)
 		}
 		out = append(out, [2][]byte{k, p[1]})
 	}
@@ -220,7 +233,7 @@ func TestV2KeyRoundTrip(t *testing.T) {
 			t.Fatalf("element key %x: round trip %x", ek, got)
 		}
 	}
-	for _, k := range [][]byte{versionKey, {0x01, 'i', 'n'}, {0x10}, {0x12}} {
+	for _, k := range [][]byte{scriptKey("x"), ttlPrefix, {0x01, 'i', 'n'}, {0x10}, {0x12}} {
 		if !bytes.Equal(V2Key(k), k) || !bytes.Equal(V1Key(k), k) {
 			t.Fatalf("%x is not a user key but was converted", k)
 		}
@@ -240,7 +253,10 @@ func TestV2KeyRoundTrip(t *testing.T) {
 // format 1 pairs), which the next MigrateV2 converts, or the format 2 one.
 func TestMigrateV2KeepsState(t *testing.T) {
 	v2pairs := buildState(t)
-	v1pairs := toV1(v2pairs)
+	checkHiddenHomes(t, v2pairs)
+	// A format 1 store may still hold the hash buckets of deletions that
+	// came before tombstones: format 2 drops them.
+	v1pairs := toV1(append(slices.Clone(v2pairs), [2][]byte{{0x10, 0x00, 0x00, 't', 1, 2}, {9}}))
 	if slices.EqualFunc(v1pairs, v2pairs, func(a, b [2][]byte) bool { return bytes.Equal(a[0], b[0]) }) {
 		t.Fatal("the test's format 1 store is not format 1")
 	}
@@ -272,15 +288,19 @@ func TestMigrateV2KeepsState(t *testing.T) {
 		}
 		sameDump(t, what, logicalDump(t, db), want)
 		var got [][2][]byte
-		if err := storage.EmitSpan(db, []byte{0x10}, []byte{0x12}, func(k, v []byte) error {
-			got = append(got, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
-			return nil
-		}); err != nil {
-			t.Fatal(err)
+		rs, re := storage.ReplicatedRangeSpan(1)
+		for _, span := range [][2][]byte{{rs, re}, {{0x10}, {0x12}}} {
+			if err := storage.EmitSpan(db, span[0], span[1], func(k, v []byte) error {
+				got = append(got, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
 		}
+		checkHiddenHomes(t, got)
 		var wantPairs [][2][]byte
 		for _, p := range v2pairs {
-			if p[0][0] >= 0x10 {
+			if _, _, ok := storage.ParseReplicatedRangeKey(p[0]); ok || p[0][0] >= 0x10 {
 				wantPairs = append(wantPairs, p)
 			}
 		}
@@ -364,6 +384,43 @@ func TestMigrateV2KeepsState(t *testing.T) {
 			}
 			checkV2(what+", opened again", db)
 			db.Close()
+		}
+	}
+}
+
+// checkHiddenHomes checks that pairs (a format 2 store's) hold the hidden
+// keys of format 2 where §2.3 of docs/ranges.md puts them: the version
+// counter, FLUSHALL index and tombstone floor in range 1's replicated
+// range-local span; the WATCH tombstone of "gone", the registration of
+// "absent" and the wait on "emptyq" in their keys' slots; none of them,
+// nor a legacy bucket, left at 0x10 0x00 0x00.
+func checkHiddenHomes(t *testing.T, pairs [][2][]byte) {
+	t.Helper()
+	has := func(k []byte) bool {
+		return slices.ContainsFunc(pairs, func(p [2][]byte) bool { return bytes.Equal(p[0], k) })
+	}
+	hasPrefix := func(k []byte) bool {
+		return slices.ContainsFunc(pairs, func(p [2][]byte) bool { return bytes.HasPrefix(p[0], k) })
+	}
+	for _, name := range []byte{'v', 'f', 'D'} {
+		if !has(storage.ReplicatedRangeKey(1, []byte{name})) {
+			t.Errorf("no range-local %q", name)
+		}
+	}
+	for _, c := range []struct {
+		tag byte
+		key string
+	}{{'d', "gone"}, {'r', "absent"}, {'w', "emptyq"}} {
+		p := appendSlotHidden(nil, slot.Of([]byte(c.key)), c.tag)
+		if !hasPrefix(p) || !slices.ContainsFunc(pairs, func(q [2][]byte) bool {
+			return bytes.HasPrefix(q[0], p) && bytes.Contains(q[0], []byte(c.key))
+		}) {
+			t.Errorf("no per-slot %q of %q", c.tag, c.key)
+		}
+	}
+	for _, tag := range legacyHidden {
+		if hasPrefix([]byte{0x10, 0x00, 0x00, tag}) {
+			t.Errorf("hidden %q left at 0x10 0x00 0x00", tag)
 		}
 	}
 }
@@ -531,4 +588,56 @@ func TestOldSnapshotsAndBackupsRestore(t *testing.T) {
 		t.Fatalf("undecodable key: %v", err)
 	}
 	_ = slot.Count
+}
+
+// A snapshot this release writes carries the range's replicated
+// range-local keys (storage.EmitRange) in format 1's form (0x10 0x00 0x00
+// <name>) and its per-slot hidden keys without their slot; reading it
+// back puts them in the receiving range's span and the slots again, so
+// the store reads back byte for byte. A KVSNAP1 stream of range 2 puts the
+// counters under range 2.
+func TestSnapshotCarriesHiddenKeys(t *testing.T) {
+	v2pairs := buildState(t)
+	src := openMem(t)
+	writePairs(t, src, v2pairs)
+	span := func(*storage.Descriptor) ([]byte, []byte) { return UserSpan() }
+	for _, id := range []storage.RangeID{1, 2} {
+		var buf bytes.Buffer
+		if err := storage.WriteSnapshotStream(&buf, &storage.Descriptor{RangeID: 1}, nil, func(emit func(k, v []byte) error) error {
+			return storage.EmitRange(src, &storage.Descriptor{RangeID: 1}, span, emit)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		data := buf.Bytes()
+		if bytes.Contains(data, storage.ReplicatedRangeKey(1, []byte{'v'})) {
+			t.Fatal("a range-local key in format 2's form in a KVSNAP1 stream")
+		}
+		if id == 2 { // the same stream, as range 2's
+			var b2 bytes.Buffer
+			_ = storage.WriteSnapshotStream(&b2, &storage.Descriptor{RangeID: 2}, nil, func(emit func(k, v []byte) error) error {
+				return storage.EmitRange(src, &storage.Descriptor{RangeID: 1}, span, emit)
+			})
+			data = b2.Bytes()
+		}
+		var got [][2][]byte
+		if _, _, err := storage.ReadSnapshotStream(bytes.NewReader(data), func(k, v []byte) error {
+			got = append(got, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		slices.SortFunc(got, func(a, b [2][]byte) int { return bytes.Compare(a[0], b[0]) })
+		var want [][2][]byte
+		for _, p := range v2pairs {
+			if rid, name, ok := storage.ParseReplicatedRangeKey(p[0]); ok && rid == 1 {
+				want = append(want, [2][]byte{storage.ReplicatedRangeKey(id, name), p[1]})
+			} else if p[0][0] >= 0x10 {
+				want = append(want, p)
+			}
+		}
+		slices.SortFunc(want, func(a, b [2][]byte) int { return bytes.Compare(a[0], b[0]) })
+		if !slices.EqualFunc(got, want, func(a, b [2][]byte) bool { return bytes.Equal(a[0], b[0]) && bytes.Equal(a[1], b[1]) }) {
+			t.Fatalf("range %d: %d pairs read back, want %d", id, len(got), len(want))
+		}
+	}
 }

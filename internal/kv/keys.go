@@ -21,17 +21,13 @@ const (
 	suffixElem = 0x01
 )
 
-// Hidden keys: inside UserSpan (so snapshots carry them) but below every
-// user key (they start with 0x10, user keys with 0x11). FLUSHALL keeps
-// them.
+// Global hidden keys: inside UserSpan (so snapshots carry them) but below
+// every user key (they start with 0x10, user keys with 0x11). FLUSHALL
+// keeps them. The per-range and per-slot hidden keys are in hidden.go.
 var (
 	hiddenPrefix = []byte{userPrefix, 0x00, 0x00}
-	versionKey   = []byte{userPrefix, 0x00, 0x00, 'v'} // uint64 BE: last collection version handed out
 	scriptPrefix = []byte{userPrefix, 0x00, 0x00, 's'} // + sha1 hex: a cached Lua script body
-	firstUserKey = []byte{slotPrefix}                  // below every user key, above every hidden key
-	// uint64 BE: log index of the last FLUSHALL. EXEC checks a key absent
-	// at WATCH against it (watchUnchanged, tomb.go).
-	flushKey = []byte{userPrefix, 0x00, 0x00, 'f'}
+	firstUserKey = []byte{slotPrefix}                  // below every user key, above every global hidden key
 )
 
 // Type tags of metadata records.
@@ -517,10 +513,14 @@ func (x *ctx) dropElements(k []byte, version uint64) error {
 }
 
 // newVersion hands out the next collection incarnation number. The counter
-// is replicated state, so every replica hands out the same numbers.
+// is replicated state of the range (range-local 'r' 'v'), so every replica
+// of the range hands out the same numbers; versions only have to grow per
+// key, and a key never leaves its slot's range but by a split, which
+// copies the counter.
 func (x *ctx) newVersion() (uint64, error) {
 	var n uint64
-	v, c, err := x.r.Get(versionKey)
+	vk := x.rangeKey(rangeVersion)
+	v, c, err := x.r.Get(vk)
 	switch {
 	case err == nil:
 		if len(v) == 8 {
@@ -533,7 +533,7 @@ func (x *ctx) newVersion() (uint64, error) {
 	n++
 	var buf [8]byte
 	binary.BigEndian.PutUint64(buf[:], n)
-	return n, x.w.Set(versionKey, buf[:], nil)
+	return n, x.w.Set(vk, buf[:], nil)
 }
 
 // iterKeys calls fn for every live key (in storage order) after storage
@@ -551,8 +551,8 @@ func iterKeysFrom(r pebble.Reader, from []byte, nowMs int64, fn func(user []byte
 }
 
 func iterKeysImpl(r pebble.Reader, from []byte, exclusive bool, nowMs int64, fn func(user []byte, sk []byte, rec *record) bool) (err error) {
-	// Hidden keys (below firstUserKey) are not keys: the iterator starts
-	// above them rather than stepping over the expiry index.
+	// Hidden keys are not keys: the iterator starts above the global ones
+	// (below firstUserKey) and seeks past each slot's (skipHidden).
 	start, end := userKeySpan()
 	it, err := r.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
 	if err != nil {
@@ -573,6 +573,13 @@ func iterKeysImpl(r pebble.Reader, from []byte, exclusive bool, nowMs int64, fn 
 	var ubuf, seek []byte
 	for valid {
 		sk := it.Key()
+		if isSlotHidden(sk) {
+			// The slot's hidden keys (tombstones, wait queues): one seek
+			// to the slot's first user key.
+			seek = appendSlotUserStart(seek[:0], sk)
+			valid = it.SeekGE(seek)
+			continue
+		}
 		user, suffix, ok := appendDecoded(ubuf[:0], sk)
 		if !ok {
 			valid = it.Next()

@@ -506,23 +506,24 @@ func checkFlush(args [][]byte) (Reply, bool) {
 }
 
 func cmdFlush(x *ctx, _ [][]byte) Reply {
-	// Every user key and element; the hidden keys (version counter, script
-	// cache) stay, as Redis keeps its script cache on FLUSHALL. The
-	// watched keys it deletes get their tombstone first (tomb.go).
+	// Every user key and element of the range's slots; the hidden keys
+	// (version counter, script cache, and each slot's WATCH tombstones,
+	// registrations and wait queues) stay, as Redis keeps its script
+	// cache and its blocked clients on FLUSHALL. The watched keys it
+	// deletes get their tombstone first (tomb.go).
 	if err := x.tombFlushed(); err != nil {
 		return errReply(err)
 	}
-	start, end := userKeySpan()
-	if err := x.w.DeleteRange(start, end, nil); err != nil {
+	if err := x.flushUserKeys(); err != nil {
 		return errReply(err)
 	}
-	if err := x.w.DeleteRange(ttlPrefix, prefixEnd(ttlPrefix), nil); err != nil {
+	if err := x.flushTTLIndex(); err != nil {
 		return errReply(err)
 	}
 	if x.cache != nil {
 		x.cache.Clear()
 	}
-	if err := x.setIndexKey(flushKey); err != nil {
+	if err := x.setIndexKey(x.rangeKey(rangeFlush)); err != nil {
 		return errReply(err)
 	}
 	return OK

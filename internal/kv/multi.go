@@ -87,7 +87,7 @@ func (x *ctx) watchUnchanged(key []byte, stamp uint64) (bool, error) {
 	if _, gc, err := x.tombFloor(); err != nil || gc > a {
 		return false, err
 	}
-	flush, err := x.indexKey(flushKey)
+	flush, err := x.indexKey(x.rangeKey(rangeFlush))
 	if err != nil || flush <= a {
 		return err == nil, err
 	}

@@ -37,6 +37,7 @@ type ctx struct {
 	wrote      bool     // a script's run called a write command (Redis's SCRIPT_WRITE_DIRTY)
 	kbuf, vbuf []byte   // scratch: storage key, encoded record
 	tbuf       []byte   // scratch: expiry index key (indexTTL)
+	rbuf       [11]byte // scratch: a replicated range-local key (rangeKey)
 	rng        *rand.PCG
 	calls      uint64           // nested commands run by call, for their seeds
 	cache      *reccache.Cache  // Apply only: the records the batch and store hold; nil: none

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/kvorum/kvorum/internal/slot"
 )
 
 // Deletion tombstones and watch registrations, for WATCH on absent keys
@@ -31,16 +33,15 @@ import (
 // aborts, spuriously, as a conservative answer (the collection may have
 // dropped what would have shown a change).
 //
-//	'd' <epoch:4> <key>   index (8): the key's last deletion
-//	'r' <epoch:4> <key>   index (8): the last FLUSHALL when the key was registered
-//	'D'                   the first epoch kept (4), the index of the collection (8)
-
-var (
-	tombPrefix   = []byte{userPrefix, 0x00, 0x00, 'd'}
-	tombFloorKey = []byte{userPrefix, 0x00, 0x00, 'D'}
-	regPrefix    = []byte{userPrefix, 0x00, 0x00, 'r'}
-	bucketPrefix = []byte{userPrefix, 0x00, 0x00, 't'} // before: one index per hash bucket of keys
-)
+// Per slot (hidden.go), in the slot of the key, so they move with it:
+//
+//	0x11 <slot:2> 0x00 0x00 'd' <epoch:4> <key>   index (8): the key's last deletion
+//	0x11 <slot:2> 0x00 0x00 'r' <epoch:4> <key>   index (8): the last FLUSHALL when the key was registered
+//
+// and per range (replicated range-local 0x02 <range> 'r' 'D'): the first
+// epoch kept (4), the index of the collection (8). Format 1 kept them at
+// 0x10 0x00 0x00 'd'/'r'/'D', and before that one index per hash bucket
+// of keys ('t', dropped by MigrateV2).
 
 // tombEpochMs is the length of a tombstone epoch; tombEpochsRead bounds
 // the epochs a lookup reads from the floor on (two are kept; the rest is
@@ -52,13 +53,19 @@ const (
 
 func tombEpoch(nowMs int64) uint32 { return uint32(max(nowMs, 0) / tombEpochMs) }
 
-func tombKey(epoch uint32, k []byte) []byte { return epochKey(tombPrefix, epoch, k) }
+func tombKey(epoch uint32, k []byte) []byte { return epochKey(slotTomb, epoch, k) }
 
-func regKey(epoch uint32, k []byte) []byte { return epochKey(regPrefix, epoch, k) }
+func regKey(epoch uint32, k []byte) []byte { return epochKey(slotReg, epoch, k) }
 
-func epochKey(prefix []byte, epoch uint32, k []byte) []byte {
-	b := binary.BigEndian.AppendUint32(append(make([]byte, 0, len(prefix)+4+len(k)), prefix...), epoch)
+func epochKey(tag byte, epoch uint32, k []byte) []byte {
+	b := appendSlotHidden(make([]byte, 0, slotHiddenLen+4+len(k)), slot.Of(k), tag)
+	b = binary.BigEndian.AppendUint32(b, epoch)
 	return append(b, k...)
+}
+
+// slotEpochKey is the first key of slot s's tag keys of epoch.
+func slotEpochKey(s uint16, tag byte, epoch uint32) []byte {
+	return binary.BigEndian.AppendUint32(appendSlotHidden(make([]byte, 0, slotHiddenLen+4), s, tag), epoch)
 }
 
 // setTomb records the deletion of k by this entry.
@@ -71,7 +78,7 @@ func (x *ctx) setTomb(k []byte) error {
 // tombFloor is the first epoch whose tombstones are kept, and the log
 // index of the collection that set it (0 before collections recorded it).
 func (x *ctx) tombFloor() (uint32, uint64, error) {
-	v, ok, err := getCopy(x.r, tombFloorKey)
+	v, ok, err := getCopy(x.r, x.rangeKey(rangeTombFloor))
 	if err != nil || !ok || len(v) < 4 {
 		return 0, 0, err
 	}
@@ -146,15 +153,21 @@ func (x *ctx) tombFlushed() error {
 	if err != nil {
 		return err
 	}
-	var keys [][]byte
-	err = walkRange(x.r, regKey(floor, nil), prefixEnd(regPrefix), nil, false, func(it *pebble.Iterator) (bool, error) {
-		if k := it.Key(); len(k) > len(regPrefix)+4 {
-			keys = append(keys, append([]byte(nil), k[len(regPrefix)+4:]...))
-		}
-		return true, nil
-	})
+	slots, err := x.hiddenSlots()
 	if err != nil {
 		return err
+	}
+	var keys [][]byte
+	for _, s := range slots {
+		err = walkRange(x.r, slotEpochKey(s, slotReg, floor), prefixEnd(appendSlotHidden(nil, s, slotReg)), nil, false, func(it *pebble.Iterator) (bool, error) {
+			if k := it.Key(); len(k) > slotHiddenLen+4 {
+				keys = append(keys, append([]byte(nil), k[slotHiddenLen+4:]...))
+			}
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
 	}
 	for _, k := range keys {
 		if _, had, err := x.raw(k, false); err != nil {
@@ -184,17 +197,30 @@ func init() {
 }
 
 // cmdTombGC keeps the tombstones and registrations of the entry's epoch
-// and the one before (and later ones); it also drops the deletion buckets
-// of stores written before tombstones existed. It replies the new floor.
+// and the one before (and later ones), in every slot of the range (one
+// range deletion per slot and tag that has older ones). It replies the
+// new floor.
 func cmdTombGC(x *ctx, _ [][]byte) Reply {
 	floor := max(tombEpoch(x.now), 1) - 1
-	for _, r := range [][2][]byte{{bucketPrefix, prefixEnd(bucketPrefix)}, {tombPrefix, tombKey(floor, nil)}, {regPrefix, regKey(floor, nil)}} {
-		if err := x.w.DeleteRange(r[0], r[1], nil); err != nil {
-			return errReply(err)
+	slots, err := x.hiddenSlots()
+	if err != nil {
+		return errReply(err)
+	}
+	for _, s := range slots {
+		for _, tag := range []byte{slotTomb, slotReg} {
+			lo, hi := appendSlotHidden(nil, s, tag), slotEpochKey(s, tag, floor)
+			if has, err := spanHasKeys(x.r, lo, hi); err != nil {
+				return errReply(err)
+			} else if !has {
+				continue
+			}
+			if err := x.w.DeleteRange(lo, hi, nil); err != nil {
+				return errReply(err)
+			}
 		}
 	}
 	v := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(nil, floor), x.index)
-	if err := x.w.Set(tombFloorKey, v, nil); err != nil {
+	if err := x.w.Set(x.rangeKey(rangeTombFloor), v, nil); err != nil {
 		return errReply(err)
 	}
 	return Int(int64(floor))
@@ -210,9 +236,16 @@ func init() {
 // registration already there (it covers more FLUSHALLs). It replies the
 // number of keys newly registered.
 func cmdWatchReg(x *ctx, args [][]byte) Reply {
-	flush, err := x.indexKey(flushKey)
+	flush, err := x.indexKey(x.rangeKey(rangeFlush))
 	if err != nil {
 		return errReply(err)
+	}
+	if x.ranged {
+		// Its keys are not declared (the command is internal): check them
+		// all before writing, since a registration lives in its key's slot.
+		for _, k := range args[1:] {
+			x.checkKey(k)
+		}
 	}
 	var n int64
 	for _, k := range args[1:] {

@@ -73,9 +73,8 @@ func (b *nodeBackup) Close() error  { return b.snap.Close() }
 // WriteTo streams the backup.
 func (b *nodeBackup) WriteTo(w io.Writer) (int64, error) {
 	cw := &countingWriter{w: w}
-	start, end := b.n.machine.Span(b.desc)
 	err := storage.WriteBackup(cw, b.hdr, b.desc, func(emit func(k, v []byte) error) error {
-		return storage.EmitSpan(b.snap, start, end, emit)
+		return storage.EmitRange(b.snap, b.desc, b.n.machine.Span, emit)
 	})
 	return cw.n, err
 }

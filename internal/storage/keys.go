@@ -65,3 +65,38 @@ func RangeLocalSpan(id RangeID) (start, end []byte) {
 	end = binary.BigEndian.AppendUint64(end, uint64(id)+1)
 	return start, end
 }
+
+// suffixReplicated starts the replicated range-local keys of a range:
+// 0x02 <range:8> 'r' <name>. Unlike the other range-local keys they are
+// part of the range's replicated state (written at apply, identical on
+// every replica at the same applied index), so a snapshot of the range
+// carries them (ReplicatedRangeSpan) and a split copies them.
+const suffixReplicated = 'r'
+
+// ReplicatedRangeKey returns the replicated range-local key name of range id.
+func ReplicatedRangeKey(id RangeID, name []byte) []byte {
+	return AppendReplicatedRangeKey(make([]byte, 0, 10+len(name)), id, name)
+}
+
+// AppendReplicatedRangeKey appends ReplicatedRangeKey(id, name) to b.
+func AppendReplicatedRangeKey(b []byte, id RangeID, name []byte) []byte {
+	b = append(b, prefixRange)
+	b = binary.BigEndian.AppendUint64(b, uint64(id))
+	b = append(b, suffixReplicated)
+	return append(b, name...)
+}
+
+// ReplicatedRangeSpan is the span of every replicated range-local key of
+// range id: [0x02 <id> 'r', 0x02 <id> 's').
+func ReplicatedRangeSpan(id RangeID) (start, end []byte) {
+	return rangeKey(id, suffixReplicated), rangeKey(id, suffixReplicated+1)
+}
+
+// ParseReplicatedRangeKey returns the range and name of a replicated
+// range-local key; ok is false for any other key.
+func ParseReplicatedRangeKey(k []byte) (id RangeID, name []byte, ok bool) {
+	if len(k) < 10 || k[0] != prefixRange || k[9] != suffixReplicated {
+		return 0, nil, false
+	}
+	return RangeID(binary.BigEndian.Uint64(k[1:9])), k[10:], true
+}

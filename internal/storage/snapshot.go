@@ -51,9 +51,12 @@ const (
 type LegacyKeys struct {
 	// ToV1 appends the format 1 form of key k to dst.
 	ToV1 func(dst, k []byte) []byte
-	// FromV1 appends the store's form of format 1 key k to dst; an error
-	// (wrapping ErrCorrupt) rejects the stream.
-	FromV1 func(dst, k []byte) ([]byte, error)
+	// FromV1 appends the store's form of format 1 key k of range id's
+	// stream to dst (hidden keys that became range-local go to id's
+	// replicated range-local span); nil and no error drops the pair (a key
+	// the store no longer keeps); an error (wrapping ErrCorrupt) rejects
+	// the stream.
+	FromV1 func(dst, k []byte, id RangeID) ([]byte, error)
 }
 
 var legacyKeys LegacyKeys
@@ -169,10 +172,30 @@ func (r *SnapshotRegistry) write(w io.Writer, p *pinned) error {
 	if !ok {
 		return fmt.Errorf("storage: range %d has no descriptor", p.rangeID)
 	}
-	start, end := r.span(desc)
 	return WriteSnapshotStream(w, desc, p.meta, func(emit func(k, v []byte) error) error {
-		return EmitSpan(p.snap, start, end, emit)
+		return EmitRange(p.snap, desc, r.span, emit)
 	})
+}
+
+// rangeOf is d's range id; 1 (the range of every single-range store) when
+// d names none.
+func rangeOf(d *Descriptor) RangeID {
+	if d == nil || d.RangeID == 0 {
+		return 1
+	}
+	return d.RangeID
+}
+
+// EmitRange calls emit for every key/value of range d's replicated state
+// in r, in order: its replicated range-local keys (ReplicatedRangeSpan),
+// then its user data (span(d)). Snapshots and backups carry exactly this.
+func EmitRange(r pebble.Reader, d *Descriptor, span SpanFunc, emit func(k, v []byte) error) error {
+	rs, re := ReplicatedRangeSpan(rangeOf(d))
+	if err := EmitSpan(r, rs, re, emit); err != nil {
+		return err
+	}
+	start, end := span(d)
+	return EmitSpan(r, start, end, emit)
 }
 
 // EmitSpan calls emit for every key/value of r in [start, end), in order.
@@ -273,7 +296,7 @@ func ReadSnapshotStream(r io.Reader, fn func(k, v []byte) error) (*Descriptor, *
 	if _, err := io.ReadFull(tr, magic); err != nil {
 		return nil, nil, fmt.Errorf("snapshot stream: %w", err)
 	}
-	var fromV1 func(dst, k []byte) ([]byte, error)
+	var fromV1 func(dst, k []byte, id RangeID) ([]byte, error)
 	switch string(magic) {
 	case snapMagic:
 		fromV1 = legacyKeys.FromV1
@@ -338,8 +361,11 @@ func ReadSnapshotStream(r io.Reader, fn func(k, v []byte) error) (*Descriptor, *
 		}
 		k := kbuf
 		if fromV1 != nil {
-			if cbuf, err = fromV1(cbuf[:0], kbuf); err != nil {
+			if cbuf, err = fromV1(cbuf[:0], kbuf, rangeOf(desc)); err != nil {
 				return nil, nil, err
+			}
+			if cbuf == nil {
+				continue
 			}
 			k = cbuf
 		}

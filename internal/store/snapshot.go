@@ -121,6 +121,13 @@ func (r *Replica) stageSnapshot(b *pebble.Batch, it *readyItem) error {
 		return err
 	}
 	r.store.cfg.StateMachine.Replaced(start, end)
+	// The range's replicated range-local keys (version counter, FLUSHALL
+	// index, ...) are part of its state: the snapshot carries them
+	// (storage.EmitRange).
+	rs, re := storage.ReplicatedRangeSpan(r.id)
+	if err := b.DeleteRange(rs, re, nil); err != nil {
+		return err
+	}
 	desc, _, err := storage.ReadSnapshotStream(f, func(k, v []byte) error { return b.Set(k, v, nil) })
 	if err != nil {
 		return err
