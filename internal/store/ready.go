@@ -91,7 +91,7 @@ func (s *Store) processReady() (more bool, err error) {
 		}()
 	}
 	if len(items) == 0 {
-		return false, nil
+		return s.sched.len() > 0, nil
 	}
 	s.cfg.Metrics.ReadyRounds.Inc()
 
@@ -230,7 +230,7 @@ func (s *Store) processReady() (more bool, err error) {
 		}
 	}
 	s.cfg.Metrics.ReadyDuration.Observe(time.Since(start).Seconds())
-	return more, nil
+	return more || s.sched.len() > 0, nil
 }
 
 // appendMessages appends the replica's messages to out, each with the

@@ -290,8 +290,13 @@ func (r *Replica) tick(out []RaftMessage) []RaftMessage {
 	if r.quiesced.Load() {
 		return out
 	}
+	// Before the tick, so that a leader that quiesces sends no heartbeat
+	// of its own after the quiesce message.
+	if q := r.maybeQuiesceLocked(); len(q) > 0 || r.quiesced.Load() {
+		return append(out, q...)
+	}
 	r.mu.rn.Tick()
-	return append(out, r.maybeQuiesceLocked()...)
+	return out
 }
 
 // recoverRaftPanic turns a panic inside raft into a fatal store error. Raft
@@ -312,9 +317,11 @@ func (r *Replica) step(m *raftpb.Message) {
 		return
 	}
 	defer r.recoverRaftPanic()
-	if r.quiesced.Load() && wakes(m) {
+	if r.quiesced.Load() {
 		r.mu.Lock()
-		r.wakeLocked()
+		if r.wakesLocked(m) {
+			r.wakeLocked()
+		}
 		r.mu.Unlock()
 	}
 	if m.GetType() == raftpb.MessageType_MsgReadIndex {

@@ -13,8 +13,8 @@ import (
 //
 // A leader quiesces (tick, maybeQuiesceLocked) when, for quiesceIdleTicks
 // ticks in a row, it has nothing in flight (no pending or unapplied
-// proposals, no reads, no lease renewal, no leadership transfer, no
-// Ready), applied == commit == lastIndex and every member's Match is
+// proposals, no reads, no lease renewal, no leadership transfer),
+// applied == commit == lastIndex and every member's Match is
 // lastIndex; never range 1 (leases, locks and liveness live there). It
 // then stops ticking and sends each follower a MsgQuiesce: its own
 // MsgHeartbeat (term, commit) with the store-level kind storage.MsgQuiesce
@@ -71,16 +71,24 @@ func (r *Replica) quiesceLocked() {
 	}
 }
 
-// wakes reports whether stepping m into a quiesced replica wakes it.
-func wakes(m *raftpb.Message) bool {
+// wakesLocked reports whether stepping m into the quiesced replica wakes
+// it: not an answer to a heartbeat (unless it carries a ReadIndex
+// round's context), nor a heartbeat of its leader that tells it nothing
+// new (one sent before the quiesce message, arriving after it).
+// REQUIRES: r.mu held.
+func (r *Replica) wakesLocked(m *raftpb.Message) bool {
 	switch m.GetType() {
 	case raftpb.MessageType_MsgHeartbeatResp:
-		return len(m.GetContext()) > 0 // a ReadIndex round's
+		return len(m.GetContext()) > 0
+	case raftpb.MessageType_MsgHeartbeat:
+		st := r.mu.rn.BasicStatus()
+		return len(m.GetContext()) > 0 || st.RaftState != raft.StateFollower || st.Lead != m.GetFrom() ||
+			st.GetTerm() != m.GetTerm() || st.GetCommit() != m.GetCommit()
 	}
 	return true
 }
 
-// maybeQuiesceLocked runs after a leader's tick: it quiesces an idle range
+// maybeQuiesceLocked runs before a leader's tick: it quiesces an idle range
 // and returns the quiesce messages for its followers.
 // REQUIRES: r.mu held.
 func (r *Replica) maybeQuiesceLocked() []RaftMessage {
@@ -91,7 +99,7 @@ func (r *Replica) maybeQuiesceLocked() []RaftMessage {
 	if st.RaftState != raft.StateLeader || st.LeadTransferee != 0 ||
 		len(r.mu.pending) > 0 || len(r.mu.proposals) > 0 ||
 		len(r.mu.readQueue) > 0 || len(r.mu.readSent) > 0 || len(r.mu.readWait) > 0 ||
-		r.mu.lease.renew || r.mu.rn.HasReady() {
+		r.mu.lease.renew {
 		r.mu.idleTicks = 0
 		return nil
 	}
