@@ -50,7 +50,7 @@ import (
 // commit index to the followers.
 const quiesceIdleTicks = 2
 
-// quiesced reports whether the replica has stopped ticking.
+// Quiesced reports whether the replica has stopped ticking.
 func (r *Replica) Quiesced() bool { return r.quiesced.Load() }
 
 // wakeLocked makes a quiesced replica tick again.
@@ -203,24 +203,27 @@ func (s *Store) wakeLedBy(silent map[uint64]bool) {
 		if !r.quiesced.Load() || r.broken.Load() {
 			continue
 		}
-		func() {
+		woke := func() bool {
 			defer r.recoverRaftPanic()
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			st := r.mu.rn.BasicStatus()
 			if !r.quiesced.Load() || st.RaftState == raft.StateLeader || !silent[st.Lead] {
-				return
+				return false
 			}
 			r.wakeLocked()
 			for i := 0; i < s.cfg.ElectionTicks; i++ {
 				r.mu.rn.Tick()
 			}
+			return true
 		}()
-		r.enqueue()
+		if woke {
+			r.enqueue()
+		}
 	}
 }
 
-// livenessLocked returns this store's liveness messages for its peers:
+// liveness returns this store's liveness messages for its peers:
 // none while it hosts one range (a one-range cluster sends what it always
 // did).
 func (s *Store) liveness() []RaftMessage {

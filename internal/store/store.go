@@ -409,7 +409,6 @@ func (s *Store) ReportUnreachable(to uint64) {
 	for _, r := range s.Replicas() {
 		if r.hasReplicaOn(storage.NodeID(to)) {
 			r.ReportUnreachable(to)
-			r.enqueue()
 		}
 	}
 }
