@@ -19,7 +19,6 @@ import (
 // This file uses only what the store had before its scheduler, so that it
 // runs unchanged on both sides of the comparison.
 
-
 // drain runs Ready rounds until none is due.
 func drain(b *testing.B, s *Store) {
 	for {
