@@ -29,8 +29,8 @@ const (
 	// its term, leader, commit and last index agree.
 	MsgQuiesce MsgKind = 1
 	// MsgLiveness: only says that its sender (Msg.From) is up; no range
-	// steps it. Sent once per tick to every peer by a store that hosts
-	// more than one range, so that the followers of quiesced ranges can
+	// steps it. Sent once per tick to every peer by a store that hosts a
+	// range other than range 1, so that the followers of quiesced ranges can
 	// tell a dead leader from an idle one.
 	MsgLiveness MsgKind = 2
 	// MaxMsgKind is the highest kind a receiver knows.

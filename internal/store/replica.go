@@ -252,7 +252,7 @@ func (s *Store) AddReplica(desc *storage.Descriptor) (*Replica, error) {
 	s.mu.replicas[desc.RangeID] = r
 	s.mu.list = append(s.mu.list[:len(s.mu.list):len(s.mu.list)], r)
 	s.mu.Unlock()
-	s.refreshPeers()
+	s.peersStale.Store(true)
 	return r, nil
 }
 

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"slices"
+
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
@@ -33,8 +35,9 @@ import (
 //
 // Leader failure: quiesced followers hear no heartbeats, so the store
 // watches its peers instead. Every message received counts as a sign of
-// life of its sender (Store.noteHeard), and a store that hosts more than
-// one range sends every peer one MsgLiveness per tick. A node silent for
+// life of its sender (Store.noteHeard), and a store that hosts a range
+// other than range 1 (one that may quiesce) sends every peer one
+// MsgLiveness per tick. A node silent for
 // ElectionTicks of this store's ticks is down for this purpose: every
 // quiesced replica it leads wakes and ticks ElectionTicks times at once,
 // so that its election timer has run out (raft's inLease no longer rejects
@@ -223,9 +226,9 @@ func (s *Store) wakeLedBy(silent map[uint64]bool) {
 	}
 }
 
-// liveness returns this store's liveness messages for its peers:
-// none while it hosts one range (a one-range cluster sends what it always
-// did).
+// liveness returns this store's liveness messages for its peers: none
+// while it hosts range 1 only, which never quiesces (a one-range cluster
+// sends what it always did).
 func (s *Store) liveness() []RaftMessage {
 	peers := s.peers.Load()
 	if peers == nil || len(*peers) == 0 {
@@ -242,11 +245,17 @@ func (s *Store) liveness() []RaftMessage {
 }
 
 // refreshPeers recomputes the peers liveness messages go to: every other
-// node of any range, when the store hosts more than one range.
+// node of any range, when the store hosts a range other than range 1 (one
+// that may quiesce). It forgets when it last heard from nodes that are no
+// longer peers.
 func (s *Store) refreshPeers() {
 	list := s.replicaList()
 	var ids []uint64
-	if len(list) > 1 && !s.cfg.DisableQuiesce {
+	quiescible := false
+	for _, r := range list {
+		quiescible = quiescible || r.id != 1
+	}
+	if quiescible && !s.cfg.DisableQuiesce {
 		seen := map[storage.NodeID]bool{s.cfg.NodeID: true}
 		for _, r := range list {
 			r.mu.Lock()
@@ -260,6 +269,13 @@ func (s *Store) refreshPeers() {
 		}
 	}
 	s.peers.Store(&ids)
+	s.heard.mu.Lock()
+	for id := range s.heard.at {
+		if !slices.Contains(ids, id) {
+			delete(s.heard.at, id)
+		}
+	}
+	s.heard.mu.Unlock()
 }
 
 // QuiescedReplicas returns how many of the store's replicas are quiesced.

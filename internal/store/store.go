@@ -188,6 +188,7 @@ type Store struct {
 		at map[uint64]uint64
 	}
 	peers         atomic.Pointer[[]uint64]
+	peersStale    atomic.Bool
 	quiescedCount atomic.Int64
 	tickedLast    atomic.Int64
 }
@@ -351,6 +352,9 @@ func (s *Store) Tick() {
 	}
 	s.tickedLast.Store(int64(ticked))
 	s.signal()
+	if s.peersStale.Swap(false) {
+		s.refreshPeers()
+	}
 	out = append(out, s.liveness()...)
 	if len(out) > 0 {
 		s.cfg.Transport.Send(out)

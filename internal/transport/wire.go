@@ -44,8 +44,10 @@ import (
 //
 // v=3 adds a store-level kind per message (storage.MsgKind: quiesce,
 // liveness; docs/ranges.md §3.4). It goes out only when a frame holds a
-// message whose kind is not plain, which only a store hosting more than
-// one range sends: a one-range cluster writes v=1 as before.
+// message whose kind is not plain, which only a store hosting a range
+// other than range 1 sends: a one-range cluster writes v=1 as before (a
+// node older than v=3 refuses such frames: every node must be upgraded
+// before a range other than range 1 exists, as for v=2).
 const (
 	wireVersion       = 1
 	wireVersionRanges = 2
