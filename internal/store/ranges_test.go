@@ -395,3 +395,49 @@ func TestSchedulerNoStall(t *testing.T) {
 		}
 	}
 }
+
+// TestQuiescedLeaderLease: with leader leases on, a leader serves lease
+// reads while its range is busy; once the range has been quiesced for
+// longer than a lease, a read there is no lease read: it wakes the range
+// and pays a ReadIndex round (the lease is timed on the monotonic clock,
+// and nothing renews it while quiesced).
+func TestQuiescedLeaderLease(t *testing.T) {
+	const ranges = 3
+	c := newRangesCluster(t, 3, ranges, func(cfg *Config) { cfg.LeaseReads = true })
+	c.start()
+	c.waitLeaders(ranges, 20*time.Second)
+	id := storage.RangeID(2)
+	for k := 1; k <= ranges; k++ {
+		if err := c.proposeRange(storage.RangeID(k), fmt.Sprintf("r%d", k), "1", 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lead := c.rangeLeader(id)
+	r := lead.store.Replica(id)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for i := 0; i < 3; i++ { // acquire the lease (a probe), then use it
+		if err := r.ReadBarrier(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := lead.store.cfg.Metrics
+	if counterValue(t, m.LeaseReads) == 0 {
+		t.Fatal("no lease read while the range was awake")
+	}
+	c.waitQuiesced(ranges-1, 5*time.Second)
+	if lead2 := c.rangeLeader(id); lead2 != lead || !r.Quiesced() {
+		t.Fatalf("range %d: leader moved or not quiesced", id)
+	}
+	time.Sleep(2 * lead.store.electionTimeout())
+	leases, rounds := counterValue(t, m.LeaseReads), counterValue(t, m.ReadIndexRounds)
+	if err := r.ReadBarrier(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := counterValue(t, m.LeaseReads); got != leases {
+		t.Fatalf("a quiesced leader served a lease read %v after its lease lapsed", 2*lead.store.electionTimeout())
+	}
+	if got := counterValue(t, m.ReadIndexRounds); got != rounds+1 {
+		t.Fatalf("read index rounds %v -> %v, want one round", rounds, got)
+	}
+}
