@@ -45,6 +45,9 @@ type Replica struct {
 	// quiesced: the replica does not tick (replica_quiesce.go). Written
 	// under mu, read by Tick without it.
 	quiesced atomic.Bool
+	// schedQueued: the replica is in the scheduler's queue. Guarded by
+	// Store.sched.mu.
+	schedQueued bool
 
 	mu struct {
 		sync.Mutex

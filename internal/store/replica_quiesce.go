@@ -168,7 +168,7 @@ func (r *Replica) stepQuiesce(m *raftpb.Message) {
 
 // noteHeard records that a message from node from arrived.
 func (s *Store) noteHeard(from uint64) {
-	if from == 0 {
+	if from == 0 || !s.quiescible.Load() {
 		return
 	}
 	t := s.ticks.Load()
@@ -255,6 +255,7 @@ func (s *Store) refreshPeers() {
 	for _, r := range list {
 		quiescible = quiescible || r.id != 1
 	}
+	s.quiescible.Store(quiescible && !s.cfg.DisableQuiesce)
 	if quiescible && !s.cfg.DisableQuiesce {
 		seen := map[storage.NodeID]bool{s.cfg.NodeID: true}
 		for _, r := range list {

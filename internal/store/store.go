@@ -187,7 +187,10 @@ type Store struct {
 		mu sync.Mutex
 		at map[uint64]uint64
 	}
-	peers         atomic.Pointer[[]uint64]
+	peers atomic.Pointer[[]uint64]
+	// quiescible: the store hosts a range other than range 1; until then
+	// it keeps no heard-from table.
+	quiescible    atomic.Bool
 	peersStale    atomic.Bool
 	quiescedCount atomic.Int64
 	tickedLast    atomic.Int64
@@ -222,7 +225,6 @@ func New(cfg Config) *Store {
 		mono:    time.Now,
 	}
 	s.mu.replicas = map[storage.RangeID]*Replica{}
-	s.sched.init()
 	s.sweepEvery = defaultSweepTicks
 	s.heard.at = map[uint64]uint64{}
 	return s

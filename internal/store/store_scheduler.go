@@ -27,24 +27,20 @@ const defaultSweepTicks = 50
 type scheduler struct {
 	// mu is a leaf: taken with Store.mu or Replica.mu held, and nothing is
 	// taken under it.
-	mu     sync.Mutex
-	queue  []*Replica
-	queued map[*Replica]struct{}
+	// queue holds the marked replicas, oldest first; a replica's
+	// schedQueued is set while it is in queue (guarded by mu).
+	mu    sync.Mutex
+	queue []*Replica
 }
-
-func (q *scheduler) init() { q.queued = map[*Replica]struct{}{} }
 
 // add marks r; it reports whether r was not marked yet.
 func (q *scheduler) add(r *Replica) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.queued == nil {
-		q.init()
-	}
-	if _, ok := q.queued[r]; ok {
+	if r.schedQueued {
 		return false
 	}
-	q.queued[r] = struct{}{}
+	r.schedQueued = true
 	q.queue = append(q.queue, r)
 	return true
 }
@@ -56,7 +52,7 @@ func (q *scheduler) take(n int, out []*Replica) []*Replica {
 	n = min(n, len(q.queue))
 	out = append(out, q.queue[:n]...)
 	for _, r := range q.queue[:n] {
-		delete(q.queued, r)
+		r.schedQueued = false
 	}
 	rest := copy(q.queue, q.queue[n:])
 	clear(q.queue[rest:])
