@@ -298,7 +298,11 @@ func TestQuiescedLeaderFails(t *testing.T) {
 // until a tick (or forever, in the last phase), which fails the test.
 func TestSchedulerNoStall(t *testing.T) {
 	const ranges = 16
-	c := newRangesCluster(t, 3, ranges, func(cfg *Config) { cfg.TickInterval = 0 })
+	// ElectionTicks 50: the test ticks about 120 times after the
+	// elections, with a heartbeat each tick; a leader change (whose lost
+	// proposals would only be resolved by later writes) needs 50 ticks
+	// in a row whose heartbeats all lag, even under the race detector.
+	c := newRangesCluster(t, 3, ranges, func(cfg *Config) { cfg.TickInterval, cfg.ElectionTicks = 0, 50 })
 	for _, tn := range c.nodes {
 		tn.store.sweepEvery = 0
 	}
@@ -372,6 +376,23 @@ func TestSchedulerNoStall(t *testing.T) {
 		}
 	}
 	wg.Wait()
+	for _, err := range errs {
+		t.Error(err)
+	}
+	terms := func() string {
+		out := ""
+		for k := 1; k <= ranges; k++ {
+			out += fmt.Sprintf(" r%d:", k)
+			for id := uint64(1); id <= 3; id++ {
+				st := c.nodes[id].store.Replica(storage.RangeID(k)).Status()
+				out += fmt.Sprintf("%s/t%d/q%v ", st.Role[:1], st.Term, c.nodes[id].store.Replica(storage.RangeID(k)).Quiesced())
+			}
+		}
+		return out
+	}
+	if t.Failed() {
+		t.Fatalf("ranges (role/term/quiesced per node):%s", terms())
+	}
 	quiesced := 0
 	for _, tn := range c.nodes {
 		quiesced += tn.store.QuiescedReplicas()
@@ -387,6 +408,9 @@ func TestSchedulerNoStall(t *testing.T) {
 	wg.Wait()
 	for _, err := range errs {
 		t.Error(err)
+	}
+	if t.Failed() {
+		t.Logf("ranges (role/term/quiesced per node):%s", terms())
 	}
 	t.Logf("%d replicas quiesced before the tickless phase", quiesced)
 	for _, tn := range c.nodes {
