@@ -11,6 +11,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/kvorum/kvorum/internal/storage"
 	"github.com/kvorum/kvorum/internal/transport"
@@ -188,6 +189,12 @@ func TestQuiesceManyRanges(t *testing.T) {
 	for _, tn := range c.nodes {
 		if n := tn.store.TickedLast(); n != 1 {
 			t.Fatalf("node %d ticked %d replicas in its last tick, want 1 (range 1)", tn.id, n)
+		}
+		var q, a dto.Metric
+		_ = tn.store.cfg.Metrics.RangesQuiesced.Write(&q)
+		_ = tn.store.cfg.Metrics.RangesAwake.Write(&a)
+		if q.GetGauge().GetValue() != ranges-1 || a.GetGauge().GetValue() != 1 {
+			t.Fatalf("node %d: kvorum_raft_ranges_quiesced %v, _awake %v; want %d and 1", tn.id, q.GetGauge().GetValue(), a.GetGauge().GetValue(), ranges-1)
 		}
 		if r := tn.store.Replica(1); r.Quiesced() {
 			t.Fatalf("node %d: range 1 quiesced", tn.id)
@@ -463,5 +470,29 @@ func TestQuiescedLeaderLease(t *testing.T) {
 	}
 	if got := counterValue(t, m.ReadIndexRounds); got != rounds+1 {
 		t.Fatalf("read index rounds %v -> %v, want one round", rounds, got)
+	}
+}
+
+// TestOneRangeNoLiveness: a store that hosts range 1 only (the default
+// cluster) sends no liveness message and keeps no heard-from table: its
+// traffic is what it was before quiescence (v=1 frames only).
+func TestOneRangeNoLiveness(t *testing.T) {
+	c := newCluster(t, 3)
+	c.leader()
+	time.Sleep(100 * time.Millisecond) // ten ticks
+	for _, tn := range c.nodes {
+		s := tn.store
+		if msgs := s.liveness(); len(msgs) != 0 || s.quiescible.Load() {
+			t.Fatalf("node %d: %d liveness messages, quiescible %v", tn.id, len(msgs), s.quiescible.Load())
+		}
+		s.heard.mu.Lock()
+		n := len(s.heard.at)
+		s.heard.mu.Unlock()
+		if n != 0 {
+			t.Fatalf("node %d heard-from table has %d entries", tn.id, n)
+		}
+		if s.QuiescedReplicas() != 0 {
+			t.Fatalf("node %d: range 1 quiesced", tn.id)
+		}
 	}
 }
