@@ -39,7 +39,7 @@ const (
 func (h *peerHandler) HandleRaft(msgs []store.RaftMessage) {
 	n := (*Node)(h)
 	for _, m := range msgs {
-		n.store.Step(m.Range, m.Msg)
+		n.store.StepMessage(m)
 	}
 }
 

@@ -5,11 +5,15 @@
 // # Goroutines
 //
 //   - The ticker goroutine calls Tick each TickInterval, which ticks every
-//     replica. With TickInterval zero there is no ticker and the owner
-//     calls Tick.
+//     replica that is not quiesced (replica_quiesce.go) and marks it for
+//     the Ready loop. With TickInterval zero there is no ticker and the
+//     owner calls Tick.
 //   - The Ready loop goroutine (Store.run) is the only one that calls
-//     Ready/Advance. Each round it collects the Ready of every replica that
-//     has one and writes all of them (new log entries, hard states, and the
+//     Ready/Advance. It handles only the replicas marked as having work
+//     (the scheduler, store_scheduler.go: Step, Propose, reads, Tick,
+//     conf changes, leadership transfer, Report*, snapshots, the hold
+//     timer mark their replica), up to schedBatch per round. Each round it
+//     collects the Ready of every marked replica that has one and writes all of them (new log entries, hard states, and the
 //     writes of committed entries, plus applied indexes) in ONE Pebble
 //     batch: group commit across ranges and across clients. It commits
 //     the batch, releases the reads waiting for what it applied, then
@@ -24,13 +28,16 @@
 //     Effects below.
 //   - Client goroutines call Replica.Propose and Replica.ReadBarrier; the
 //     transport's goroutines call Step. Both take the replica's mutex for the
-//     RawNode call only and then signal the Ready loop.
+//     RawNode call only and then mark the replica for the Ready loop.
 //
 // # Lock order
 //
-// Store.mu before Replica.mu. RaftLog has its own leaf mutex, taken inside
-// RawNode calls (raft.Storage methods) while Replica.mu is held. The Ready
-// loop holds no lock while it hands effects out.
+// Store.mu → Replica.mu → RaftLog.mu. RaftLog's mutex is a leaf, taken
+// inside RawNode calls (raft.Storage methods) while Replica.mu is held.
+// The scheduler's mutex (scheduler.mu) and the heard-from table's
+// (Store.heard.mu) are leaves too: taken with Store.mu or Replica.mu held
+// or not, and nothing is taken under them. The Ready loop holds no lock
+// while it hands effects out.
 //
 // # Life of a write
 //

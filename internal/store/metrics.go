@@ -34,6 +34,13 @@ type Metrics struct {
 	// UnknownRangeMessages counts the Raft messages dropped because they
 	// name a range this node has no replica of (Store.Step).
 	UnknownRangeMessages prometheus.Counter
+	// RangesQuiesced and RangesAwake count the replicas that do and do
+	// not tick (replica_quiesce.go), as of the last tick; SweepMarks the
+	// replicas the scheduler's safety sweep found with work nothing had
+	// marked (store_scheduler.go: should stay 0).
+	RangesQuiesced prometheus.Gauge
+	RangesAwake    prometheus.Gauge
+	SweepMarks     prometheus.Counter
 }
 
 // NewMetrics creates the instruments and registers them on reg (if non-nil).
@@ -56,11 +63,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		SnapshotsRecv:       prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_snapshots_applied_total", Help: "Snapshots received and applied."}),
 		UnknownRangeMessages: prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_unknown_range_messages_total",
 			Help: "Raft messages from peers dropped because this node has no replica of their range."}),
+		RangesQuiesced: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kvorum_raft_ranges_quiesced", Help: "Replicas on this node that are quiesced (do not tick)."}),
+		RangesAwake:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "kvorum_raft_ranges_awake", Help: "Replicas on this node that tick."}),
+		SweepMarks: prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_raft_scheduler_sweep_marks_total",
+			Help: "Replicas the scheduler's periodic sweep found with work that nothing had marked (a missed mark; should stay 0)."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Proposals, m.ProposalLatency, m.ReadIndexRounds, m.LeaseReads, m.LeaseProbes, m.ReadyRounds,
 			m.ReadBarrierDuration, m.ReadIndexDuration, m.ReadApplyWait,
-			m.ReadyDuration, m.FsyncDuration, m.EntriesApplied, m.SnapshotsSent, m.SnapshotsRecv, m.UnknownRangeMessages)
+			m.ReadyDuration, m.FsyncDuration, m.EntriesApplied, m.SnapshotsSent, m.SnapshotsRecv, m.UnknownRangeMessages,
+			m.RangesQuiesced, m.RangesAwake, m.SweepMarks)
 	}
 	return m
 }

@@ -47,12 +47,12 @@ func (s *Store) run() {
 			return
 		case <-s.work:
 		}
-		more, err := s.processReadyGuarded()
+		_, err := s.processReadyGuarded()
 		if err != nil {
 			s.failFatal(err)
 			return
 		}
-		if more {
+		if s.sched.len() > 0 {
 			s.signal()
 		}
 	}
@@ -72,12 +72,14 @@ func (s *Store) processReadyGuarded() (more bool, err error) {
 	return s.processReady()
 }
 
-// processReady handles one round for every replica with work. It reports
-// whether another round is already due.
+// processReady handles one round for the replicas the scheduler holds
+// (up to schedBatch of them; store_scheduler.go). It reports whether
+// another round is already due.
 func (s *Store) processReady() (more bool, err error) {
 	start := time.Now()
 	var items []*readyItem
-	for _, r := range s.Replicas() {
+	var buf [16]*Replica
+	for _, r := range s.sched.take(schedBatch, buf[:0]) {
 		func() {
 			r.mu.Lock()
 			defer r.mu.Unlock() // also if raft panics: see processReadyGuarded
@@ -89,7 +91,7 @@ func (s *Store) processReady() (more bool, err error) {
 		}()
 	}
 	if len(items) == 0 {
-		return false, nil
+		return s.sched.len() > 0, nil
 	}
 	s.cfg.Metrics.ReadyRounds.Inc()
 
@@ -216,7 +218,10 @@ func (s *Store) processReady() (more bool, err error) {
 			it.r.mu.Lock()
 			defer it.r.mu.Unlock()
 			it.r.mu.rn.Advance(it.rd)
-			more = more || it.r.mu.rn.HasReady()
+			if it.r.mu.rn.HasReady() {
+				more = true
+				s.sched.add(it.r)
+			}
 		}()
 		if it.truncate {
 			if err := it.r.truncateLog(); err != nil {
@@ -225,7 +230,7 @@ func (s *Store) processReady() (more bool, err error) {
 		}
 	}
 	s.cfg.Metrics.ReadyDuration.Observe(time.Since(start).Seconds())
-	return more, nil
+	return more || s.sched.len() > 0, nil
 }
 
 // appendMessages appends the replica's messages to out, each with the

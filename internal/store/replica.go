@@ -42,6 +42,12 @@ type Replica struct {
 	// savedAt is when the log was last truncated or replaced by a
 	// snapshot (Unix ns; the replica's start before either): see SavedAt.
 	savedAt atomic.Int64
+	// quiesced: the replica does not tick (replica_quiesce.go). Written
+	// under mu, read by Tick without it.
+	quiesced atomic.Bool
+	// schedQueued: the replica is in the scheduler's queue. Guarded by
+	// Store.sched.mu.
+	schedQueued bool
 
 	mu struct {
 		sync.Mutex
@@ -86,6 +92,9 @@ type Replica struct {
 		// holdTimer signals the Ready loop when a hold's patience is up
 		// (made on the first hold, then reset).
 		holdTimer *time.Timer
+		// idleTicks counts the leader's ticks in a row that found the
+		// range idle (maybeQuiesceLocked).
+		idleTicks int
 	}
 }
 
@@ -244,7 +253,9 @@ func (s *Store) AddReplica(desc *storage.Descriptor) (*Replica, error) {
 	}
 	s.mu.Lock()
 	s.mu.replicas[desc.RangeID] = r
+	s.mu.list = append(s.mu.list[:len(s.mu.list):len(s.mu.list)], r)
 	s.mu.Unlock()
+	s.peersStale.Store(true)
 	return r, nil
 }
 
@@ -270,14 +281,25 @@ func (r *Replica) hasReplicaOn(id storage.NodeID) bool {
 // AppliedIndex returns the index of the last applied entry.
 func (r *Replica) AppliedIndex() uint64 { return r.applied.Load() }
 
-func (r *Replica) tick() {
+// tick ticks the replica and appends the quiesce messages of a leader that
+// quiesces to out.
+func (r *Replica) tick(out []RaftMessage) []RaftMessage {
 	if r.broken.Load() {
-		return
+		return out
 	}
 	defer r.recoverRaftPanic()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.quiesced.Load() {
+		return out
+	}
+	// Before the tick, so that a leader that quiesces sends no heartbeat
+	// of its own after the quiesce message.
+	if q := r.maybeQuiesceLocked(); len(q) > 0 || r.quiesced.Load() {
+		return append(out, q...)
+	}
 	r.mu.rn.Tick()
+	return out
 }
 
 // recoverRaftPanic turns a panic inside raft into a fatal store error. Raft
@@ -298,6 +320,13 @@ func (r *Replica) step(m *raftpb.Message) {
 		return
 	}
 	defer r.recoverRaftPanic()
+	if r.quiesced.Load() {
+		r.mu.Lock()
+		if r.wakesLocked(m) {
+			r.wakeLocked()
+		}
+		r.mu.Unlock()
+	}
 	if m.GetType() == raftpb.MessageType_MsgReadIndex {
 		r.mu.Lock()
 		resp, renew, ok := r.answerReadIndexLocked(m)
@@ -308,7 +337,7 @@ func (r *Replica) step(m *raftpb.Message) {
 		}
 		r.mu.Unlock()
 		if !ok && renew {
-			r.store.signal() // the probe goes out in the next Ready round
+			r.enqueue() // the probe goes out in the next Ready round
 		}
 		if ok {
 			// A follower's read batch served by the lease: no heartbeat
@@ -316,7 +345,7 @@ func (r *Replica) step(m *raftpb.Message) {
 			r.store.cfg.Metrics.LeaseReads.Inc()
 			r.store.cfg.Transport.Send([]RaftMessage{{Range: r.id, Msg: resp}})
 			if renew {
-				r.store.signal()
+				r.enqueue()
 			}
 			return
 		}
@@ -380,12 +409,13 @@ func (r *Replica) Propose(ctx context.Context, cmds [][][]byte) ([]reply.Reply, 
 		r.mu.Unlock()
 		return nil, r.notLeader(st.Lead, r.mu.desc)
 	}
+	r.wakeLocked()
 	p := &proposal{id: r.nextProposalIDLocked(), cmds: cmds, done: make(chan struct{})}
 	r.mu.pending = append(r.mu.pending, p)
 	r.mu.proposals[p.id] = p
 	r.mu.Unlock()
 	r.store.cfg.Metrics.Proposals.Inc()
-	r.store.signal()
+	r.enqueue()
 	start := time.Now()
 	replies, err := r.wait(ctx, p)
 	if err == nil {
@@ -486,7 +516,7 @@ func (r *Replica) holdProposalsLocked(commit uint64) bool {
 	case r.mu.holdSince.IsZero():
 		r.mu.holdSince = now
 		if r.mu.holdTimer == nil {
-			r.mu.holdTimer = time.AfterFunc(patience, r.store.signal)
+			r.mu.holdTimer = time.AfterFunc(patience, r.enqueue)
 		} else {
 			r.mu.holdTimer.Reset(patience)
 		}
@@ -543,12 +573,13 @@ func (r *Replica) ReadBarrier(ctx context.Context) error {
 		return ErrStopped
 	}
 	r.mu.Lock()
+	r.wakeLocked()
 	b, leased, renew := r.leaseReadLocked()
 	if leased {
 		r.mu.Unlock()
 		r.store.cfg.Metrics.LeaseReads.Inc()
 		if renew || b != nil {
-			r.store.signal()
+			r.enqueue()
 		}
 		if b == nil {
 			return nil
@@ -562,7 +593,7 @@ func (r *Replica) ReadBarrier(ctx context.Context) error {
 		r.mu.readQueue = append(r.mu.readQueue, b)
 	}
 	r.mu.Unlock()
-	r.store.signal()
+	r.enqueue()
 	return r.waitRead(ctx, b)
 }
 
@@ -708,7 +739,7 @@ func (r *Replica) readAnsweredLocked(rctx []byte, index uint64) bool {
 func (r *Replica) releaseAnsweredLocked() {
 	r.releaseReadsLocked(r.applied.Load())
 	if len(r.mu.readQueue) > 0 && len(r.mu.readSent) == 0 {
-		r.store.signal()
+		r.enqueue()
 	}
 }
 
@@ -830,6 +861,7 @@ func (r *Replica) ReportUnreachable(id uint64) {
 	r.mu.Lock()
 	r.mu.rn.ReportUnreachable(id)
 	r.mu.Unlock()
+	r.enqueue()
 }
 
 // ReportSnapshot tells raft how sending a snapshot to id ended.
@@ -839,7 +871,8 @@ func (r *Replica) ReportSnapshot(id uint64, ok bool) {
 		st = raft.SnapshotFailure
 	}
 	r.mu.Lock()
+	r.wakeLocked()
 	r.mu.rn.ReportSnapshot(id, st)
 	r.mu.Unlock()
-	r.store.signal()
+	r.enqueue()
 }

@@ -22,6 +22,7 @@ var (
 // it is applied on this replica.
 func (r *Replica) proposeConfChange(ctx context.Context, cc *raftpb.ConfChangeV2, target uint64, addr string) error {
 	r.mu.Lock()
+	r.wakeLocked()
 	st := r.mu.rn.BasicStatus()
 	if st.RaftState != raft.StateLeader {
 		r.mu.Unlock()
@@ -36,7 +37,7 @@ func (r *Replica) proposeConfChange(ctx context.Context, cc *raftpb.ConfChangeV2
 	}
 	r.mu.proposals[p.id] = p
 	r.mu.Unlock()
-	r.store.signal()
+	r.enqueue()
 	_, err := r.wait(ctx, p)
 	return err
 }
@@ -103,6 +104,7 @@ func (r *Replica) TransferLeader(ctx context.Context, id uint64) error {
 	defer tick.Stop()
 	for {
 		r.mu.Lock()
+		r.wakeLocked()
 		st := r.mu.rn.BasicStatus()
 		if st.Lead == id {
 			r.mu.Unlock()
@@ -117,7 +119,7 @@ func (r *Replica) TransferLeader(ctx context.Context, id uint64) error {
 			return fmt.Errorf("store: leadership went to %d instead of %d", st.Lead, id)
 		}
 		r.mu.Unlock()
-		r.store.signal()
+		r.enqueue()
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("transfer leadership to %d: %w", id, ctx.Err())

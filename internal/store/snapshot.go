@@ -97,7 +97,7 @@ func (s *Store) ReceiveSnapshot(rm RaftMessage, data io.Reader) (err error) {
 	r.mu.staged[meta.GetIndex()] = path
 	r.mu.Unlock()
 	r.step(m)
-	s.signal()
+	r.enqueue()
 	return nil
 }
 

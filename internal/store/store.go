@@ -74,6 +74,8 @@ type Config struct {
 	// Needs TickInterval > 0. False: every read batch costs a ReadIndex
 	// round.
 	LeaseReads bool
+	// DisableQuiesce keeps every range ticking (replica_quiesce.go).
+	DisableQuiesce bool
 }
 
 // StateMachine is the replicated state machine the store drives (package
@@ -152,7 +154,10 @@ type Store struct {
 	mu struct {
 		sync.RWMutex
 		replicas map[storage.RangeID]*Replica
-		stopped  bool
+		// list holds the replicas too, for loops over all of them; replaced,
+		// never changed in place.
+		list    []*Replica
+		stopped bool
 	}
 	// fatal is set when persisting failed; the store then stops serving.
 	fatal     chan error
@@ -168,6 +173,27 @@ type Store struct {
 	mono func() time.Time
 	// readPatience, if positive, replaces readRoundPatience (tests).
 	readPatience atomic.Int64
+
+	// sched holds the replicas with work for the Ready loop
+	// (store_scheduler.go); sweepEvery is the period of Tick's safety
+	// sweep in ticks (0: none; tests).
+	sched      scheduler
+	sweepEvery uint64
+	// ticks counts Tick calls; heard.at is the tick at which each peer was
+	// last heard from, peers the nodes liveness messages go to, and
+	// quiescedCount the quiesced replicas (replica_quiesce.go).
+	ticks atomic.Uint64
+	heard struct {
+		mu sync.Mutex
+		at map[uint64]uint64
+	}
+	peers atomic.Pointer[[]uint64]
+	// quiescible: the store hosts a range other than range 1; until then
+	// it keeps no heard-from table.
+	quiescible    atomic.Bool
+	peersStale    atomic.Bool
+	quiescedCount atomic.Int64
+	tickedLast    atomic.Int64
 }
 
 // ErrStopped is returned for operations on a stopped store.
@@ -199,6 +225,8 @@ func New(cfg Config) *Store {
 		mono:    time.Now,
 	}
 	s.mu.replicas = map[storage.RangeID]*Replica{}
+	s.sweepEvery = defaultSweepTicks
+	s.heard.at = map[uint64]uint64{}
 	return s
 }
 
@@ -265,6 +293,13 @@ func (s *Store) Replicas() []*Replica {
 	return out
 }
 
+// replicaList returns every replica; the caller must not change the slice.
+func (s *Store) replicaList() []*Replica {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.mu.list
+}
+
 // ReplicaForKey routes a user key to the replica whose range holds it.
 func (s *Store) ReplicaForKey(key []byte) *Replica {
 	s.mu.RLock()
@@ -298,14 +333,44 @@ func (s *Store) tickLoop() {
 	}
 }
 
-// Tick advances the Raft clock of every replica by one tick. The ticker
-// goroutine calls it each TickInterval; with TickInterval zero the owner
-// does.
+// Tick advances the Raft clock of every awake (not quiesced) replica by
+// one tick and marks it for the Ready loop. The ticker goroutine calls it
+// each TickInterval; with TickInterval zero the owner does. It also sends
+// the store's liveness messages, wakes the quiesced replicas of a leader
+// gone silent (replica_quiesce.go), and now and then sweeps every replica
+// for unmarked work (store_scheduler.go).
 func (s *Store) Tick() {
-	for _, r := range s.Replicas() {
-		r.tick()
+	n := s.ticks.Add(1)
+	var out []RaftMessage
+	ticked := 0
+	list := s.replicaList()
+	for _, r := range list {
+		if r.quiesced.Load() {
+			continue
+		}
+		out = r.tick(out)
+		ticked++
+		s.sched.add(r)
 	}
+	s.tickedLast.Store(int64(ticked))
 	s.signal()
+	if s.peersStale.Swap(false) {
+		s.refreshPeers()
+	}
+	out = append(out, s.liveness()...)
+	if len(out) > 0 {
+		s.cfg.Transport.Send(out)
+	}
+	if silent, fresh := s.silentNodes(); silent != nil && (fresh || n%uint64(max(s.cfg.ElectionTicks, 1)) == 0) {
+		s.wakeLedBy(silent)
+	}
+	if s.sweepEvery > 0 && n%s.sweepEvery == 0 {
+		s.refreshPeers()
+		s.sweep()
+	}
+	q := s.quiescedCount.Load()
+	s.cfg.Metrics.RangesQuiesced.Set(float64(q))
+	s.cfg.Metrics.RangesAwake.Set(float64(int64(len(list)) - q))
 }
 
 // Step delivers a message from a peer to the range it belongs to. A
@@ -315,15 +380,32 @@ func (s *Store) Tick() {
 // is not here yet or any more (one of many in a stream shared by all
 // ranges, which must keep flowing).
 func (s *Store) Step(rangeID storage.RangeID, m *raftpb.Message) {
-	r := s.Replica(rangeID)
+	s.StepMessage(RaftMessage{Range: rangeID, Msg: m})
+}
+
+// StepMessage is Step for a message with its store-level kind
+// (storage.MsgKind): a liveness message only records that its sender is
+// up, a quiesce message may quiesce the range (replica_quiesce.go). Every
+// message counts as a sign of life of its sender.
+func (s *Store) StepMessage(msg RaftMessage) {
+	m := msg.Msg
+	s.noteHeard(m.GetFrom())
+	if msg.Kind == storage.MsgLiveness {
+		return
+	}
+	r := s.Replica(msg.Range)
 	if r == nil {
 		s.cfg.Metrics.UnknownRangeMessages.Inc()
 		s.log.Debug("dropped a raft message for a range with no replica here",
-			"range", uint64(rangeID), "type", m.GetType().String(), "from", m.GetFrom())
+			"range", uint64(msg.Range), "type", m.GetType().String(), "from", m.GetFrom())
 		return
 	}
-	r.step(m)
-	s.signal()
+	if msg.Kind == storage.MsgQuiesce {
+		r.stepQuiesce(m)
+	} else {
+		r.step(m)
+	}
+	r.enqueue()
 }
 
 // ReportUnreachable tells every replica that has node to in its

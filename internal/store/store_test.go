@@ -98,7 +98,7 @@ type handler struct{ s *Store }
 
 func (h handler) HandleRaft(msgs []RaftMessage) {
 	for _, m := range msgs {
-		h.s.Step(m.Range, m.Msg)
+		h.s.StepMessage(m)
 	}
 }
 func (h handler) HandleSnapshot(m RaftMessage, data io.Reader) error {

@@ -195,7 +195,7 @@ func (l *Local) deliver(to uint64, batch []storage.RaftMessage) error {
 	defer dst.exit()
 	msgs := make([]storage.RaftMessage, len(batch))
 	for i, m := range batch {
-		msgs[i] = storage.RaftMessage{Range: m.Range, Msg: proto.Clone(m.Msg).(*raftpb.Message)}
+		msgs[i] = storage.RaftMessage{Range: m.Range, Msg: proto.Clone(m.Msg).(*raftpb.Message), Kind: m.Kind}
 	}
 	l.m.framesSent.Add(1)
 	l.m.sentMsgs(msgs)

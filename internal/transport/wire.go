@@ -17,6 +17,7 @@ import (
 //
 //	raft batch:      v=1 | from | to | count | count × (len | proto(Message))
 //	                 v=2 | from | to | count | count × (range | len | proto(Message))
+//	                 v=3 | from | to | count | count × (range | kind | len | proto(Message))
 //	snapshot header: v=1 | from | to | proto(MsgSnap)   (first frame of a Snapshot stream;
 //	                 v=2 | from | to | range | proto(MsgSnap)   the following frames are raw
 //	                 snapshot data chunks)
@@ -40,9 +41,17 @@ import (
 // and v=2 only otherwise. A cluster that never split keeps writing v=1 on
 // every node, and older and newer nodes understand each other until it
 // splits (which needs every node upgraded). Both versions are always read.
+//
+// v=3 adds a store-level kind per message (storage.MsgKind: quiesce,
+// liveness; docs/ranges.md §3.4). It goes out only when a frame holds a
+// message whose kind is not plain, which only a store hosting a range
+// other than range 1 sends: a one-range cluster writes v=1 as before (a
+// node older than v=3 refuses such frames: every node must be upgraded
+// before a range other than range 1 exists, as for v=2).
 const (
 	wireVersion       = 1
 	wireVersionRanges = 2
+	wireVersionKinds  = 3
 )
 
 // firstRange is the range of every message of a v=1 frame.
@@ -99,7 +108,9 @@ func encodeBatch(buf []byte, from, to uint64, msgs []storage.RaftMessage) (frame
 			if msgs[n].Range == 0 {
 				return nil, nil, buf, errNoRange
 			}
-			if msgs[n].Range != firstRange {
+			if msgs[n].Kind != storage.MsgPlain {
+				v = wireVersionKinds
+			} else if msgs[n].Range != firstRange && v == wireVersion {
 				v = wireVersionRanges
 			}
 			sz := proto.Size(msgs[n].Msg)
@@ -109,8 +120,11 @@ func encodeBatch(buf []byte, from, to uint64, msgs []storage.RaftMessage) (frame
 			n++
 		}
 		need := 1 + 3*binary.MaxVarintLen64 + body
-		if v == wireVersionRanges {
+		if v >= wireVersionRanges {
 			need += ranges
+		}
+		if v == wireVersionKinds {
+			need += n
 		}
 		if cap(buf)-len(buf) < need {
 			buf = append(buf[:len(buf):len(buf)], make([]byte, need)...)[:len(buf)]
@@ -122,8 +136,11 @@ func encodeBatch(buf []byte, from, to uint64, msgs []storage.RaftMessage) (frame
 		b = binary.AppendUvarint(b, to)
 		b = binary.AppendUvarint(b, uint64(n))
 		for i, m := range msgs[:n] {
-			if v == wireVersionRanges {
+			if v >= wireVersionRanges {
 				b = binary.AppendUvarint(b, uint64(m.Range))
+			}
+			if v == wireVersionKinds {
+				b = append(b, byte(m.Kind))
 			}
 			if b, err = appendMsg(b, m.Msg, sizes[i]); err != nil {
 				return nil, nil, buf, err
@@ -197,7 +214,7 @@ func (r *reader) rangeID(v byte) storage.RangeID {
 
 func decodeBatch(b []byte) (from, to uint64, msgs []storage.RaftMessage, err error) {
 	r := reader{b: b}
-	v := r.version(wireVersionRanges)
+	v := r.version(wireVersionKinds)
 	from = r.uvarint()
 	to = r.uvarint()
 	count := r.uvarint()
@@ -205,8 +222,11 @@ func decodeBatch(b []byte) (from, to uint64, msgs []storage.RaftMessage, err err
 		return 0, 0, nil, r.err
 	}
 	least := uint64(1) // bytes a message takes at least: its length
-	if v == wireVersionRanges {
+	if v >= wireVersionRanges {
 		least = 2 // and its range
+	}
+	if v == wireVersionKinds {
+		least = 3 // and its kind
 	}
 	if count > uint64(len(r.b))/least {
 		return 0, 0, nil, errBadFrame
@@ -214,6 +234,15 @@ func decodeBatch(b []byte) (from, to uint64, msgs []storage.RaftMessage, err err
 	msgs = make([]storage.RaftMessage, 0, count)
 	for i := uint64(0); i < count; i++ {
 		id := r.rangeID(v)
+		kind := storage.MsgPlain
+		if v == wireVersionKinds {
+			if k := r.bytes(1); r.err == nil {
+				kind = storage.MsgKind(k[0])
+				if kind > storage.MaxMsgKind {
+					r.err = fmt.Errorf("%w: unknown message kind %d", errBadFrame, kind)
+				}
+			}
+		}
 		mb := r.bytes(r.uvarint())
 		if r.err != nil {
 			return 0, 0, nil, r.err
@@ -222,7 +251,7 @@ func decodeBatch(b []byte) (from, to uint64, msgs []storage.RaftMessage, err err
 		if err := proto.Unmarshal(mb, m); err != nil {
 			return 0, 0, nil, fmt.Errorf("%w: %v", errBadFrame, err)
 		}
-		msgs = append(msgs, storage.RaftMessage{Range: id, Msg: m})
+		msgs = append(msgs, storage.RaftMessage{Range: id, Msg: m, Kind: kind})
 	}
 	if len(r.b) != 0 {
 		return 0, 0, nil, fmt.Errorf("%w: trailing bytes", errBadFrame)

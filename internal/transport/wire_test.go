@@ -24,8 +24,11 @@ func handFrame(t testing.TB, v byte, from, to uint64, msgs []storage.RaftMessage
 	b = binary.AppendUvarint(b, to)
 	b = binary.AppendUvarint(b, uint64(len(msgs)))
 	for _, m := range msgs {
-		if v == 2 {
+		if v >= 2 {
 			b = binary.AppendUvarint(b, uint64(m.Range))
+		}
+		if v == 3 {
+			b = append(b, byte(m.Kind))
 		}
 		pb, err := proto.Marshal(m.Msg)
 		if err != nil {
@@ -49,7 +52,7 @@ func checkDecoded(t *testing.T, what string, frame []byte, from, to uint64, want
 		t.Fatalf("%s: %d→%d, %d messages; want %d→%d, %d", what, gf, gt, len(got), from, to, len(want))
 	}
 	for i := range want {
-		if got[i].Range != want[i].Range || !proto.Equal(got[i].Msg, want[i].Msg) {
+		if got[i].Range != want[i].Range || got[i].Kind != want[i].Kind || !proto.Equal(got[i].Msg, want[i].Msg) {
 			t.Fatalf("%s: message %d: range %d %v, want range %d %v", what, i, got[i].Range, got[i].Msg, want[i].Range, want[i].Msg)
 		}
 	}
@@ -308,5 +311,31 @@ func TestSendNoRange(t *testing.T) {
 	}
 	if st := ls[1].Stats(); st.MessagesDropped != 2 {
 		t.Fatalf("dropped %d, want 2", st.MessagesDropped)
+	}
+}
+
+// TestWireV3Kinds: a batch holding a message of a store-level kind
+// (quiesce, liveness) goes out as v=3, range and kind per message, and
+// comes back with both; plain batches stay v=1/v=2 (TestWireV1V2); an
+// unknown kind is a malformed frame.
+func TestWireV3Kinds(t *testing.T) {
+	msgs := withRanges(everyKind(1, 2), 1, 7)
+	msgs[0].Kind = storage.MsgLiveness
+	msgs[1].Kind = storage.MsgQuiesce
+	frames, counts, _, err := encodeBatch(nil, 1, 2, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(frames) != 1 || counts[0] != len(msgs) || frames[0][0] != 3 {
+		t.Fatalf("%d frames, version %d; want one v=3 frame", len(frames), frames[0][0])
+	}
+	if want := handFrame(t, 3, 1, 2, msgs); !bytes.Equal(frames[0], want) {
+		t.Fatalf("v3 frame differs from the layout")
+	}
+	checkDecoded(t, "v3 frame", frames[0], 1, 2, msgs)
+	bad := handFrame(t, 3, 1, 2, msgs[:1])
+	bad[5] = byte(storage.MaxMsgKind) + 1 // v | from | to | count | range | kind
+	if _, _, _, err := decodeBatch(bad); !errors.Is(err, errBadFrame) {
+		t.Fatalf("unknown kind: %v, want errBadFrame", err)
 	}
 }
