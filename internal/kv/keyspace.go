@@ -16,6 +16,7 @@ import (
 	"github.com/kvorum/kvorum/internal/glob"
 	"github.com/kvorum/kvorum/internal/redisnum"
 	"github.com/kvorum/kvorum/internal/reply"
+	"github.com/kvorum/kvorum/internal/slot"
 	"github.com/kvorum/kvorum/internal/stringargs"
 )
 
@@ -513,11 +514,36 @@ func cmdFlush(x *ctx, _ [][]byte) Reply {
 		return errReply(err)
 	}
 	start, end := userKeySpan()
-	if err := x.w.DeleteRange(start, end, nil); err != nil {
-		return errReply(err)
-	}
-	if err := x.w.DeleteRange(ttlPrefix, prefixEnd(ttlPrefix), nil); err != nil {
-		return errReply(err)
+	if x.ranged {
+		// One range of several (server/router.go proposes FLUSHALL to
+		// each): its slots' keys only, and their entries of the expiry
+		// index (only this range's log writes those, so every replica
+		// deletes the same ones).
+		start, end = SlotSpan(x.desc.StartSlot, x.desc.EndSlot)
+		if err := x.w.DeleteRange(start, end, nil); err != nil {
+			return errReply(err)
+		}
+		var mine [][]byte
+		if err := walkRange(x.r, ttlPrefix, prefixEnd(ttlPrefix), nil, false, func(it *pebble.Iterator) (bool, error) {
+			if k := it.Key(); len(k) >= len(ttlPrefix)+8 && x.desc.ContainsSlot(slot.Of(k[len(ttlPrefix)+8:])) {
+				mine = append(mine, append([]byte(nil), k...))
+			}
+			return true, nil
+		}); err != nil {
+			return errReply(err)
+		}
+		for _, k := range mine {
+			if err := x.w.Delete(k, nil); err != nil {
+				return errReply(err)
+			}
+		}
+	} else {
+		if err := x.w.DeleteRange(start, end, nil); err != nil {
+			return errReply(err)
+		}
+		if err := x.w.DeleteRange(ttlPrefix, prefixEnd(ttlPrefix), nil); err != nil {
+			return errReply(err)
+		}
 	}
 	if x.cache != nil {
 		x.cache.Clear()

@@ -244,6 +244,7 @@ func (s *Store) AddReplica(desc *storage.Descriptor) (*Replica, error) {
 	}
 	s.mu.Lock()
 	s.mu.replicas[desc.RangeID] = r
+	s.rebuildSlots()
 	s.mu.Unlock()
 	return r, nil
 }
