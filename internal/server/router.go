@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kvorum/kvorum/internal/kv"
@@ -54,7 +55,7 @@ var errRangeMoving = reply.Error("TRYAGAIN the range owning the command's keys i
 // sent to (a stale route, as a split leaves): the range check at apply
 // (or, for a read, the descriptor given to kv.ReadIn) refuses it and
 // routeGroups routes it again.
-var testMisroute func(n *Node, args [][]byte) *store.Replica
+var testMisroute atomic.Pointer[func(n *Node, args [][]byte) *store.Replica]
 
 // routeRetries bounds the re-routings of one command (RANGEKEYMISMATCH, a
 // descriptor generation change during a read barrier).
@@ -166,8 +167,8 @@ func (n *Node) routeGroups(ctx context.Context, write bool, cmds [][][]byte, out
 				out[k] = errCrossRange
 				continue
 			}
-			if attempt == 0 && testMisroute != nil {
-				if w := testMisroute(n, cmds[k]); w != nil {
+			if f := testMisroute.Load(); attempt == 0 && f != nil {
+				if w := (*f)(n, cmds[k]); w != nil {
 					r = w // a stale route, as after a split (tests)
 				}
 			}

@@ -541,14 +541,15 @@ func TestRangesRestartCatchesUp(t *testing.T) {
 // right and every INCR counted once.
 func TestRangesMisrouteRetried(t *testing.T) {
 	var misrouted atomic.Int64
-	testMisroute = func(n *Node, args [][]byte) *store.Replica {
+	misroute := func(n *Node, args [][]byte) *store.Replica {
 		if len(args) < 2 {
 			return nil
 		}
 		misrouted.Add(1)
 		return n.store.Replica(rangeOfKey(string(args[1]))%testRangeCount + 1)
 	}
-	t.Cleanup(func() { testMisroute = nil })
+	testMisroute.Store(&misroute)
+	t.Cleanup(func() { testMisroute.Store(nil) })
 	c := newRangeCluster(t, testRangeCount)
 	ctx := testCtx(t, time.Minute)
 	for id := uint64(1); id <= 3; id++ {
@@ -570,7 +571,7 @@ func TestRangesMisrouteRetried(t *testing.T) {
 			}
 		}
 	}
-	testMisroute = nil
+	testMisroute.Store(nil)
 	for id := uint64(1); id <= 3; id++ {
 		for i := 0; i < 40; i++ {
 			if v, err := c.client(id%3+1).Get(ctx, fmt.Sprintf("mis%d:%d", id, i)).Result(); err != nil || v != "11" {
