@@ -17,6 +17,7 @@ import (
 	"github.com/kvorum/kvorum/internal/reccache"
 	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/resp"
+	"github.com/kvorum/kvorum/internal/storage"
 	"github.com/kvorum/kvorum/internal/store"
 )
 
@@ -103,15 +104,15 @@ func fill(out []reply.Reply, r reply.Reply) {
 	}
 }
 
-// execWrite proposes cmds on the leader, forwarding if needed, and retries
-// only while the outcome is certain (the command was not applied).
-func (n *Node) execWrite(ctx context.Context, cmds [][][]byte, out []reply.Reply) {
+// execWriteOn proposes cmds on the leader of r's range, forwarding if
+// needed, and retries only while the outcome is certain (the command was
+// not applied). execWrite (router.go) routes commands to it.
+func (n *Node) execWriteOn(ctx context.Context, r *store.Replica, cmds [][][]byte, out []reply.Reply) {
 	if r := n.diskRefusal(); r != nil {
 		fill(out, *r) // this node's disk is nearly full (disk.go)
 		return
 	}
 	cmds = asUser(ctx, cmds) // acl.go: checked at apply for a user with restrictions
-	r := n.store.Replica(firstRange)
 	start := time.Now()
 	for {
 		lead, local := r.Leader()
@@ -121,7 +122,7 @@ func (n *Node) execWrite(ctx context.Context, cmds [][][]byte, out []reply.Reply
 		case local:
 			replies, err = r.Propose(ctx, cmds)
 		case lead != 0:
-			replies, err = n.forwardExec(ctx, lead, cmds)
+			replies, err = n.forwardExec(ctx, lead, r.RangeID(), cmds)
 		default:
 			err = store.ErrNoLeader
 		}
@@ -172,7 +173,12 @@ func (b *backend) Watch(ctx context.Context, keys [][]byte) ([]uint64, *reply.Re
 	n := (*Node)(b)
 	ctx, cancel := n.withRequestTimeout(ctx)
 	defer cancel()
-	if r := n.readBarrier(ctx); r != nil {
+	if n.multiRange() {
+		// One barrier per range the keys belong to (router.go).
+		if r := n.barrierKeys(ctx, keys); r != nil {
+			return nil, r
+		}
+	} else if r := n.readBarrier(ctx); r != nil {
 		return nil, r
 	}
 	// The state read below is at this index or later (the applied index
@@ -182,6 +188,10 @@ func (b *backend) Watch(ctx context.Context, keys [][]byte) ([]uint64, *reply.Re
 	stamps := make([]uint64, len(keys))
 	var reg [][]byte
 	for i, k := range keys {
+		applied := applied
+		if n.multiRange() {
+			applied = n.replicaForKey(k).AppliedIndex()
+		}
 		s, register, err := kv.WatchStamp(n.store.DB(), k, now, applied)
 		if err != nil {
 			r := reply.Error("ERR storage: " + err.Error())
@@ -193,21 +203,35 @@ func (b *backend) Watch(ctx context.Context, keys [][]byte) ([]uint64, *reply.Re
 		}
 	}
 	if len(reg) > 0 {
-		cmd := append([][]byte{[]byte("KVORUM.WATCHREG")}, reg...)
-		n.execWrite(ctx, [][][]byte{cmd}, make([]reply.Reply, 1))
+		n.proposeKeysByRange(ctx, "KVORUM.WATCHREG", reg)
 	}
 	return stamps, nil
 }
 
-// execRead waits for a linearizable read point, then reads local state.
-// A connection that sent READONLY reads local state without the barrier.
-func (n *Node) execRead(ctx context.Context, cmds [][][]byte, out []reply.Reply) {
+// execReadOn waits for a linearizable read point of r's range, then reads
+// local state. A connection that sent READONLY reads local state without
+// the barrier. desc, if not nil, is r's descriptor as routing saw it
+// (several ranges): reads of keys outside its slots reply
+// RangeKeyMismatch, and if the descriptor's generation changed by the
+// time the barrier returns (a split moved slots), it reports stale and
+// reads nothing: the caller routes again. execRead (router.go) routes
+// commands to it.
+func (n *Node) execReadOn(ctx context.Context, r *store.Replica, desc *storage.Descriptor, cmds [][][]byte, out []reply.Reply) (stale bool) {
 	if resp.StaleReadsOK(ctx) {
 		// no read point: this node's applied state, possibly behind
-	} else if r := n.readBarrier(ctx); r != nil {
-		fill(out, *r)
-		return
+	} else if e := n.readBarrierOn(ctx, r); e != nil {
+		fill(out, *e)
+		return false
 	}
+	if desc != nil && r.Descriptor().Generation != desc.Generation {
+		return true
+	}
+	n.readLocal(ctx, desc, cmds, out)
+	return false
+}
+
+// readLocal reads cmds from this node's state (after their read point).
+func (n *Node) readLocal(ctx context.Context, desc *storage.Descriptor, cmds [][][]byte, out []reply.Reply) {
 	now := n.cfg.Now()
 	db := n.store.DB()
 	var looked kv.Lookups
@@ -218,7 +242,7 @@ func (n *Node) execRead(ctx context.Context, cmds [][][]byte, out []reply.Reply)
 			continue
 		}
 		var l kv.Lookups
-		out[i], l = readCounted(db, kv.ReadEnv{Shared: n.machine.shared, Scripts: &n.machine.scripts, Missed: missed, Perms: n.machine.perms()}, args, now)
+		out[i], l = readCounted(db, kv.ReadEnv{Shared: n.machine.shared, Scripts: &n.machine.scripts, Missed: missed, Perms: n.machine.perms(), Desc: desc}, args, now)
 		looked.Hits, looked.Misses = looked.Hits+l.Hits, looked.Misses+l.Misses
 		looked.Missed = append(looked.Missed, l.Missed...)
 	}
@@ -236,8 +260,7 @@ func (n *Node) execRead(ctx context.Context, cmds [][][]byte, out []reply.Reply)
 // a failure loses the events, not the replies), so a client sees its
 // miss's event before the reply, as from Redis.
 func (n *Node) reportKeyMisses(ctx context.Context, keys [][]byte) {
-	cmd := append([][]byte{[]byte("KVORUM.KEYMISS")}, keys...)
-	n.execWrite(ctx, [][][]byte{cmd}, make([]reply.Reply, 1))
+	n.proposeKeysByRange(ctx, "KVORUM.KEYMISS", keys)
 }
 
 // readAt executes a read-only command against db as of one state, as a
@@ -286,13 +309,19 @@ func readsOneRecord(args [][]byte) bool {
 	return oneRecordReads[d.Name] || (d.Name == "exists" && len(args) == 2)
 }
 
-// readBarrier waits until this node may serve a linearizable read; an
+// readBarrier waits until this node may serve a linearizable read of
+// range 1 (the system range: the only range while there is one); an
 // error reply if it cannot before ctx ends.
 func (n *Node) readBarrier(ctx context.Context) *reply.Reply {
+	return n.readBarrierOn(ctx, n.store.Replica(firstRange))
+}
+
+// readBarrierOn waits until this node may serve a linearizable read of
+// r's range; an error reply if it cannot before ctx ends.
+func (n *Node) readBarrierOn(ctx context.Context, r *store.Replica) *reply.Reply {
 	if n.cfg.Unsafe.StaleReads {
 		return nil // deliberately broken: see Config.Unsafe
 	}
-	r := n.store.Replica(firstRange)
 	start := time.Now()
 	for {
 		err := r.ReadBarrier(ctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"strconv"
+	"time"
 
 	"github.com/kvorum/kvorum/internal/kv"
 	"github.com/kvorum/kvorum/internal/reply"
@@ -30,18 +31,25 @@ func peerPort(addr string) int {
 // commands start, as SENTINEL's do); none while this node leads, no
 // leader is known, or its address is not known yet: the command then
 // runs here and is forwarded.
-func (b *backend) MovedTo(_ uint16, tls bool) (string, bool) {
+func (b *backend) MovedTo(sl uint16, tls bool) (string, bool) {
 	n := (*Node)(b)
-	lead, local := n.store.Replica(firstRange).Leader()
+	r := n.store.ReplicaForSlot(sl)
+	if r == nil {
+		r = n.store.Replica(firstRange)
+	}
+	lead, local := r.Leader()
 	if local || lead == 0 {
 		return "", false
 	}
 	s := &n.sentinel
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Cluster clients are active: keep the probes going (sentinelLoop),
+	// so that the leader's address is known, and stays current.
+	s.interest = time.Now()
 	p := s.peers[storage.NodeID(lead)]
 	if p == nil || !p.known {
-		return "", false
+		return "", false // not known yet: forwarded, as for any client
 	}
 	addr := p.info.Client
 	if addr == "" || tls && p.info.TLSClient != "" {
@@ -54,7 +62,11 @@ func (b *backend) MovedTo(_ uint16, tls bool) (string, bool) {
 // read barrier, so the answer is linearizable as any read.
 func (b *backend) KeysInSlot(ctx context.Context, s uint16, max int) ([][]byte, int, *reply.Reply) {
 	n := (*Node)(b)
-	if errR := n.readBarrier(ctx); errR != nil {
+	r := n.store.ReplicaForSlot(s)
+	if r == nil {
+		r = n.store.Replica(firstRange)
+	}
+	if errR := n.readBarrierOn(ctx, r); errR != nil {
 		return nil, 0, errR
 	}
 	keys, count, err := kv.KeysInSlot(n.db, s, max, n.cfg.Now())

@@ -198,6 +198,12 @@ type Config struct {
 	// that they catch the violations that follow; never set them on a node
 	// that holds data anyone cares about. No command-line flag sets them.
 	Unsafe Unsafe
+
+	// testRanges, if more than 1, makes a new cluster's keyspace start
+	// split into that many ranges of equal slot intervals, each with every
+	// initial member (docs/ranges.md §3.6). Only tests set it: splits by
+	// hand (§3.5) are to come.
+	testRanges int
 }
 
 // Unsafe lists the deliberate breakages the fault suites test themselves

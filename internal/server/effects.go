@@ -153,10 +153,21 @@ func (m *kvMachine) recycle(fx *roundEffects) {
 	}
 }
 
-func (*kvMachine) Span(*storage.Descriptor) (start, end []byte) {
-	// One range covers the whole keyspace for now; with many ranges this
-	// becomes the storage encoding of [StartKey, EndKey).
-	return kv.UserSpan()
+func (*kvMachine) Span(d *storage.Descriptor) (start, end []byte) {
+	if d == nil || d.IsFull() {
+		// One range covers the whole keyspace (the default).
+		return kv.UserSpan()
+	}
+	// One of several ranges: user keys are stored slot first, so its
+	// slots' keys are one span. Range 1, whose interval starts at slot 0,
+	// also carries the hidden keys just before it (still one copy for the
+	// whole store until they move to per-range homes, docs/ranges.md
+	// §2.3).
+	start, end = kv.SlotSpan(d.StartSlot, d.EndSlot)
+	if d.RangeID == firstRange && d.StartSlot == 0 {
+		start, _ = kv.UserSpan()
+	}
+	return start, end
 }
 
 // effectsLoop acts on each committed round's effects, in log order, until

@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/kvorum/kvorum/internal/store"
 )
 
 // expiryInterval is how often the leader looks for expired keys to delete.
@@ -56,46 +58,111 @@ func (n *Node) expiryLoop() {
 			return
 		case <-t.C:
 		}
-		r := n.store.Replica(firstRange)
-		if _, local := r.Leader(); !local {
-			continue
-		}
-		built, err := kv.ExpiryIndexBuilt(n.store.DB())
-		if err != nil {
-			n.cfg.Logger.Warn("expiry index", "err", err)
-			continue
-		}
-		n.collectTombs(base)
-		for round := 0; round < keyExpiryRounds; round++ {
-			cmd := [][]byte{[]byte("KVORUM.TTLINDEX")}
-			if built {
-				keys, err := kv.ExpiredKeys(n.store.DB(), n.cfg.Now(), keyExpiryBatch)
-				if err != nil {
-					n.cfg.Logger.Warn("expiry scan", "err", err)
-					break
-				}
-				if len(keys) == 0 {
-					break
-				}
-				cmd = append([][]byte{[]byte("KVORUM.DELEXPIRED")}, keys...)
+		n.sweepExpired(base)
+	}
+}
+
+// sweepExpired is one tick of expiryLoop: for every range whose local
+// replica leads, it proposes to that range the deletion of its keys whose
+// deadline has passed. KVORUM.TOMBGC and the build of the expiry index of
+// an older store (KVORUM.TTLINDEX) go to range 1, as the hidden keys they
+// maintain are still one copy for the whole store (docs/ranges.md §2.3).
+func (n *Node) sweepExpired(base context.Context) {
+	r1 := n.store.Replica(firstRange)
+	_, lead1 := r1.Leader()
+	multi := n.multiRange()
+	if !multi && !lead1 {
+		return
+	}
+	var leading []*store.Replica
+	if multi {
+		for _, r := range n.localReplicas() {
+			if _, local := r.Leader(); local {
+				leading = append(leading, r)
 			}
+		}
+		if len(leading) == 0 {
+			return
+		}
+	}
+	built, err := kv.ExpiryIndexBuilt(n.store.DB())
+	if err != nil {
+		n.cfg.Logger.Warn("expiry index", "err", err)
+		return
+	}
+	if lead1 {
+		n.collectTombs(base)
+	}
+	if !built {
+		if lead1 {
+			n.buildExpiryIndex(base, r1)
+		}
+		return
+	}
+	limit := keyExpiryBatch
+	if multi {
+		// The index holds every range's keys, earliest first: read past
+		// those of the ranges led elsewhere.
+		limit *= n.store.ReplicaCount()
+	}
+	for round := 0; round < keyExpiryRounds; round++ {
+		keys, err := kv.ExpiredKeys(n.store.DB(), n.cfg.Now(), limit)
+		if err != nil {
+			n.cfg.Logger.Warn("expiry scan", "err", err)
+			return
+		}
+		if len(keys) == 0 {
+			return
+		}
+		var cmds [][][]byte
+		var reps []*store.Replica
+		if !multi {
+			cmds, reps = [][][]byte{append([][]byte{[]byte("KVORUM.DELEXPIRED")}, keys...)}, []*store.Replica{r1}
+		} else {
+			for _, k := range keys {
+				r := n.replicaForKey(k)
+				if !slices.Contains(leading, r) {
+					continue
+				}
+				i := slices.Index(reps, r)
+				if i < 0 {
+					i = len(reps)
+					reps = append(reps, r)
+					cmds = append(cmds, [][]byte{[]byte("KVORUM.DELEXPIRED")})
+				}
+				cmds[i] = append(cmds[i], k)
+			}
+		}
+		for i, r := range reps {
 			ctx, cancel := context.WithTimeout(base, n.cfg.RequestTimeout)
-			replies, err := r.Propose(ctx, [][][]byte{cmd})
+			_, err := r.Propose(ctx, cmds[i:i+1])
 			cancel()
 			if err != nil {
 				n.cfg.Logger.Debug("expiry proposal", "err", err)
-				break
+				return
 			}
-			if !built {
-				// 0: this entry found the index built (or finished it).
-				if len(replies) == 1 && replies[0].Int == 0 {
-					break
-				}
-				continue
-			}
-			if len(cmd)-1 < keyExpiryBatch {
-				break
-			}
+		}
+		if len(keys) < limit || len(reps) == 0 {
+			return
+		}
+	}
+}
+
+// buildExpiryIndex proposes KVORUM.TTLINDEX to r (range 1) until the
+// index of a store written by an older kvorum is built, at most
+// keyExpiryRounds entries a tick.
+func (n *Node) buildExpiryIndex(base context.Context, r *store.Replica) {
+	for round := 0; round < keyExpiryRounds; round++ {
+		ctx, cancel := context.WithTimeout(base, n.cfg.RequestTimeout)
+		replies, err := r.Propose(ctx, [][][]byte{{[]byte("KVORUM.TTLINDEX")}})
+		cancel()
+		if err != nil {
+			n.cfg.Logger.Debug("expiry proposal", "err", err)
+			return
+		}
+		// 0: this entry found the index built (or finished it).
+		if len(replies) == 1 && replies[0].Int == 0 {
+			return
 		}
 	}
 }

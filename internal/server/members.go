@@ -12,10 +12,14 @@ import (
 	"github.com/kvorum/kvorum/internal/store"
 )
 
-// onLeader runs local on this node if it leads, else forwards method to the
-// leader. It waits for a leader for up to ctx.
+// onLeader runs local on this node if it leads range req.Range (0: range
+// 1), else forwards method to that range's leader. It waits for a leader
+// for up to ctx.
 func (n *Node) onLeader(ctx context.Context, method string, req memberRequest, local func(*store.Replica) error) error {
-	r := n.store.Replica(firstRange)
+	r := n.store.Replica(req.rangeID())
+	if r == nil {
+		return fmt.Errorf("%w: no replica of range %d on node %d", admin.ErrInvalid, req.Range, n.id)
+	}
 	payload, _ := json.Marshal(req)
 	for {
 		lead, isLocal := r.Leader()
@@ -45,19 +49,51 @@ func (n *Node) onLeader(ctx context.Context, method string, req memberRequest, l
 // committed, so that what it reports after a forwarded membership change
 // includes the change. A node that was itself removed may never learn of
 // it; hence the short bound.
-func (n *Node) catchUp(ctx context.Context) {
+func (n *Node) catchUp(ctx context.Context, rangeID storage.RangeID) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	_ = n.store.Replica(firstRange).ReadBarrier(ctx)
+	if r := n.store.Replica(rangeID); r != nil {
+		_ = r.ReadBarrier(ctx)
+	}
 }
 
-// AddMember adds a node: first as a learner, then, once it has caught up,
-// promotes it to voter (ConfChangeV2). Returns when the promotion is applied.
+// rangeOrder returns the ranges this node holds, range 1 first, or, with
+// last, range 1 last (docs/ranges.md §3.5b: a member is added to range 1
+// first and removed from it last; leadership of range 1 moves last).
+func (n *Node) rangeOrder(system1Last bool) []storage.RangeID {
+	reps := n.localReplicas()
+	ids := make([]storage.RangeID, 0, len(reps))
+	for _, r := range reps {
+		if r.RangeID() != firstRange {
+			ids = append(ids, r.RangeID())
+		}
+	}
+	if system1Last {
+		return append(ids, firstRange)
+	}
+	return append([]storage.RangeID{firstRange}, ids...)
+}
+
+// AddMember adds a node to every range (range 1 first): to each, first as
+// a learner, then, once it has caught up, promotes it to voter
+// (ConfChangeV2). Returns when the promotions are applied. (A node joining
+// a cluster of several ranges does not create replicas of the other
+// ranges yet: docs/ranges.md §3.5b's ranges peer call is to come.)
 func (n *Node) AddMember(ctx context.Context, id uint64, peerAddr string) error {
+	for _, rg := range n.rangeOrder(false) {
+		if err := n.addMemberTo(ctx, rg, id, peerAddr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addMemberTo adds a node to range rg.
+func (n *Node) addMemberTo(ctx context.Context, rg storage.RangeID, id uint64, peerAddr string) error {
 	if id == 0 || peerAddr == "" {
 		return fmt.Errorf("%w: member id and peer address are required", admin.ErrInvalid)
 	}
-	err := n.onLeader(ctx, methodJoin, memberRequest{ID: id, PeerAddr: peerAddr}, func(r *store.Replica) error {
+	err := n.onLeader(ctx, methodJoin, memberRequest{ID: id, PeerAddr: peerAddr, Range: uint64(rg), One: true}, func(r *store.Replica) error {
 		err := r.AddMember(ctx, id, peerAddr)
 		if errors.Is(err, store.ErrMemberExists) {
 			return fmt.Errorf("%w: node %d", admin.ErrMemberExists, id)
@@ -65,14 +101,25 @@ func (n *Node) AddMember(ctx context.Context, id uint64, peerAddr string) error 
 		return err
 	})
 	if err == nil {
-		n.catchUp(ctx)
+		n.catchUp(ctx, rg)
 	}
 	return err
 }
 
-// RemoveMember removes a node from the cluster.
+// RemoveMember removes a node from the cluster: from every range, range 1
+// last.
 func (n *Node) RemoveMember(ctx context.Context, id uint64) error {
-	err := n.onLeader(ctx, methodRemoveMember, memberRequest{ID: id}, func(r *store.Replica) error {
+	for _, rg := range n.rangeOrder(true) {
+		if err := n.removeMemberFrom(ctx, rg, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeMemberFrom removes a node from range rg.
+func (n *Node) removeMemberFrom(ctx context.Context, rg storage.RangeID, id uint64) error {
+	err := n.onLeader(ctx, methodRemoveMember, memberRequest{ID: id, Range: uint64(rg), One: true}, func(r *store.Replica) error {
 		d := r.Descriptor()
 		voters := 0
 		for _, rep := range d.Replicas {
@@ -92,21 +139,33 @@ func (n *Node) RemoveMember(ctx context.Context, id uint64) error {
 	if err != nil && !errors.Is(err, admin.ErrUnknownMember) && !errors.Is(err, admin.ErrInvalid) {
 		// The reply may have been lost because the removal itself closed the
 		// connection to the removed leader: check what was applied.
-		n.catchUp(ctx)
-		if _, still := n.store.Replica(firstRange).Descriptor().Replica(storage.NodeID(id)); !still {
+		n.catchUp(ctx, rg)
+		if _, still := n.store.Replica(rg).Descriptor().Replica(storage.NodeID(id)); !still {
 			return nil
 		}
 		return err
 	}
 	if err == nil {
-		n.catchUp(ctx)
+		n.catchUp(ctx, rg)
 	}
 	return err
 }
 
-// TransferLeader moves leadership to node id and waits until it holds.
+// TransferLeader moves leadership of every range to node id (range 1
+// last) and waits until it holds.
 func (n *Node) TransferLeader(ctx context.Context, id uint64) error {
-	return n.onLeader(ctx, methodTransferLeader, memberRequest{ID: id}, func(r *store.Replica) error {
+	for _, rg := range n.rangeOrder(true) {
+		if err := n.transferLeaderOf(ctx, rg, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// transferLeaderOf moves leadership of range rg to node id and waits
+// until it holds.
+func (n *Node) transferLeaderOf(ctx context.Context, rg storage.RangeID, id uint64) error {
+	return n.onLeader(ctx, methodTransferLeader, memberRequest{ID: id, Range: uint64(rg), One: true}, func(r *store.Replica) error {
 		err := r.TransferLeader(ctx, id)
 		if errors.Is(err, store.ErrMemberNotFound) {
 			return fmt.Errorf("%w: node %d", admin.ErrUnknownMember, id)

@@ -17,6 +17,7 @@ import (
 	"github.com/kvorum/kvorum/internal/kv"
 	"github.com/kvorum/kvorum/internal/resp"
 	"github.com/kvorum/kvorum/internal/resp/codec"
+	"github.com/kvorum/kvorum/internal/slot"
 	"github.com/kvorum/kvorum/internal/storage"
 	"github.com/kvorum/kvorum/internal/store"
 	"github.com/kvorum/kvorum/internal/tlsconf"
@@ -103,10 +104,11 @@ func Start(cfg Config) (n *Node, err error) {
 	if err = kv.MigrateV2(n.db, cfg.Logger); err != nil {
 		return nil, fmt.Errorf("storage format 2 migration: %w", err)
 	}
-	desc, err := n.recoverOrBootstrap()
+	descs, err := n.recoverOrBootstrap()
 	if err != nil {
 		return nil, err
 	}
+	desc := descs[0]
 	log := cfg.Logger.With("node", uint64(n.id))
 
 	var peerTLS *transport.PeerTLS
@@ -154,8 +156,10 @@ func Start(cfg Config) (n *Node, err error) {
 	n.wg.Add(1)
 	go n.effectsLoop(n.store.Effects())
 	n.store.CleanStaged()
-	if _, err = n.store.AddReplica(desc); err != nil {
-		return nil, err
+	for _, desc := range descs {
+		if _, err = n.store.AddReplica(desc); err != nil {
+			return nil, err
+		}
 	}
 	n.store.Start()
 	n.registerRaftGauges()
@@ -223,8 +227,48 @@ func Start(cfg Config) (n *Node, err error) {
 }
 
 // recoverOrBootstrap reads the node's identity, or creates it for a new
-// node, and returns the descriptor of the first range.
-func (n *Node) recoverOrBootstrap() (*storage.Descriptor, error) {
+// node, and returns the descriptors of its ranges: the first range's, then
+// those of ranges 2, 3, ... as far as the store holds them (only a cluster
+// started with Config.testRanges has them yet).
+func (n *Node) recoverOrBootstrap() ([]*storage.Descriptor, error) {
+	desc, err := n.recoverOrBootstrap1()
+	if err != nil {
+		return nil, err
+	}
+	descs := []*storage.Descriptor{desc}
+	for id := firstRange + 1; ; id++ {
+		d, ok, err := storage.LoadDescriptor(n.db, id)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return descs, nil
+		}
+		descs = append(descs, d)
+	}
+}
+
+// splitForTest divides desc's slots into n ranges of equal intervals
+// (the last takes the remainder), with desc's replicas: ranges 1..n.
+func splitForTest(desc *storage.Descriptor, n int) []*storage.Descriptor {
+	out := make([]*storage.Descriptor, n)
+	per := slot.Count / n
+	for i := range out {
+		d := desc.Clone()
+		d.RangeID = firstRange + storage.RangeID(i)
+		d.StartSlot, d.EndSlot = uint16(i*per), uint16((i+1)*per)
+		if i == n-1 {
+			d.EndSlot = slot.Count
+		}
+		out[i] = d
+	}
+	return out
+}
+
+// recoverOrBootstrap1 is recoverOrBootstrap for the first range (and, for
+// a new node of a cluster started with Config.testRanges, bootstraps the
+// others).
+func (n *Node) recoverOrBootstrap1() (*storage.Descriptor, error) {
 	id, cluster, err := storage.LoadIdent(n.db)
 	if err != nil {
 		return nil, err
@@ -270,7 +314,17 @@ func (n *Node) recoverOrBootstrap() (*storage.Descriptor, error) {
 		}
 		sortReplicas(desc.Replicas)
 		n.clusterID = clusterIDOf(members)
-		if err := store.BootstrapRange(b, desc); err != nil {
+		if cfg.testRanges > 1 {
+			// A test's cluster whose keyspace is already split: every
+			// node bootstraps the same ranges, with the same replicas.
+			all := splitForTest(desc, cfg.testRanges)
+			for _, d := range all {
+				if err := store.BootstrapRange(b, d); err != nil {
+					return nil, err
+				}
+			}
+			desc = all[0]
+		} else if err := store.BootstrapRange(b, desc); err != nil {
 			return nil, err
 		}
 	}
@@ -339,26 +393,33 @@ func (n *Node) Stop() error {
 // over within two election timeouts (or ctx ends), the node stops anyway
 // and the others elect a leader as after a crash.
 func (n *Node) Shutdown(ctx context.Context) error {
-	if to, err := n.handOverLeadership(ctx); to != 0 {
-		if err != nil {
-			n.cfg.Logger.Warn("could not hand leadership over before stopping; the others will elect a leader", "node", uint64(n.id), "to", to, "err", err)
-		} else {
-			n.cfg.Logger.Info("handed leadership over before stopping", "node", uint64(n.id), "to", to)
+	// Every range this node leads, one after the other, range 1 last
+	// (docs/ranges.md §3.5b).
+	for _, rg := range n.rangeOrder(true) {
+		r := n.store.Replica(rg)
+		if r == nil {
+			continue
+		}
+		if to, err := n.handOverLeadership(ctx, r); to != 0 {
+			if err != nil {
+				n.cfg.Logger.Warn("could not hand leadership over before stopping; the others will elect a leader", "node", uint64(n.id), "range", uint64(rg), "to", to, "err", err)
+			} else {
+				n.cfg.Logger.Info("handed leadership over before stopping", "node", uint64(n.id), "range", uint64(rg), "to", to)
+			}
 		}
 	}
 	return n.Stop()
 }
 
-// handOverLeadership moves leadership of the range to the voter with the
+// handOverLeadership moves leadership of r's range to the voter with the
 // highest match index among those recently active, if this node leads.
 // It returns the chosen voter (0: none, nothing done).
-func (n *Node) handOverLeadership(ctx context.Context) (uint64, error) {
+func (n *Node) handOverLeadership(ctx context.Context, r *store.Replica) (uint64, error) {
 	select {
 	case <-n.stopper:
 		return 0, nil
 	default:
 	}
-	r := n.store.Replica(firstRange)
 	st := r.Status()
 	if st.Role != "leader" {
 		return 0, nil

@@ -110,8 +110,11 @@ func (n *Node) openSnapshot(m *raftpb.Message) (io.ReadCloser, error) {
 // uvarint argc + uvarint-prefixed args). Response = codeOK then the replies,
 // or an encoded error (peererr.go).
 
-func encodeCmds(cmds [][][]byte) []byte {
-	b := binary.AppendUvarint(nil, uint64(firstRange))
+func encodeCmds(cmds [][][]byte) []byte { return encodeRangeCmds(firstRange, cmds) }
+
+// encodeRangeCmds is encodeCmds for the commands of range rangeID.
+func encodeRangeCmds(rangeID storage.RangeID, cmds [][][]byte) []byte {
+	b := binary.AppendUvarint(nil, uint64(rangeID))
 	b = binary.AppendUvarint(b, uint64(len(cmds)))
 	for _, c := range cmds {
 		b = binary.AppendUvarint(b, uint64(len(c)))
@@ -159,8 +162,8 @@ func decodeCmds(b []byte) (storage.RangeID, [][][]byte, error) {
 // The error contract is Call's: ErrNotSent means the leader never saw the
 // run (retried as ErrNoLeader), anything else after it may have been
 // written is ambiguous.
-func (n *Node) forwardExec(ctx context.Context, lead uint64, cmds [][][]byte) ([]reply.Reply, error) {
-	resp, err := n.trans.CallPipelined(ctx, lead, methodExec, encodeCmds(cmds))
+func (n *Node) forwardExec(ctx context.Context, lead uint64, rangeID storage.RangeID, cmds [][][]byte) ([]reply.Reply, error) {
+	resp, err := n.trans.CallPipelined(ctx, lead, methodExec, encodeRangeCmds(rangeID, cmds))
 	if err != nil {
 		switch {
 		case errors.Is(err, transport.ErrNotSent):
@@ -223,6 +226,9 @@ func (h *peerHandler) HandleCall(ctx context.Context, method string, payload []b
 		if err := json.Unmarshal(payload, &req); err != nil {
 			return nil, err
 		}
+		if req.One {
+			return nil, wireErr(n.addMemberTo(ctx, req.rangeID(), req.ID, req.PeerAddr))
+		}
 		return nil, wireErr(n.AddMember(ctx, req.ID, req.PeerAddr))
 	case methodMembers:
 		return json.Marshal(n.store.Replica(firstRange).Descriptor().Replicas)
@@ -233,6 +239,9 @@ func (h *peerHandler) HandleCall(ctx context.Context, method string, payload []b
 		if err := json.Unmarshal(payload, &req); err != nil {
 			return nil, err
 		}
+		if req.One {
+			return nil, wireErr(n.removeMemberFrom(ctx, req.rangeID(), req.ID))
+		}
 		return nil, wireErr(n.RemoveMember(ctx, req.ID))
 	case methodSentinel:
 		return json.Marshal(n.selfInfo())
@@ -240,6 +249,9 @@ func (h *peerHandler) HandleCall(ctx context.Context, method string, payload []b
 		var req memberRequest
 		if err := json.Unmarshal(payload, &req); err != nil {
 			return nil, err
+		}
+		if req.One {
+			return nil, wireErr(n.transferLeaderOf(ctx, req.rangeID(), req.ID))
 		}
 		return nil, wireErr(n.TransferLeader(ctx, req.ID))
 	}
@@ -249,6 +261,20 @@ func (h *peerHandler) HandleCall(ctx context.Context, method string, payload []b
 type memberRequest struct {
 	ID       uint64 `json:"id"`
 	PeerAddr string `json:"peer_addr,omitempty"`
+	// One: the request is about range Range alone (sent by a node that
+	// forwards one range's change to that range's leader); else about
+	// every range (range 1 alone while there is one), as from a joining
+	// node or a node of an older kvorum.
+	One   bool   `json:"one,omitempty"`
+	Range uint64 `json:"range,omitempty"`
+}
+
+// rangeID is the range a request for one range names (range 1 for 0).
+func (q memberRequest) rangeID() storage.RangeID {
+	if q.Range == 0 {
+		return firstRange
+	}
+	return storage.RangeID(q.Range)
 }
 
 // join asks the cluster at cfg.Join to admit this node, retrying until the

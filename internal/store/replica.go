@@ -254,6 +254,7 @@ func (s *Store) AddReplica(desc *storage.Descriptor) (*Replica, error) {
 	s.mu.Lock()
 	s.mu.replicas[desc.RangeID] = r
 	s.mu.list = append(s.mu.list[:len(s.mu.list):len(s.mu.list)], r)
+	s.rebuildSlots()
 	s.mu.Unlock()
 	s.peersStale.Store(true)
 	return r, nil

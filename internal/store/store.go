@@ -13,6 +13,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/kvorum/kvorum/internal/reply"
+	"github.com/kvorum/kvorum/internal/slot"
 	"github.com/kvorum/kvorum/internal/storage"
 )
 
@@ -159,6 +160,11 @@ type Store struct {
 		list    []*Replica
 		stopped bool
 	}
+	// slots maps each hash slot to the local replica whose range owns it,
+	// and nreplicas counts the replicas: both rebuilt under mu
+	// (rebuildSlots).
+	slots     atomic.Pointer[[slot.Count]*Replica]
+	nreplicas atomic.Int32
 	// fatal is set when persisting failed; the store then stops serving.
 	fatal     chan error
 	fatalOnce sync.Once
@@ -300,16 +306,44 @@ func (s *Store) replicaList() []*Replica {
 	return s.mu.list
 }
 
-// ReplicaForKey routes a user key to the replica whose range holds it.
-func (s *Store) ReplicaForKey(key []byte) *Replica {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+// ReplicaForSlot returns the local replica whose range owns hash slot s
+// (slot.Of of a user key), or nil. A lookup in a table of every slot,
+// rebuilt under mu when replicas are added (rebuildSlots).
+func (s *Store) ReplicaForSlot(sl uint16) *Replica {
+	t := s.slots.Load()
+	if t == nil || int(sl) >= len(t) {
+		return nil
+	}
+	return t[sl]
+}
+
+// ReplicaCount returns how many replicas the store holds (routing skips
+// key extraction while it is one).
+func (s *Store) ReplicaCount() int { return int(s.nreplicas.Load()) }
+
+// rebuildSlots rebuilds the slot table from every replica's descriptor.
+// Callers hold s.mu (write). Split and replica removal must call it after
+// they change a descriptor's slot interval or the replica set.
+func (s *Store) rebuildSlots() {
+	var t [slot.Count]*Replica
 	for _, r := range s.mu.replicas {
-		if r.Descriptor().ContainsKey(key) {
-			return r
+		d := r.Descriptor()
+		for i := int(d.StartSlot); i < int(d.EndSlot) && i < slot.Count; i++ {
+			if t[i] == nil || t[i].id > r.id {
+				t[i] = r
+			}
 		}
 	}
-	return nil
+	s.slots.Store(&t)
+	s.nreplicas.Store(int32(len(s.mu.replicas)))
+}
+
+// RefreshSlots rebuilds the slot table (ReplicaForSlot) after a
+// replica's descriptor changed its slot interval.
+func (s *Store) RefreshSlots() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rebuildSlots()
 }
 
 func (s *Store) signal() {

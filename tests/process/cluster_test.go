@@ -91,6 +91,18 @@ func TestClusterClientGoRedis(t *testing.T) {
 	if n, err := aware.ClusterKeySlot(ctx, "foo").Result(); err != nil || n != 12182 {
 		t.Fatalf("CLUSTER KEYSLOT foo = %d, %v", n, err)
 	}
+	// The follower knows where to send the client once it has learned the
+	// leader's client address (its discovery probes, which CLUSTER SLOTS
+	// runs when they are stale); until then it forwards.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		slots, err := aware.ClusterSlots(ctx).Result()
+		if err == nil && len(slots) == 1 && slots[0].Nodes[0].Addr == next.client {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("CLUSTER SLOTS on the follower: %+v, %v; want the leader %s first", slots, err, next.client)
+		}
+	}
 	if err := aware.Set(ctx, "foo", "aware", 0).Err(); err == nil || err.Error() != "MOVED 12182 "+next.client {
 		t.Fatalf("a cluster-aware SET on a follower: %v; want MOVED 12182 %s", err, next.client)
 	}
