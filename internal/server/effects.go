@@ -159,10 +159,12 @@ func (*kvMachine) Span(d *storage.Descriptor) (start, end []byte) {
 		return kv.UserSpan()
 	}
 	// One of several ranges: user keys are stored slot first, so its
-	// slots' keys are one span. Range 1, whose interval starts at slot 0,
-	// also carries the hidden keys just before it (still one copy for the
-	// whole store until they move to per-range homes, docs/ranges.md
-	// §2.3).
+	// slots' keys (with their per-slot hidden keys) are one span; its
+	// per-range counters travel separately (storage.EmitRange). Range 1,
+	// whose interval starts at slot 0, also carries the global hidden
+	// keys just before it: leases, locks, config, scripts, functions and,
+	// until it moves per slot, every range's expiry index (docs/ranges.md
+	// §2.3: a known gap for several ranges).
 	start, end = kv.SlotSpan(d.StartSlot, d.EndSlot)
 	if d.RangeID == firstRange && d.StartSlot == 0 {
 		start, _ = kv.UserSpan()
