@@ -125,7 +125,15 @@ func ExpiredKeysIn(r pebble.Reader, d *storage.Descriptor, nowMs int64, limit in
 func cmdTTLIndex(x *ctx, _ [][]byte) Reply {
 	if x.ranged {
 		// It reads every key and a global cursor: not deterministic in a
-		// range that owns some slots only (see the top of this file).
+		// range that owns some slots only (see the top of this file). A
+		// store has such a range only once its index is built: splits
+		// require it, and a store bootstrapped with several ranges starts
+		// empty. So the index is marked built, which the sweeper waits for
+		// (it is a global key of range 1, the only range TTLINDEX is
+		// proposed to).
+		if err := x.w.Set(ttlStateKey, []byte(ttlBuilt), nil); err != nil {
+			return errReply(err)
+		}
 		return Int(0)
 	}
 	state, ok, err := getCopy(x.r, ttlStateKey)

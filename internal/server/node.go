@@ -412,7 +412,8 @@ func (n *Node) Shutdown(ctx context.Context) error {
 }
 
 // handOverLeadership moves leadership of r's range to the voter with the
-// highest match index among those recently active, if this node leads.
+// highest match index, among those recently active if any, if this node
+// leads.
 // It returns the chosen voter (0: none, nothing done).
 func (n *Node) handOverLeadership(ctx context.Context, r *store.Replica) (uint64, error) {
 	select {
@@ -424,15 +425,20 @@ func (n *Node) handOverLeadership(ctx context.Context, r *store.Replica) (uint64
 	if st.Role != "leader" {
 		return 0, nil
 	}
+	// Prefer a voter heard from since the last quorum check; raft clears
+	// that mark for every follower at each check, until its next reply
+	// (within a heartbeat), so right after a check take the voter that
+	// has the most of the log.
 	var to, match uint64
+	active := false
 	for _, rep := range st.Descriptor.Replicas {
 		id := uint64(rep.NodeID)
 		pr, ok := st.Progress[id]
-		if rep.Learner || id == uint64(n.id) || !ok || !pr.RecentActive {
+		if rep.Learner || id == uint64(n.id) || !ok || pr.Match == 0 {
 			continue
 		}
-		if to == 0 || pr.Match > match {
-			to, match = id, pr.Match
+		if to == 0 || pr.RecentActive && !active || pr.RecentActive == active && pr.Match > match {
+			to, match, active = id, pr.Match, pr.RecentActive
 		}
 	}
 	if to == 0 {
