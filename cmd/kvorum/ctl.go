@@ -36,7 +36,8 @@ kvorum ctl [--addr HOST:PORT] backup --out FILE`,
 	description: `
 Talks to one node's admin HTTP API (see 'kvorum start --admin-addr').
 
-  status               the node's role, term, leader, Raft indexes and members
+  status               the node's role, term, leader, Raft indexes, members,
+                       and how many ranges it holds and leads
   health               exit 0 if the node is ready (its /readyz: it has a
                        leader and can serve linearizable reads), 1 if not or
                        unreachable, with a one-line message; for health
@@ -490,6 +491,7 @@ func writeStatus(w io.Writer, st admin.Status) {
 		}
 	}
 	kv("members", fmt.Sprintf("%d voter(s), %d learner(s)", voters, learners))
+	kv("ranges", fmt.Sprintf("%d, %d led by this node (kvorum ctl range list)", st.Ranges, st.RangesLeading))
 	tw.Flush()
 	if len(st.Members) > 0 {
 		fmt.Fprintln(w)

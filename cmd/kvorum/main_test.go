@@ -441,7 +441,7 @@ func newCtlServer(t *testing.T) (*fakeNode, string) {
 		NodeID: 1, ClusterID: 0x1234abcd, Role: "leader", Term: 7, Leader: 1,
 		CommitIndex: 42, AppliedIndex: 42, FirstIndex: 5, LastIndex: 42,
 		ClientAddr: "127.0.0.1:6379", PeerAddr: "127.0.0.1:7379", AdminAddr: "127.0.0.1:8379",
-		Version: "0.1.0-dev", Ready: true,
+		Version: "0.1.0-dev", Ready: true, Ranges: 1, RangesLeading: 1,
 		Members: []admin.Member{
 			{ID: 1, PeerAddr: "127.0.0.1:7379", Match: 42},
 			{ID: 2, PeerAddr: "127.0.0.1:7380", Match: 42},
@@ -473,6 +473,7 @@ peer addr:     127.0.0.1:7379
 admin addr:    127.0.0.1:8379
 version:       0.1.0-dev
 members:       3 voter(s), 0 learner(s)
+ranges:        1, 1 led by this node (kvorum ctl range list)
 
 ID  PEER ADDR       ROLE    MATCH
 1   127.0.0.1:7379  leader  42

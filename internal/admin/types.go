@@ -47,6 +47,10 @@ type Status struct {
 	Version          string   `json:"version"`
 	Ready            bool     `json:"ready"` // can serve linearizable reads
 	Members          []Member `json:"members"`
+	// Ranges is how many ranges this node holds a replica of, and
+	// RangesLeading how many of them it leads (GET /v1/ranges has each).
+	Ranges        int `json:"ranges"`
+	RangesLeading int `json:"ranges_leading"`
 }
 
 // Member is one voter or learner of the cluster.

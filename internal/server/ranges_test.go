@@ -73,6 +73,12 @@ func TestRangesReport(t *testing.T) {
 			t.Fatalf("node %d: range metrics %v", id, found)
 		}
 	}
+	for id := uint64(1); id <= 3; id++ {
+		st := c.node(id).Status()
+		if st.Ranges != 1 || st.RangesLeading != map[bool]int{true: 1}[id == lead] {
+			t.Fatalf("node %d status: %d ranges, %d led", id, st.Ranges, st.RangesLeading)
+		}
+	}
 	after := c.node(lead).Ranges().Ranges[0]
 	if after.ApproximateBytes < before.Ranges[0].ApproximateBytes+300*4096/2 {
 		t.Fatalf("size %d after 1.2 MB of writes (before %d)", after.ApproximateBytes, before.Ranges[0].ApproximateBytes)
