@@ -352,12 +352,7 @@ func (b *backend) Info() []resp.InfoSection {
 		role = "slave"
 	}
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
-	ranges, leading := n.Ranges(), 0
-	for _, r := range ranges.Ranges {
-		if r.Role == "leader" {
-			leading++
-		}
-	}
+	held, leading := n.rangeCounts()
 	repl := resp.InfoSection{Name: "Replication", Fields: [][2]string{
 		{"role", role},
 		{"raft_node_id", u(uint64(n.id))},
@@ -369,7 +364,7 @@ func (b *backend) Info() []resp.InfoSection {
 		{"raft_first_index", u(st.FirstIndex)},
 		{"raft_last_index", u(st.LastIndex)},
 		{"raft_members", u(uint64(len(st.Descriptor.Replicas)))},
-		{"raft_ranges", u(uint64(len(ranges.Ranges)))},
+		{"raft_ranges", u(uint64(held))},
 		{"raft_ranges_leading", u(uint64(leading))},
 		{"connected_slaves", "0"},
 	}}

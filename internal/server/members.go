@@ -191,12 +191,7 @@ func (n *Node) Status() admin.Status {
 		out.PeerListenAddr = l
 	}
 	out.Members = members(st)
-	for _, r := range n.store.Replicas() {
-		out.Ranges++
-		if _, local := r.Leader(); local {
-			out.RangesLeading++
-		}
-	}
+	out.Ranges, out.RangesLeading = n.rangeCounts()
 	out.Ready = n.ready()
 	return out
 }

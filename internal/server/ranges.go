@@ -36,6 +36,19 @@ func (n *Node) Ranges() admin.RangesResponse {
 	return out
 }
 
+// rangeCounts is how many ranges this node holds a replica of and how
+// many of them it leads (INFO, /v1/status): no disk estimate, unlike
+// Ranges.
+func (n *Node) rangeCounts() (held, leading int) {
+	for _, r := range n.store.Replicas() {
+		held++
+		if _, local := r.Leader(); local {
+			leading++
+		}
+	}
+	return held, leading
+}
+
 // members lists a range's voters and learners as its replica's status
 // has them, with the leader's view of their log when it leads.
 func members(st store.Status) []admin.Member {

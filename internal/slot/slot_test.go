@@ -2,16 +2,18 @@ package slot
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvorum/kvorum/internal/localsrv"
 )
 
 func TestVectors(t *testing.T) {
@@ -44,27 +46,14 @@ func TestAgainstRedisCluster(t *testing.T) {
 		}
 		t.Skip("redis-server is not installed")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addrs, procs, err := localsrv.RedisServers(context.Background(), bin, t.TempDir(), "cluster", 1, "--cluster-enabled", "yes")
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	dir := t.TempDir()
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-		"--cluster-config-file", filepath.Join(dir, "nodes.conf"), "--dir", dir, "--save", "", "--appendonly", "no")
-	if err := cmd.Start(); err != nil {
+	t.Cleanup(func() { _ = localsrv.StopAll(procs) })
+	c, err := net.Dial("tcp", addrs[0])
+	if err != nil {
 		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	var c net.Conn
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if c, err = net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server on %d: %v", port, err)
-		}
 	}
 	defer c.Close()
 	r := bufio.NewReader(c)
