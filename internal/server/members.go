@@ -76,14 +76,27 @@ func (n *Node) rangeOrder(system1Last bool) []storage.RangeID {
 
 // AddMember adds a node to every range (range 1 first): to each, first as
 // a learner, then, once it has caught up, promotes it to voter
-// (ConfChangeV2). Returns when the promotions are applied. (A node joining
-// a cluster of several ranges does not create replicas of the other
-// ranges yet: docs/ranges.md §3.5b's ranges peer call is to come.)
+// (ConfChangeV2). Returns when the promotions are applied. A joining node
+// has created a replica of every range before it asks (joinRanges), so
+// that each range's snapshot finds one. A range that already has the node
+// as a voter is skipped, so that an add interrupted half-way (a leader
+// change, the joining node restarted) resumes; ErrMemberExists only when
+// every range had it.
 func (n *Node) AddMember(ctx context.Context, id uint64, peerAddr string) error {
-	for _, rg := range n.rangeOrder(false) {
-		if err := n.addMemberTo(ctx, rg, id, peerAddr); err != nil {
+	existed := 0
+	order := n.rangeOrder(false)
+	for _, rg := range order {
+		err := n.addMemberTo(ctx, rg, id, peerAddr)
+		if errors.Is(err, admin.ErrMemberExists) {
+			existed++
+			continue
+		}
+		if err != nil {
 			return err
 		}
+	}
+	if existed == len(order) {
+		return fmt.Errorf("%w: node %d", admin.ErrMemberExists, id)
 	}
 	return nil
 }
@@ -190,10 +203,29 @@ func (n *Node) Status() admin.Status {
 	if l := n.PeerAddr(); l != out.PeerAddr {
 		out.PeerListenAddr = l
 	}
-	out.Members = members(st)
+	out.Members = completeMembers(members(st), n.localDescriptors())
 	out.Ranges, out.RangesLeading = n.rangeCounts()
 	out.Ready = n.ready()
 	return out
+}
+
+// completeMembers marks as a learner every member of range 1 (ms) that
+// is not a voter in every range (descs, range 1's included): with several
+// ranges a node is added to range 1 first and then to the others
+// (AddMember), and it is not a full member, able to serve every key or
+// to lead, until the last of them has promoted it (docs/ranges.md
+// §3.5b). So `kvorum ctl member list` reports it as complete only then,
+// and the admin API lets a second `member add` resume the add.
+func completeMembers(ms []admin.Member, descs []*storage.Descriptor) []admin.Member {
+	for i := range ms {
+		for _, d := range descs {
+			if rep, ok := d.Replica(storage.NodeID(ms[i].ID)); !ok || rep.Learner {
+				ms[i].Learner = true
+				break
+			}
+		}
+	}
+	return ms
 }
 
 // ready reports whether a linearizable read would succeed right now.

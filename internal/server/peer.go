@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
@@ -31,6 +32,10 @@ const (
 	methodCluster        = "cluster"
 	methodRemoveMember   = "member-remove"
 	methodTransferLeader = "transfer-leader"
+	// methodRanges returns the descriptor of every range the answering
+	// node holds (JSON []storage.Descriptor): a joining node creates a
+	// replica of each before it asks to join (docs/ranges.md §3.5b).
+	methodRanges = "ranges"
 )
 
 // HandleRaft steps each message into the range it came with. One for a
@@ -232,6 +237,8 @@ func (h *peerHandler) HandleCall(ctx context.Context, method string, payload []b
 		return nil, wireErr(n.AddMember(ctx, req.ID, req.PeerAddr))
 	case methodMembers:
 		return json.Marshal(n.store.Replica(firstRange).Descriptor().Replicas)
+	case methodRanges:
+		return json.Marshal(n.localDescriptors())
 	case methodCluster:
 		return binary.BigEndian.AppendUint64(nil, n.clusterID), nil
 	case methodRemoveMember:
@@ -296,8 +303,10 @@ func (n *Node) join() error {
 					}
 				}
 				n.learnClusterID(ctx)
-				_, err = n.trans.CallAddr(ctx, n.cfg.Join, methodJoin, payload)
-				err = callError(err)
+				if err = n.joinRanges(ctx); err == nil {
+					_, err = n.trans.CallAddr(ctx, n.cfg.Join, methodJoin, payload)
+					err = callError(err)
+				}
 			}
 		}
 		cancel()
@@ -321,6 +330,76 @@ func (n *Node) join() error {
 		case <-n.stopper:
 			return store.ErrStopped
 		case <-time.After(time.Second):
+		}
+	}
+}
+
+// localDescriptors returns the descriptor of every local replica, in
+// range id order.
+func (n *Node) localDescriptors() []*storage.Descriptor {
+	reps := n.store.Replicas()
+	out := make([]*storage.Descriptor, 0, len(reps))
+	for _, r := range reps {
+		out = append(out, r.Descriptor())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].RangeID < out[j].RangeID })
+	return out
+}
+
+// joinRanges asks the member at cfg.Join for its ranges and creates an
+// uninitialized replica (uninitializedDescriptor) of each one this node
+// lacks. It runs before the join call: the leaders add this node to range
+// 1 first, then to every other range, and each sends a snapshot that only
+// a replica of its range can receive (Store.Step and ReceiveSnapshot drop
+// what no local replica's range takes). A member of a release without the
+// call has one range, which this node already holds.
+func (n *Node) joinRanges(ctx context.Context) error {
+	b, err := n.trans.CallAddr(ctx, n.cfg.Join, methodRanges, nil)
+	if err != nil {
+		if strings.Contains(err.Error(), "unknown peer method") {
+			return nil
+		}
+		return callError(err)
+	}
+	var descs []*storage.Descriptor
+	if err := json.Unmarshal(b, &descs); err != nil {
+		return fmt.Errorf("ranges of %s: %w", n.cfg.Join, err)
+	}
+	for _, d := range descs {
+		if n.store.Replica(d.RangeID) != nil {
+			continue
+		}
+		if _, err := n.store.AddReplica(uninitializedDescriptor(d.RangeID)); err != nil {
+			return err
+		}
+		n.cfg.Logger.Info("created a replica to receive the range's snapshot", "range", uint64(d.RangeID), "via", n.cfg.Join)
+	}
+	return nil
+}
+
+// resumeJoin finishes the join of a node restarted after range 1 admitted
+// it: if the member at cfg.Join has a range this node holds no replica
+// of, or one where this node is not a voter, it joins again (join creates
+// the missing replicas, and AddMember resumes where it stopped). Best
+// effort: a member it cannot reach leaves things as they are, and
+// `kvorum ctl member list` keeps showing the node as a learner.
+func (n *Node) resumeJoin() {
+	defer n.wg.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	b, err := n.trans.CallAddr(ctx, n.cfg.Join, methodRanges, nil)
+	cancel()
+	var descs []*storage.Descriptor
+	if err != nil || json.Unmarshal(b, &descs) != nil {
+		return
+	}
+	for _, d := range descs {
+		rep, ok := d.Replica(n.id)
+		if n.store.Replica(d.RangeID) == nil || !ok || rep.Learner {
+			n.cfg.Logger.Info("resuming the join: a range has not admitted this node yet", "range", uint64(d.RangeID))
+			if err := n.join(); err != nil && !errors.Is(err, store.ErrStopped) {
+				n.cfg.Logger.Warn("could not resume the join", "err", err)
+			}
+			return
 		}
 	}
 }

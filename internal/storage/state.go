@@ -302,3 +302,51 @@ func LoadStoreFormat(r pebble.Reader) (uint64, error) {
 func SetStoreFormat(w Writer, f uint64) error {
 	return w.Set(storeFormatKey, binary.AppendUvarint(nil, f), nil)
 }
+
+// LoadDescriptors reads the descriptor of every range r holds, in range
+// id order. Range ids have gaps (a split allocates its id from a counter,
+// and a range may be gone), so it scans the range-local keys rather than
+// probing ids 1, 2, ...: it seeks to range id's descriptor key, and when
+// the key found there belongs to a later range it seeks to that range's
+// descriptor key; after a descriptor (or past it) it seeks to the next
+// range's prefix. A range's log, which can be long, is skipped by a seek,
+// never walked.
+func LoadDescriptors(r pebble.Reader) ([]*Descriptor, error) {
+	iter, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixRange}, UpperBound: []byte{prefixRange + 1}})
+	if err != nil {
+		return nil, err
+	}
+	defer iter.Close()
+	var out []*Descriptor
+	id := RangeID(0)
+	for iter.SeekGE(DescriptorKey(id)); iter.Valid(); {
+		k := iter.Key()
+		if len(k) < 10 {
+			// 0x02 and fewer than 8 id bytes: no range's key; skip to
+			// the first range id it may prefix.
+			iter.Next()
+			continue
+		}
+		kid := RangeID(binary.BigEndian.Uint64(k[1:9]))
+		switch {
+		case kid != id:
+			// A later range (id has no key at or after 'd'): its
+			// descriptor key, if any, is the next candidate.
+			id = kid
+			iter.SeekGE(DescriptorKey(id))
+			continue
+		case len(k) == 10 && k[9] == suffixDesc:
+			d := &Descriptor{}
+			if err := json.Unmarshal(iter.Value(), d); err != nil {
+				return nil, fmt.Errorf("%w: descriptor of range %d: %v", ErrCorrupt, id, err)
+			}
+			out = append(out, d)
+		}
+		if id == ^RangeID(0) {
+			break
+		}
+		id++
+		iter.SeekGE(DescriptorKey(id))
+	}
+	return out, iter.Error()
+}

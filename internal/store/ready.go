@@ -505,9 +505,11 @@ func (r *Replica) afterCommit(it *readyItem) {
 	}
 
 	r.mu.Lock()
+	slotsMoved := false
 	if desc != nil {
 		old := r.mu.desc
 		r.mu.desc = desc
+		slotsMoved = slotsChanged(old, desc)
 		for _, rep := range old.Replicas {
 			if _, ok := desc.Replica(rep.NodeID); !ok && rep.NodeID != r.store.cfg.NodeID {
 				r.store.cfg.Transport.RemovePeer(uint64(rep.NodeID))
@@ -530,6 +532,10 @@ func (r *Replica) afterCommit(it *readyItem) {
 		}
 	}
 	r.mu.Unlock()
+	if slotsMoved {
+		// After r.mu: rebuilding takes Store.mu, then each Replica.mu.
+		r.store.RefreshSlots()
+	}
 }
 
 // truncateLog removes applied entries beyond the retained tail: the
