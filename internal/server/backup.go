@@ -1,6 +1,8 @@
 package server
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -9,61 +11,195 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/kvorum/kvorum/internal/admin"
 	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/kvorum/kvorum/internal/slot"
 	"github.com/kvorum/kvorum/internal/storage"
 	"github.com/kvorum/kvorum/internal/store"
 )
 
 // Backups (kvorum ctl backup) and restores (kvorum restore).
 //
-// A backup is the first range's state machine data at one applied index,
-// read from a Pebble snapshot pinned after a read barrier: it holds every
-// write acknowledged before the backup was asked for, from whichever node.
-// Restore seeds the data directory of one member of a new cluster with
-// it; every member is seeded from the same file with the same
+// A backup is the state machine data of every range at one moment, read
+// from one Pebble snapshot pinned after a read barrier on each range: it
+// holds every write acknowledged before the backup was asked for, from
+// whichever node. Restore seeds the data directory of one member of a new
+// cluster with it; every member is seeded from the same file with the same
 // --initial-cluster, so they start from the same state at the same log
 // position, as the members of a brand-new cluster do (BootstrapRange).
+//
+// The file keeps the format of a one-range backup (storage.WriteBackup:
+// one snapshot stream, KVSNAP1 keys), which the previous release reads:
+// the ranges are written as the one range a restore bootstraps, covering
+// every slot, at the highest applied index of all ranges, with the
+// ranges' replicated range-local keys merged into one set (mergeRangeKeys).
+// In slice 1 every node holds every range (docs/ranges.md §3), so one
+// node's snapshot holds them all; a node that does not is refused.
 
 // nodeBackup is a pinned backup of the node's data.
 type nodeBackup struct {
 	n    *Node
 	snap *pebble.Snapshot
 	hdr  storage.BackupHeader
-	desc *storage.Descriptor
+	// desc is the one range a restore bootstraps (range 1's descriptor,
+	// every slot), and local the ranges' own replicated range-local keys,
+	// merged (written first, in key order).
+	desc  *storage.Descriptor
+	local []kvPair
 }
 
+type kvPair struct{ k, v []byte }
+
 // Backup pins the node's state once it has applied every write committed
-// before the call (a read barrier: it fails without a leader).
+// before the call on every range (a read barrier per range: it fails
+// without a leader).
 func (n *Node) Backup(ctx context.Context) (*nodeBackup, error) {
-	if rep := n.readBarrier(ctx); rep != nil {
-		return nil, fmt.Errorf("%w: %s", admin.ErrNoLeader, rep.Str)
-	}
-	snap := n.db.NewSnapshot()
-	applied, err := storage.LoadAppliedState(snap, firstRange)
-	if err == nil && applied.Index == 0 {
-		err = errors.New("this node holds no data yet")
-	}
-	var desc *storage.Descriptor
-	if err == nil {
-		var ok bool
-		if desc, ok, err = storage.LoadDescriptor(snap, firstRange); err == nil && !ok {
-			err = errors.New("this node holds no range descriptor yet")
+	for _, rg := range n.rangeOrder(false) {
+		if r := n.store.Replica(rg); r != nil {
+			if rep := n.readBarrierOn(ctx, r); rep != nil {
+				return nil, fmt.Errorf("%w: range %d: %s", admin.ErrNoLeader, rg, rep.Str)
+			}
 		}
 	}
+	snap := n.db.NewSnapshot()
+	b, err := n.pinBackup(snap)
 	if err != nil {
 		_ = snap.Close()
 		return nil, err
 	}
-	return &nodeBackup{n: n, snap: snap, desc: desc, hdr: storage.BackupHeader{
+	return b, nil
+}
+
+// pinBackup reads what the backup needs besides the data from snap: every
+// range's descriptor and applied state, and their replicated range-local
+// keys.
+func (n *Node) pinBackup(snap *pebble.Snapshot) (*nodeBackup, error) {
+	descs, err := storage.LoadDescriptors(snap)
+	if err != nil {
+		return nil, err
+	}
+	if err := coverAllSlots(descs); err != nil {
+		return nil, err
+	}
+	var applied storage.AppliedState
+	var first *storage.Descriptor
+	perRange := make([][]kvPair, 0, len(descs))
+	for _, d := range descs {
+		st, err := storage.LoadAppliedState(snap, d.RangeID)
+		if err != nil {
+			return nil, err
+		}
+		if st.Index == 0 {
+			return nil, fmt.Errorf("this node holds no data of range %d yet", d.RangeID)
+		}
+		if st.Index > applied.Index {
+			applied = st
+		}
+		if d.RangeID == firstRange {
+			first = d
+		}
+		var pairs []kvPair
+		rs, re := storage.ReplicatedRangeSpan(d.RangeID)
+		err = storage.EmitSpan(snap, rs, re, func(k, v []byte) error {
+			pairs = append(pairs, kvPair{append([]byte(nil), k...), append([]byte(nil), v...)})
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		perRange = append(perRange, pairs)
+	}
+	if first == nil {
+		return nil, errors.New("this node holds no descriptor of range 1 yet")
+	}
+	desc := first.Clone().FullSlots()
+	return &nodeBackup{n: n, snap: snap, desc: desc, local: mergeRangeKeys(firstRange, perRange), hdr: storage.BackupHeader{
 		ClusterID: n.clusterID, NodeID: uint64(n.id), RangeID: uint64(firstRange),
 		Index: applied.Index, Term: applied.Term,
 		Created: time.Now().UTC().Format(time.RFC3339), Version: Version,
 	}}, nil
+}
+
+// coverAllSlots checks that descs (in range id order) own every hash slot
+// once: that a backup of them misses no key.
+func coverAllSlots(descs []*storage.Descriptor) error {
+	if len(descs) == 0 {
+		return errors.New("this node holds no range descriptor yet")
+	}
+	byStart := slices.Clone(descs)
+	slices.SortFunc(byStart, func(a, b *storage.Descriptor) int { return cmp.Compare(a.StartSlot, b.StartSlot) })
+	next := uint16(0)
+	for _, d := range byStart {
+		if d.StartSlot != next || d.EndSlot < d.StartSlot {
+			return fmt.Errorf("this node's ranges do not cover the hash slots exactly once (range %d owns [%d, %d), expected it to start at %d); back up from a node that holds every range", d.RangeID, d.StartSlot, d.EndSlot, next)
+		}
+		next = d.EndSlot
+	}
+	if next < slot.Count {
+		return fmt.Errorf("this node's ranges end at slot %d, not %d; back up from a node that holds every range", next, slot.Count)
+	}
+	return nil
+}
+
+// mergeRangeKeys merges the replicated range-local keys of several
+// ranges (perRange, each range's pairs in key order) into one set for
+// range to, the one range a restore bootstraps, in key order. By name:
+//
+//   - 'v' (the collection version counter), 'f' (the log index of the
+//     last FLUSHALL) and 'D' (the tombstone floor: first epoch kept, then
+//     the index of the collection that set it): the largest value. They
+//     are big-endian, so the largest is the largest by bytes (a floor of
+//     format 1's 4 bytes, the epoch alone, sorts below a 12-byte one of
+//     the same epoch).
+//     'v' must be the max: a collection created after the restore, in any
+//     slot, must get a version above every version its key's elements were
+//     ever written with (versions only grow per key). For 'f' and 'D' any
+//     of the values would do, and the max is as good: every log index
+//     stored in any range's data (WATCH tombstones and registrations, 'f',
+//     'D') is at most that range's applied index, so at most the backup's
+//     index, where the restored log starts (BootstrapRangeAt); a WATCH
+//     after the restore is stamped with a later index, so none of these
+//     old indexes can abort it (kv/multi.go watchUnchanged: a tombstone,
+//     a collection or a FLUSHALL aborts only if its index is above the
+//     stamp), and a floor epoch above a range's own only skips reading
+//     that range's older tombstones, which are all below any such stamp.
+//   - any other name (a per-range copy of state range 1 holds
+//     authoritatively, such as the configuration): range 1's value if it
+//     has one, else that of the lowest range id that has one.
+func mergeRangeKeys(to storage.RangeID, perRange [][]kvPair) []kvPair {
+	merged := map[string][]byte{}
+	fromFirst := map[string]bool{}
+	for _, pairs := range perRange {
+		for _, p := range pairs {
+			id, name, ok := storage.ParseReplicatedRangeKey(p.k)
+			if !ok {
+				continue
+			}
+			key := string(name)
+			old, had := merged[key]
+			switch {
+			case !had:
+				merged[key], fromFirst[key] = p.v, id == firstRange
+			case len(name) == 1 && (name[0] == 'v' || name[0] == 'f' || name[0] == 'D'):
+				if bytes.Compare(p.v, old) > 0 {
+					merged[key] = p.v
+				}
+			case id == firstRange && !fromFirst[key]:
+				merged[key], fromFirst[key] = p.v, true
+			}
+		}
+	}
+	out := make([]kvPair, 0, len(merged))
+	for name, v := range merged {
+		out = append(out, kvPair{storage.ReplicatedRangeKey(to, []byte(name)), v})
+	}
+	slices.SortFunc(out, func(a, b kvPair) int { return bytes.Compare(a.k, b.k) })
+	return out
 }
 
 func (b *nodeBackup) Index() uint64 { return b.hdr.Index }
@@ -74,7 +210,16 @@ func (b *nodeBackup) Close() error  { return b.snap.Close() }
 func (b *nodeBackup) WriteTo(w io.Writer) (int64, error) {
 	cw := &countingWriter{w: w}
 	err := storage.WriteBackup(cw, b.hdr, b.desc, func(emit func(k, v []byte) error) error {
-		return storage.EmitRange(b.snap, b.desc, b.n.machine.Span, emit)
+		// What storage.EmitRange emits for the one range of b.desc: its
+		// replicated range-local keys (here every range's, merged), then
+		// its span (every slot and the global hidden keys).
+		for _, p := range b.local {
+			if err := emit(p.k, p.v); err != nil {
+				return err
+			}
+		}
+		start, end := b.n.machine.Span(b.desc)
+		return storage.EmitSpan(b.snap, start, end, emit)
 	})
 	return cw.n, err
 }
