@@ -258,3 +258,57 @@ func TestRangesRestartWithGaps(t *testing.T) {
 		}
 	}
 }
+
+// TestRangesJoinResumed: a joined node that some range does not have as a
+// voter (as when it stopped after range 1 admitted it and before the
+// others did; here range 3 removes it while it is down) is shown as
+// incomplete, and on restart it finishes the join by itself (resumeJoin):
+// range 3 has it as a voter again and it serves range 3's keys.
+func TestRangesJoinResumed(t *testing.T) {
+	c := newRangeCluster(t, testRangeCount)
+	ctx := testCtx(t, 2*time.Minute)
+	cfg := nodeConfig(t, 4, c.net)
+	cfg.Join = c.node(1).PeerAddr()
+	c.cfgs[4] = cfg
+	c.start(4)
+	c.stop(4)
+	if err := c.node(1).removeMemberFrom(ctx, 3, 4); err != nil {
+		t.Fatal(err)
+	}
+	k := keyIn("resumed:", 3, 0)
+	if err := c.client(1).Set(ctx, k, "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range c.node(1).Status().Members {
+		if m.ID == 4 && !m.Learner {
+			t.Fatal("node 4 reported complete while range 3 does not have it")
+		}
+	}
+	c.start(4)
+	for {
+		rep, ok := c.node(1).store.Replica(3).Descriptor().Replica(4)
+		if ok && !rep.Learner {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("range 3 never took node 4 back")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	db := c.node(4).store.DB()
+	for {
+		r := readAt(db, nil, [][]byte{[]byte("GET"), []byte(k)}, time.Now().UnixMilli())
+		if string(r.Str) == "v" {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("node 4 never got %s of range 3: %+v", k, r)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, m := range c.node(1).Status().Members {
+		if m.Learner {
+			t.Fatalf("member %d incomplete after the resumed join", m.ID)
+		}
+	}
+}
