@@ -84,7 +84,7 @@ func (c *testCluster) start() {
 // rangeLeader returns the running node that leads range id, or nil.
 func (c *testCluster) rangeLeader(id storage.RangeID) *testNode {
 	for _, tn := range c.nodes {
-		if tn.store == nil {
+		if tn.store == nil || tn.store.Replica(id) == nil {
 			continue
 		}
 		if _, local := tn.store.Replica(id).Leader(); local {
