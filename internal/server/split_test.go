@@ -251,10 +251,9 @@ func TestSplitUnderLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 		a, f := acked[i].Load(), failed[i].Load()
-		if f > 0 {
-			t.Logf("%s: %d INCRs failed", k, f)
-		}
-		if v < a || v > a+f || a == 0 {
+		// The router retries what a split refused (RANGEKEYMISMATCH):
+		// no INCR may fail, and none may count twice.
+		if v != a || f > 0 || a == 0 {
 			t.Fatalf("%s = %d after %d acknowledged INCRs (%d failed)", k, v, a, f)
 		}
 	}
