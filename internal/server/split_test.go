@@ -191,6 +191,23 @@ func TestSplitKeepsEveryKey(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A restarted node reloads every range (ids 2 and 3 here: consecutive,
+	// what recoverOrBootstrap's loop loads) and serves the moved keys.
+	c.stop(3)
+	c.start(3)
+	waitRanges(t, c, map[uint64][2]uint32{1: {0, 4096}, uint64(r2.RangeID): {4096, 8192}, first: {8192, slot.Count}})
+	cl3 := c.client(3)
+	for i := 0; i < n; i += 37 {
+		k := fmt.Sprintf("s:%d", i)
+		if v, err := cl3.Get(ctx, k).Result(); err != nil || v != strs[k] {
+			t.Fatalf("after restart: GET %s = %q, %v", k, v, err)
+		}
+	}
+	for i := 0; i < 50; i++ {
+		if v, err := cl3.Get(ctx, fmt.Sprintf("after:%d", i)).Result(); err != nil || v != "1" {
+			t.Fatalf("after restart: GET after:%d = %q, %v", i, v, err)
+		}
+	}
 }
 
 // TestSplitUnderLoad: writers INCR counters in both halves while the
