@@ -32,6 +32,7 @@ kvorum ctl [--addr HOST:PORT] [--json] member add ID PEERADDR
 kvorum ctl [--addr HOST:PORT] [--json] member remove ID
 kvorum ctl [--addr HOST:PORT] [--json] transfer-leader ID
 kvorum ctl [--addr HOST:PORT] [--json] range list
+kvorum ctl [--addr HOST:PORT] [--json] range split RANGE SLOT
 kvorum ctl [--addr HOST:PORT] backup --out FILE`,
 	description: `
 Talks to one node's admin HTTP API (see 'kvorum start --admin-addr').
@@ -54,8 +55,15 @@ Talks to one node's admin HTTP API (see 'kvorum start --admin-addr').
                        of: its hash slots, generation, its replica's role,
                        the leader, the
                        replicas, the applied index and the approximate size
-                       of the range's data on this node (one range today:
-                       the keyspace is not split yet)
+                       of the range's data on this node
+  range split RANGE SLOT
+                       split range RANGE in two: it keeps the hash slots
+                       below SLOT, a new range (same replicas, a new id)
+                       takes SLOT and above. SLOT must be strictly inside
+                       the range's slots (see range list). Prints both new
+                       ranges. Keys stay where they are; clients are not
+                       interrupted (writes racing the split are routed
+                       again)
   backup --out FILE    stream a consistent backup of the cluster's data from
                        this node into FILE: every write acknowledged before
                        the command started is in it, at one Raft index
@@ -98,9 +106,10 @@ func newCtlFlags() *ctlFlags {
 
 // ctlCommand is a parsed ctl invocation.
 type ctlCommand struct {
-	op       string // status, health, member-list, member-add, member-remove, transfer-leader, range-list
+	op       string // status, health, member-list, member-add, member-remove, transfer-leader, range-list, range-split
 	id       uint64
 	peerAddr string
+	slot     uint16 // range-split
 }
 
 func parseCtl(args []string, stdout io.Writer) (*ctlFlags, ctlCommand, error) {
@@ -180,14 +189,28 @@ func parseCtl(args []string, stdout io.Writer) (*ctlFlags, ctlCommand, error) {
 		}
 	case "range", "ranges":
 		if len(pos) < 2 {
-			return nil, c, bad("usage: kvorum ctl range list")
+			return nil, c, bad("usage: kvorum ctl range list | range split RANGE SLOT")
 		}
 		switch pos[1] {
 		case "list", "ls":
 			c.op = "range-list"
 			err = nargs(2, "range list")
+		case "split":
+			c.op = "range-split"
+			if err = nargs(4, "range split RANGE SLOT"); err == nil {
+				id, perr := strconv.ParseUint(pos[2], 10, 64)
+				sl, serr := strconv.ParseUint(pos[3], 10, 16)
+				switch {
+				case perr != nil || id == 0:
+					err = bad("range id %q is not a positive integer (see kvorum ctl range list)", pos[2])
+				case serr != nil || sl == 0 || sl > 16383:
+					err = bad("slot %q is not a hash slot from 1 to 16383 (the first slot of the new range)", pos[3])
+				default:
+					c.id, c.slot = id, uint16(sl)
+				}
+			}
 		default:
-			return nil, c, bad("unknown range subcommand %q (want list)", pos[1])
+			return nil, c, bad("unknown range subcommand %q (want list or split)", pos[1])
 		}
 	case "transfer-leader":
 		c.op = "transfer-leader"
@@ -366,6 +389,16 @@ func (c *ctlClient) run(ctx context.Context, cmd ctlCommand, asJSON bool, stdout
 		var rr admin.RangesResponse
 		if raw, err = c.call(ctx, http.MethodGet, "/v1/ranges", nil, &rr); err == nil && !asJSON {
 			writeRanges(stdout, rr)
+		}
+	case "range-split":
+		var sr admin.SplitRangeResponse
+		slot := int(cmd.slot)
+		req := admin.SplitRangeRequest{Slot: &slot}
+		if raw, err = c.call(ctx, http.MethodPost, fmt.Sprintf("/v1/ranges/%d/split", cmd.id), req, &sr); err == nil && !asJSON {
+			fmt.Fprintf(stdout, "split range %d at slot %d\n", cmd.id, cmd.slot)
+			for _, d := range []admin.RangeDescriptor{sr.Left, sr.Right} {
+				fmt.Fprintf(stdout, "range %d: slots %d-%d, generation %d\n", d.RangeID, d.StartSlot, d.EndSlot-1, d.Generation)
+			}
 		}
 	case "member-add":
 		if !asJSON {

@@ -432,6 +432,29 @@ func (f *fakeNode) TransferLeader(ctx context.Context, id uint64) error {
 	return nil
 }
 
+// httpErr is an error with its own HTTP status (admin.HTTPStatuser).
+type httpErr struct {
+	code int
+	msg  string
+}
+
+func (e httpErr) Error() string   { return e.msg }
+func (e httpErr) HTTPStatus() int { return e.code }
+
+func (f *fakeNode) SplitRange(ctx context.Context, id uint64, sl uint16) (admin.SplitRangeResponse, error) {
+	f.lastOp = fmt.Sprintf("split %d %d", id, sl)
+	if id != 1 {
+		return admin.SplitRangeResponse{}, httpErr{404, fmt.Sprintf("no range %d on node 1", id)}
+	}
+	if sl >= 8192 {
+		return admin.SplitRangeResponse{}, fmt.Errorf("%w: slot %d, range 1 owns slots [0, 8192)", admin.ErrInvalid, sl)
+	}
+	return admin.SplitRangeResponse{
+		Left:  admin.RangeDescriptor{RangeID: 1, StartSlot: 0, EndSlot: uint32(sl), Generation: 4},
+		Right: admin.RangeDescriptor{RangeID: 7, StartSlot: uint32(sl), EndSlot: 8192, Generation: 4},
+	}, nil
+}
+
 func (f *fakeNode) Ranges() admin.RangesResponse {
 	return admin.RangesResponse{NodeID: f.st.NodeID, Ranges: f.ranges}
 }
@@ -555,8 +578,34 @@ func TestCtlRanges(t *testing.T) {
 		t.Errorf("range list --json: %d\n%s", code, out)
 	}
 	code, _, errOut := runCmd("ctl", "--addr", addr, "range", "split")
-	if code != 2 || !strings.Contains(errOut, `unknown range subcommand "split"`) {
+	if code != 2 || !strings.Contains(errOut, "usage: kvorum ctl range split RANGE SLOT") {
 		t.Errorf("range split: %d %q", code, errOut)
+	}
+	code, _, errOut = runCmd("ctl", "--addr", addr, "range", "merge")
+	if code != 2 || !strings.Contains(errOut, `unknown range subcommand "merge"`) {
+		t.Errorf("range merge: %d %q", code, errOut)
+	}
+	for _, bad := range [][]string{{"x", "100"}, {"1", "abc"}, {"1", "0"}, {"1", "16384"}, {"0", "5"}} {
+		code, _, errOut = runCmd("ctl", "--addr", addr, "range", "split", bad[0], bad[1])
+		if code != 2 || !strings.Contains(errOut, "is not a") {
+			t.Errorf("range split %v: %d %q", bad, code, errOut)
+		}
+	}
+	code, out, _ = runCmd("ctl", "--addr", addr, "range", "split", "1", "4096")
+	if code != 0 || f.lastOp != "split 1 4096" || out != "split range 1 at slot 4096\nrange 1: slots 0-4095, generation 4\nrange 7: slots 4096-8191, generation 4\n" {
+		t.Errorf("range split: %d %q %q", code, f.lastOp, out)
+	}
+	code, out, _ = runCmd("ctl", "--addr", addr, "--json", "range", "split", "1", "100")
+	if code != 0 || !strings.Contains(out, `"right": {`) || !strings.Contains(out, `"start_slot": 100`) {
+		t.Errorf("range split --json: %d %q", code, out)
+	}
+	code, out, errOut = runCmd("ctl", "--addr", addr, "range", "split", "9", "100")
+	if code != 1 || out != "" || !strings.Contains(errOut, "no range 9") || !strings.Contains(errOut, "HTTP 404") {
+		t.Errorf("range split unknown: %d %q %q", code, out, errOut)
+	}
+	code, _, errOut = runCmd("ctl", "--addr", addr, "range", "split", "1", "9000")
+	if code != 1 || !strings.Contains(errOut, "owns slots") || !strings.Contains(errOut, "HTTP 400") {
+		t.Errorf("range split outside: %d %q", code, errOut)
 	}
 	code, _, errOut = runCmd("ctl", "--addr", addr, "range")
 	if code != 2 || !strings.Contains(errOut, "usage: kvorum ctl range list") {

@@ -158,6 +158,13 @@ func (*kvMachine) Span(d *storage.Descriptor) (start, end []byte) {
 		// One range covers the whole keyspace (the default).
 		return kv.UserSpan()
 	}
+	if d.StartSlot >= d.EndSlot {
+		// No slots: a replica created for the snapshot of a range this
+		// node missed the split of, before the snapshot installs. The
+		// snapshot's install deletes this span: nothing.
+		start, _ = kv.SlotSpan(0, 1)
+		return start, start
+	}
 	// One of several ranges: user keys are stored slot first, so its
 	// slots' keys (with their per-slot hidden keys) are one span; its
 	// per-range counters travel separately (storage.EmitRange). Range 1,

@@ -261,6 +261,8 @@ func (h *peerHandler) HandleCall(ctx context.Context, method string, payload []b
 			return nil, wireErr(n.transferLeaderOf(ctx, req.rangeID(), req.ID))
 		}
 		return nil, wireErr(n.TransferLeader(ctx, req.ID))
+	case methodSplit:
+		return n.splitCall(ctx, payload)
 	}
 	return nil, fmt.Errorf("unknown peer method %q", method)
 }

@@ -36,6 +36,7 @@ import (
 //	2..3, 5..18      [message]; the sentinel is the code's entry in wireSentinels
 //	4 text           the error's text, to the end (an error with no code)
 //	19 storage       errno, op, path, cause text [message]: a *store.StorageError
+//	20..22           [message]: the split errors, as 2..18
 //
 // message is the error's text where it says more than the bare typed error
 // (a sentinel wrapped with context, "add learner 4: store: ..."): the
@@ -78,6 +79,9 @@ var wireSentinels = []struct {
 	{16, admin.ErrStopped},
 	{17, context.DeadlineExceeded},
 	{18, context.Canceled},
+	{20, store.ErrSplitStaleGeneration},
+	{21, store.ErrSplitSlotOutside},
+	{22, store.ErrSplitRangeExists},
 }
 
 // appendError appends the encoding of err (not nil) to b.

@@ -2,12 +2,21 @@ package server
 
 import (
 	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kvorum/kvorum/internal/admin"
+	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/kvorum/kvorum/internal/reply"
+	"github.com/kvorum/kvorum/internal/storage"
 	"github.com/kvorum/kvorum/internal/store"
 )
 
@@ -108,4 +117,169 @@ func (c *rangeCollector) Collect(ch chan<- prometheus.Metric) {
 		g(c.replicas, float64(len(r.Replicas)))
 		g(c.bytes, float64(r.ApproximateBytes))
 	}
+}
+
+// methodSplit forwards a split to the leader of the range (splitCall).
+const methodSplit = "range-split"
+
+// splitRequest is methodSplit's payload.
+type splitRequest struct {
+	Range uint64 `json:"range"`
+	Slot  uint16 `json:"slot"`
+	RHS   uint64 `json:"rhs"`
+	Gen   uint64 `json:"gen"`
+}
+
+// splitResult is methodSplit's reply: the two new descriptors.
+type splitResult struct {
+	LHS *storage.Descriptor `json:"lhs"`
+	RHS *storage.Descriptor `json:"rhs"`
+}
+
+// rangeError is an admin error with its own HTTP status.
+type rangeError struct {
+	code int
+	err  error
+}
+
+func (e *rangeError) Error() string   { return e.err.Error() }
+func (e *rangeError) Unwrap() error   { return e.err }
+func (e *rangeError) HTTPStatus() int { return e.code }
+
+// SplitRange splits range rangeID at slot sl (docs/ranges.md §3.5): the
+// range keeps [StartSlot, sl), a new range [sl, EndSlot) with the same
+// replicas. The new range's id comes from KVORUM.NEXTRANGEID, a write to
+// range 1; the split itself is proposed on the range's leader (forwarded
+// if that is another node). A stale generation (the range changed since
+// this node read its descriptor) is retried once after catching up.
+func (n *Node) SplitRange(ctx context.Context, rangeID storage.RangeID, sl uint16) (lhs, rhs *storage.Descriptor, err error) {
+	r := n.store.Replica(rangeID)
+	if r == nil {
+		return nil, nil, &rangeError{http.StatusNotFound, fmt.Errorf("no range %d on node %d (kvorum ctl range list)", rangeID, n.id)}
+	}
+	var floor storage.RangeID
+	for _, rep := range n.store.Replicas() {
+		floor = max(floor, rep.RangeID())
+	}
+	var rhsID storage.RangeID
+	for attempt := 0; ; attempt++ {
+		desc := r.Descriptor()
+		if !(desc.StartSlot < sl && sl < desc.EndSlot) {
+			return nil, nil, &rangeError{http.StatusBadRequest, fmt.Errorf("%w: slot %d, range %d owns slots [%d, %d)", store.ErrSplitSlotOutside, sl, rangeID, desc.StartSlot, desc.EndSlot)}
+		}
+		if rhsID == 0 {
+			// Only once the request looks valid: ids are not reused.
+			if rhsID, err = n.nextRangeID(ctx, floor); err != nil {
+				return nil, nil, err
+			}
+		}
+		res, err := n.splitOnLeader(ctx, r, splitRequest{Range: uint64(rangeID), Slot: sl, RHS: uint64(rhsID), Gen: desc.Generation})
+		switch {
+		case err == nil:
+			// The answer may come from the leader: let this node's own
+			// replicas catch up, so what it reports next shows the split.
+			n.catchUp(ctx, rangeID)
+			return res.LHS, res.RHS, nil
+		case errors.Is(err, store.ErrSplitStaleGeneration) && attempt == 0:
+			n.catchUp(ctx, rangeID)
+			continue
+		case errors.Is(err, store.ErrSplitStaleGeneration):
+			return nil, nil, &rangeError{http.StatusConflict, err}
+		case errors.Is(err, store.ErrSplitSlotOutside):
+			return nil, nil, &rangeError{http.StatusBadRequest, err}
+		}
+		return nil, nil, err
+	}
+}
+
+// nextRangeID allocates a range id greater than floor with
+// KVORUM.NEXTRANGEID on range 1.
+func (n *Node) nextRangeID(ctx context.Context, floor storage.RangeID) (storage.RangeID, error) {
+	r1 := n.store.Replica(firstRange)
+	if r1 == nil {
+		return 0, fmt.Errorf("%w: no replica of range 1 on node %d", admin.ErrInvalid, n.id)
+	}
+	out := make([]reply.Reply, 1)
+	n.execWriteOn(ctx, r1, [][][]byte{kv.NextRangeIDCommand(uint64(floor))}, out)
+	if out[0].Kind != reply.KindInt || out[0].Int <= int64(floor) {
+		return 0, fmt.Errorf("allocate a range id: unexpected reply %q (kind %v)", out[0].Str, out[0].Kind)
+	}
+	return storage.RangeID(out[0].Int), nil
+}
+
+// splitOnLeader runs the split on the leader of r's range: here, or
+// forwarded (methodSplit), waiting for a leader for up to ctx.
+func (n *Node) splitOnLeader(ctx context.Context, r *store.Replica, req splitRequest) (*splitResult, error) {
+	payload, _ := json.Marshal(req)
+	for {
+		lead, isLocal := r.Leader()
+		var res *splitResult
+		var err error
+		switch {
+		case isLocal:
+			res, err = splitLocal(ctx, r, req)
+		case lead != 0:
+			var b []byte
+			b, err = n.trans.Call(ctx, lead, methodSplit, payload)
+			if err = callError(err); err == nil {
+				res = &splitResult{}
+				err = json.Unmarshal(b, res)
+			}
+		default:
+			err = store.ErrNoLeader
+		}
+		var nle *store.NotLeaderError
+		if err == nil || !(errors.As(err, &nle) || errors.Is(err, store.ErrNoLeader) || errors.Is(err, store.ErrProposalDropped)) {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %v", admin.ErrNoLeader, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func splitLocal(ctx context.Context, r *store.Replica, req splitRequest) (*splitResult, error) {
+	l, rd, err := r.Split(ctx, req.Slot, storage.RangeID(req.RHS), req.Gen)
+	if err != nil {
+		return nil, err
+	}
+	return &splitResult{LHS: l, RHS: rd}, nil
+}
+
+// splitCall serves methodSplit on the range's leader.
+func (n *Node) splitCall(ctx context.Context, payload []byte) ([]byte, error) {
+	var req splitRequest
+	if err := json.Unmarshal(payload, &req); err != nil {
+		return nil, err
+	}
+	r := n.store.Replica(storage.RangeID(req.Range))
+	if r == nil {
+		return nil, wireErr(&store.NotLeaderError{Range: storage.RangeID(req.Range)})
+	}
+	ctx, cancel := n.withRequestTimeout(ctx)
+	defer cancel()
+	res, err := splitLocal(ctx, r, req)
+	if err != nil {
+		return nil, wireErr(err)
+	}
+	return json.Marshal(res)
+}
+
+// SplitRange is the admin API's split (POST /v1/ranges/{id}/split).
+func (a *adminAPI) SplitRange(ctx context.Context, rangeID uint64, sl uint16) (admin.SplitRangeResponse, error) {
+	l, r, err := (*Node)(a).SplitRange(ctx, storage.RangeID(rangeID), sl)
+	if err != nil {
+		return admin.SplitRangeResponse{}, err
+	}
+	return admin.SplitRangeResponse{Left: adminDesc(l), Right: adminDesc(r)}, nil
+}
+
+func adminDesc(d *storage.Descriptor) admin.RangeDescriptor {
+	out := admin.RangeDescriptor{RangeID: uint64(d.RangeID), StartSlot: uint32(d.StartSlot), EndSlot: uint32(d.EndSlot), Generation: d.Generation, Replicas: []admin.Member{}}
+	for _, rep := range d.Replicas {
+		out.Replicas = append(out.Replicas, admin.Member{ID: uint64(rep.NodeID), PeerAddr: rep.PeerAddr, Learner: rep.Learner})
+	}
+	return out
 }

@@ -109,6 +109,26 @@ func isFanOut(args [][]byte) bool {
 func (n *Node) execWrite(ctx context.Context, cmds [][][]byte, out []reply.Reply) {
 	if !n.multiRange() {
 		n.execWriteOn(ctx, n.store.Replica(firstRange), cmds, out)
+		// A split applied between the check above and the commands'
+		// apply: range 1 refused the keys it no longer owns (they wrote
+		// nothing); route those again.
+		var idx []int
+		for i := range out {
+			if _, mismatch := kv.IsRangeKeyMismatch(out[i]); mismatch {
+				idx = append(idx, i)
+			}
+		}
+		if len(idx) > 0 {
+			sub := make([][][]byte, len(idx))
+			subOut := make([]reply.Reply, len(idx))
+			for j, i := range idx {
+				sub[j] = cmds[i]
+			}
+			n.routeRun(ctx, true, sub, subOut)
+			for j, i := range idx {
+				out[i] = subOut[j]
+			}
+		}
 		return
 	}
 	n.routeRun(ctx, true, cmds, out)
@@ -117,8 +137,15 @@ func (n *Node) execWrite(ctx context.Context, cmds [][][]byte, out []reply.Reply
 // execRead runs a run of reads, routed to their ranges.
 func (n *Node) execRead(ctx context.Context, cmds [][][]byte, out []reply.Reply) {
 	if !n.multiRange() {
-		n.execReadOn(ctx, n.store.Replica(firstRange), nil, cmds, out)
-		return
+		r := n.store.Replica(firstRange)
+		gen := r.Descriptor().Generation
+		n.execReadOn(ctx, r, nil, cmds, out)
+		if r.Descriptor().Generation == gen {
+			return
+		}
+		// The range changed during the read (a split may have moved the
+		// keys to a range whose writes this read point does not cover):
+		// read again, routed.
 	}
 	n.routeRun(ctx, false, cmds, out)
 }

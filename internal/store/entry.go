@@ -24,11 +24,18 @@ import (
 // version byte (1), uvarint proposal id, uvarint node, varint timestamp,
 // then the commands of its one proposal as above.
 //
+// Version 3 is not a batch of commands but a split of the range
+// (replica_split.go), applied by the store; the state machine never sees
+// it: version byte (3), uvarint proposing node id, uvarint proposal id,
+// uvarint split slot, uvarint RHS range id, uvarint expected LHS
+// generation.
+//
 // Conf change entries carry a confContext in ConfChangeV2.Context.
 
 const (
 	entryVersion1 = 1
 	entryVersion  = 2
+	entrySplit    = 3
 )
 
 var errBadEntry = errors.New("store: malformed entry payload")
@@ -195,6 +202,16 @@ func decodeEntryOf(b []byte, idsOnly bool) (*entryPayload, error) {
 				return nil, errBadEntry
 			}
 		}
+	case entrySplit:
+		// Only the proposal's id: what trackProposalIndexes needs. It
+		// carries no commands; stageApply hands it to applySplit.
+		sp, err := decodeSplitEntry(b)
+		if err != nil {
+			return nil, err
+		}
+		p.node = sp.node
+		p.props = []entryProposal{{id: sp.id}}
+		return p, nil
 	default:
 		return nil, errBadEntry
 	}
@@ -223,4 +240,38 @@ func decodeConfContext(b []byte) (*confContext, error) {
 		return c, nil
 	}
 	return c, json.Unmarshal(b, c)
+}
+
+// splitEntry is the payload of a split entry (version 3).
+type splitEntry struct {
+	node, id uint64
+	slot     uint16
+	rhs      uint64
+	gen      uint64
+}
+
+func encodeSplitEntry(sp *splitEntry) []byte {
+	b := make([]byte, 0, 48)
+	b = append(b, entrySplit)
+	b = binary.AppendUvarint(b, sp.node)
+	b = binary.AppendUvarint(b, sp.id)
+	b = binary.AppendUvarint(b, uint64(sp.slot))
+	b = binary.AppendUvarint(b, sp.rhs)
+	return binary.AppendUvarint(b, sp.gen)
+}
+
+func decodeSplitEntry(b []byte) (*splitEntry, error) {
+	if len(b) == 0 || b[0] != entrySplit {
+		return nil, errBadEntry
+	}
+	d := &entryReader{b: b[1:], ok: true}
+	sp := &splitEntry{node: d.uvarint(), id: d.uvarint()}
+	sl := d.uvarint()
+	sp.rhs = d.uvarint()
+	sp.gen = d.uvarint()
+	if !d.ok || sl > 0xffff || len(d.b) != 0 {
+		return nil, errBadEntry
+	}
+	sp.slot = uint16(sl)
+	return sp, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	dto "github.com/prometheus/client_model/go"
+	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/kvorum/kvorum/internal/storage"
 	"github.com/kvorum/kvorum/internal/transport"
@@ -59,7 +61,9 @@ func newRangesCluster(t *testing.T, n, ranges int, cfg func(*Config)) *testClust
 			cfg(&sc)
 		}
 		s := New(sc)
-		lt.t = c.net.Register(id, handler{s}, nil)
+		lt.t = c.net.Register(id, handler{s}, func(m *raftpb.Message) (io.ReadCloser, error) {
+			return s.OpenSnapshot(m.GetSnapshot())
+		})
 		tn.store, tn.tr = s, lt.t
 		for _, d := range descs {
 			if _, err := s.AddReplica(d); err != nil {
@@ -84,7 +88,7 @@ func (c *testCluster) start() {
 // rangeLeader returns the running node that leads range id, or nil.
 func (c *testCluster) rangeLeader(id storage.RangeID) *testNode {
 	for _, tn := range c.nodes {
-		if tn.store == nil {
+		if tn.store == nil || tn.store.Replica(id) == nil {
 			continue
 		}
 		if _, local := tn.store.Replica(id).Leader(); local {

@@ -27,6 +27,9 @@ type readyItem struct {
 	completions []completion
 	newDesc     *storage.Descriptor
 	truncate    bool
+	// splits are the splits the round applied (replica_split.go): their
+	// right-hand ranges are created in afterCommit.
+	splits []appliedSplit
 }
 
 type completion struct {
@@ -341,6 +344,13 @@ func (r *Replica) stageApply(b *pebble.Batch, it *readyItem) error {
 			if len(e.GetData()) == 0 {
 				break // a new leader's empty entry
 			}
+			if e.GetData()[0] == entrySplit {
+				if err := r.applySplit(b, it, e); err != nil {
+					return err
+				}
+				desc = r.applyDesc(it)
+				break
+			}
 			p, err := decodeEntry(e.GetData())
 			if err != nil {
 				return fmt.Errorf("entry %d: %w", e.GetIndex(), err)
@@ -532,8 +542,12 @@ func (r *Replica) afterCommit(it *readyItem) {
 		}
 	}
 	r.mu.Unlock()
-	if slotsMoved {
-		// After r.mu: rebuilding takes Store.mu, then each Replica.mu.
+	// No replica lock is held here (rebuildSlots takes Store.mu, then
+	// each replica's). Before the round's messages go out: a client told
+	// of the split must find the new slot table.
+	if len(it.splits) > 0 {
+		r.afterSplits(it)
+	} else if slotsMoved {
 		r.store.RefreshSlots()
 	}
 }

@@ -58,10 +58,6 @@ func (s *Store) ReceiveSnapshot(rm RaftMessage, data io.Reader) (err error) {
 		return fmt.Errorf("store: snapshot of range %d sent as range %d", rangeID, rm.Range)
 	}
 	r := s.Replica(rangeID)
-	if r == nil {
-		_, _ = io.Copy(io.Discard, data)
-		return fmt.Errorf("store: snapshot for unknown range %d", rangeID)
-	}
 	if err := s.cfg.FS.MkdirAll(s.snapDir(), 0o755); err != nil {
 		return err
 	}
@@ -72,7 +68,7 @@ func (s *Store) ReceiveSnapshot(rm RaftMessage, data io.Reader) (err error) {
 		return err
 	}
 	tee := &copyingTee{r: data, w: f}
-	_, _, err = storage.ReadSnapshotStream(tee, func(k, v []byte) error { return nil })
+	desc, _, err := storage.ReadSnapshotStream(tee, func(k, v []byte) error { return nil })
 	if err == nil {
 		// The stream's reader buffers: a write error returned with the
 		// last bytes a Read gave it can be left unread in its buffer
@@ -89,6 +85,12 @@ func (s *Store) ReceiveSnapshot(rm RaftMessage, data io.Reader) (err error) {
 		_, _ = io.Copy(io.Discard, data)
 		_ = s.cfg.FS.Remove(path)
 		return fmt.Errorf("store: receive snapshot: %w", err)
+	}
+	if r == nil {
+		if r, err = s.replicaForSnapshot(desc); err != nil {
+			_ = s.cfg.FS.Remove(path)
+			return err
+		}
 	}
 	r.mu.Lock()
 	if old, ok := r.mu.staged[meta.GetIndex()]; ok {
@@ -168,4 +170,41 @@ func (t *copyingTee) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// replicaForSnapshot returns the replica a snapshot of a range this store
+// does not hold is stepped into: a new, uninitialized one. That is how a
+// follower that missed a split (it caught up on the left-hand range by a
+// snapshot taken after the split, so it never applied the split entry)
+// gets the right-hand range (docs/ranges.md §3.5).
+//
+// Only if the snapshot's slots overlap no local replica's: while they
+// overlap, the local left-hand range has not narrowed yet (it is behind
+// the split), and installing the right-hand snapshot would leave two
+// replicas owning the same slots. The left-hand one would then apply its
+// entries from before the split to keys the snapshot already holds the
+// result of (the RHS snapshot includes every LHS entry up to the split):
+// those entries would be applied twice (an INCR counted twice). Refused,
+// the snapshot is retried by raft later, once the LHS has caught up.
+//
+// The new replica has the snapshot's range id and replicas but an empty
+// slot interval, and nothing in storage, until the snapshot installs.
+func (s *Store) replicaForSnapshot(desc *storage.Descriptor) (*Replica, error) {
+	s.createMu.Lock()
+	defer s.createMu.Unlock()
+	if r := s.Replica(desc.RangeID); r != nil {
+		return r, nil
+	}
+	for _, r := range s.Replicas() {
+		d := r.Descriptor()
+		if d.StartSlot < desc.EndSlot && desc.StartSlot < d.EndSlot {
+			return nil, fmt.Errorf("store: snapshot of unknown range %d (slots [%d, %d)) overlaps local range %d (slots [%d, %d)): refused until that range catches up", desc.RangeID, desc.StartSlot, desc.EndSlot, d.RangeID, d.StartSlot, d.EndSlot)
+		}
+	}
+	if _, ok, err := storage.LoadDescriptor(s.db, desc.RangeID); err != nil || ok {
+		// State in storage with no replica: not created by this path.
+		return nil, fmt.Errorf("store: snapshot for range %d, which has stored state but no replica here (err %v)", desc.RangeID, err)
+	}
+	s.log.Info("creating a replica for a snapshot of an unknown range", "range", desc.RangeID, "start_slot", desc.StartSlot, "end_slot", desc.EndSlot)
+	return s.AddReplica(&storage.Descriptor{RangeID: desc.RangeID, Replicas: desc.Replicas, Generation: 0})
 }

@@ -152,6 +152,10 @@ type Store struct {
 	// from the Ready loop to the node. Closed by Stop once the loop ended.
 	effects chan Effects
 
+	// createMu serializes creating replicas for snapshots of unknown
+	// ranges (replicaForSnapshot).
+	createMu sync.Mutex
+
 	mu struct {
 		sync.RWMutex
 		replicas map[storage.RangeID]*Replica
