@@ -188,3 +188,33 @@ func TestFlushDeletesSlotIndex(t *testing.T) {
 		t.Fatal("tombstone not per slot")
 	}
 }
+
+// A sweep that reads an unknown slot before a round writing an earlier
+// entry there is committed, and stores the head it read after the round
+// is published, must not hide that entry: the slot stays unknown (or
+// lowered), never the later head.
+func TestDeadlinesSweepRacesApply(t *testing.T) {
+	db := openMem(t)
+	dl := NewDeadlines()
+	ks := keysIn("race", 300, 301, 2)
+	s := slot.Of([]byte(ks[0]))
+	applyDL(t, db, nil, dl, 1000, "SET", ks[0], "v", "PX", "9000") // 10000
+	t.Cleanup(func() { dueHook = nil })
+	dueHook = func() {
+		dueHook = nil
+		applyDL(t, db, nil, dl, 1000, "SET", ks[1], "v", "PX", "4000") // 5000
+	}
+	if keys, visited, err := dl.Due(db, s, s+1, 3000, 10); err != nil || len(keys) != 0 || visited != 1 {
+		t.Fatalf("sweep: %q, %d, %v", keys, visited, err)
+	}
+	if m := dl.Min(s); m != 0 && m > 5000 {
+		t.Fatalf("slot min %d after a racing write of deadline 5000", m)
+	}
+	keys, _, err := dl.Due(db, s, s+1, 5000, 10)
+	if err != nil || len(keys) != 1 || string(keys[0]) != ks[1] {
+		t.Fatalf("due at 5000: %q %v; want %s", keys, err, ks[1])
+	}
+	if m := dl.Min(s); m != 5000 {
+		t.Fatalf("slot min %d, want 5000", m)
+	}
+}

@@ -93,8 +93,9 @@ func (x *ctx) indexTTL(k []byte, old, now int64) error {
 // wait (note, Reset) until the round is committed (Publish): a value
 // never claims an entry the DB does not show yet. The sweeper stores what
 // it read with a compare-and-swap from the value it loaded before
-// reading (a lowering published meanwhile wins), and if a reset was
-// published meanwhile (gen) it makes the slot unknown again.
+// reading (a lowering published meanwhile wins), and if a reset, or a
+// lowering of an unknown slot (which the swap cannot see), was published
+// meanwhile (gen), it makes the slot unknown again.
 type Deadlines struct {
 	min [slot.Count]atomic.Int64
 	gen atomic.Uint64
@@ -108,6 +109,10 @@ type slotDeadline struct {
 	slot     uint16
 	deadline int64
 }
+
+// dueHook, if set, runs in Due between reading a slot and storing its
+// head (tests make a round commit there).
+var dueHook func()
 
 // noDeadline marks a slot without entries.
 const noDeadline = int64(^uint64(0) >> 1)
@@ -169,6 +174,15 @@ func (d *Deadlines) Publish() {
 			}
 		}
 	}
+	// A lowering of an unknown slot changes nothing, so a sweep that read
+	// the slot before this round was committed could not see it in its
+	// compare-and-swap from unknown: announce it (gen) before looking.
+	for _, p := range pending {
+		if d.min[p.slot].Load() == 0 {
+			d.gen.Add(1)
+			break
+		}
+	}
 	for _, p := range pending {
 		d.lower(p.slot, p.deadline)
 	}
@@ -225,9 +239,14 @@ func (d *Deadlines) Due(r pebble.Reader, lo, hi uint16, nowMs int64, limit int) 
 			return keys, visited, err
 		}
 		keys = append(keys, ks...)
+		if dueHook != nil {
+			dueHook()
+		}
 		d.min[s].CompareAndSwap(m, head)
 		if d.gen.Load() != gen {
-			d.min[s].Store(0) // a snapshot replaced slots meanwhile: read again
+			// A snapshot replaced slots, or a round lowered unknown ones,
+			// meanwhile: what was read may be stale, so read it again.
+			d.min[s].Store(0)
 		}
 	}
 	return keys, visited, nil

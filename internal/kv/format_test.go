@@ -241,6 +241,22 @@ func TestV2KeyRoundTrip(t *testing.T) {
 	if V2Key([]byte{0x10, 'a', 'b'}) != nil {
 		t.Fatal("an undecodable format 1 key converted")
 	}
+	// The expiry index: format 1's global entry 0x10 0x00 0x00 'e'
+	// <deadline> <key> and format 2's per-slot one map both ways; the
+	// build state 'E' is dropped.
+	for _, k := range []string{"k", "", "a\x00b", "{tag}x"} {
+		e2 := appendTTLKey(nil, 123456789, []byte(k))
+		e1 := append(append([]byte{0x10, 0x00, 0x00, 'e'}, 0, 0, 0, 0, 0x07, 0x5b, 0xcd, 0x15), k...)
+		if got := V1Key(e2); !bytes.Equal(got, e1) {
+			t.Fatalf("V1Key(%x) = %x, want %x", e2, got, e1)
+		}
+		if got := V2Key(e1); !bytes.Equal(got, e2) || binary.BigEndian.Uint16(got[1:]) != slot.Of([]byte(k)) {
+			t.Fatalf("V2Key(%x) = %x, want %x", e1, got, e2)
+		}
+	}
+	if V2Key([]byte{0x10, 0x00, 0x00, 'E'}) != nil || V2Key([]byte{0x10, 0x00, 0x00, 'e', 1}) != nil {
+		t.Fatal("the build state kept, or a short index key converted")
+	}
 }
 
 // TestMigrateV2KeepsState: a format 1 store (built with an encoder of the
