@@ -218,3 +218,29 @@ func TestDeadlinesSweepRacesApply(t *testing.T) {
 		t.Fatalf("slot min %d, want 5000", m)
 	}
 }
+
+// hiddenSlots (FLUSHALL's and TOMBGC's walk) does not count a slot whose
+// only hidden keys are expiry index entries, even without a user key
+// after them, and still finds the next slot's tombstone.
+func TestHiddenSlotsSkipIndex(t *testing.T) {
+	db := openMem(t)
+	b := db.NewBatch()
+	for _, k := range [][]byte{
+		append(appendSlotHidden(nil, 5, slotTTL), 0, 0, 0, 0, 0, 0, 0, 9, 'x'),
+		append(appendSlotHidden(nil, 6, slotTTL), 0, 0, 0, 0, 0, 0, 0, 9, 'y'),
+		append(appendSlotHidden(nil, 7, slotTTL), 0, 0, 0, 0, 0, 0, 0, 9, 'z'),
+		append(appendSlotHidden(nil, 7, slotWait), 1),
+		append(appendSlotHidden(nil, 9, slotTomb), 1),
+		append(appendSlotHidden(nil, 9, slotTTL), 1),
+	} {
+		if err := b.Set(k, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := hiddenSlots(db, 0, slot.Count); err != nil || !slices.Equal(got, []uint16{7, 9}) {
+		t.Fatalf("hiddenSlots %v %v, want [7 9]", got, err)
+	}
+}

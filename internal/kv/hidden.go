@@ -20,7 +20,8 @@ import (
 //     the last FLUSHALL's index 'f', the tombstone floor 'D';
 //   - per slot, inside the slot's span: 0x11 <slot:2> 0x00 0x00 <tag> …:
 //     WATCH tombstones 'd' and registrations 'r' (tomb.go), the expiry
-//     index 'e' (expiry.go), blocked-pop queues 'w' (blockq.go). 0x00 0x00 never starts an escaped user key
+//     index 'e' (expiry.go), blocked-pop queues 'w' (blockq.go). 0x00
+//     0x00 never starts an escaped user key
 //     (a 0x00 byte of a key is escaped as 0x00 0xFF, the terminator is
 //     0x00 0x01), so these sort before every user key of the slot, and an
 //     iterator over user keys skips them with one seek per slot that has
@@ -129,7 +130,12 @@ func hiddenSlots(r pebble.Reader, lo, hi uint16) (slots []uint16, err error) {
 			if k = it.Key(); len(k) < keyHeadLen {
 				break
 			}
-			ks = binary.BigEndian.Uint16(k[1:])
+			if next := binary.BigEndian.Uint16(k[1:]); next != ks {
+				// No user key after them (not written so): look at
+				// the next slot from its start.
+				s = uint32(next)
+				continue
+			}
 		}
 		if isSlotHidden(k) {
 			slots = append(slots, ks)
