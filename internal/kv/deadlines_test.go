@@ -244,3 +244,36 @@ func TestHiddenSlotsSkipIndex(t *testing.T) {
 		t.Fatalf("hiddenSlots %v %v, want [7 9]", got, err)
 	}
 }
+
+// BenchmarkDeadlinesDue: a sweep of the whole slot space over 20,000 keys
+// with a TTL spread over every slot, none due: "first" from unknown (one
+// seek per slot, as after a start), "known" afterwards (no seek at all).
+func BenchmarkDeadlinesDue(b *testing.B) {
+	db := openMem(b)
+	bt := db.NewBatch()
+	for i := 0; i < 20_000; i++ {
+		if err := bt.Set(appendTTLKey(nil, 1_000_000+int64(i), []byte("k"+strconv.Itoa(i))), nil, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := bt.Commit(nil); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("first", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if _, v, err := NewDeadlines().Due(db, 0, slot.Count, 1000, 256); err != nil || v != slot.Count {
+				b.Fatal(v, err)
+			}
+		}
+	})
+	b.Run("known", func(b *testing.B) {
+		dl := NewDeadlines()
+		dl.Due(db, 0, slot.Count, 1000, 256)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, v, err := dl.Due(db, 0, slot.Count, 1000, 256); err != nil || v != 0 {
+				b.Fatal(v, err)
+			}
+		}
+	})
+}
