@@ -11,7 +11,7 @@
 // waits and the expiry sweeper belong to packages store and server. kv
 // owns the command table (Spec, Lookup, Commands), validation (Check,
 // CheckQueued), execution (Apply, Read) and the encoding of user data in
-// Pebble (UserSpan, ExpiredKeys, WatchStamp, StateHash).
+// Pebble (UserSpan, ExpiredKeys, Deadlines, WatchStamp, StateHash).
 //
 // # Who calls what
 //
@@ -108,14 +108,14 @@
 // collection is deleted, as in Redis.
 //
 // A record whose deadline is <= nowMs is treated as absent by every read
-// and write at once (a write simply replaces it). The leader deletes such
-// keys in the background: ExpiredKeys reads them, earliest deadline first,
-// from the expiry index (expiry.go: one hidden key per key with a deadline,
-// kept by every write at apply, as Redis keeps its `expires` dict), and the
-// internal command KVORUM.DELEXPIRED deletes each key only if it is still
-// expired at apply time, so a key whose TTL was extended meanwhile
-// survives. A store written before the index existed gets it built by
-// KVORUM.TTLINDEX entries, a chunk of keys each. Internal commands
+// and write at once (a write simply replaces it). Each range's leader
+// deletes such keys in the background: Deadlines.Due reads them from the
+// expiry index of the range's slots that are due (expiry.go: one per-slot
+// hidden key per key with a deadline, kept by every write at apply, as
+// Redis keeps its `expires` dict), and the internal command
+// KVORUM.DELEXPIRED deletes each key only if it is still expired at apply
+// time, so a key whose TTL was extended meanwhile survives. A format 1
+// store gets its index written whole by MigrateV2. Internal commands
 // (KVORUM.DELEXPIRED, KVORUM.EXEC) are not in Commands(), Lookup
 // and Check treat them as unknown, and IsInternal lets the client layer
 // refuse them.

@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -10,6 +11,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/kvorum/kvorum/internal/reply"
+	"github.com/kvorum/kvorum/internal/slot"
+	"github.com/kvorum/kvorum/internal/storage"
 )
 
 // expiryIndexProblems compares the expiry index with the deadlines in the
@@ -27,15 +30,29 @@ func expiryIndexProblems(db pebble.Reader) ([]string, error) {
 		return nil, err
 	}
 	var problems []string
-	err = walkRange(db, ttlPrefix, prefixEnd(ttlPrefix), nil, false, func(it *pebble.Iterator) (bool, error) {
-		k := it.Key()[len(ttlPrefix):]
-		e := fmt.Sprintf("%d %q", int64(binary.BigEndian.Uint64(k)), k[8:])
+	err = walkTTL(db, 0, slot.Count, func(deadline int64, k []byte) bool {
+		e := fmt.Sprintf("%d %q", deadline, k)
 		if !want[e] {
 			problems = append(problems, "index key without its record: "+e)
 		}
 		delete(want, e)
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Every entry is in its key's slot (walkTTL reads the slots in order
+	// and cannot tell), and none is left in format 1's global index.
+	err = walkRange(db, []byte{slotPrefix}, []byte{slotPrefix + 1}, nil, false, func(it *pebble.Iterator) (bool, error) {
+		k := it.Key()
+		if isSlotHidden(k) && len(k) >= ttlHeadLen && k[slotHiddenLen-1] == slotTTL && slot.Of(k[ttlHeadLen:]) != binary.BigEndian.Uint16(k[1:]) {
+			problems = append(problems, fmt.Sprintf("index key in another slot: %x", k))
+		}
 		return true, nil
 	})
+	if has, _ := spanHasKeys(db, []byte{0x10, 0, 0, 'e'}, []byte{0x10, 0, 0, 'f'}); has {
+		problems = append(problems, "entries in the global index")
+	}
 	for e := range want {
 		problems = append(problems, "record missing from the index: "+e)
 	}
@@ -135,59 +152,50 @@ func TestExpiryIndexFollowsEveryWrite(t *testing.T) {
 	}
 }
 
-// TestExpiryIndexBuiltForAnOlderStore: a store written before the index
-// existed has records with deadlines and no index; KVORUM.TTLINDEX entries
-// build it chunk by chunk, while writes go on in between, and then report
-// it built.
+// TestExpiryIndexBuiltForAnOlderStore: a format 1 store written before
+// the index existed has records with deadlines and no index (nor build
+// state); the migration to format 2 builds the whole per-slot index from
+// the records, and KVORUM.TTLINDEX, which built it in format 1, then
+// finds nothing to do and writes nothing.
 func TestExpiryIndexBuiltForAnOlderStore(t *testing.T) {
-	db := openMem(t)
-	const n = 4200 // three chunks: whole blocks of 100 keys
-	if n <= 2*ttlBuildChunk || n > 3*ttlBuildChunk {
-		t.Fatalf("ttlBuildChunk %d: adjust n", ttlBuildChunk)
-	}
+	src := openMem(t)
+	const n = 4200
 	for i := 0; i < n; i += 100 {
 		args := []string{"MSET"}
 		for j := i; j < i+100; j++ {
 			args = append(args, fmt.Sprintf("k%05d", j), "v")
 		}
-		run(t, db, 1000, args...)
+		run(t, src, 1000, args...)
 		for j := i; j < i+100; j += 3 {
-			run(t, db, 1000, "PEXPIRE", fmt.Sprintf("k%05d", j), fmt.Sprint(1000+j))
+			run(t, src, 1000, "PEXPIRE", fmt.Sprintf("k%05d", j), fmt.Sprint(1000+j))
 		}
 	}
-	// Make it an older store: drop the index (and any build state).
-	if err := db.DeleteRange(ttlPrefix, prefixEnd(ttlPrefix), nil); err != nil {
+	// Make it an older store: format 1 keys, without the index.
+	var pairs [][2][]byte
+	if err := storage.EmitSpan(src, []byte{0x10}, []byte{0x12}, func(k, v []byte) error {
+		if !(isSlotHidden(k) && k[slotHiddenLen-1] == slotTTL) {
+			pairs = append(pairs, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
+		}
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
-	if problems, _ := expiryIndexProblems(db); len(problems) == 0 {
-		t.Fatal("the index was not dropped")
+	db := openMem(t)
+	writePairs(t, db, toV1(pairs))
+	if has, err := spanHasKeys(db, []byte{0x10, 0, 0, 'e'}, []byte{0x10, 0, 0, 'f'}); err != nil || has {
+		t.Fatalf("the older store has an index: %v %v", has, err)
 	}
-	if built, err := ExpiryIndexBuilt(db); err != nil || built {
-		t.Fatalf("built %v %v before any KVORUM.TTLINDEX", built, err)
+	if err := MigrateV2(db, nil); err != nil {
+		t.Fatal(err)
 	}
-	var entries int
-	for {
-		r := applyInternal(t, db, 1000, "KVORUM.TTLINDEX")
-		if r.Kind == reply.KindError {
-			t.Fatal(string(r.Str))
-		}
-		entries++
-		// Writes between chunks: behind the cursor, ahead of it.
-		run(t, db, 1000, "PEXPIRE", "k00001", "777")
-		run(t, db, 1000, "PERSIST", fmt.Sprintf("k%05d", n-1-n%3))
-		if r.Int == 0 {
-			break
-		}
-		if entries > 10 {
-			t.Fatal("KVORUM.TTLINDEX never finished")
-		}
+	checkExpiryIndex(t, db)
+	before := logicalDump(t, db)
+	if r := applyInternal(t, db, 1000, "KVORUM.TTLINDEX"); r.Kind == reply.KindError || r.Int != 0 {
+		t.Fatalf("KVORUM.TTLINDEX = %s, want 0 (nothing to build)", show(r))
 	}
-	if entries != 3+1 {
-		t.Fatalf("%d entries to build the index of %d keys (chunks of %d), want 4", entries, n, ttlBuildChunk)
-	}
-	if built, err := ExpiryIndexBuilt(db); err != nil || !built {
-		t.Fatalf("built %v %v", built, err)
-	}
+	sameDump(t, "after KVORUM.TTLINDEX", logicalDump(t, db), before)
+	run(t, db, 1000, "PEXPIRE", "k00001", "777")
+	run(t, db, 1000, "PERSIST", fmt.Sprintf("k%05d", n-1-n%3))
 	checkExpiryIndex(t, db)
 	keys, err := ExpiredKeys(db, 1999, 1000)
 	if err != nil || len(keys) != 1 || string(keys[0]) != "k00001" {

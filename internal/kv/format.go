@@ -34,11 +34,11 @@ func isV1User(k []byte) bool {
 // range 1, the one range of a format 1 store): a user key (metadata
 // record or collection element) gains its hash slot; a hidden key that
 // format 2 keeps per slot (WATCH tombstones and registrations, wait
-// queues) goes to its key's slot, one it keeps per range (version
+// queues, expiry index entries) goes to its key's slot, one it keeps per range (version
 // counter, FLUSHALL index, tombstone floor) to range 1's replicated
 // range-local span (hidden.go); any other key is returned as is. It
 // returns nil for a key that does not decode (corrupt) and for one format
-// 2 drops (the legacy 't' buckets).
+// 2 drops (the legacy 't' buckets, the expiry index build state 'E').
 // Pure: every replica converts the same bytes the same way.
 func V2Key(k []byte) []byte { return appendV2Key(nil, k) }
 
@@ -132,7 +132,8 @@ func migrateHook(step string) error {
 //     So are range 1's replicated range-local keys (0x02 <1> 'r'), which
 //     format 1 did not have either.
 //  2. Every format 1 user pair, and every hidden pair that format 2 keeps
-//     per slot or per range (hidden.go), is written under its V2Key, in
+//     per slot or per range (hidden.go) but the expiry index, is written
+//     under its V2Key, with an index entry per record with a deadline, in
 //     batches of bounded size (not synced: the last batch's sync covers
 //     them, one write-ahead log).
 //  3. One synced batch deletes [0x10 0x00 0x01, 0x11) (the format 1 user
@@ -140,10 +141,11 @@ func migrateHook(step string) error {
 //     sets the marker to 2.
 //
 // A crash before 3 leaves the format 1 keys and no marker: the next open
-// starts over at 1. After 3, the store is format 2. If the TTL index was
-// being built (KVORUM.TTLINDEX, whose cursor is a position in format 1's
-// key order), the migration completes it from the metadata records and
-// marks it built in the batch of step 3.
+// starts over at 1. After 3, the store is format 2. The expiry index is
+// not moved but written whole from the metadata records in step 2 (per
+// slot, expiry.go), whether format 1's global index was built, being
+// built (KVORUM.TTLINDEX) or absent; step 3 deletes the global index and
+// its build state 'E', which format 2 does not have.
 func MigrateV2(db *pebble.DB, log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -175,11 +177,6 @@ func MigrateV2(db *pebble.DB, log *slog.Logger) error {
 		}
 		return storage.Commit(b, pebble.Sync)
 	}
-	ttlState, _, err := getCopy(db, ttlStateKey)
-	if err != nil {
-		return err
-	}
-	buildTTL := len(ttlState) > 0 && ttlState[0] == 'c'
 	started := time.Now()
 	log.Info("converting the store to storage format 2 (user keys by hash slot); this runs once")
 	start, end := userKeySpan()
@@ -200,7 +197,8 @@ func MigrateV2(db *pebble.DB, log *slog.Logger) error {
 	// two epochs, the wait queues, three counters), one batch.
 	err = walkRange(db, hiddenPrefix, v1UserStart, nil, false, func(it *pebble.Iterator) (bool, error) {
 		k := it.Key()
-		if len(k) < 4 || bytes.IndexByte(legacyHidden, k[3]) < 0 {
+		if len(k) < 4 || bytes.IndexByte(legacyHidden, k[3]) < 0 || k[3] == slotTTL {
+			// The expiry index is written again from the records, below.
 			return true, nil
 		}
 		nk, drop := appendV2KeyIn(nil, k, 1)
@@ -239,13 +237,11 @@ func MigrateV2(db *pebble.DB, log *slog.Logger) error {
 		if err := b.Set(kbuf, v, nil); err != nil {
 			return err
 		}
-		if buildTTL {
-			if user, suffix, ok := unescape(ubuf[:0], k, 1); ok && len(suffix) == 1 && suffix[0] == suffixMeta {
-				ubuf = user
-				if rec, err := decodeHeader(v); err == nil && rec.expire > 0 {
-					if err := b.Set(appendTTLKey(nil, rec.expire, user), nil, nil); err != nil {
-						return err
-					}
+		if user, suffix, ok := unescape(ubuf[:0], k, 1); ok && len(suffix) == 1 && suffix[0] == suffixMeta {
+			ubuf = user
+			if rec, err := decodeHeader(v); err == nil && rec.expire > 0 {
+				if err := b.Set(appendTTLKey(nil, rec.expire, user), nil, nil); err != nil {
+					return err
 				}
 			}
 		}
@@ -276,11 +272,6 @@ func MigrateV2(db *pebble.DB, log *slog.Logger) error {
 	for _, tag := range legacyHidden {
 		p := append(append([]byte{}, hiddenPrefix...), tag)
 		if err := b.DeleteRange(p, prefixEnd(p), nil); err != nil {
-			return err
-		}
-	}
-	if buildTTL {
-		if err := b.Set(ttlStateKey, []byte(ttlBuilt), nil); err != nil {
 			return err
 		}
 	}

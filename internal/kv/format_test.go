@@ -233,13 +233,29 @@ func TestV2KeyRoundTrip(t *testing.T) {
 			t.Fatalf("element key %x: round trip %x", ek, got)
 		}
 	}
-	for _, k := range [][]byte{scriptKey("x"), ttlPrefix, {0x01, 'i', 'n'}, {0x10}, {0x12}} {
+	for _, k := range [][]byte{scriptKey("x"), {0x01, 'i', 'n'}, {0x10}, {0x12}} {
 		if !bytes.Equal(V2Key(k), k) || !bytes.Equal(V1Key(k), k) {
 			t.Fatalf("%x is not a user key but was converted", k)
 		}
 	}
 	if V2Key([]byte{0x10, 'a', 'b'}) != nil {
 		t.Fatal("an undecodable format 1 key converted")
+	}
+	// The expiry index: format 1's global entry 0x10 0x00 0x00 'e'
+	// <deadline> <key> and format 2's per-slot one map both ways; the
+	// build state 'E' is dropped.
+	for _, k := range []string{"k", "", "a\x00b", "{tag}x"} {
+		e2 := appendTTLKey(nil, 123456789, []byte(k))
+		e1 := append(append([]byte{0x10, 0x00, 0x00, 'e'}, 0, 0, 0, 0, 0x07, 0x5b, 0xcd, 0x15), k...)
+		if got := V1Key(e2); !bytes.Equal(got, e1) {
+			t.Fatalf("V1Key(%x) = %x, want %x", e2, got, e1)
+		}
+		if got := V2Key(e1); !bytes.Equal(got, e2) || binary.BigEndian.Uint16(got[1:]) != slot.Of([]byte(k)) {
+			t.Fatalf("V2Key(%x) = %x, want %x", e1, got, e2)
+		}
+	}
+	if V2Key([]byte{0x10, 0x00, 0x00, 'E'}) != nil || V2Key([]byte{0x10, 0x00, 0x00, 'e', 1}) != nil {
+		t.Fatal("the build state kept, or a short index key converted")
 	}
 }
 
@@ -298,6 +314,17 @@ func TestMigrateV2KeepsState(t *testing.T) {
 			}
 		}
 		checkHiddenHomes(t, got)
+		// The keys with a TTL: one index entry each, in its slot, and
+		// the same due keys as the store converted from.
+		checkExpiryIndex(t, db)
+		dueGot, err := ExpiredKeys(db, 1<<62, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dueWant, _ := ExpiredKeys(ref, 1<<62, 1000)
+		if len(dueWant) < 69 || !slices.EqualFunc(dueGot, dueWant, bytes.Equal) {
+			t.Fatalf("%s: due keys %q, want %q", what, dueGot, dueWant)
+		}
 		var wantPairs [][2][]byte
 		for _, p := range v2pairs {
 			if _, _, ok := storage.ParseReplicatedRangeKey(p[0]); ok || p[0][0] >= 0x10 {
@@ -410,7 +437,7 @@ func checkHiddenHomes(t *testing.T, pairs [][2][]byte) {
 	for _, c := range []struct {
 		tag byte
 		key string
-	}{{'d', "gone"}, {'r', "absent"}, {'w', "emptyq"}} {
+	}{{'d', "gone"}, {'r', "absent"}, {'w', "emptyq"}, {'e', "ttl"}, {'e', "zset"}, {'e', "key:99"}} {
 		p := appendSlotHidden(nil, slot.Of([]byte(c.key)), c.tag)
 		if !hasPrefix(p) || !slices.ContainsFunc(pairs, func(q [2][]byte) bool {
 			return bytes.HasPrefix(q[0], p) && bytes.Contains(q[0], []byte(c.key))
@@ -446,7 +473,8 @@ func TestMigrateV2NewStore(t *testing.T) {
 }
 
 // A store whose TTL index was being built (KVORUM.TTLINDEX's cursor is a
-// position in format 1's key order) has it completed by the migration.
+// position in format 1's key order) has it written whole by the
+// migration, per slot, and the build state dropped.
 func TestMigrateV2CompletesTTLIndex(t *testing.T) {
 	l := newLockLog(t)
 	for i := 0; i < 50; i++ {
@@ -454,23 +482,29 @@ func TestMigrateV2CompletesTTLIndex(t *testing.T) {
 	}
 	var pairs [][2][]byte
 	if err := storage.EmitSpan(l.db, []byte{0x10}, []byte{0x12}, func(k, v []byte) error {
-		if !bytes.HasPrefix(k, ttlPrefix) { // an index not built: no 'e' keys
-			pairs = append(pairs, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
+		// Half an index: the entries of the first keys only.
+		if isSlotHidden(k) && k[slotHiddenLen-1] == slotTTL && !bytes.HasSuffix(k, []byte("k1")) {
+			return nil
 		}
+		pairs = append(pairs, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
 	db := openMem(t)
 	writePairs(t, db, toV1(pairs))
-	writePairs(t, db, [][2][]byte{{ttlStateKey, []byte("ck25")}})
+	// Format 1's global entries (0x10 0x00 0x00 'e' <deadline> <key>): k1's.
+	if has, err := spanHasKeys(db, []byte{0x10, 0, 0, 'e'}, []byte{0x10, 0, 0, 'f'}); err != nil || !has {
+		t.Fatalf("no format 1 entry of k1: %v %v", has, err)
+	}
+	writePairs(t, db, [][2][]byte{{[]byte{0x10, 0, 0, legacyTTLBuild}, []byte("ck25")}})
 	if err := MigrateV2(db, nil); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := ExpiryIndexBuilt(db); err != nil || !ok {
-		t.Fatalf("index built %v %v", ok, err)
-	}
 	checkExpiryIndex(t, db)
+	if has, err := spanHasKeys(db, []byte{0x10, 0, 0, legacyTTLBuild}, []byte{0x10, 0, 0, legacyTTLBuild + 1}); err != nil || has {
+		t.Fatalf("build state kept: %v %v", has, err)
+	}
 }
 
 // snapStream builds a snapshot stream the way a node of the release before

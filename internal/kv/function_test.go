@@ -67,7 +67,7 @@ func TestFunctionStorage(t *testing.T) {
 	if bytes.Compare(fnPrefix, start) < 0 || bytes.Compare(prefixEnd(fnPrefix), end) > 0 || bytes.Compare(prefixEnd(fnPrefix), firstUserKey) > 0 {
 		t.Fatal("function keys outside the hidden part of UserSpan")
 	}
-	for _, p := range [][]byte{scriptPrefix, ttlPrefix, alivePrefix, counterKey, leasePrefix, ownedPrefix, lockPrefix, queuePrefix} {
+	for _, p := range [][]byte{scriptPrefix, alivePrefix, counterKey, leasePrefix, ownedPrefix, lockPrefix, queuePrefix} {
 		if bytes.HasPrefix(p, fnPrefix) || bytes.HasPrefix(fnPrefix, p) {
 			t.Fatalf("function prefix overlaps %q", p)
 		}

@@ -19,15 +19,15 @@ import (
 //     (storage.ReplicatedRangeKey): the collection version counter 'v',
 //     the last FLUSHALL's index 'f', the tombstone floor 'D';
 //   - per slot, inside the slot's span: 0x11 <slot:2> 0x00 0x00 <tag> …:
-//     WATCH tombstones 'd' and registrations 'r' (tomb.go), blocked-pop
-//     queues 'w' (blockq.go). 0x00 0x00 never starts an escaped user key
+//     WATCH tombstones 'd' and registrations 'r' (tomb.go), the expiry
+//     index 'e' (expiry.go), blocked-pop queues 'w' (blockq.go). 0x00
+//     0x00 never starts an escaped user key
 //     (a 0x00 byte of a key is escaped as 0x00 0xFF, the terminator is
 //     0x00 0x01), so these sort before every user key of the slot, and an
 //     iterator over user keys skips them with one seek per slot that has
 //     any (skipHidden);
 //   - global, in range 1's 0x10 0x00 0x00 space: everything else (leases,
-//     locks, config, ACL, scripts, functions, node liveness, the expiry
-//     index 'e' and its build state 'E').
+//     locks, config, ACL, scripts, functions, node liveness).
 
 // Names of the replicated range-local keys.
 const (
@@ -41,6 +41,7 @@ const (
 	slotTomb = 'd'
 	slotReg  = 'r'
 	slotWait = 'w'
+	// slotTTL ('e', expiry.go) sorts between them.
 )
 
 // slotHiddenLen is the length of a per-slot hidden key's head:
@@ -94,8 +95,10 @@ func (x *ctx) hiddenSlots() ([]uint16, error) {
 	return hiddenSlots(x.r, lo, hi)
 }
 
-// hiddenSlots returns the slots in [lo, hi) that hold per-slot hidden keys,
-// in order, with one seek per slot that holds any key.
+// hiddenSlots returns the slots in [lo, hi) that hold per-slot hidden keys
+// other than expiry index entries (which FLUSHALL deletes with the user
+// keys and TOMBGC does not look at), in order, with one seek per slot that
+// holds any key, and one more per slot with index entries.
 func hiddenSlots(r pebble.Reader, lo, hi uint16) (slots []uint16, err error) {
 	start, end := SlotSpan(lo, hi)
 	it, err := r.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
@@ -118,6 +121,22 @@ func hiddenSlots(r pebble.Reader, lo, hi uint16) (slots []uint16, err error) {
 			break
 		}
 		ks := binary.BigEndian.Uint16(k[1:])
+		if isSlotHidden(k) && len(k) > keyHeadLen+2 && k[keyHeadLen+2] == slotTTL {
+			// Expiry index entries only, so far: past them.
+			seek = appendSlotHidden(seek[:0], ks, slotTTL+1)
+			if !it.SeekGE(seek) {
+				break
+			}
+			if k = it.Key(); len(k) < keyHeadLen {
+				break
+			}
+			if next := binary.BigEndian.Uint16(k[1:]); next != ks {
+				// No user key after them (not written so): look at
+				// the next slot from its start.
+				s = uint32(next)
+				continue
+			}
+		}
 		if isSlotHidden(k) {
 			slots = append(slots, ks)
 		}
@@ -126,13 +145,14 @@ func hiddenSlots(r pebble.Reader, lo, hi uint16) (slots []uint16, err error) {
 	return slots, it.Error()
 }
 
-// legacyHidden are the tags of format 1's hidden keys that moved (or, 't',
-// went away) in format 2.
-var legacyHidden = []byte{rangeVersion, rangeFlush, rangeTombFloor, slotTomb, slotReg, slotWait, 't'}
+// legacyHidden are the tags of format 1's hidden keys that moved (or, 't'
+// and 'E', went away) in format 2.
+var legacyHidden = []byte{rangeVersion, rangeFlush, rangeTombFloor, slotTomb, slotReg, slotWait, slotTTL, legacyTTLBuild, 't'}
 
 // appendV2Hidden appends the format 2 key of format 1 hidden key k
 // (0x10 0x00 0x00 <tag> …) of range id. drop: the key is not kept (the
-// legacy 't' buckets); ok=false: it does not decode.
+// legacy 't' buckets, the expiry index's build state 'E'); ok=false: it
+// does not decode.
 func appendV2Hidden(dst, k []byte, id storage.RangeID) (out []byte, drop, ok bool) {
 	if len(k) < 4 {
 		return append(dst, k...), false, true
@@ -145,8 +165,13 @@ func appendV2Hidden(dst, k []byte, id storage.RangeID) (out []byte, drop, ok boo
 			return append(dst, k...), false, true
 		}
 		return storage.AppendReplicatedRangeKey(dst, id, []byte{tag}), false, true
-	case 't':
+	case 't', legacyTTLBuild:
 		return nil, true, true
+	case slotTTL: // <deadline:8> <key>
+		if len(rest) < 8 {
+			return nil, false, false
+		}
+		user = rest[8:]
 	case slotTomb, slotReg: // <epoch:4> <key>
 		if len(rest) < 4 {
 			return nil, false, false
@@ -232,8 +257,10 @@ func walkReplicatedRangeKeys(r pebble.Reader, fn func(k, v []byte)) (err error) 
 }
 
 // flushUserKeys deletes every user key of the entry's range's slots and
-// keeps their hidden keys: one range deletion from each slot that has
-// hidden keys to the next (the slots between, without any, go in one).
+// their expiry index entries, and keeps their other hidden keys: one range
+// deletion from each slot that has such keys to the next (the slots
+// between, without any or with index entries only, go in one), and one of
+// the index entries of each slot that has such keys.
 // It reads x.r, which sees the batch's earlier writes (tombFlushed's
 // tombstones, in slots that already have registrations).
 func (x *ctx) flushUserKeys() error {
@@ -250,34 +277,11 @@ func (x *ctx) flushUserKeys() error {
 				return err
 			}
 		}
+		// The slot's expiry index entries go with its keys.
+		if err := x.w.DeleteRange(appendSlotHidden(nil, s, slotTTL), appendSlotHidden(nil, s, slotTTL+1), nil); err != nil {
+			return err
+		}
 		from = append(h[:keyHeadLen:keyHeadLen], 0x00, 0x01)
 	}
 	return x.w.DeleteRange(from, end, nil)
-}
-
-// flushTTLIndex deletes the expiry index entries of the entry's range's
-// keys. The index is global (expiry.go): with the whole keyspace that is
-// one range deletion; a range of some slots deletes its own entries one
-// by one, leaving the other ranges' alone.
-func (x *ctx) flushTTLIndex() error {
-	if !x.ranged {
-		return x.w.DeleteRange(ttlPrefix, prefixEnd(ttlPrefix), nil)
-	}
-	var del [][]byte
-	err := walkRange(x.r, ttlPrefix, prefixEnd(ttlPrefix), nil, false, func(it *pebble.Iterator) (bool, error) {
-		k := it.Key()
-		if len(k) >= len(ttlPrefix)+8 && x.desc.ContainsSlot(slot.Of(k[len(ttlPrefix)+8:])) {
-			del = append(del, bytes.Clone(k))
-		}
-		return true, nil
-	})
-	if err != nil {
-		return err
-	}
-	for _, k := range del {
-		if err := x.w.Delete(k, nil); err != nil {
-			return err
-		}
-	}
-	return nil
 }

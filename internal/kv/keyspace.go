@@ -506,7 +506,8 @@ func checkFlush(args [][]byte) (Reply, bool) {
 }
 
 func cmdFlush(x *ctx, _ [][]byte) Reply {
-	// Every user key and element of the range's slots; the hidden keys
+	// Every user key, element and expiry index entry of the range's
+	// slots (flushUserKeys); the other hidden keys
 	// (version counter, script cache, and each slot's WATCH tombstones,
 	// registrations and wait queues) stay, as Redis keeps its script
 	// cache and its blocked clients on FLUSHALL. The watched keys it
@@ -515,9 +516,6 @@ func cmdFlush(x *ctx, _ [][]byte) Reply {
 		return errReply(err)
 	}
 	if err := x.flushUserKeys(); err != nil {
-		return errReply(err)
-	}
-	if err := x.flushTTLIndex(); err != nil {
 		return errReply(err)
 	}
 	if x.cache != nil {

@@ -29,15 +29,16 @@ type ctx struct {
 	r          readerI
 	w          writer // nil for reads
 	now        int64
-	index      uint64   // log index of the entry being applied (0 for reads)
-	seed       uint64   // deterministic randomness for writes (see rand)
-	fx         *Effects // what the entry did besides replies and writes; nil: not recorded
-	nested     bool     // run by call: inside a transaction or FENCED (nobody can park)
-	oom        bool     // proposed over maxmemory (KVORUM.OOM, maxmemory.go)
-	wrote      bool     // a script's run called a write command (Redis's SCRIPT_WRITE_DIRTY)
-	kbuf, vbuf []byte   // scratch: storage key, encoded record
-	tbuf       []byte   // scratch: expiry index key (indexTTL)
-	rbuf       [11]byte // scratch: a replicated range-local key (rangeKey)
+	index      uint64     // log index of the entry being applied (0 for reads)
+	seed       uint64     // deterministic randomness for writes (see rand)
+	fx         *Effects   // what the entry did besides replies and writes; nil: not recorded
+	nested     bool       // run by call: inside a transaction or FENCED (nobody can park)
+	oom        bool       // proposed over maxmemory (KVORUM.OOM, maxmemory.go)
+	wrote      bool       // a script's run called a write command (Redis's SCRIPT_WRITE_DIRTY)
+	kbuf, vbuf []byte     // scratch: storage key, encoded record
+	tbuf       []byte     // scratch: expiry index key (indexTTL)
+	deadlines  *Deadlines // Apply only: the node's per-slot earliest deadlines; nil: none
+	rbuf       [11]byte   // scratch: a replicated range-local key (rangeKey)
 	rng        *rand.PCG
 	calls      uint64           // nested commands run by call, for their seeds
 	cache      *reccache.Cache  // Apply only: the records the batch and store hold; nil: none
@@ -102,6 +103,10 @@ type Env struct {
 	// command touches must be in its slot interval, or the command writes
 	// nothing and replies ErrRangeKeyMismatch (rangecheck.go).
 	Desc *storage.Descriptor
+	// Deadlines, if set, is the node's per-slot earliest deadlines
+	// (expiry.go), which the entry's new expiry index entries lower once
+	// the round is committed (Deadlines.Publish).
+	Deadlines *Deadlines
 }
 
 // rand returns the command's random source: seeded from the log position
@@ -132,6 +137,7 @@ func putCtx(x *ctx) {
 	x.user, x.perms = nil, nil
 	x.countLooked = false
 	x.desc, x.ranged, x.outside = nil, false, false
+	x.deadlines = nil
 	clear(x.missed)
 	x.missed = x.missed[:0]
 	if cap(x.vbuf) > 64<<10 {
@@ -347,6 +353,7 @@ func Apply(b *pebble.Batch, args [][]byte, env Env) (r Reply) {
 	x := getCtx(b, b, env.Now)
 	x.index, x.seed, x.fx, x.cache, x.settings, x.scripts = env.Index, uint64(env.Seq), env.Effects, env.Records, env.Settings, env.Scripts
 	x.perms = env.Perms
+	x.deadlines = env.Deadlines
 	x.setRange(env.Desc)
 	x.countLooked = env.CountLookups
 	defer putCtx(x)
@@ -487,6 +494,7 @@ func (x *ctx) call(args [][]byte) (r Reply) {
 	y.cache, y.shared, y.notify, y.settings, y.scripts, y.countLooked = x.cache, x.shared, x.notify, x.settings, x.scripts, x.countLooked
 	y.user, y.perms = x.user, x.perms
 	y.desc, y.ranged = x.desc, x.ranged
+	y.deadlines = x.deadlines
 	y.nested = true
 	// A read command's misses are Redis's keymiss events, emitted here
 	// at apply (inside MULTI/EXEC or a script) like every other event.

@@ -6,6 +6,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/kvorum/kvorum/internal/slot"
+	"github.com/kvorum/kvorum/internal/storage"
 )
 
 // Deletion tombstones and watch registrations, for WATCH on absent keys
@@ -181,11 +182,16 @@ func (x *ctx) tombFlushed() error {
 	return nil
 }
 
-// TombGCDue reports whether the leader should propose KVORUM.TOMBGC at
-// nowMs: its clock is two epochs past the floor.
-func TombGCDue(r readerI, nowMs int64) (bool, error) {
+// TombGCDue is TombGCDueIn for range 1.
+func TombGCDue(r readerI, nowMs int64) (bool, error) { return TombGCDueIn(r, 1, nowMs) }
+
+// TombGCDueIn reports whether range id's leader should propose
+// KVORUM.TOMBGC to it at nowMs: its clock is two epochs past the range's
+// floor (its replicated range-local 'D').
+func TombGCDueIn(r readerI, id storage.RangeID, nowMs int64) (bool, error) {
 	x := getCtx(r, nil, nowMs)
 	defer putCtx(x)
+	x.desc = &storage.Descriptor{RangeID: id}
 	floor, _, err := x.tombFloor()
 	return tombEpoch(nowMs) >= floor+2, err
 }

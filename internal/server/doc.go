@@ -88,8 +88,9 @@
 //     RemoveMember, TransferLeader; a change asked of a follower is
 //     forwarded to the leader (onLeader).
 //   - expiryLoop and leaseLoop, one each, on every node, acting only while
-//     it leads: they propose KVORUM.DELEXPIRED (KVORUM.TTLINDEX first,
-//     until the expiry index of an older store is built) and
+//     it leads: they propose KVORUM.DELEXPIRED and KVORUM.TOMBGC to each
+//     range whose local replica leads (reading the node's per-slot
+//     earliest deadlines, kv.Deadlines, shared with apply) and
 //     KVORUM.LEASEEXPIRE.
 //     leaseLoop owns the timing of leases (leaseTracker). Stop waits for
 //     both (Node.bg) before it closes Pebble, since they read it.

@@ -59,6 +59,10 @@ type kvMachine struct {
 	// (acl.go); db is where they are read again after a snapshot.
 	acl *aclUsers
 	db  *pebble.DB
+	// deadlines is each hash slot's earliest expiry deadline, which the
+	// applied entries lower and the sweeper reads and refreshes
+	// (kv.Deadlines: safe for both goroutines).
+	deadlines *kv.Deadlines
 }
 
 // roundEffects is one Ready round's effects and the index of its last
@@ -72,7 +76,7 @@ type roundEffects struct {
 // records keys (Config.RecordCache) and a read cache of readCache bytes
 // (Config.ReadCache; too small: none).
 func newKVMachine(records int, readCache int64) *kvMachine {
-	m := &kvMachine{free: make(chan *roundEffects, 4), records: reccache.New(records), shared: reccache.NewShared(readCache)}
+	m := &kvMachine{free: make(chan *roundEffects, 4), records: reccache.New(records), shared: reccache.NewShared(readCache), deadlines: kv.NewDeadlines()}
 	if m.shared != nil {
 		m.records.Share(m.shared)
 	}
@@ -89,7 +93,7 @@ func (m *kvMachine) Apply(b *pebble.Batch, args [][]byte, env store.ApplyEnv) re
 	}
 	m.fx.index = env.Index
 	r := kv.Apply(b, args, kv.Env{Now: env.Now, Index: env.Index, Seq: env.Seq, Effects: &m.fx.Effects, Records: m.records, Settings: &m.settings,
-		Scripts: &m.scripts, Perms: m.perms(), CountLookups: env.Leader, Desc: env.Desc})
+		Scripts: &m.scripts, Perms: m.perms(), CountLookups: env.Leader, Desc: env.Desc, Deadlines: m.deadlines})
 	if v, ok := m.settings.MaxMemory(); ok {
 		m.maxMem.Store(v) // for the maxmemory guard (maxmemory.go)
 		m.maxMemKnown.Store(true)
@@ -110,8 +114,11 @@ func (m *kvMachine) perms() kv.Permissions {
 	return m.acl
 }
 
-// Replaced: a snapshot replaces the whole keyspace (one range covers it).
+// Replaced: a snapshot replaces the span of a range (the whole keyspace
+// when one range covers it). The slots' earliest deadlines become unknown
+// once the round is committed (kv.Deadlines.Publish, in Committed).
 func (m *kvMachine) Replaced(start, end []byte) {
+	m.deadlines.ResetSpan(start, end)
 	m.records.Clear()
 	m.settings.Reset()
 	if m.acl != nil {
@@ -123,6 +130,7 @@ func (m *kvMachine) Replaced(start, end []byte) {
 // ACL users again after a snapshot replaced them.
 func (m *kvMachine) Committed() {
 	m.records.Publish()
+	m.deadlines.Publish()
 	if m.acl != nil && m.acl.stale {
 		m.acl.stale = false
 		if err := m.acl.load(m.db); err != nil {
@@ -169,9 +177,8 @@ func (*kvMachine) Span(d *storage.Descriptor) (start, end []byte) {
 	// slots' keys (with their per-slot hidden keys) are one span; its
 	// per-range counters travel separately (storage.EmitRange). Range 1,
 	// whose interval starts at slot 0, also carries the global hidden
-	// keys just before it: leases, locks, config, scripts, functions and,
-	// until it moves per slot, every range's expiry index (docs/ranges.md
-	// §2.3: a known gap for several ranges).
+	// keys just before it: leases, locks, config, scripts, functions. The
+	// expiry index is per slot (kv/expiry.go), in the slots' span.
 	start, end = kv.SlotSpan(d.StartSlot, d.EndSlot)
 	if d.RangeID == firstRange && d.StartSlot == 0 {
 		start, _ = kv.UserSpan()

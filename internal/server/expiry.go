@@ -2,10 +2,11 @@ package server
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/kvorum/kvorum/internal/slot"
+	"github.com/kvorum/kvorum/internal/storage"
 	"github.com/kvorum/kvorum/internal/store"
 )
 
@@ -31,14 +32,14 @@ func (n *Node) untilStop() (context.Context, context.CancelFunc) {
 const expiryBatch = 256
 
 // keyExpiryBatch bounds the keys deleted per proposal. They come from the
-// expiry index (kv.ExpiredKeys), which holds only keys with a deadline,
-// earliest first: a sweep reads nothing but the keys it deletes.
+// per-slot expiry index (kv.Deadlines.Due), which holds only keys with a
+// deadline: a sweep reads nothing but the keys it deletes, in the slots
+// whose earliest deadline has passed.
 const keyExpiryBatch = 256
 
-// keyExpiryRounds bounds the proposals per tick: while every read fills a
-// batch (many keys expire at once), the next one runs in the same tick.
-// The same bound holds for the entries that build the expiry index of a
-// store written by an older kvorum (kv.ExpiryIndexBuilt).
+// keyExpiryRounds bounds the proposals per range and tick: while every
+// read fills a batch (many keys expire at once), the next one runs in the
+// same tick.
 const keyExpiryRounds = 8
 
 // expiryLoop runs on every node; it acts only while this node leads. It
@@ -64,118 +65,69 @@ func (n *Node) expiryLoop() {
 
 // sweepExpired is one tick of expiryLoop: for every range whose local
 // replica leads, it proposes to that range the deletion of its keys whose
-// deadline has passed. KVORUM.TOMBGC and the build of the expiry index of
-// an older store (KVORUM.TTLINDEX) go to range 1, as the hidden keys they
-// maintain are still one copy for the whole store (docs/ranges.md §2.3).
+// deadline has passed, found in the range's slots whose earliest deadline
+// is due (the node's kv.Deadlines), and KVORUM.TOMBGC when the range's
+// tombstone floor is old. Each range's hidden keys are its own
+// (docs/ranges.md §2.3), so each is swept alone.
 func (n *Node) sweepExpired(base context.Context) {
-	r1 := n.store.Replica(firstRange)
-	_, lead1 := r1.Leader()
-	multi := n.multiRange()
-	if !multi && !lead1 {
-		return
-	}
-	var leading []*store.Replica
-	if multi {
-		for _, r := range n.localReplicas() {
-			if _, local := r.Leader(); local {
-				leading = append(leading, r)
-			}
+	for _, r := range n.localReplicas() {
+		if _, local := r.Leader(); !local {
+			continue
 		}
-		if len(leading) == 0 {
-			return
-		}
+		d := r.Descriptor()
+		n.collectTombs(base, r)
+		n.expireRange(base, r, d)
 	}
-	built, err := kv.ExpiryIndexBuilt(n.store.DB())
-	if err != nil {
-		n.cfg.Logger.Warn("expiry index", "err", err)
-		return
+}
+
+// rangeSlots is the slot interval of d (the whole slot space for a
+// descriptor without one).
+func rangeSlots(d *storage.Descriptor) (lo, hi uint16) {
+	if d == nil || d.IsFull() {
+		return 0, slot.Count
 	}
-	if lead1 {
-		n.collectTombs(base)
-	}
-	if !built {
-		if lead1 {
-			n.buildExpiryIndex(base, r1)
-		}
-		return
-	}
-	limit := keyExpiryBatch
-	if multi {
-		// The index holds every range's keys, earliest first: read past
-		// those of the ranges led elsewhere.
-		limit *= n.store.ReplicaCount()
-	}
+	return d.StartSlot, d.EndSlot
+}
+
+// expireRange proposes KVORUM.DELEXPIRED to r for the due keys of its
+// slots, at most keyExpiryRounds proposals. It returns the number of
+// slots it sought (for tests).
+func (n *Node) expireRange(base context.Context, r *store.Replica, d *storage.Descriptor) (visited int) {
+	lo, hi := rangeSlots(d)
 	for round := 0; round < keyExpiryRounds; round++ {
-		keys, err := kv.ExpiredKeys(n.store.DB(), n.cfg.Now(), limit)
+		keys, v, err := n.machine.deadlines.Due(n.store.DB(), lo, hi, n.cfg.Now(), keyExpiryBatch)
+		visited += v
 		if err != nil {
-			n.cfg.Logger.Warn("expiry scan", "err", err)
-			return
+			n.cfg.Logger.Warn("expiry scan", "range", r.RangeID(), "err", err)
+			return visited
 		}
 		if len(keys) == 0 {
-			return
+			return visited
 		}
-		var cmds [][][]byte
-		var reps []*store.Replica
-		if !multi {
-			cmds, reps = [][][]byte{append([][]byte{[]byte("KVORUM.DELEXPIRED")}, keys...)}, []*store.Replica{r1}
-		} else {
-			for _, k := range keys {
-				r := n.replicaForKey(k)
-				if !slices.Contains(leading, r) {
-					continue
-				}
-				i := slices.Index(reps, r)
-				if i < 0 {
-					i = len(reps)
-					reps = append(reps, r)
-					cmds = append(cmds, [][]byte{[]byte("KVORUM.DELEXPIRED")})
-				}
-				cmds[i] = append(cmds[i], k)
-			}
-		}
-		for i, r := range reps {
-			ctx, cancel := context.WithTimeout(base, n.cfg.RequestTimeout)
-			_, err := r.Propose(ctx, cmds[i:i+1])
-			cancel()
-			if err != nil {
-				n.cfg.Logger.Debug("expiry proposal", "err", err)
-				return
-			}
-		}
-		if len(keys) < limit || len(reps) == 0 {
-			return
-		}
-	}
-}
-
-// buildExpiryIndex proposes KVORUM.TTLINDEX to r (range 1) until the
-// index of a store written by an older kvorum is built, at most
-// keyExpiryRounds entries a tick.
-func (n *Node) buildExpiryIndex(base context.Context, r *store.Replica) {
-	for round := 0; round < keyExpiryRounds; round++ {
 		ctx, cancel := context.WithTimeout(base, n.cfg.RequestTimeout)
-		replies, err := r.Propose(ctx, [][][]byte{{[]byte("KVORUM.TTLINDEX")}})
+		_, err = r.Propose(ctx, [][][]byte{append([][]byte{[]byte("KVORUM.DELEXPIRED")}, keys...)})
 		cancel()
 		if err != nil {
-			n.cfg.Logger.Debug("expiry proposal", "err", err)
-			return
+			n.cfg.Logger.Debug("expiry proposal", "range", r.RangeID(), "err", err)
+			return visited
 		}
-		// 0: this entry found the index built (or finished it).
-		if len(replies) == 1 && replies[0].Int == 0 {
-			return
+		if len(keys) < keyExpiryBatch {
+			return visited
 		}
 	}
+	return visited
 }
 
-// collectTombs proposes KVORUM.TOMBGC when the leader's clock has
-// entered a new tombstone epoch (kv/tomb.go): once every ten minutes.
-func (n *Node) collectTombs(base context.Context) {
-	if due, err := kv.TombGCDue(n.store.DB(), n.cfg.Now()); err != nil || !due {
+// collectTombs proposes KVORUM.TOMBGC to r when the leader's clock has
+// entered a new tombstone epoch past r's floor (kv/tomb.go): once every
+// ten minutes per range.
+func (n *Node) collectTombs(base context.Context, r *store.Replica) {
+	if due, err := kv.TombGCDueIn(n.store.DB(), r.RangeID(), n.cfg.Now()); err != nil || !due {
 		return
 	}
 	ctx, cancel := context.WithTimeout(base, n.cfg.RequestTimeout)
 	defer cancel()
-	if _, err := n.store.Replica(firstRange).Propose(ctx, [][][]byte{{[]byte("KVORUM.TOMBGC")}}); err != nil {
-		n.cfg.Logger.Debug("tombstone collection", "err", err)
+	if _, err := r.Propose(ctx, [][][]byte{{[]byte("KVORUM.TOMBGC")}}); err != nil {
+		n.cfg.Logger.Debug("tombstone collection", "range", r.RangeID(), "err", err)
 	}
 }

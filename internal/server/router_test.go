@@ -19,12 +19,9 @@ import (
 // clusters whose keyspace starts split into 4 ranges of 4,096 slots each
 // (Config.testRanges), every node hosting every range.
 //
-// These tests use strings, TTLs and the keyspace commands only: kv's
-// hidden keys (the collection version counter, WATCH tombstones, blocked
-// pops, the expiry index) are still one copy for the whole store, written
-// by whichever range applies a command, so until they move to per-range
-// homes (docs/ranges.md §2.3) replicas of a multi-range cluster may
-// diverge for collections, WATCH and blocking commands.
+// These tests use strings, TTLs and the keyspace commands mostly; kv's
+// hidden keys are per range or per slot (docs/ranges.md §2.3), the expiry
+// index included (expiry_ranges_test.go).
 
 const testRangeCount = 4
 
@@ -32,7 +29,19 @@ const testRangeCount = 4
 // waits until each range has a leader every node knows.
 func newRangeCluster(t *testing.T, ranges int) *testCluster {
 	t.Helper()
-	c := newClusterWith(t, 3, func(_ uint64, cfg *Config) { cfg.testRanges = ranges })
+	return newRangeClusterWith(t, ranges, nil)
+}
+
+// newRangeClusterWith is newRangeCluster with adjust (nil: none) applied
+// to each node's configuration.
+func newRangeClusterWith(t *testing.T, ranges int, adjust func(id uint64, cfg *Config)) *testCluster {
+	t.Helper()
+	c := newClusterWith(t, 3, func(id uint64, cfg *Config) {
+		cfg.testRanges = ranges
+		if adjust != nil {
+			adjust(id, cfg)
+		}
+	})
 	t.Cleanup(c.stopAll)
 	ctx := testCtx(t, 30*time.Second)
 	for id := uint64(1); id <= 3; id++ {
