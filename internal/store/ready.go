@@ -83,6 +83,9 @@ func (s *Store) processReady() (more bool, err error) {
 	var items []*readyItem
 	var buf [16]*Replica
 	for _, r := range s.sched.take(schedBatch, buf[:0]) {
+		if r.destroyed.Load() {
+			continue
+		}
 		func() {
 			r.mu.Lock()
 			defer r.mu.Unlock() // also if raft panics: see processReadyGuarded
@@ -508,12 +511,6 @@ func (r *Replica) afterCommit(it *readyItem) {
 			}
 		}
 	}
-	for _, c := range it.completions {
-		if c.afterCommit {
-			c.p.finish(c.replies, c.err)
-		}
-	}
-
 	r.mu.Lock()
 	slotsMoved := false
 	if desc != nil {
@@ -542,6 +539,13 @@ func (r *Replica) afterCommit(it *readyItem) {
 		}
 	}
 	r.mu.Unlock()
+	// After the descriptor is installed: a membership change's caller
+	// reads the new one.
+	for _, c := range it.completions {
+		if c.afterCommit {
+			c.p.finish(c.replies, c.err)
+		}
+	}
 	// No replica lock is held here (rebuildSlots takes Store.mu, then
 	// each replica's). Before the round's messages go out: a client told
 	// of the split must find the new slot table.
@@ -549,6 +553,9 @@ func (r *Replica) afterCommit(it *readyItem) {
 		r.afterSplits(it)
 	} else if slotsMoved {
 		r.store.RefreshSlots()
+	}
+	if it.appliedSet {
+		r.store.releasePlaceholder(r.id, it.applied.Index)
 	}
 }
 

@@ -29,6 +29,10 @@ type Replica struct {
 	applied atomic.Uint64
 	// broken is set once raft panicked; the store is stopping.
 	broken atomic.Bool
+	// destroyed is set when the store dropped this replica object for
+	// another of the same range (a split initializing an uninitialized
+	// replica: replaceUninitialized): the Ready loop skips it.
+	destroyed atomic.Bool
 	// voteDelayUntil: the replica drops vote requests until then
 	// (store.mono; zero: never). See lease.go.
 	voteDelayUntil time.Time

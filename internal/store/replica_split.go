@@ -32,6 +32,9 @@ var (
 type appliedSplit struct {
 	rhs  *storage.Descriptor
 	prop *proposal
+	// existed: the RHS was already initialized on this store (see
+	// applySplit); nothing is created.
+	existed bool
 }
 
 // Split splits the range at slot: it keeps [StartSlot, slot) and a new
@@ -103,13 +106,16 @@ func (r *Replica) applySplit(b *pebble.Batch, it *readyItem, e *raftpb.Entry) er
 	}
 	desc := r.applyDesc(it)
 	rhsID := storage.RangeID(sp.rhs)
+	// Whether the split applies is decided from the entry and the
+	// descriptor alone: every replica must decide the same. What this
+	// store holds of the RHS id is local (a joining node, or one whose
+	// slot table had a hole, may hold an uninitialized replica of it:
+	// see below), so it never refuses the split here; the proposer checks
+	// for an id in use before proposing, and KVORUM.NEXTRANGEID hands out
+	// ids that are used nowhere.
 	err = splitCheck(desc, sp.slot, sp.gen)
-	if err == nil {
-		if _, ok, lerr := storage.LoadDescriptor(b, rhsID); lerr != nil {
-			return lerr
-		} else if ok || rhsID == 0 || rhsID == r.id || r.store.Replica(rhsID) != nil {
-			err = fmt.Errorf("%w: %d", ErrSplitRangeExists, rhsID)
-		}
+	if err == nil && (rhsID == 0 || rhsID == r.id) {
+		err = fmt.Errorf("%w: %d", ErrSplitRangeExists, rhsID)
 	}
 	if err != nil {
 		r.store.log.Info("split refused", "range", r.id, "index", e.GetIndex(), "err", err)
@@ -132,10 +138,34 @@ func (r *Replica) applySplit(b *pebble.Batch, it *readyItem, e *raftpb.Entry) er
 	// As applyConfChange: afterCommit installs it, and the round's
 	// applied state is not published before its fsync.
 	it.newDesc = lhs
+	// A RHS already initialized here cannot be: its snapshot would have
+	// been refused while this LHS still owned its slots (claimSnapshot),
+	// and once the LHS is narrowed by a snapshot it never applies this
+	// entry. Should it happen, its state is left alone (the LHS narrows
+	// as on every other replica) and the error is logged.
+	if _, ok, lerr := storage.LoadDescriptor(b, rhsID); lerr != nil {
+		return lerr
+	} else if ok {
+		r.store.log.Error("split: the right-hand range is already initialized here; left as it is", "range", r.id, "rhs", rhsID, "index", e.GetIndex())
+		it.splits = append(it.splits, appliedSplit{rhs: rhs, prop: prop, existed: true})
+		return nil
+	}
+	// An uninitialized RHS replica may exist here and may have voted in
+	// a term of the RHS (raft grants votes whatever its configuration):
+	// its term and vote are kept, so that it never votes twice in a term.
+	hs, err := storage.LoadHardState(b, rhsID)
+	if err != nil {
+		return err
+	}
 	// The RHS's log starts at the split's index: what the state machine
 	// keeps by log index stays in order across the two logs.
 	if err := BootstrapRangeAt(b, rhs, e.GetIndex()); err != nil {
 		return err
+	}
+	if hs.GetTerm() > bootstrapTerm {
+		if err := storage.SetHardState(b, rhsID, &raftpb.HardState{Term: ptr(hs.GetTerm()), Vote: ptr(hs.GetVote()), Commit: ptr(max(e.GetIndex(), bootstrapIndex))}); err != nil {
+			return err
+		}
 	}
 	// The LHS's replicated range-local keys (version counter, FLUSHALL
 	// index, ...) describe the data of both halves at this index: the RHS
@@ -176,9 +206,16 @@ func (r *Replica) applySplit(b *pebble.Batch, it *readyItem, e *raftpb.Entry) er
 // no replica lock held.
 func (r *Replica) afterSplits(it *readyItem) {
 	for _, sp := range it.splits {
+		if sp.existed {
+			if sp.prop != nil {
+				sp.prop.finish(nil, nil)
+			}
+			continue
+		}
 		// AddReplica loads the RHS from storage (the committed batch) and
-		// rebuilds the slot table.
-		rr, err := r.store.AddReplica(sp.rhs)
+		// rebuilds the slot table; an uninitialized replica of the RHS
+		// held here is replaced by it.
+		rr, err := r.store.replaceUninitialized(sp.rhs)
 		if err != nil {
 			// The split is committed and durable: a restart loads the RHS.
 			r.store.failFatal(fmt.Errorf("range %d: create split range %d: %w", r.id, sp.rhs.RangeID, err))
@@ -200,4 +237,30 @@ func (r *Replica) afterSplits(it *readyItem) {
 	// AddReplica rebuilt the table, but the LHS's narrower descriptor may
 	// have been installed after the last rebuild of a round with several.
 	r.store.RefreshSlots()
+}
+
+// replaceUninitialized adds the replica of desc's range, loaded from
+// storage, in place of an uninitialized replica of the same range this
+// store may hold (one created to receive a snapshot, by a join or for a
+// hole in the slot table). That object is marked destroyed: the Ready
+// loop skips it, so nothing it still had in memory is written over the
+// state the split bootstrapped.
+func (s *Store) replaceUninitialized(desc *storage.Descriptor) (*Replica, error) {
+	s.createMu.Lock()
+	defer s.createMu.Unlock()
+	if old := s.Replica(desc.RangeID); old != nil {
+		s.mu.Lock()
+		delete(s.mu.replicas, desc.RangeID)
+		list := make([]*Replica, 0, len(s.mu.list))
+		for _, x := range s.mu.list {
+			if x != old {
+				list = append(list, x)
+			}
+		}
+		s.mu.list = list
+		s.mu.Unlock()
+		old.destroyed.Store(true)
+		s.log.Info("an uninitialized replica is replaced by the range a split created", "range", desc.RangeID)
+	}
+	return s.AddReplica(desc)
 }

@@ -86,11 +86,9 @@ func (s *Store) ReceiveSnapshot(rm RaftMessage, data io.Reader) (err error) {
 		_ = s.cfg.FS.Remove(path)
 		return fmt.Errorf("store: receive snapshot: %w", err)
 	}
-	if r == nil {
-		if r, err = s.replicaForSnapshot(desc); err != nil {
-			_ = s.cfg.FS.Remove(path)
-			return err
-		}
+	if r, err = s.claimSnapshot(r, desc, meta.GetIndex()); err != nil {
+		_ = s.cfg.FS.Remove(path)
+		return err
 	}
 	r.mu.Lock()
 	if old, ok := r.mu.staged[meta.GetIndex()]; ok {
@@ -172,39 +170,92 @@ func (t *copyingTee) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// replicaForSnapshot returns the replica a snapshot of a range this store
-// does not hold is stepped into: a new, uninitialized one. That is how a
-// follower that missed a split (it caught up on the left-hand range by a
-// snapshot taken after the split, so it never applied the split entry)
-// gets the right-hand range (docs/ranges.md §3.5).
+// claimSnapshot decides whether a received snapshot of desc's range, at
+// index, may be stepped into its replica r, and returns that replica: r,
+// or for a range this store does not hold a new, uninitialized one. That
+// is how a follower that missed a split (it caught up on the left-hand
+// range by a snapshot taken after the split, so it never applied the
+// split entry) gets the right-hand range (docs/ranges.md §3.5).
 //
-// Only if the snapshot's slots overlap no local replica's: while they
-// overlap, the local left-hand range has not narrowed yet (it is behind
-// the split), and installing the right-hand snapshot would leave two
-// replicas owning the same slots. The left-hand one would then apply its
-// entries from before the split to keys the snapshot already holds the
-// result of (the RHS snapshot includes every LHS entry up to the split):
-// those entries would be applied twice (an INCR counted twice). Refused,
-// the snapshot is retried by raft later, once the LHS has caught up.
+// Only if the snapshot's slots overlap no other local replica's, nor the
+// slots of another range's snapshot received but not yet installed (a
+// placeholder, as CockroachDB's): while they overlap, the other range has
+// not narrowed yet (it is behind a split), and installing this snapshot
+// would leave two replicas owning the same slots. The other one would
+// then apply its entries from before the split to keys this snapshot
+// already holds the result of (a right-hand snapshot includes every
+// left-hand entry up to the split): those entries would be applied twice
+// (an INCR counted twice). Two snapshots received at once, a wide one of
+// a range from before its split and one of its right-hand range (a node
+// joining while a split happens), would do the same whichever installed
+// first: the placeholder makes the second wait. Refused, a snapshot is
+// retried by raft later.
 //
-// The new replica has the snapshot's range id and replicas but an empty
+// A new replica has the snapshot's range id and replicas but an empty
 // slot interval, and nothing in storage, until the snapshot installs.
-func (s *Store) replicaForSnapshot(desc *storage.Descriptor) (*Replica, error) {
+func (s *Store) claimSnapshot(r *Replica, desc *storage.Descriptor, index uint64) (*Replica, error) {
 	s.createMu.Lock()
 	defer s.createMu.Unlock()
-	if r := s.Replica(desc.RangeID); r != nil {
-		return r, nil
-	}
-	for _, r := range s.Replicas() {
-		d := r.Descriptor()
-		if d.StartSlot < desc.EndSlot && desc.StartSlot < d.EndSlot {
-			return nil, fmt.Errorf("store: snapshot of unknown range %d (slots [%d, %d)) overlaps local range %d (slots [%d, %d)): refused until that range catches up", desc.RangeID, desc.StartSlot, desc.EndSlot, d.RangeID, d.StartSlot, d.EndSlot)
+	overlaps := func(lo, hi uint16) bool { return lo < desc.EndSlot && desc.StartSlot < hi }
+	for _, o := range s.Replicas() {
+		if o.id == desc.RangeID {
+			continue
+		}
+		if d := o.Descriptor(); overlaps(d.StartSlot, d.EndSlot) {
+			return nil, fmt.Errorf("store: snapshot of range %d (slots [%d, %d)) overlaps local range %d (slots [%d, %d)): refused until that range catches up", desc.RangeID, desc.StartSlot, desc.EndSlot, d.RangeID, d.StartSlot, d.EndSlot)
 		}
 	}
-	if _, ok, err := storage.LoadDescriptor(s.db, desc.RangeID); err != nil || ok {
-		// State in storage with no replica: not created by this path.
-		return nil, fmt.Errorf("store: snapshot for range %d, which has stored state but no replica here (err %v)", desc.RangeID, err)
+	now := time.Now()
+	for id, p := range s.placeholders {
+		if now.Sub(p.at) > placeholderTTL {
+			delete(s.placeholders, id)
+			continue
+		}
+		if id != desc.RangeID && overlaps(p.start, p.end) {
+			return nil, fmt.Errorf("store: snapshot of range %d (slots [%d, %d)) overlaps the snapshot of range %d (slots [%d, %d)) waiting to install: refused until it has", desc.RangeID, desc.StartSlot, desc.EndSlot, id, p.start, p.end)
+		}
 	}
-	s.log.Info("creating a replica for a snapshot of an unknown range", "range", desc.RangeID, "start_slot", desc.StartSlot, "end_slot", desc.EndSlot)
-	return s.AddReplica(&storage.Descriptor{RangeID: desc.RangeID, Replicas: desc.Replicas, Generation: 0})
+	if r == nil {
+		if _, ok, err := storage.LoadDescriptor(s.db, desc.RangeID); err != nil || ok {
+			// State in storage with no replica: not created by this path.
+			return nil, fmt.Errorf("store: snapshot for range %d, which has stored state but no replica here (err %v)", desc.RangeID, err)
+		}
+		s.log.Info("creating a replica for a snapshot of an unknown range", "range", desc.RangeID, "start_slot", desc.StartSlot, "end_slot", desc.EndSlot)
+		var err error
+		if r, err = s.AddReplica(&storage.Descriptor{RangeID: desc.RangeID, Replicas: desc.Replicas, Generation: 0}); err != nil {
+			return nil, err
+		}
+	}
+	if s.placeholders == nil {
+		s.placeholders = map[storage.RangeID]placeholder{}
+	}
+	s.placeholders[desc.RangeID] = placeholder{start: desc.StartSlot, end: desc.EndSlot, index: index, at: now}
+	s.nplaceholders.Store(int32(len(s.placeholders)))
+	return r, nil
+}
+
+// placeholder holds the slots of a snapshot received and stepped into its
+// replica until the replica has applied up to its index (it installed,
+// or raft found it stale), or placeholderTTL passed (raft dropped it, and
+// the replica may stay quiet for long).
+type placeholder struct {
+	start, end uint16
+	index      uint64
+	at         time.Time
+}
+
+const placeholderTTL = time.Minute
+
+// releasePlaceholder drops range id's placeholder once its replica has
+// applied index applied (afterCommit calls it).
+func (s *Store) releasePlaceholder(id storage.RangeID, applied uint64) {
+	if s.nplaceholders.Load() == 0 {
+		return
+	}
+	s.createMu.Lock()
+	defer s.createMu.Unlock()
+	if p, ok := s.placeholders[id]; ok && applied >= p.index {
+		delete(s.placeholders, id)
+		s.nplaceholders.Store(int32(len(s.placeholders)))
+	}
 }

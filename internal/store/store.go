@@ -153,8 +153,11 @@ type Store struct {
 	effects chan Effects
 
 	// createMu serializes creating replicas for snapshots of unknown
-	// ranges (replicaForSnapshot).
-	createMu sync.Mutex
+	// ranges and the overlap checks of received snapshots (claimSnapshot);
+	// it guards placeholders.
+	createMu      sync.Mutex
+	placeholders  map[storage.RangeID]placeholder
+	nplaceholders atomic.Int32
 
 	mu struct {
 		sync.RWMutex
