@@ -145,7 +145,7 @@ func appendV2Hidden(dst, k []byte, id storage.RangeID) (out []byte, drop, ok boo
 			return append(dst, k...), false, true
 		}
 		return storage.AppendReplicatedRangeKey(dst, id, []byte{tag}), false, true
-	case rangeConfig: // a range's config copy (configcopy.go), as snapshots carry it
+	case rangeConfig, rangeFunctions: // a range's config or function copy (configcopy.go, fncopy.go), as snapshots carry it
 		return storage.AppendReplicatedRangeKey(dst, id, k[3:]), false, true
 	case 't':
 		return nil, true, true

@@ -7,13 +7,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/kvorum/kvorum/internal/kv"
 	"github.com/kvorum/kvorum/internal/reply"
+	"github.com/kvorum/kvorum/internal/storage"
 	"github.com/kvorum/kvorum/internal/store"
 )
 
 // Copies of the cluster-wide parameters in every range (kv/configcopy.go,
-// docs/ranges.md §2.3 row 'c'). Range 1 holds the parameters; every other
+// docs/ranges.md §2.3 row 'c'); the function libraries (row 'F',
+// kv/fncopy.go) are copied the same way, by the same code (copiers). Range 1 holds the parameters; every other
 // range applies with its own copy, written only by KVORUM.CONFIGCOPY
 // entries of its own log, so every replica of a range encodes and notifies
 // the same way at the same index (deterministic whatever order the node
@@ -36,44 +40,80 @@ import (
 // configCopyTick is how often range 1's leader checks the ranges' copies.
 var configCopyTick = time.Second
 
+// copier is one kind of range 1 state every range keeps a versioned copy
+// of: the parameters (KVORUM.CONFIGCOPY) or the function libraries
+// (KVORUM.FNCOPY, kv/fncopy.go), kept the same way.
+type copier struct {
+	what string
+	// read returns the copy command of range 1's state in r, and its
+	// version.
+	read func(r pebble.Reader) ([][]byte, uint64, error)
+	// version returns the version of range id's copy in r.
+	version func(r pebble.Reader, id storage.RangeID) (uint64, bool, error)
+	// wrote reports whether args changed range 1's state (when applied
+	// without error).
+	wrote func(args [][]byte) bool
+}
+
+var copiers = []copier{
+	{what: "the cluster parameters", read: kv.ConfigCopy, version: kv.ConfigCopyVersion, wrote: isConfigSet},
+	{what: "the function libraries", read: kv.FunctionCopy, version: kv.FunctionCopyVersion, wrote: isFunctionWrite},
+}
+
 // isConfigSet reports whether args is KVORUM.CONFIG SET.
 func isConfigSet(args [][]byte) bool {
 	return len(args) > 2 && strings.EqualFold(string(args[0]), "kvorum.config") && strings.EqualFold(string(args[1]), "set")
 }
 
-// copyConfigAfter copies range 1's parameters to every other range if the
-// run of writes cmds set any (replies: their replies). A copy that fails
-// turns the SET's OK into an error saying so: the value is set in range 1
-// and reaches the range later (configQueueLoop), but not before the reply.
+// isFunctionWrite reports whether args is FUNCTION LOAD, DELETE, FLUSH or
+// RESTORE.
+func isFunctionWrite(args [][]byte) bool {
+	if len(args) < 2 || !strings.EqualFold(string(args[0]), "function") {
+		return false
+	}
+	switch strings.ToLower(string(args[1])) {
+	case "load", "delete", "flush", "restore":
+		return true
+	}
+	return false
+}
+
+// copyConfigAfter copies range 1's parameters (or libraries) to every
+// other range if the run of writes cmds changed them (replies: their
+// replies). A copy that fails turns the write's OK into an error saying
+// so: the change is made in range 1 and reaches the range later
+// (configQueueLoop), but not before the reply.
 func (n *Node) copyConfigAfter(ctx context.Context, cmds [][][]byte, replies []reply.Reply) {
 	if !n.multiRange() {
 		return
 	}
-	set := -1
-	for i, args := range cmds {
-		if isConfigSet(args) && replies[i].Kind != reply.KindError {
-			set = i
+	for _, c := range copiers {
+		last := -1
+		for i, args := range cmds {
+			if c.wrote(args) && replies[i].Kind != reply.KindError {
+				last = i
+			}
 		}
-	}
-	if set < 0 {
-		return
-	}
-	if e := n.copyConfig(ctx); e != nil {
-		replies[set] = *e
+		if last < 0 {
+			continue
+		}
+		if e := n.copyToRanges(ctx, c); e != nil {
+			replies[last] = *e
+		}
 	}
 }
 
-// copyConfig proposes range 1's parameters, as this node reads them after
-// a read barrier on range 1 (so they include every SET that completed
+// copyToRanges proposes range 1's state of c, as this node reads it after
+// a read barrier on range 1 (so it includes every write that completed
 // before), to every other local range, in parallel.
-func (n *Node) copyConfig(ctx context.Context) *reply.Reply {
+func (n *Node) copyToRanges(ctx context.Context, c copier) *reply.Reply {
 	r1 := n.store.Replica(firstRange)
 	if e := n.readBarrierOn(ctx, r1); e != nil {
 		return e
 	}
-	args, _, err := n.readConfigCopy()
+	args, _, err := n.readCopy(c)
 	if err != nil {
-		e := reply.Error("ERR reading the cluster parameters to copy to every range: " + err.Error())
+		e := reply.Error("ERR reading " + c.what + " to copy to every range: " + err.Error())
 		return &e
 	}
 	var failed *reply.Reply
@@ -90,7 +130,7 @@ func (n *Node) copyConfig(ctx context.Context) *reply.Reply {
 			n.execWriteOn(ctx, r, [][][]byte{args}, out)
 			if out[0].Kind == reply.KindError {
 				mu.Lock()
-				e := reply.Error("ERR the parameter is set in range 1, but copying it to range " + strconv.FormatUint(uint64(r.RangeID()), 10) + " failed (it is retried in the background): " + string(out[0].Str))
+				e := reply.Error("ERR the change is made in range 1, but copying " + c.what + " to range " + strconv.FormatUint(uint64(r.RangeID()), 10) + " failed (it is retried in the background): " + string(out[0].Str))
 				failed = &e
 				mu.Unlock()
 			}
@@ -100,19 +140,20 @@ func (n *Node) copyConfig(ctx context.Context) *reply.Reply {
 	return failed
 }
 
-// readConfigCopy reads range 1's parameters and their version from one
-// snapshot of the node's store (kv.ConfigCopy).
-func (n *Node) readConfigCopy() ([][]byte, uint64, error) {
+// readCopy reads range 1's state of c and its version from one snapshot
+// of the node's store.
+func (n *Node) readCopy(c copier) ([][]byte, uint64, error) {
 	snap := n.store.DB().NewSnapshot()
 	defer snap.Close()
-	return kv.ConfigCopy(snap)
+	return c.read(snap)
 }
 
 // configQueueLoop: while this node leads range 1 and holds several ranges,
-// it proposes range 1's parameters to each range whose copy (as this node
-// has applied it) is older than range 1's, at most one proposal per range
-// per tick, each bounded by the request timeout. A replica of that range
-// here that lags only costs a proposal the range ignores (not newer).
+// it proposes range 1's parameters (and libraries) to each range whose
+// copy (as this node has applied it) is older than range 1's, at most one
+// proposal per range and kind per tick, each bounded by the request
+// timeout. A replica of that range here that lags only costs a proposal
+// the range ignores (not newer).
 func (n *Node) configQueueLoop() {
 	defer n.bg.Done()
 	base, cancelBase := n.untilStop()
@@ -131,32 +172,40 @@ func (n *Node) configQueueLoop() {
 		if lead, _ := n.store.Replica(firstRange).LeaderTerm(); !lead {
 			continue
 		}
-		args, version, err := n.readConfigCopy()
-		if err != nil {
-			n.cfg.Logger.Warn("config queue: reading range 1's parameters", "err", err)
+		for _, c := range copiers {
+			n.copyBehind(base, c)
+		}
+	}
+}
+
+// copyBehind proposes range 1's state of c to every local range whose
+// copy is older.
+func (n *Node) copyBehind(base context.Context, c copier) {
+	args, version, err := n.readCopy(c)
+	if err != nil {
+		n.cfg.Logger.Warn("config queue: reading range 1's state", "what", c.what, "err", err)
+		return
+	}
+	for _, r := range n.localReplicas() {
+		if r.RangeID() == firstRange {
 			continue
 		}
-		for _, r := range n.localReplicas() {
-			if r.RangeID() == firstRange {
-				continue
-			}
-			v, ok, err := kv.ConfigCopyVersion(n.store.DB(), r.RangeID())
-			if err != nil {
-				n.cfg.Logger.Warn("config queue: reading a range's copy", "range", r.RangeID(), "err", err)
-				continue
-			}
-			if ok && v >= version {
-				continue
-			}
-			ctx, cancel := context.WithTimeout(base, n.cfg.RequestTimeout)
-			out := make([]reply.Reply, 1)
-			n.execWriteOn(ctx, r, [][][]byte{args}, out)
-			cancel()
-			if out[0].Kind == reply.KindError {
-				n.cfg.Logger.Warn("config queue: copying the parameters to a range", "range", r.RangeID(), "version", version, "err", string(out[0].Str))
-			} else {
-				n.cfg.Logger.Info("config queue: copied the parameters to a range", "range", r.RangeID(), "version", version, "had", v, "had_copy", ok)
-			}
+		v, ok, err := c.version(n.store.DB(), r.RangeID())
+		if err != nil {
+			n.cfg.Logger.Warn("config queue: reading a range's copy", "what", c.what, "range", r.RangeID(), "err", err)
+			continue
+		}
+		if ok && v >= version {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(base, n.cfg.RequestTimeout)
+		out := make([]reply.Reply, 1)
+		n.execWriteOn(ctx, r, [][][]byte{args}, out)
+		cancel()
+		if out[0].Kind == reply.KindError {
+			n.cfg.Logger.Warn("config queue: copying to a range", "what", c.what, "range", r.RangeID(), "version", version, "err", string(out[0].Str))
+		} else {
+			n.cfg.Logger.Info("config queue: copied to a range", "what", c.what, "range", r.RangeID(), "version", version, "had", v, "had_copy", ok)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -100,7 +101,7 @@ func TestRangesConfigSetReachesEveryRange(t *testing.T) {
 			}
 		}
 	}
-	_, want, err := c.node(1).readConfigCopy()
+	_, want, err := c.node(1).readCopy(copiers[0])
 	if err != nil || want == 0 {
 		t.Fatalf("range 1's version %d, %v", want, err)
 	}
@@ -218,6 +219,45 @@ func TestRangesConfigQueueCopies(t *testing.T) {
 				t.Fatalf("range %d: a set of 4 integers is still %s", rg, enc)
 			}
 			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	rangesConverge(t, c)
+}
+
+// TestRangesFunctionCopies: after FUNCTION LOAD has replied, FCALL and
+// FCALL_RO work in every range through every node; after FUNCTION DELETE
+// has replied, they fail in every range; each range's bytes end the same
+// on the 3 nodes.
+func TestRangesFunctionCopies(t *testing.T) {
+	c := newRangeCluster(t, testRangeCount)
+	ctx := testCtx(t, time.Minute)
+	cls := []*redis.Client{c.client(1), c.client(2), c.client(3)}
+	const lib = "#!lua name=rlib\n" +
+		"redis.register_function('rset', function(keys, args) return redis.call('SET', keys[1], args[1]) end)\n" +
+		"redis.register_function{function_name='rget', callback=function(keys) return redis.call('GET', keys[1]) end, flags={'no-writes'}}"
+	if err := cls[2].FunctionLoad(ctx, lib).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for rg := storage.RangeID(1); rg <= testRangeCount; rg++ {
+		k := keyIn("fn:", rg, 0)
+		if err := cls[int(rg)%3].FCall(ctx, "rset", []string{k}, "v"+strconv.Itoa(int(rg))).Err(); err != nil {
+			t.Fatalf("range %d: FCALL: %v", rg, err)
+		}
+		for i, cl := range cls {
+			if got, err := cl.FCallRO(ctx, "rget", []string{k}).Text(); err != nil || got != "v"+strconv.Itoa(int(rg)) {
+				t.Fatalf("node %d, range %d: FCALL_RO = %q, %v", i+1, rg, got, err)
+			}
+		}
+	}
+	if err := cls[0].FunctionDelete(ctx, "rlib").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for rg := storage.RangeID(1); rg <= testRangeCount; rg++ {
+		k := keyIn("fn:", rg, 0)
+		for i, cl := range cls {
+			if err := cl.FCallRO(ctx, "rget", []string{k}).Err(); err == nil || !strings.Contains(err.Error(), "Function not found") {
+				t.Fatalf("node %d, range %d: FCALL_RO after FUNCTION DELETE: %v", i+1, rg, err)
+			}
 		}
 	}
 	rangesConverge(t, c)
