@@ -107,6 +107,9 @@ func (n *Node) copyConfigAfter(ctx context.Context, cmds [][][]byte, replies []r
 // a read barrier on range 1 (so it includes every write that completed
 // before), to every other local range, in parallel.
 func (n *Node) copyToRanges(ctx context.Context, c copier) *reply.Reply {
+	// The copies run with the client's context (its deadline): asUser
+	// leaves internal commands unwrapped, so they are not checked against
+	// the client's ACL user (TestRangesConfigCopyNotAsUser).
 	r1 := n.store.Replica(firstRange)
 	if e := n.readBarrierOn(ctx, r1); e != nil {
 		return e

@@ -262,3 +262,29 @@ func TestRangesFunctionCopies(t *testing.T) {
 	}
 	rangesConverge(t, c)
 }
+
+// TestRangesConfigCopyNotAsUser: a user allowed CONFIG SET and a few
+// commands, nothing internal, gets OK, and the copies the node proposes
+// on its behalf (KVORUM.CONFIGCOPY, never wrapped for the user's ACL
+// check) reach every range.
+func TestRangesConfigCopyNotAsUser(t *testing.T) {
+	c := newRangeCluster(t, testRangeCount)
+	ctx := testCtx(t, time.Minute)
+	if err := c.client(1).Do(ctx, "ACL", "SETUSER", "ops", "on", ">pw", "~*", "+config", "+hset", "+object", "+ping", "+hello", "+info").Err(); err != nil {
+		t.Fatal(err)
+	}
+	cl := redis.NewClient(&redis.Options{Addr: c.node(2).ClientAddr(), Username: "ops", Password: "pw", Protocol: 2})
+	t.Cleanup(func() { cl.Close() })
+	if err := cl.ConfigSet(ctx, "hash-max-listpack-entries", "2").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for rg := storage.RangeID(1); rg <= testRangeCount; rg++ {
+		k := keyIn("u:", rg, 0)
+		if err := cl.HSet(ctx, k, "a", 1, "b", 2, "c", 3).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := cl.ObjectEncoding(ctx, k).Result(); err != nil || got != "hashtable" {
+			t.Fatalf("range %d: OBJECT ENCODING %q, %v", rg, got, err)
+		}
+	}
+}
