@@ -151,7 +151,7 @@ func TestRangesConfigCopyDeterministic(t *testing.T) {
 				}
 				pipe := cl.Pipeline()
 				for rg := storage.RangeID(1); rg <= testRangeCount; rg++ {
-					for j := 0; j < 5; j++ {
+					for j := 0; j < 3; j++ {
 						h, z := keyIn(fmt.Sprintf("h%d:%d:", w, i), rg, j), keyIn(fmt.Sprintf("z%d:%d:", w, i), rg, j)
 						pipe.HSet(ctx, h, "a", 1, "b", 2, "c", 3, "d", 4, "e", 5)
 						pipe.ZAdd(ctx, z, redis.Z{Score: 1, Member: "a"}, redis.Z{Score: 2, Member: "b"}, redis.Z{Score: 3, Member: "c"},
@@ -168,11 +168,15 @@ func TestRangesConfigCopyDeterministic(t *testing.T) {
 	for i := 0; i < 30; i++ {
 		cl := c.client(uint64(i%3) + 1)
 		v := strconv.Itoa(4 + 4*(i%2))
-		if err := cl.ConfigSet(ctx, "hash-max-listpack-entries", v).Err(); err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.ConfigSet(ctx, "zset-max-listpack-entries", v).Err(); err != nil {
-			t.Fatal(err)
+		for _, p := range []string{"hash-max-listpack-entries", "zset-max-listpack-entries"} {
+			// Under this load (the race detector) a copy may time out: the
+			// SET then answers so, and the config queue delivers the copy
+			// later; the ranges must converge all the same.
+			if err := cl.ConfigSet(ctx, p, v).Err(); err != nil && !strings.Contains(err.Error(), "retried in the background") {
+				t.Fatal(err)
+			} else if err != nil {
+				t.Logf("CONFIG SET %s %s: %v", p, v, err)
+			}
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
