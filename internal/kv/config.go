@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvorum/kvorum/internal/notify"
 	"github.com/kvorum/kvorum/internal/redisnum"
+	"github.com/kvorum/kvorum/internal/storage"
 )
 
 // Cluster-wide parameters: CONFIG SET of one is the internal write
@@ -19,10 +20,12 @@ import (
 // configPrefix + parameter name: the parameter's value.
 var configPrefix = []byte{userPrefix, 0x00, 0x00, 'c'}
 
-// Settings is the apply loop's copy of the cluster-wide parameters,
-// read from the store on first use and kept up to date by KVORUM.CONFIG
-// SET. The state machine passes the same Settings to every Apply
-// (Env.Settings) and calls Reset when a snapshot replaces the keyspace.
+// Settings is the apply loop's copy of one range's cluster-wide
+// parameters, read from the store on first use and kept up to date by
+// KVORUM.CONFIG SET (range 1) or KVORUM.CONFIGCOPY (any other range: its
+// own copy, configcopy.go). The state machine passes each range's Applies
+// that range's Settings (Env.Settings) and calls Reset when a snapshot
+// replaces the range.
 type Settings struct {
 	loaded bool
 	notify notify.Flags
@@ -126,7 +129,7 @@ func ReadMaxMemory(r pebble.Reader) (int64, error) {
 func (x *ctx) limits() *Settings {
 	if x.settings == nil {
 		x.settings = &Settings{}
-		_ = x.settings.load(x.r)
+		_ = x.settings.load(x.r, x.desc)
 	}
 	return x.settings
 }
@@ -134,19 +137,25 @@ func (x *ctx) limits() *Settings {
 // Reset makes the next Apply read the parameters from the store again.
 func (s *Settings) Reset() { s.loaded = false }
 
-// load reads the parameters if they are not loaded.
-func (s *Settings) load(r readerI) error {
+// load reads the parameters of desc's range if they are not loaded:
+// range 1's own, or another range's copy (configcopy.go).
+func (s *Settings) load(r readerI, desc *storage.Descriptor) error {
 	if s.loaded {
 		return nil
 	}
-	v, _, err := getCopy(r, configKey(notify.Param))
+	key := configKey
+	if !authoritative(desc) {
+		id := descRange(desc)
+		key = func(name string) []byte { return configCopyKey(id, name) }
+	}
+	v, _, err := getCopy(r, key(notify.Param))
 	if err != nil {
 		return err
 	}
 	f, _ := notify.Parse(string(v))
 	s.setNotify(f)
 	for i, p := range encParams {
-		if v, _, err = getCopy(r, configKey(p.name)); err != nil {
+		if v, _, err = getCopy(r, key(p.name)); err != nil {
 			return err
 		}
 		s.enc[i] = encValue(i, v)
@@ -204,6 +213,11 @@ func cmdConfig(x *ctx, args [][]byte) Reply {
 		f, _ := notify.Parse(string(v))
 		return BulkString(f.String())
 	}
+	if !authoritative(x.desc) {
+		// Only range 1 holds the parameters: another range would write
+		// them at a different point of range 1's log on each node.
+		return Error("ERR KVORUM.CONFIG SET is applied by range 1 only")
+	}
 	for i := 2; i < len(args); i += 2 {
 		f, _ := notify.Parse(string(args[i+1]))
 		if err := x.w.Set(configKey(string(args[i])), args[i+1], nil); err != nil {
@@ -214,6 +228,9 @@ func cmdConfig(x *ctx, args [][]byte) Reply {
 		} else if x.settings != nil {
 			x.settings.setNotify(f)
 		}
+	}
+	if err := writeRangeOneCopy(x); err != nil {
+		return errReply(err)
 	}
 	return OK
 }

@@ -206,8 +206,10 @@ func fnNameKey(name string) []byte {
 	return append(append([]byte(nil), fnNamePrefix...), strings.ToLower(name)...)
 }
 
+// loadLibrary reads library name as the entry's range holds it (range
+// 1's, or the range's copy: fncopy.go).
 func (x *ctx) loadLibrary(name string) (*script.Stored, error) {
-	v, ok, err := getCopy(x.r, fnLibKey(name))
+	v, ok, err := getCopy(x.r, x.fnKey(fnLibKey(name)))
 	if !ok || err != nil {
 		return nil, err
 	}
@@ -299,6 +301,21 @@ func cmdFunction(x *ctx, args [][]byte, a functionArgs) Reply {
 	if x.w == nil {
 		return Error("ERR internal: FUNCTION " + strings.ToUpper(a.sub) + " sent to Read")
 	}
+	if !authoritative(x.desc) {
+		// Only range 1 holds the libraries; the others copy them (fncopy.go).
+		return Error("ERR FUNCTION " + strings.ToUpper(a.sub) + " is applied by range 1 only")
+	}
+	r := functionWrite(x, args, a)
+	if r.Kind != reply.KindError {
+		if err := writeFunctionVersion(x); err != nil {
+			return errReply(err)
+		}
+	}
+	return r
+}
+
+// functionWrite runs FUNCTION LOAD, DELETE, FLUSH or RESTORE in range 1.
+func functionWrite(x *ctx, args [][]byte, a functionArgs) Reply {
 	switch a.sub {
 	case "load":
 		return functionLoad(x, a)
@@ -491,7 +508,7 @@ func functionStats(x *ctx) Reply {
 }
 
 func cmdFcall(x *ctx, args [][]byte) Reply {
-	owner, ok, err := getCopy(x.r, fnNameKey(string(args[1])))
+	owner, ok, err := getCopy(x.r, x.fnKey(fnNameKey(string(args[1]))))
 	if err != nil || !ok {
 		return errOr(err, errFunctionNotFound)
 	}

@@ -165,6 +165,8 @@ func appendV2Hidden(dst, k []byte, id storage.RangeID) (out []byte, drop, ok boo
 			return append(dst, k...), false, true
 		}
 		return storage.AppendReplicatedRangeKey(dst, id, []byte{tag}), false, true
+	case rangeConfig, rangeFunctions: // a range's config or function copy (configcopy.go, fncopy.go), as snapshots carry it
+		return storage.AppendReplicatedRangeKey(dst, id, k[3:]), false, true
 	case 't', legacyTTLBuild:
 		return nil, true, true
 	case slotTTL: // <deadline:8> <key>

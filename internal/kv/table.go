@@ -84,7 +84,8 @@ type Env struct {
 	// store's user keys behind its back (see package reccache).
 	Records *reccache.Cache
 	// Settings, if set, is the state machine's copy of the cluster-wide
-	// parameters (notify-keyspace-events), the same one for every Apply.
+	// parameters (notify-keyspace-events) of the entry's range: one per
+	// range, since each range applies its own copy (configcopy.go).
 	Settings *Settings
 	// Scripts, if set, is the node's record of the scripts running on it
 	// (SCRIPT KILL, the BUSY reply, FUNCTION STATS): the scripts the
@@ -358,7 +359,7 @@ func Apply(b *pebble.Batch, args [][]byte, env Env) (r Reply) {
 	x.countLooked = env.CountLookups
 	defer putCtx(x)
 	if s := env.Settings; s != nil {
-		if err := s.load(b); err != nil {
+		if err := s.load(b, env.Desc); err != nil {
 			return errReply(err)
 		}
 		x.notify = s.notify

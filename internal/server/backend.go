@@ -81,6 +81,7 @@ func (b *backend) Do(ctx context.Context, cmds [][][]byte) []reply.Reply {
 		if write {
 			n.noteWrites(cmds[i:j]) // maxmemory.go
 			n.execWrite(ctx, cmds[i:j], replies[i:j])
+			n.copyConfigAfter(ctx, cmds[i:j], replies[i:j]) // configcopy.go
 			n.publishReplies(ctx, cmds[i:j], replies[i:j])
 		} else {
 			n.execRead(ctx, cmds[i:j], replies[i:j])

@@ -47,8 +47,13 @@ type kvMachine struct {
 	// publishes each round's writes to (Committed).
 	shared *reccache.Shared
 	// settings is the cluster-wide parameters (notify-keyspace-events)
-	// as the applied log has set them.
-	settings kv.Settings
+	// as range 1's applied log has set them (the node's maxmemory and
+	// keymiss checks read it); rangeSettings is every other range's, as
+	// its own log has set its copy (kv/configcopy.go): an Apply of range R
+	// uses only R's, so that it is deterministic. The Ready loop alone
+	// touches rangeSettings.
+	settings      kv.Settings
+	rangeSettings map[storage.RangeID]*kv.Settings
 	// maxMem is maxmemory as the applied log has set it, for other
 	// goroutines; maxMemKnown: the settings were loaded once.
 	maxMem      atomic.Int64
@@ -92,9 +97,10 @@ func (m *kvMachine) Apply(b *pebble.Batch, args [][]byte, env store.ApplyEnv) re
 		}
 	}
 	m.fx.index = env.Index
-	r := kv.Apply(b, args, kv.Env{Now: env.Now, Index: env.Index, Seq: env.Seq, Effects: &m.fx.Effects, Records: m.records, Settings: &m.settings,
+	settings := m.settingsOf(env.Range)
+	r := kv.Apply(b, args, kv.Env{Now: env.Now, Index: env.Index, Seq: env.Seq, Effects: &m.fx.Effects, Records: m.records, Settings: settings,
 		Scripts: &m.scripts, Perms: m.perms(), CountLookups: env.Leader, Desc: env.Desc, Deadlines: m.deadlines})
-	if v, ok := m.settings.MaxMemory(); ok {
+	if v, ok := m.settings.MaxMemory(); ok && settings == &m.settings {
 		m.maxMem.Store(v) // for the maxmemory guard (maxmemory.go)
 		m.maxMemKnown.Store(true)
 	}
@@ -104,6 +110,22 @@ func (m *kvMachine) Apply(b *pebble.Batch, args [][]byte, env store.ApplyEnv) re
 		}
 	}
 	return r
+}
+
+// settingsOf returns range id's Settings (range 1's for id 0 or 1).
+func (m *kvMachine) settingsOf(id storage.RangeID) *kv.Settings {
+	if id <= firstRange {
+		return &m.settings
+	}
+	s := m.rangeSettings[id]
+	if s == nil {
+		if m.rangeSettings == nil {
+			m.rangeSettings = make(map[storage.RangeID]*kv.Settings)
+		}
+		s = new(kv.Settings)
+		m.rangeSettings[id] = s
+	}
+	return s
 }
 
 // perms checks the calls of scripts run for a user (nil: none).
@@ -116,11 +138,17 @@ func (m *kvMachine) perms() kv.Permissions {
 
 // Replaced: a snapshot replaces the span of a range (the whole keyspace
 // when one range covers it). The slots' earliest deadlines become unknown
-// once the round is committed (kv.Deadlines.Publish, in Committed).
+// once the round is committed (kv.Deadlines.Publish, in Committed). Every
+// range's parameters are read again (a few keys each, at its next Apply):
+// simpler than finding which range the span is, and only the replaced
+// range's copy can have changed.
 func (m *kvMachine) Replaced(start, end []byte) {
 	m.deadlines.ResetSpan(start, end)
 	m.records.Clear()
 	m.settings.Reset()
+	for _, s := range m.rangeSettings {
+		s.Reset()
+	}
 	if m.acl != nil {
 		m.acl.stale = true
 	}

@@ -217,7 +217,8 @@ func Start(cfg Config) (n *Node, err error) {
 	}
 
 	n.startDiskMonitor()
-	n.bg.Add(4)
+	n.bg.Add(5)
+	go n.configQueueLoop() // configcopy.go
 	go n.expiryLoop()
 	go n.leaseLoop()
 	go n.blockQueueLoop()
