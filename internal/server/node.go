@@ -614,16 +614,33 @@ func (n *Node) registerRaftGauges() {
 }
 
 // StateHash returns the applied index and kv.StateHash of this node's
-// state, read from one consistent Pebble snapshot.
+// state, read from one consistent Pebble snapshot. With several ranges,
+// applied is the sum of every range's applied index: two nodes may show
+// the same sum at different per-range indexes for a moment, so a caller
+// that finds equal sums and different hashes must see it again, with the
+// sums unchanged, before it calls that a divergence.
 func (n *Node) StateHash() (applied uint64, sum [32]byte, keys int, err error) {
 	snap := n.db.NewSnapshot()
 	defer snap.Close()
-	st, err := storage.LoadAppliedState(snap, firstRange)
+	descs, err := storage.LoadDescriptors(snap)
 	if err != nil {
 		return 0, sum, 0, err
 	}
+	ids := []storage.RangeID{firstRange}
+	for _, d := range descs {
+		if d.RangeID != firstRange {
+			ids = append(ids, d.RangeID)
+		}
+	}
+	for _, id := range ids {
+		st, err := storage.LoadAppliedState(snap, id)
+		if err != nil {
+			return 0, sum, 0, err
+		}
+		applied += st.Index
+	}
 	sum, keys, err = kv.StateHash(snap)
-	return st.Index, sum, keys, err
+	return applied, sum, keys, err
 }
 
 // loadTLS reads the certificate files of the client and admin ports

@@ -6,7 +6,12 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/kvorum/kvorum/internal/storage"
 )
+
+// maxTortureRanges bounds how many ranges split events make.
+const maxTortureRanges = 12
 
 // injector fires scheduled events against the cluster. Events may overlap;
 // node lifecycle changes are serialised by the cluster's mutex.
@@ -145,6 +150,40 @@ func (in *injector) inject(ctx context.Context, ev Event) {
 			return
 		}
 		in.applied(ev, fmt.Sprintf("leadership moved to node %d", t.id))
+
+	case Split:
+		c.mu.Lock()
+		s := in.target(ev)
+		c.mu.Unlock()
+		if s == nil || s.node == nil {
+			in.skip(ev, "no leader or target down")
+			return
+		}
+		// SplitRange forwards to the range's leader; the node asked may
+		// be any member.
+		var rangeID uint64
+		ranges := s.node.Ranges().Ranges
+		for _, r := range ranges {
+			if uint32(ev.Slot) >= r.StartSlot && uint32(ev.Slot) < r.EndSlot {
+				rangeID = r.RangeID
+			}
+		}
+		switch {
+		case len(ranges) >= maxTortureRanges:
+			in.skip(ev, fmt.Sprintf("%d ranges already", len(ranges)))
+			return
+		case rangeID == 0:
+			in.skip(ev, "no local range holds the slot")
+			return
+		}
+		sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		_, rhs, err := s.node.SplitRange(sctx, storage.RangeID(rangeID), ev.Slot)
+		cancel()
+		if err != nil {
+			in.skip(ev, "split: "+err.Error())
+			return
+		}
+		in.applied(ev, fmt.Sprintf("range %d split at slot %d: range %d holds [%d, %d)", rangeID, ev.Slot, rhs.RangeID, rhs.StartSlot, rhs.EndSlot))
 
 	case Membership:
 		c.mu.Lock()

@@ -32,10 +32,13 @@ const (
 	// Clock: a node's wall clock jumps forward or back by up to 10 min,
 	// and later back.
 	Clock Kind = "clock"
+	// Split: the range holding a random hash slot is split there by
+	// hand (Node.SplitRange) while clients write.
+	Split Kind = "split"
 )
 
 // AllKinds is every fault kind, in a fixed order.
-var AllKinds = []Kind{Crash, PowerLoss, Partition, Lossy, Transfer, Membership, Clock}
+var AllKinds = []Kind{Crash, PowerLoss, Partition, Lossy, Transfer, Membership, Clock, Split}
 
 // ParseKinds parses a comma-separated list of kinds ("all" for every one).
 func ParseKinds(s string) ([]Kind, error) {
@@ -67,6 +70,7 @@ type Event struct {
 	Hold    time.Duration // how long the fault lasts before it is healed
 	Percent int           // crash: % of unsynced data kept; lossy: drop %
 	Jump    time.Duration // clock: the jump
+	Slot    uint16        // split: the hash slot to split at
 }
 
 func (e Event) String() string {
@@ -90,6 +94,8 @@ func (e Event) String() string {
 		s += fmt.Sprintf(" drop %d%%", e.Percent)
 	case Clock:
 		s += fmt.Sprintf(" jump %v", e.Jump)
+	case Split:
+		s += fmt.Sprintf(" at slot %d", e.Slot)
 	}
 	return s
 }
@@ -144,6 +150,8 @@ func MakeSchedule(seed int64, nodes int, phase time.Duration, kinds []Kind) []Ev
 				e.Jump = -e.Jump
 			}
 			e.Jump = e.Jump.Round(time.Millisecond)
+		case Split:
+			e.Slot = uint16(1 + rng.Intn(16383))
 		}
 		evs = append(evs, e)
 	}
