@@ -17,7 +17,7 @@ func TestBankSum(t *testing.T) {
 	if s, bad := bankSum([]any{"5", nil, "-3", "-2", nil, "0"}); s != 0 || bad != "" {
 		t.Fatalf("sum %d %q", s, bad)
 	}
-	if _, bad := bankSum([]any{"5", "x"}); !strings.Contains(bad, "bank:1 holds x") {
+	if _, bad := bankSum([]any{"5", "x"}); !strings.Contains(bad, "{bank}:1 holds x") {
 		t.Fatalf("bad %q", bad)
 	}
 	w := &Bank{}
