@@ -17,9 +17,9 @@ import (
 // (go-redis's ClusterClient, redis-py's RedisCluster, redis-cli -c) routes
 // each key to the node that serves its hash slot. Every node answers with
 // the same map: the slots of each range, served by the range's Raft leader
-// (the "master") with its other members as replicas. Today there is one
-// range, so every slot is the leader's (docs/ranges.md §5). The replies
-// have Redis 7.0's shapes (cluster.c).
+// (the "master") with its other members as replicas (Topology.Slots; each
+// range has its own leader, so after splits several nodes may be masters,
+// docs/ranges.md §5). The replies have Redis 7.0's shapes (cluster.c).
 //
 // A connection that has sent a CLUSTER command is cluster-aware: a command
 // on a key whose slot this node does not serve answers -MOVED <slot>
@@ -207,7 +207,7 @@ func clusterMyID(c *conn, args [][]byte) reply.Reply {
 	return reply.BulkString(t.Self.ID)
 }
 
-// clusterMembers is the cluster in CLUSTER terms: the master (Raft
+// clusterMembers is range 1's group in CLUSTER terms: the master (Raft
 // leader) first, then the replicas, this node among them.
 func clusterMembers(t Topology) []Instance {
 	out := make([]Instance, 0, 1+len(t.Replicas))
@@ -220,11 +220,77 @@ func clusterMembers(t Topology) []Instance {
 	return out
 }
 
-func clusterState(t Topology) string {
-	if t.Master.Down {
-		return "fail"
+// slotRanges are the topology's slot intervals: t.Slots, or the single
+// interval of every slot served by range 1's group when the backend
+// knows no other (as before ranges split).
+func slotRanges(t Topology) []SlotRange {
+	if len(t.Slots) > 0 {
+		return t.Slots
 	}
-	return "ok"
+	m := clusterMembers(t)
+	return []SlotRange{{Start: 0, End: slot.Count - 1, Master: m[0], Replicas: m[1:]}}
+}
+
+// clusterNode is one node of CLUSTER NODES: the slot intervals it leads
+// (none: a replica).
+type clusterNode struct {
+	in    Instance
+	slots [][2]int
+}
+
+// clusterNodeList lists every node once: the masters in the order of their
+// first interval (the one master first, as before splits), then the
+// other members. A node's slots are the intervals it leads, adjacent
+// ones merged (as Redis prints a master's slots).
+func clusterNodeList(t Topology) []*clusterNode {
+	var out []*clusterNode
+	byID := map[string]*clusterNode{}
+	add := func(in Instance) *clusterNode {
+		if in.ID == "" {
+			return nil // no leader known: nobody to list
+		}
+		if cn := byID[in.ID]; cn != nil {
+			return cn
+		}
+		cn := &clusterNode{in: in}
+		byID[in.ID] = cn
+		out = append(out, cn)
+		return cn
+	}
+	ranges := slotRanges(t)
+	for _, r := range ranges {
+		if cn := add(r.Master); cn != nil {
+			if k := len(cn.slots); k > 0 && cn.slots[k-1][1]+1 == r.Start {
+				cn.slots[k-1][1] = r.End
+			} else {
+				cn.slots = append(cn.slots, [2]int{r.Start, r.End})
+			}
+		}
+	}
+	for _, r := range ranges {
+		for _, in := range r.Replicas {
+			add(in)
+		}
+	}
+	for _, in := range clusterMembers(t) {
+		add(in)
+	}
+	return out
+}
+
+// slotCounts counts the slots whose range has a known leader (assigned)
+// and, of those, the ones whose leader is reachable (ok).
+func slotCounts(t Topology) (assigned, ok int) {
+	for _, r := range slotRanges(t) {
+		if r.Master.ID == "" && len(t.Slots) > 0 {
+			continue
+		}
+		assigned += r.End - r.Start + 1
+		if !r.Master.Down {
+			ok += r.End - r.Start + 1
+		}
+	}
+	return assigned, ok
 }
 
 func clusterInfo(c *conn, args [][]byte) reply.Reply {
@@ -232,20 +298,30 @@ func clusterInfo(c *conn, args [][]byte) reply.Reply {
 	if errR != nil {
 		return *errR
 	}
-	ok, fail := slot.Count, 0
-	if t.Master.Down {
-		ok, fail = 0, slot.Count
+	assigned, ok := slotCounts(t)
+	state := "ok"
+	if ok < slot.Count {
+		// Redis with cluster-require-full-coverage (its default): a
+		// slot nobody serves fails the cluster.
+		state = "fail"
+	}
+	nodes := clusterNodeList(t)
+	masters := 0
+	for _, cn := range nodes {
+		if len(cn.slots) > 0 {
+			masters++
+		}
 	}
 	epoch := strconv.FormatUint(t.Epoch, 10)
 	var b strings.Builder
 	for _, kv := range [][2]string{
-		{"cluster_state", clusterState(t)},
-		{"cluster_slots_assigned", strconv.Itoa(slot.Count)},
+		{"cluster_state", state},
+		{"cluster_slots_assigned", strconv.Itoa(assigned)},
 		{"cluster_slots_ok", strconv.Itoa(ok)},
 		{"cluster_slots_pfail", "0"},
-		{"cluster_slots_fail", strconv.Itoa(fail)},
-		{"cluster_known_nodes", strconv.Itoa(len(clusterMembers(t)))},
-		{"cluster_size", "1"},
+		{"cluster_slots_fail", strconv.Itoa(assigned - ok)},
+		{"cluster_known_nodes", strconv.Itoa(len(nodes))},
+		{"cluster_size", strconv.Itoa(masters)},
 		{"cluster_current_epoch", epoch},
 		{"cluster_my_epoch", epoch},
 		{"cluster_stats_messages_sent", "0"},
@@ -257,8 +333,11 @@ func clusterInfo(c *conn, args [][]byte) reply.Reply {
 	return reply.Verbatim(b.String())
 }
 
-// nodeLine is one line of CLUSTER NODES.
-func nodeLine(t Topology, in Instance, master bool) string {
+// nodeLine is one line of CLUSTER NODES. A node that leads no range is
+// a replica of range 1's leader (Redis has one master per replica).
+func nodeLine(t Topology, cn *clusterNode) string {
+	in := cn.in
+	master := len(cn.slots) > 0
 	flags := "slave"
 	if master {
 		flags = "master"
@@ -271,7 +350,13 @@ func nodeLine(t Topology, in Instance, master bool) string {
 	}
 	of, slots := t.Master.ID, ""
 	if master {
-		of, slots = "-", " 0-"+strconv.Itoa(slot.Count-1)
+		of = "-"
+		for _, sr := range cn.slots {
+			slots += " " + strconv.Itoa(sr[0])
+			if sr[1] != sr[0] {
+				slots += "-" + strconv.Itoa(sr[1])
+			}
+		}
 	}
 	link := "connected"
 	if in.Disconnected {
@@ -287,40 +372,45 @@ func clusterNodes(c *conn, args [][]byte) reply.Reply {
 		return *errR
 	}
 	var b strings.Builder
-	for i, in := range clusterMembers(t) {
-		b.WriteString(nodeLine(t, in, i == 0))
+	for _, cn := range clusterNodeList(t) {
+		b.WriteString(nodeLine(t, cn))
 	}
 	return reply.Verbatim(b.String())
 }
 
+// clusterReplicas is CLUSTER REPLICAS <id>: the other members of the
+// ranges the node leads, each once, as their CLUSTER NODES lines.
 func clusterReplicas(c *conn, args [][]byte) reply.Reply {
 	t, errR := c.topology()
 	if errR != nil {
 		return *errR
 	}
-	members := clusterMembers(t)
 	id := string(args[2])
-	var out []reply.Reply
-	switch {
-	case id == t.Master.ID:
-		for _, in := range members[1:] {
-			out = append(out, reply.BulkString(nodeLine(t, in, false)))
-		}
-	case !containsID(members, id):
+	nodes := clusterNodeList(t)
+	byID := map[string]*clusterNode{}
+	for _, cn := range nodes {
+		byID[cn.in.ID] = cn
+	}
+	switch cn := byID[id]; {
+	case cn == nil:
 		return reply.Error("ERR Unknown node " + id)
-	default:
+	case len(cn.slots) == 0:
 		return reply.Error("ERR The specified node is not a master")
 	}
-	return reply.Array(out...)
-}
-
-func containsID(ins []Instance, id string) bool {
-	for _, in := range ins {
-		if in.ID == id {
-			return true
+	seen := map[string]bool{id: true}
+	var out []reply.Reply
+	for _, r := range slotRanges(t) {
+		if r.Master.ID != id {
+			continue
+		}
+		for _, in := range r.Replicas {
+			if !seen[in.ID] && byID[in.ID] != nil {
+				seen[in.ID] = true
+				out = append(out, reply.BulkString(nodeLine(t, byID[in.ID])))
+			}
 		}
 	}
-	return false
+	return reply.Array(out...)
 }
 
 // slotsNode is a node in CLUSTER SLOTS: ip, port, id and (7.0) a map of
@@ -329,48 +419,65 @@ func slotsNode(in Instance) reply.Reply {
 	return reply.Array(reply.BulkString(in.Host), reply.Int(int64(in.Port)), reply.BulkString(in.ID), reply.Map())
 }
 
+// clusterSlots is CLUSTER SLOTS: per range, its interval, its leader,
+// then its reachable replicas. A range whose leader is unknown or down
+// is left out, as Redis leaves out the slots no node serves.
 func clusterSlots(c *conn, args [][]byte) reply.Reply {
 	t, errR := c.topology()
 	if errR != nil {
 		return *errR
 	}
-	if t.Master.Down {
-		return reply.Array() // no slot is served
-	}
-	elems := []reply.Reply{reply.Int(0), reply.Int(slot.Count - 1)}
-	for _, in := range clusterMembers(t) {
-		if !in.Down {
-			elems = append(elems, slotsNode(in))
+	var out []reply.Reply
+	for _, r := range slotRanges(t) {
+		if r.Master.Down || r.Master.ID == "" {
+			continue
 		}
+		elems := []reply.Reply{reply.Int(int64(r.Start)), reply.Int(int64(r.End)), slotsNode(r.Master)}
+		for _, in := range r.Replicas {
+			if !in.Down && in.ID != r.Master.ID {
+				elems = append(elems, slotsNode(in))
+			}
+		}
+		out = append(out, reply.Array(elems...))
 	}
-	return reply.Array(reply.Array(elems...))
+	return reply.Array(out...)
 }
 
+// clusterShards is CLUSTER SHARDS: a shard per range, its leader first.
 func clusterShards(c *conn, args [][]byte) reply.Reply {
 	t, errR := c.topology()
 	if errR != nil {
 		return *errR
 	}
 	str := reply.BulkString
-	var nodes []reply.Reply
-	for i, in := range clusterMembers(t) {
-		role, health := "replica", "online"
-		if i == 0 {
-			role = "master"
-		}
+	port := "port"
+	if _, isTLS := c.nc.(*tls.Conn); isTLS {
+		port = "tls-port"
+	}
+	node := func(in Instance, role string) reply.Reply {
+		health := "online"
 		if in.Down {
 			health = "failed"
 		}
-		port := "port"
-		if _, isTLS := c.nc.(*tls.Conn); isTLS {
-			port = "tls-port"
-		}
-		nodes = append(nodes, reply.Map(str("id"), str(in.ID), str(port), reply.Int(int64(in.Port)),
+		return reply.Map(str("id"), str(in.ID), str(port), reply.Int(int64(in.Port)),
 			str("ip"), str(in.Host), str("endpoint"), str(in.Host), str("role"), str(role),
-			str("replication-offset"), reply.Int(int64(in.Offset)), str("health"), str(health)))
+			str("replication-offset"), reply.Int(int64(in.Offset)), str("health"), str(health))
 	}
-	return reply.Array(reply.Map(str("slots"), reply.Array(reply.Int(0), reply.Int(slot.Count-1)),
-		str("nodes"), reply.Array(nodes...)))
+	var shards []reply.Reply
+	for _, r := range slotRanges(t) {
+		var nodes []reply.Reply
+		if r.Master.ID != "" {
+			nodes = append(nodes, node(r.Master, "master"))
+		}
+		for _, in := range r.Replicas {
+			if in.ID != r.Master.ID {
+				nodes = append(nodes, node(in, "replica"))
+			}
+		}
+		shards = append(shards, reply.Map(str("slots"), reply.Array(reply.Int(int64(r.Start)), reply.Int(int64(r.End))),
+			str("nodes"), reply.Array(nodes...)))
+	}
+	return reply.Array(shards...)
 }
 
 // moved is the -MOVED answer for a cluster-aware connection's command on

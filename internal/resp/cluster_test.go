@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -145,5 +146,100 @@ func TestClusterReplies(t *testing.T) {
 	c.cmd("CLUSTER", "SLOTS")
 	if got := c.reply(); got != "*0\r\n" {
 		t.Errorf("SLOTS without a leader: %q", got)
+	}
+}
+
+// TestClusterRepliesSplit checks the CLUSTER discovery commands for a
+// topology of three ranges led by two nodes: one SLOTS entry and one
+// shard per range, NODES listing each leader's intervals (adjacent ones
+// merged), and INFO and REPLICAS counting per range.
+func TestClusterRepliesSplit(t *testing.T) {
+	topo := clusterTopology()
+	m1, m2, m3 := topo.Master, topo.Replicas[0], topo.Replicas[1]
+	m3.Down, m3.Disconnected = false, false
+	id1, id2, id3 := m1.ID, m2.ID, m3.ID
+	topo.Replicas[1] = m3
+	topo.Self = m2
+	// [0, 99] and [100, 4095] led by node 1 (adjacent: merged in NODES),
+	// [4096, 16383] by node 2, this node.
+	topo.Slots = []SlotRange{
+		{Start: 0, End: 99, Master: m1, Replicas: []Instance{m2, m3}},
+		{Start: 100, End: 4095, Master: m1, Replicas: []Instance{m2, m3}},
+		{Start: 4096, End: 16383, Master: m2, Replicas: []Instance{m1, m3}},
+	}
+	b := &clusterBackend{topoBackend: &topoBackend{fakeBackend: newFakeBackend(), t: topo}}
+	_, addr := startServer(t, Config{}, b)
+	c := dialRaw(t, addr)
+	node := func(in Instance) string {
+		return "*4\r\n" + bulks(in.Host) + ":" + strconv.Itoa(in.Port) + "\r\n" + bulks(in.ID) + "*0\r\n"
+	}
+
+	c.cmd("CLUSTER", "SLOTS")
+	want := "*3\r\n" +
+		"*5\r\n:0\r\n:99\r\n" + node(m1) + node(m2) + node(m3) +
+		"*5\r\n:100\r\n:4095\r\n" + node(m1) + node(m2) + node(m3) +
+		"*5\r\n:4096\r\n:16383\r\n" + node(m2) + node(m1) + node(m3)
+	if got := c.reply(); got != want {
+		t.Errorf("SLOTS:\n got %q\nwant %q", got, want)
+	}
+	c.cmd("CLUSTER", "NODES")
+	nodes := id1 + " 10.0.0.1:6379@7379 master - 0 0 4 connected 0-4095\n" +
+		id2 + " 10.0.0.2:6380@7380 myself,master - 0 0 4 connected 4096-16383\n" +
+		id3 + " 10.0.0.3:6381@7381 slave " + id1 + " 0 0 4 connected\n"
+	if got := c.reply(); got != bulks(nodes) {
+		t.Errorf("NODES:\n got %q\nwant %q", got, bulks(nodes))
+	}
+	c.cmd("CLUSTER", "INFO")
+	if got := c.reply(); !strings.Contains(got, "\r\ncluster_state:ok\r\ncluster_slots_assigned:16384\r\ncluster_slots_ok:16384\r\ncluster_slots_pfail:0\r\ncluster_slots_fail:0\r\n") ||
+		!strings.Contains(got, "cluster_known_nodes:3\r\ncluster_size:2\r\n") {
+		t.Errorf("INFO: %q", got)
+	}
+	// Node 2 leads one range; its replicas are that range's other
+	// members, node 1 printed as the master it is.
+	c.cmd("CLUSTER", "REPLICAS", id2)
+	if got, want := c.reply(), "*2\r\n"+bulks(id1+" 10.0.0.1:6379@7379 master - 0 0 4 connected 0-4095\n", id3+" 10.0.0.3:6381@7381 slave "+id1+" 0 0 4 connected\n"); got != want {
+		t.Errorf("REPLICAS of node 2:\n got %q\nwant %q", got, want)
+	}
+	// Node 1 leads two ranges with the same members: each listed once.
+	c.cmd("CLUSTER", "REPLICAS", id1)
+	if got := c.reply(); !strings.HasPrefix(got, "*2\r\n") || !strings.Contains(got, id2+" 10.0.0.2:6380@7380 myself,master") {
+		t.Errorf("REPLICAS of node 1: %q", got)
+	}
+	c.cmd("CLUSTER", "REPLICAS", id3)
+	if got := c.reply(); got != "-ERR The specified node is not a master\r\n" {
+		t.Errorf("REPLICAS of node 3: %q", got)
+	}
+
+	c.cmd("HELLO", "3")
+	c.reply()
+	c.cmd("CLUSTER", "SHARDS")
+	got := c.reply()
+	shard := func(start, end string, ids ...string) string {
+		return "%2\r\n" + bulks("slots") + "*2\r\n:" + start + "\r\n:" + end + "\r\n" + bulks("nodes") + "*" + strconv.Itoa(len(ids)) + "\r\n%7\r\n" + bulks("id", ids[0])
+	}
+	if !strings.HasPrefix(got, "*3\r\n"+shard("0", "99", id1, id2, id3)) ||
+		!strings.Contains(got, shard("100", "4095", id1, id2, id3)) || !strings.Contains(got, shard("4096", "16383", id2, id1, id3)) ||
+		strings.Count(got, bulks("role", "master")) != 3 || strings.Count(got, bulks("role", "replica")) != 6 {
+		t.Errorf("SHARDS: %q", got)
+	}
+
+	// Node 1 unreachable: its two ranges' slots fail and leave SLOTS;
+	// the range with no leader known is unassigned and listed by nobody.
+	m1.Down = true
+	b.t.Slots[0].Master, b.t.Slots[1].Master = m1, m1
+	b.t.Slots[2].Master, b.t.Slots[2].Replicas = Instance{Down: true, Disconnected: true}, []Instance{m1, m2, m3}
+	c.cmd("CLUSTER", "INFO")
+	if got := c.reply(); !strings.Contains(got, "cluster_state:fail\r\ncluster_slots_assigned:4096\r\ncluster_slots_ok:0\r\ncluster_slots_pfail:0\r\ncluster_slots_fail:4096\r\n") ||
+		!strings.Contains(got, "cluster_size:1\r\n") {
+		t.Errorf("INFO with node 1 down and no leader for 4096-16383: %q", got)
+	}
+	c.cmd("CLUSTER", "SLOTS")
+	if got := c.reply(); got != "*0\r\n" {
+		t.Errorf("SLOTS with no reachable leader: %q", got)
+	}
+	c.cmd("CLUSTER", "NODES")
+	if got := c.reply(); !strings.Contains(got, id1+" 10.0.0.1:6379@7379 master,fail - 0 0 4 connected 0-4095\n") ||
+		!strings.Contains(got, id2+" 10.0.0.2:6380@7380 myself,slave "+id1) {
+		t.Errorf("NODES with node 1 down: %q", got)
 	}
 }

@@ -53,6 +53,25 @@ type Topology struct {
 	// DownAfter is how long a member may stay silent before it is
 	// reported s_down (down-after-milliseconds).
 	DownAfter time.Duration
+	// Slots are the ranges' slot intervals, sorted by Start, for the
+	// CLUSTER commands (each range has its own leader); the Sentinel
+	// commands and ROLE use Master and Replicas above (range 1) only.
+	// Empty: one interval of every slot served by Master, with Replicas
+	// (a backend that knows one group only).
+	Slots []SlotRange
+}
+
+// SlotRange is one range's slot interval as CLUSTER SLOTS reports it.
+type SlotRange struct {
+	// Start and End bound the interval, both inclusive (Redis prints
+	// them so).
+	Start, End int
+	// Master is the range's leader; Master.Down: it is not reachable,
+	// and Master.ID is "" when no leader is known at all (then no node
+	// serves the interval).
+	Master Instance
+	// Replicas are the range's other members.
+	Replicas []Instance
 }
 
 // Instance is one node as a Sentinel reports it.

@@ -26,7 +26,7 @@ func peerPort(addr string) int {
 }
 
 // MovedTo answers resp's -MOVED for cluster-aware connections: the
-// client address of the leader of the slot's range (one range today),
+// client address of the leader of the slot's range (each range has its own),
 // as the other members last told it (the discovery probes that CLUSTER
 // commands start, as SENTINEL's do); none while this node leads, no
 // leader is known, or its address is not known yet: the command then

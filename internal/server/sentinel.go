@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -105,9 +106,8 @@ func (n *Node) sentinelID(id storage.NodeID) string {
 // probePeers asks every other member for its sentinelInfo, concurrently,
 // each call bounded by sentinelProbeTimeout.
 func (n *Node) probePeers(ctx context.Context) {
-	desc := n.store.Replica(firstRange).Descriptor()
 	var wg sync.WaitGroup
-	for _, rep := range desc.Replicas {
+	for _, rep := range n.memberUnion() {
 		if rep.NodeID == n.id {
 			continue
 		}
@@ -147,6 +147,27 @@ func (n *Node) probePeers(ctx context.Context) {
 	n.sentinel.mu.Lock()
 	n.sentinel.probed = time.Now()
 	n.sentinel.mu.Unlock()
+}
+
+// memberUnion is every member of every local range, each once, range 1's
+// first: the CLUSTER commands report each range's members, whose
+// addresses the probes learn (today every range has range 1's members,
+// but a range's own leader must be reported even if that changes).
+func (n *Node) memberUnion() []storage.ReplicaDescriptor {
+	out := slices.Clone(n.store.Replica(firstRange).Descriptor().Replicas)
+	seen := map[storage.NodeID]bool{}
+	for _, rep := range out {
+		seen[rep.NodeID] = true
+	}
+	for _, r := range n.store.Replicas() {
+		for _, rep := range r.Descriptor().Replicas {
+			if !seen[rep.NodeID] {
+				seen[rep.NodeID] = true
+				out = append(out, rep)
+			}
+		}
+	}
+	return out
 }
 
 // sentinelLoop keeps the probes going while clients use discovery and
@@ -246,12 +267,14 @@ func (n *Node) topology(tls bool) resp.Topology {
 	t.Self.ID, t.Self.BusPort = n.sentinelID(n.id), peerPort(n.AdvertisePeerAddr())
 
 	instances := map[storage.NodeID]resp.Instance{n.id: t.Self}
-	s := &n.sentinel
-	s.mu.Lock()
 	for _, rep := range st.Descriptor.Replicas {
 		if !rep.Learner {
 			t.Voters++
 		}
+	}
+	s := &n.sentinel
+	s.mu.Lock()
+	for _, rep := range n.memberUnion() {
 		if rep.NodeID == n.id {
 			continue
 		}
@@ -311,5 +334,38 @@ func (n *Node) topology(tls bool) resp.Topology {
 			t.Sentinels = append(t.Sentinels, in)
 		}
 	}
+	t.Slots = n.slotRanges(instances)
 	return t
+}
+
+// slotRanges is every local range's slot interval with its own leader
+// and members (CLUSTER SLOTS, SHARDS, NODES), sorted by slot. A replica
+// that owns no slots yet (uninitialized: created for a range this node
+// has not received a snapshot or split of) is skipped: another local
+// replica, or none, still reports those slots. A range whose leader is
+// not known, or whose address this node has not learned, has a master
+// with no id, down.
+func (n *Node) slotRanges(instances map[storage.NodeID]resp.Instance) []resp.SlotRange {
+	var out []resp.SlotRange
+	for _, r := range n.store.Replicas() {
+		desc := r.Descriptor()
+		if desc.StartSlot >= desc.EndSlot {
+			continue
+		}
+		lead, _ := r.Leader()
+		sr := resp.SlotRange{Start: int(desc.StartSlot), End: int(desc.EndSlot) - 1}
+		if m, ok := instances[storage.NodeID(lead)]; lead != 0 && ok {
+			sr.Master = m
+		} else {
+			sr.Master = resp.Instance{Down: true, Disconnected: true}
+		}
+		for _, rep := range desc.Replicas {
+			if in, ok := instances[rep.NodeID]; ok && rep.NodeID != storage.NodeID(lead) {
+				sr.Replicas = append(sr.Replicas, in)
+			}
+		}
+		out = append(out, sr)
+	}
+	slices.SortFunc(out, func(a, b resp.SlotRange) int { return a.Start - b.Start })
+	return out
 }
