@@ -217,11 +217,12 @@ func Start(cfg Config) (n *Node, err error) {
 	}
 
 	n.startDiskMonitor()
-	n.bg.Add(4)
+	n.bg.Add(5)
 	go n.expiryLoop()
 	go n.leaseLoop()
 	go n.blockQueueLoop()
 	go n.sentinelLoop()
+	go n.rangesRepairLoop()
 	n.wg.Add(1)
 	go n.watchFatal()
 	log.Info("node started", "client", n.ClientAddr(), "client_tls", n.TLSClientAddr(), "peer", n.PeerAddr(), "admin", n.AdminAddr(),
