@@ -36,13 +36,14 @@ func (n *Node) rangesRepairLoop() {
 	defer cancel()
 	t := time.NewTicker(every)
 	defer t.Stop()
+	var prev [][2]uint16
 	for {
 		select {
 		case <-n.stopper:
 			return
 		case <-t.C:
 		}
-		n.repairHoles(ctx, every)
+		prev = n.repairHoles(ctx, every, prev)
 	}
 }
 
@@ -83,23 +84,34 @@ func inHoles(holes [][2]uint16, lo, hi uint16) bool {
 
 // repairHoles is one round of rangesRepairLoop: if the slot table has
 // holes and this node is a member, it fetches a peer's descriptors and
-// creates the replicas that fill holes. Bounded: one peer call at a time
-// of at most every, over range 1's members.
-func (n *Node) repairHoles(ctx context.Context, every time.Duration) {
+// creates the replicas that fill holes that were already there in the
+// previous round (prev). It returns this round's holes, the next round's
+// prev. Bounded: one peer call at a time of at most every, over range 1's
+// members.
+//
+// Why a hole must last a round: a replica applying a split narrows its
+// descriptor before the store adds the RHS replica (replica_split.go
+// afterSplits, right after the batch commits), so a slot table rebuilt in
+// between shows a hole for a moment. A replica created here then would be
+// a second replica of the RHS (Store.AddReplica does not check for one),
+// and the split would overwrite it. A hole left by a snapshot lasts until
+// this loop acts; one left by a split being applied is gone long before
+// the next round.
+func (n *Node) repairHoles(ctx context.Context, every time.Duration, prev [][2]uint16) [][2]uint16 {
 	holes, _ := n.holeSlots()
-	if len(holes) == 0 {
-		return
+	if len(holes) == 0 || len(prev) == 0 {
+		return holes
 	}
 	r1 := n.store.Replica(firstRange)
 	if r1 == nil {
-		return
+		return holes
 	}
 	// A node still joining (range 1's descriptor does not list it yet:
 	// uninitializedDescriptor has no replicas) has nothing but holes until
 	// its snapshots arrive; joinRanges and resumeJoin create its replicas.
 	desc1 := r1.Descriptor()
 	if _, member := desc1.Replica(n.id); !member {
-		return
+		return holes
 	}
 	peers := make([]uint64, 0, len(desc1.Replicas))
 	if lead, local := r1.Leader(); lead != 0 && !local {
@@ -138,11 +150,12 @@ func (n *Node) repairHoles(ctx context.Context, every time.Duration) {
 		// those entries a second time on top of the snapshot's newer data.
 		// The LHS learns the split from its log, or narrows by its own
 		// snapshot, first; a later round then sees a hole.
-		if !inHoles(holes, d.StartSlot, d.EndSlot) {
+		if !inHoles(holes, d.StartSlot, d.EndSlot) || !inHoles(prev, d.StartSlot, d.EndSlot) {
 			continue
 		}
-		if n.store.Replica(d.RangeID) != nil {
-			continue // created, waiting for its snapshot
+		// Again, just before: the peer call took time.
+		if n.store.Replica(d.RangeID) != nil || !n.stillHoles(d.StartSlot, d.EndSlot) {
+			continue // created (by a split, or earlier here: waiting for its snapshot)
 		}
 		if _, err := n.store.AddReplica(uninitializedDescriptor(d.RangeID)); err != nil {
 			n.cfg.Logger.Warn("could not create a replica for a hole in the slot table", "range", uint64(d.RangeID), "err", err)
@@ -151,4 +164,15 @@ func (n *Node) repairHoles(ctx context.Context, every time.Duration) {
 		n.cfg.Logger.Info("created a replica to receive the snapshot of a range whose slots no local replica owns",
 			"range", uint64(d.RangeID), "start_slot", d.StartSlot, "end_slot", d.EndSlot)
 	}
+	return holes
+}
+
+// stillHoles reports whether no local replica owns any slot of [lo, hi).
+func (n *Node) stillHoles(lo, hi uint16) bool {
+	for s := int(lo); s < int(hi); s++ {
+		if n.store.ReplicaForSlot(uint16(s)) != nil {
+			return false
+		}
+	}
+	return true
 }

@@ -131,3 +131,23 @@ func TestRangesRepairHoleAfterSplitSnapshot(t *testing.T) {
 		t.Fatal("the writes through node 3 did not reach both halves")
 	}
 }
+
+// TestInHoles: a range's interval fills a hole only if it lies entirely
+// inside one; an interval that touches an owned slot does not.
+func TestInHoles(t *testing.T) {
+	holes := [][2]uint16{{100, 200}, {8192, slot.Count}}
+	for _, c := range []struct {
+		lo, hi uint16
+		want   bool
+	}{
+		{100, 200, true}, {120, 130, true}, {8192, slot.Count, true}, {9000, slot.Count, true},
+		{99, 200, false}, {100, 201, false}, {150, 8192, false}, {0, 100, false}, {8191, 8193, false},
+	} {
+		if got := inHoles(holes, c.lo, c.hi); got != c.want {
+			t.Errorf("inHoles(%v, %d, %d) = %v, want %v", holes, c.lo, c.hi, got, c.want)
+		}
+	}
+	if inHoles(nil, 0, 1) {
+		t.Error("no holes, yet an interval fills one")
+	}
+}
