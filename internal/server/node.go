@@ -67,6 +67,9 @@ type Node struct {
 	// bg tracks loops that read the DB on their own (the expiry sweep):
 	// Stop waits for them before it closes the DB.
 	bg sync.WaitGroup
+	// resumingJoin is set while resumeJoin runs: it creates replicas
+	// (joinRanges) and the range repair loop waits for it to finish.
+	resumingJoin atomic.Bool
 
 	stopOnce sync.Once
 	stopper  chan struct{}
@@ -184,6 +187,7 @@ func Start(cfg Config) (n *Node, err error) {
 		// range admitted it (range 1 is joined first): it finishes the
 		// join in the background, serving meanwhile.
 		n.wg.Add(1)
+		n.resumingJoin.Store(true) // before the repair loop starts: see repairHoles
 		go n.resumeJoin()
 	}
 

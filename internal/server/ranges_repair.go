@@ -108,9 +108,12 @@ func (n *Node) repairHoles(ctx context.Context, every time.Duration, prev [][2]u
 	}
 	// A node still joining (range 1's descriptor does not list it yet:
 	// uninitializedDescriptor has no replicas) has nothing but holes until
-	// its snapshots arrive; joinRanges and resumeJoin create its replicas.
+	// its snapshots arrive; joinRanges creates its replicas. So does
+	// resumeJoin on a node restarted during its join: both check for a
+	// replica before they add one, and the store does not, so they must
+	// not run at the same time as this loop.
 	desc1 := r1.Descriptor()
-	if _, member := desc1.Replica(n.id); !member {
+	if _, member := desc1.Replica(n.id); !member || n.resumingJoin.Load() {
 		return holes
 	}
 	peers := make([]uint64, 0, len(desc1.Replicas))
