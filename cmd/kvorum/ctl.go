@@ -593,6 +593,9 @@ func writeRanges(w io.Writer, rr admin.RangesResponse) {
 			r.AppliedIndex, strings.Join(reps, ","), sizeString(r.ApproximateBytes))
 	}
 	tw.Flush()
+	if rr.HoleSlots > 0 {
+		fmt.Fprintf(w, "%d hash slots are owned by no range on this node (a split it has not received yet)\n", rr.HoleSlots)
+	}
 }
 
 // sizeString prints a byte count in binary units, one decimal.

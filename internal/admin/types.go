@@ -156,4 +156,8 @@ type Range struct {
 type RangesResponse struct {
 	NodeID uint64  `json:"node_id"`
 	Ranges []Range `json:"ranges"`
+	// HoleSlots counts the hash slots no range of this node owns: a split
+	// it learned by snapshot, until it has received the new range (the
+	// node's range repair loop asks for it).
+	HoleSlots int `json:"hole_slots,omitempty"`
 }

@@ -204,6 +204,9 @@ type Config struct {
 	// initial member (docs/ranges.md §3.6). Only tests set it: splits by
 	// hand (§3.5) are to come.
 	testRanges int
+	// testRangesRepairEvery, if set, replaces rangesRepairEvery (how often
+	// the node looks for holes in its slot table): tests shorten it.
+	testRangesRepairEvery time.Duration
 }
 
 // Unsafe lists the deliberate breakages the fault suites test themselves

@@ -67,6 +67,9 @@ type Node struct {
 	// bg tracks loops that read the DB on their own (the expiry sweep):
 	// Stop waits for them before it closes the DB.
 	bg sync.WaitGroup
+	// resumingJoin is set while resumeJoin runs: it creates replicas
+	// (joinRanges) and the range repair loop waits for it to finish.
+	resumingJoin atomic.Bool
 
 	stopOnce sync.Once
 	stopper  chan struct{}
@@ -184,6 +187,7 @@ func Start(cfg Config) (n *Node, err error) {
 		// range admitted it (range 1 is joined first): it finishes the
 		// join in the background, serving meanwhile.
 		n.wg.Add(1)
+		n.resumingJoin.Store(true) // before the repair loop starts: see repairHoles
 		go n.resumeJoin()
 	}
 
@@ -217,12 +221,13 @@ func Start(cfg Config) (n *Node, err error) {
 	}
 
 	n.startDiskMonitor()
-	n.bg.Add(5)
+	n.bg.Add(6)
 	go n.configQueueLoop() // configcopy.go
 	go n.expiryLoop()
 	go n.leaseLoop()
 	go n.blockQueueLoop()
 	go n.sentinelLoop()
+	go n.rangesRepairLoop()
 	n.wg.Add(1)
 	go n.watchFatal()
 	log.Info("node started", "client", n.ClientAddr(), "client_tls", n.TLSClientAddr(), "peer", n.PeerAddr(), "admin", n.AdminAddr(),

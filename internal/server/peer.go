@@ -387,6 +387,7 @@ func (n *Node) joinRanges(ctx context.Context) error {
 // `kvorum ctl member list` keeps showing the node as a learner.
 func (n *Node) resumeJoin() {
 	defer n.wg.Done()
+	defer n.resumingJoin.Store(false)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	b, err := n.trans.CallAddr(ctx, n.cfg.Join, methodRanges, nil)
 	cancel()

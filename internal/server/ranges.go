@@ -42,6 +42,7 @@ func (n *Node) Ranges() admin.RangesResponse {
 		}
 		out.Ranges = append(out.Ranges, rg)
 	}
+	_, out.HoleSlots = n.holeSlots()
 	return out
 }
 
@@ -80,6 +81,7 @@ func members(st store.Status) []admin.Member {
 type rangeCollector struct {
 	n                                         *Node
 	leader, leader2, applied, replicas, bytes *prometheus.Desc
+	holes                                     *prometheus.Desc
 }
 
 func newRangeCollector(n *Node) *rangeCollector {
@@ -92,17 +94,21 @@ func newRangeCollector(n *Node) *rangeCollector {
 		applied:  d("kvorum_range_applied_index", "Last applied index of this node's replica of the range."),
 		replicas: d("kvorum_range_replicas", "Voters and learners of the range."),
 		bytes:    d("kvorum_range_approximate_bytes", "Pebble's estimate of the range's data on this node's disk."),
+		holes: prometheus.NewDesc("kvorum_range_hole_slots",
+			"Hash slots no local replica owns (a split learned by snapshot, until the new range's replica exists; rangesRepairLoop).", nil, nil),
 	}
 }
 
 func (c *rangeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.leader, c.leader2, c.applied, c.replicas, c.bytes} {
+	for _, d := range []*prometheus.Desc{c.leader, c.leader2, c.applied, c.replicas, c.bytes, c.holes} {
 		ch <- d
 	}
 }
 
 func (c *rangeCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, r := range c.n.Ranges().Ranges {
+	rr := c.n.Ranges()
+	ch <- prometheus.MustNewConstMetric(c.holes, prometheus.GaugeValue, float64(rr.HoleSlots))
+	for _, r := range rr.Ranges {
 		id := strconv.FormatUint(r.RangeID, 10)
 		g := func(d *prometheus.Desc, v float64) {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, id)

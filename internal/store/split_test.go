@@ -241,15 +241,17 @@ func TestSplitPartitionedFollower(t *testing.T) {
 // its LHS narrows and its slot table no longer routes the moved slots to
 // the LHS.
 //
-// TODO(split): the follower should then get the RHS from the RHS's
-// snapshot (Store.ReceiveSnapshot creates a replica for a snapshot of an
-// unknown, non-overlapping range), but the RHS leader never sends one:
-// the follower drops the RHS's MsgApp probes and heartbeats (unknown
-// range), so the leader's progress for it stays paused in StateProbe and
-// never finds that the entries it needs are truncated. Until the leader
-// side is fixed (e.g. the follower answers an unknown range's probe with
-// a reject that makes the leader fall back to a snapshot), this test
-// checks the LHS half only.
+// The follower then gets the RHS from the RHS's snapshot only once a
+// replica of the RHS exists on it: the follower drops the RHS's MsgApp
+// probes and heartbeats (unknown range), so the leader's progress for it
+// stays paused in StateProbe and never finds that the entries it needs
+// are truncated. The store does not create that replica by itself; the
+// node's range repair loop does (server/ranges_repair.go: a slot no local
+// replica owns, a peer's descriptor of a range that fills it, an
+// uninitialized replica that rejects the leader's append and so gets the
+// snapshot), tested end to end by server
+// TestRangesRepairHoleAfterSplitSnapshot. This store-level test checks
+// the LHS half only.
 func TestSplitFollowerCatchesUpBySnapshot(t *testing.T) {
 	c := newRangesCluster(t, 3, 1, func(cfg *Config) { cfg.SnapshotThreshold = 10 })
 	c.start()
