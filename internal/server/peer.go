@@ -371,7 +371,9 @@ func (n *Node) joinRanges(ctx context.Context) error {
 		if n.store.Replica(d.RangeID) != nil {
 			continue
 		}
-		if _, err := n.store.AddReplica(uninitializedDescriptor(d.RangeID)); err != nil {
+		if _, err := n.store.AddReplica(uninitializedDescriptor(d.RangeID)); errors.Is(err, store.ErrReplicaExists) {
+			continue // created meanwhile (a snapshot of it arrived)
+		} else if err != nil {
 			return err
 		}
 		n.cfg.Logger.Info("created a replica to receive the range's snapshot", "range", uint64(d.RangeID), "via", n.cfg.Join)

@@ -214,6 +214,9 @@ func BootstrapRangeAt(w storage.Writer, desc *storage.Descriptor, initIndex uint
 
 func ptr[T any](v T) *T { return &v }
 
+// ErrReplicaExists: AddReplica of a range the store already holds.
+var ErrReplicaExists = errors.New("store: the store already holds a replica of the range")
+
 // AddReplica loads range desc.RangeID from storage and adds it to the store.
 // desc is used only when storage holds no descriptor yet (a node that joins
 // and waits for a snapshot).
@@ -256,6 +259,12 @@ func (s *Store) AddReplica(desc *storage.Descriptor) (*Replica, error) {
 		}
 	}
 	s.mu.Lock()
+	if _, dup := s.mu.replicas[desc.RangeID]; dup {
+		// Two creators raced (a join, the hole repair, a snapshot of an
+		// unknown range): the first one's replica stays.
+		s.mu.Unlock()
+		return nil, fmt.Errorf("%w: range %d", ErrReplicaExists, desc.RangeID)
+	}
 	s.mu.replicas[desc.RangeID] = r
 	s.mu.list = append(s.mu.list[:len(s.mu.list):len(s.mu.list)], r)
 	s.rebuildSlots()
