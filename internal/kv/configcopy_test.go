@@ -28,9 +28,13 @@ func applyOne(t *testing.T, db *pebble.DB, s *Settings, desc *storage.Descriptor
 }
 
 // copyArgs is the KVORUM.CONFIGCOPY that db's range 1 parameters make.
-func copyArgs(t *testing.T, db *pebble.DB) []string {
+func copyArgs(t *testing.T, db *pebble.DB) []string { return copyCommand(t, db, ConfigCopy) }
+
+// copyCommand is the copy command make builds from db's range 1, as
+// strings.
+func copyCommand(t *testing.T, db *pebble.DB, make func(pebble.Reader) ([][]byte, uint64, error)) []string {
 	t.Helper()
-	args, _, err := ConfigCopy(db)
+	args, _, err := make(db)
 	if err != nil {
 		t.Fatal(err)
 	}

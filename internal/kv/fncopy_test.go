@@ -12,18 +12,7 @@ import (
 )
 
 // fnCopyArgs is the KVORUM.FNCOPY that db's range 1 libraries make.
-func fnCopyArgs(t *testing.T, db *pebble.DB) []string {
-	t.Helper()
-	args, _, err := FunctionCopy(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, a := range args {
-		out = append(out, string(a))
-	}
-	return out
-}
+func fnCopyArgs(t *testing.T, db *pebble.DB) []string { return copyCommand(t, db, FunctionCopy) }
 
 // FCALL in range 2 runs range 2's copy of the libraries: none before the
 // copy, the copied code after; FUNCTION writes apply in range 1 only; an
