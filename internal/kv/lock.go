@@ -176,6 +176,9 @@ func cmdLock(x *ctx, args [][]byte, a lockargs.Lock) Reply {
 	case "info":
 		return x.lockInfo(name)
 	default: // fenced
+		if !x.systemState() {
+			return errSystemState
+		}
 		l, _, err := x.getLock(name)
 		if err != nil {
 			return errReply(err)

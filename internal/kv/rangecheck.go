@@ -164,3 +164,15 @@ func declaredKeys(d *cmdDef, args [][]byte, in func(k []byte) bool, depth int) b
 	}
 	return true
 }
+
+// systemState reports whether the running command may read and write the
+// state range 1 owns (the script cache, leases, locks): only in range 1,
+// or in an unsplit store. A command of another range that read it would
+// see it as of where this node's range 1 has applied, which differs
+// between the range's replicas: their states would diverge. Until
+// commands across ranges land (docs/ranges.md §4), such a command answers
+// errSystemState there instead (EVALSHA answers NOSCRIPT: the node
+// resolves EVALSHA to EVAL before proposing it to another range).
+func (x *ctx) systemState() bool { return !x.ranged || descRange(x.desc) == 1 }
+
+var errSystemState = Error("CROSSRANGE the command needs a lock or lease, which live in range 1, and its key is in another range; commands across ranges are not supported yet (issue 18, slice 2): use a key of range 1 (see CLUSTER SLOTS)")

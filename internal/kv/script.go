@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/kvorum/kvorum/internal/reply"
 	"github.com/kvorum/kvorum/internal/script"
 )
@@ -117,7 +119,19 @@ func parseScript(args [][]byte) (string, Reply, bool) {
 func scriptKey(sha string) []byte { return append(append([]byte(nil), scriptPrefix...), sha...) }
 
 // loadScript returns the stored body of script sha (lower case hex).
-func (x *ctx) loadScript(sha string) ([]byte, bool, error) { return getCopy(x.r, scriptKey(sha)) }
+func (x *ctx) loadScript(sha string) ([]byte, bool, error) {
+	if !x.systemState() {
+		return nil, false, nil // range 1 keeps the cache (systemState)
+	}
+	return getCopy(x.r, scriptKey(sha))
+}
+
+// ScriptBody returns the body of the cached script sha as range 1 holds
+// it in r: the node resolves EVALSHA with it before proposing the
+// command to another range, whose replicas cannot read the cache.
+func ScriptBody(r pebble.Reader, sha []byte) ([]byte, bool, error) {
+	return getCopy(r, scriptKey(strings.ToLower(string(sha))))
+}
 
 // storeScript compiles body and adds it to the replicated script cache (if
 // absent; a read stores nothing). On failure, the script is nil and r the
@@ -125,7 +139,7 @@ func (x *ctx) loadScript(sha string) ([]byte, bool, error) { return getCopy(x.r,
 func (x *ctx) storeScript(body []byte) (sha string, s *script.Script, r Reply) {
 	sha = script.SHA1Hex(body)
 	s, r = script.Compile(sha, body)
-	if s == nil || x.w == nil {
+	if s == nil || x.w == nil || !x.systemState() {
 		return sha, s, r
 	}
 	if ok, err := hasKey(x.w, scriptKey(sha)); err != nil {

@@ -187,6 +187,9 @@ func cmdSet(x *ctx, args [][]byte, a stringargs.Set) Reply {
 	if !ok {
 		return r
 	}
+	if a.Lease != 0 && !x.systemState() {
+		return errSystemState
+	}
 	if a.Lease != 0 {
 		if _, ok, err := x.getLease(a.Lease); err != nil {
 			return errReply(err)

@@ -210,6 +210,9 @@ func (n *Node) routeGroups(ctx context.Context, write bool, cmds [][][]byte, out
 		}
 		run := func(g *routeGroup) {
 			g.out = make([]reply.Reply, len(g.cmds))
+			if g.r.RangeID() != firstRange {
+				g.cmds = n.resolveScripts(g.cmds)
+			}
 			if write {
 				n.execWriteOn(ctx, g.r, g.cmds, g.out)
 				return
@@ -347,4 +350,44 @@ func (n *Node) proposeKeysByRange(ctx context.Context, name string, keys [][]byt
 	for i, r := range reps {
 		n.execWriteOn(ctx, r, cmds[i:i+1], make([]reply.Reply, 1))
 	}
+}
+
+// resolveScripts replaces EVALSHA and EVALSHA_RO in cmds bound for a range
+// other than range 1 by EVAL and EVAL_RO of the body range 1 holds on this
+// node: that range's replicas cannot read range 1's script cache (kv's
+// systemState: they would read it as of different points of range 1's
+// log). An unknown sha is left as it is: the range answers NOSCRIPT, and
+// clients fall back to EVAL, as they do after SCRIPT FLUSH. Inside
+// MULTI/EXEC it is not resolved (NOSCRIPT there), until commands across
+// ranges land (docs/ranges.md §4).
+func (n *Node) resolveScripts(cmds [][][]byte) [][][]byte {
+	var out [][][]byte
+	for i, c := range cmds {
+		if len(c) < 2 {
+			continue
+		}
+		var name string
+		switch strings.ToLower(string(c[0])) {
+		case "evalsha":
+			name = "EVAL"
+		case "evalsha_ro":
+			name = "EVAL_RO"
+		default:
+			continue
+		}
+		body, ok, err := kv.ScriptBody(n.db, c[1])
+		if err != nil || !ok {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(cmds)
+		}
+		nc := slices.Clone(c)
+		nc[0], nc[1] = []byte(name), body
+		out[i] = nc
+	}
+	if out == nil {
+		return cmds
+	}
+	return out
 }

@@ -28,7 +28,7 @@ import (
 //     hold every acknowledged append.
 const (
 	lockName     = "torture:lock"
-	fenceList    = "torture:fence"
+	fenceList    = "torture:fence{f67926}" // hash slot 0: always in range 1, with the locks (LOCK FENCED runs there; split faults never move slot 0)
 	lockLeaseTTL = 600 * time.Millisecond
 	lockClients  = 3
 )

@@ -347,6 +347,12 @@ func (c *cluster) converge(ctx context.Context, d time.Duration) string {
 			// indexes for a moment. A divergence is the same sums and
 			// different hashes seen twice, 300 ms apart.
 			if differ == suspect {
+				for _, n := range nodes {
+					differ += fmt.Sprintf("; node %d ranges:", n.ID())
+					for _, r := range n.Ranges().Ranges {
+						differ += fmt.Sprintf(" r%d[%d,%d)@%d", r.RangeID, r.StartSlot, r.EndSlot, r.AppliedIndex)
+					}
+				}
 				return differ
 			}
 			suspect = differ
