@@ -21,7 +21,7 @@ var (
 	flagSeed     = flag.Int64("torture.seed", 0, "run only this seed (replay a failure)")
 	flagNodes    = flag.Int("torture.nodes", 0, "with -torture.seed: cluster size (default 3)")
 	flagPhase    = flag.Duration("torture.phase", 1500*time.Millisecond, "fault phase per seed")
-	flagKinds    = flag.String("torture.kinds", "all", "fault kinds: all or a comma list of "+fmt.Sprint(AllKinds))
+	flagKinds    = flag.String("torture.kinds", "all", "fault kinds: all or a comma list of "+fmt.Sprint(AllKinds)+" and the opt-in "+fmt.Sprint(OptInKinds))
 	flagParallel = flag.Int("torture.parallel", 3, "seeds run at once")
 	flagOut      = flag.String("torture.out", "", "directory for violation reports (default: a temp dir kept on failure)")
 	flagVerbose  = flag.Bool("torture.v", false, "log every fault as it fires")
