@@ -498,7 +498,6 @@ func (r *Replica) afterCommit(it *readyItem) {
 	}
 	if it.appliedSet {
 		r.log.SetApplied(it.applied)
-		r.applied.Store(it.applied.Index)
 	}
 	desc := it.newDesc
 	if desc == nil {
@@ -510,19 +509,37 @@ func (r *Replica) afterCommit(it *readyItem) {
 				r.store.cfg.Transport.SetPeer(uint64(rep.NodeID), rep.PeerAddr)
 			}
 		}
-	}
-	r.mu.Lock()
-	slotsMoved := false
-	if desc != nil {
+		r.mu.Lock()
 		old := r.mu.desc
 		r.mu.desc = desc
-		slotsMoved = slotsChanged(old, desc)
+		slotsMoved := slotsChanged(old, desc)
 		for _, rep := range old.Replicas {
 			if _, ok := desc.Replica(rep.NodeID); !ok && rep.NodeID != r.store.cfg.NodeID {
 				r.store.cfg.Transport.RemovePeer(uint64(rep.NodeID))
 			}
 		}
+		r.mu.Unlock()
+		// No replica lock is held here (rebuildSlots takes Store.mu, then
+		// each replica's). Before the round's messages go out: a client
+		// told of the split must find the new slot table.
+		if len(it.splits) > 0 {
+			r.afterSplits(it)
+		} else if slotsMoved {
+			r.store.RefreshSlots()
+		}
 	}
+	// Only now the applied index moves (publishableEarly kept this
+	// round's from moving earlier): a read its barrier releases must find
+	// the new descriptor, the split's right-hand range and the new slot
+	// table. Released with the old descriptor, it would read a key this
+	// range no longer owns as of this node's apply of this range, not of
+	// the range that owns it now: the torture's split fault found such
+	// stale reads on a node catching up across a split.
+	if it.appliedSet {
+		r.applied.Store(it.applied.Index)
+	}
+
+	r.mu.Lock()
 	if rd.SoftState != nil && rd.SoftState.Lead != r.mu.leader {
 		r.mu.leader = rd.SoftState.Lead
 		// Read rounds sent to the old leader will never be answered.
@@ -545,14 +562,6 @@ func (r *Replica) afterCommit(it *readyItem) {
 		if c.afterCommit {
 			c.p.finish(c.replies, c.err)
 		}
-	}
-	// No replica lock is held here (rebuildSlots takes Store.mu, then
-	// each replica's). Before the round's messages go out: a client told
-	// of the split must find the new slot table.
-	if len(it.splits) > 0 {
-		r.afterSplits(it)
-	} else if slotsMoved {
-		r.store.RefreshSlots()
 	}
 	if it.appliedSet {
 		r.store.releasePlaceholder(r.id, it.applied.Index)
