@@ -22,6 +22,9 @@ import (
 // TestDifferentialKV's to rewrite). Without -rewrite but with redis-server
 // installed, the test also checks that redis-server still gives them.
 func TestDifferentialAgainstRedisThroughCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a long comparison with redis-server, run by make unit; skipped under make race's -short (CI time)")
+	}
 	files, _ := filepath.Glob("../kv/testdata/diff/*.txt")
 	own, _ := filepath.Glob("testdata/diff/*.txt")
 	if len(files) == 0 || len(own) == 0 {

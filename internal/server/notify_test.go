@@ -34,6 +34,9 @@ var notifyFiles = flag.String("notify.files", "*.txt", "the files of testdata/no
 // but with redis-server installed, redis-server is checked against them
 // too.
 func TestKeyspaceNotificationsLikeRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a long comparison with redis-server, run by make unit; skipped under make race's -short (CI time)")
+	}
 	files, _ := filepath.Glob("testdata/notify/" + *notifyFiles)
 	if len(files) == 0 {
 		t.Fatal("no test data in testdata/notify")
