@@ -46,9 +46,20 @@ func TestAgainstRedisCluster(t *testing.T) {
 		}
 		t.Skip("redis-server is not installed")
 	}
-	addrs, procs, err := localsrv.RedisServers(context.Background(), bin, t.TempDir(), "cluster", 1, "--cluster-enabled", "yes")
-	if err != nil {
-		t.Fatal(err)
+	// A cluster-enabled redis-server also binds its port + 10000 (the
+	// cluster bus), which FreeAddr does not check and another test's
+	// connection may hold: a few tries, each on a new port.
+	var addrs []string
+	var procs []*localsrv.Child
+	for try := 0; ; try++ {
+		addrs, procs, err = localsrv.RedisServers(context.Background(), bin, t.TempDir(), "cluster", 1, "--cluster-enabled", "yes")
+		if err == nil {
+			break
+		}
+		if try == 2 {
+			t.Fatal(err)
+		}
+		t.Logf("starting redis-server (try %d): %v", try+1, err)
 	}
 	t.Cleanup(func() { _ = localsrv.StopAll(procs) })
 	c, err := net.Dial("tcp", addrs[0])
