@@ -214,12 +214,7 @@ func TestSplitPartitionedFollower(t *testing.T) {
 	c.start()
 	c.waitLeaders(1, 10*time.Second)
 	lead := c.rangeLeader(1)
-	var away *testNode
-	for _, tn := range c.nodes {
-		if tn != lead {
-			away = tn
-		}
-	}
+	away := otherNode(c.nodes, lead)
 	c.part.Isolate(away.id)
 	if _, _, err := c.splitOnLeader(1, 8192, 2); err != nil {
 		t.Fatal(err)
@@ -257,12 +252,7 @@ func TestSplitFollowerCatchesUpBySnapshot(t *testing.T) {
 	c.start()
 	c.waitLeaders(1, 10*time.Second)
 	lead := c.rangeLeader(1)
-	var away *testNode
-	for _, tn := range c.nodes {
-		if tn != lead {
-			away = tn
-		}
-	}
+	away := otherNode(c.nodes, lead)
 	c.part.Isolate(away.id)
 	if _, _, err := c.splitOnLeader(1, 8192, 2); err != nil {
 		t.Fatal(err)
@@ -297,4 +287,14 @@ func TestSplitFollowerCatchesUpBySnapshot(t *testing.T) {
 	if after.GetCounter().GetValue() <= recv.GetCounter().GetValue() {
 		t.Fatal("the follower caught up without a snapshot")
 	}
+}
+
+// otherNode returns a node of nodes that is not lead.
+func otherNode(nodes map[uint64]*testNode, lead *testNode) (away *testNode) {
+	for _, tn := range nodes {
+		if tn != lead {
+			away = tn
+		}
+	}
+	return away
 }
