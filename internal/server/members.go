@@ -81,24 +81,60 @@ func (n *Node) rangeOrder(system1Last bool) []storage.RangeID {
 // that each range's snapshot finds one. A range that already has the node
 // as a voter is skipped, so that an add interrupted half-way (a leader
 // change, the joining node restarted) resumes; ErrMemberExists only when
-// every range had it.
+// every range had it. Ranges split off while the add runs are added to
+// as well (eachRange).
 func (n *Node) AddMember(ctx context.Context, id uint64, peerAddr string) error {
-	existed := 0
-	order := n.rangeOrder(false)
-	for _, rg := range order {
+	existed, visited := 0, 0
+	err := n.eachRange(false, func(rg storage.RangeID) error {
+		visited++
+		if f := n.testBeforeAddTo.Load(); f != nil {
+			(*f)(rg)
+		}
 		err := n.addMemberTo(ctx, rg, id, peerAddr)
 		if errors.Is(err, admin.ErrMemberExists) {
 			existed++
-			continue
+			return nil
 		}
-		if err != nil {
-			return err
-		}
+		return err
+	})
+	if err != nil {
+		return err
 	}
-	if existed == len(order) {
+	if existed == visited {
 		return fmt.Errorf("%w: node %d", admin.ErrMemberExists, id)
 	}
 	return nil
+}
+
+// eachRange calls f for every range this node holds, range 1 first (or,
+// with system1Last, last; rangeOrder), and then again for every range that
+// appeared meanwhile, until a pass finds none: a split of a range that
+// f already visited, applied before f's change to it, made a right-hand
+// range with the replicas from before the change (the member not added
+// yet, or not removed yet), and f must visit it too. f's change to a range
+// is applied here before f returns (catchUp), so every split ordered
+// before it in that range's log has created its range here by then, and a
+// split ordered after it copies the changed replica set. Ranges visited
+// after range 1 with system1Last come last only as far as they existed.
+func (n *Node) eachRange(system1Last bool, f func(storage.RangeID) error) error {
+	done := map[storage.RangeID]bool{}
+	for {
+		var todo []storage.RangeID
+		for _, rg := range n.rangeOrder(system1Last) {
+			if !done[rg] {
+				todo = append(todo, rg)
+			}
+		}
+		if len(todo) == 0 {
+			return nil
+		}
+		for _, rg := range todo {
+			done[rg] = true
+			if err := f(rg); err != nil {
+				return err
+			}
+		}
+	}
 }
 
 // addMemberTo adds a node to range rg.
@@ -120,14 +156,15 @@ func (n *Node) addMemberTo(ctx context.Context, rg storage.RangeID, id uint64, p
 }
 
 // RemoveMember removes a node from the cluster: from every range, range 1
-// last.
+// last (and ranges split off meanwhile after it: eachRange).
 func (n *Node) RemoveMember(ctx context.Context, id uint64) error {
-	for _, rg := range n.rangeOrder(true) {
-		if err := n.removeMemberFrom(ctx, rg, id); err != nil {
-			return err
+	return n.eachRange(true, func(rg storage.RangeID) error {
+		err := n.removeMemberFrom(ctx, rg, id)
+		if errors.Is(err, admin.ErrUnknownMember) && rg != firstRange {
+			return nil // a range split off before the node was added
 		}
-	}
-	return nil
+		return err
+	})
 }
 
 // removeMemberFrom removes a node from range rg.
@@ -165,14 +202,10 @@ func (n *Node) removeMemberFrom(ctx context.Context, rg storage.RangeID, id uint
 }
 
 // TransferLeader moves leadership of every range to node id (range 1
-// last) and waits until it holds.
+// last, and ranges split off meanwhile after it: eachRange) and waits
+// until it holds.
 func (n *Node) TransferLeader(ctx context.Context, id uint64) error {
-	for _, rg := range n.rangeOrder(true) {
-		if err := n.transferLeaderOf(ctx, rg, id); err != nil {
-			return err
-		}
-	}
-	return nil
+	return n.eachRange(true, func(rg storage.RangeID) error { return n.transferLeaderOf(ctx, rg, id) })
 }
 
 // transferLeaderOf moves leadership of range rg to node id and waits

@@ -70,6 +70,9 @@ type Node struct {
 	// resumingJoin is set while resumeJoin runs: it creates replicas
 	// (joinRanges) and the range repair loop waits for it to finish.
 	resumingJoin atomic.Bool
+	// testBeforeAddTo, if set, runs in AddMember before the member is
+	// added to each range: tests make a split race the add with it.
+	testBeforeAddTo atomic.Pointer[func(storage.RangeID)]
 
 	stopOnce sync.Once
 	stopper  chan struct{}

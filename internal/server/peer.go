@@ -306,8 +306,7 @@ func (n *Node) join() error {
 				}
 				n.learnClusterID(ctx)
 				if err = n.joinRanges(ctx); err == nil {
-					_, err = n.trans.CallAddr(ctx, n.cfg.Join, methodJoin, payload)
-					err = callError(err)
+					err = n.joinCall(ctx, payload)
 				}
 			}
 		}
@@ -334,6 +333,42 @@ func (n *Node) join() error {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// joinRangesEvery is how often a joining node lists the ranges of the
+// member it joins through again while the join call runs (joinCall).
+const joinRangesEvery = 250 * time.Millisecond
+
+// joinCall makes the join call. While it runs, the node lists the
+// member's ranges again every joinRangesEvery and creates a replica of
+// each new one (joinRanges): a range split off while the member adds this
+// node range by range (AddMember, eachRange) has no replica here, so its
+// leader's messages would be dropped and the add would wait for a
+// catch-up that never comes. The repair loop, which does this for a
+// member, does not run before the join is done.
+func (n *Node) joinCall(ctx context.Context, payload []byte) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	relist := make(chan struct{})
+	go func() {
+		defer close(relist)
+		t := time.NewTicker(joinRangesEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := n.joinRanges(ctx); err != nil && ctx.Err() == nil {
+					n.cfg.Logger.Debug("listing the ranges again during the join", "err", err)
+				}
+			}
+		}
+	}()
+	_, err := n.trans.CallAddr(ctx, n.cfg.Join, methodJoin, payload)
+	cancel()
+	<-relist
+	return callError(err)
 }
 
 // localDescriptors returns the descriptor of every local replica, in

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -309,6 +310,92 @@ func TestRangesJoinResumed(t *testing.T) {
 	for _, m := range c.node(1).Status().Members {
 		if m.Learner {
 			t.Fatalf("member %d incomplete after the resumed join", m.ID)
+		}
+	}
+}
+
+// TestRangesJoinRacingSplit: range 1 splits while a fourth node joins,
+// after the node handling the join listed its ranges and before it added
+// the new node to range 1, so the new range's replicas do not include the
+// new node. AddMember still adds it to the new range (eachRange), the new
+// node creates its replica there to fill the hole in its slot table
+// (rangesRepairLoop), and it ends a voter in both ranges, complete in the
+// member list, serving keys of both. Before eachRange the add stopped
+// after range 1, and the new node held no replica of the other half of
+// the keyspace (torture seed 2022 with the split fault).
+func TestRangesJoinRacingSplit(t *testing.T) {
+	fast := func(_ uint64, cfg *Config) { cfg.testRangesRepairEvery = 50 * time.Millisecond }
+	c := newClusterWith(t, 3, fast)
+	t.Cleanup(c.stopAll)
+	ctx := testCtx(t, 2*time.Minute)
+	lo, hi := keyIn("lo:", 1, 0), ""
+	for i := 0; ; i++ {
+		if k := fmt.Sprintf("hi:%d", i); slot.Of([]byte(k)) >= 8192 {
+			hi = k
+			break
+		}
+	}
+	for _, k := range []string{lo, hi} {
+		if err := c.client(1).Set(ctx, k, "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var rhs atomic.Uint64
+	split := func(rg storage.RangeID) {
+		if rg != firstRange || rhs.Load() != 0 {
+			return
+		}
+		_, d, err := c.node(2).SplitRange(ctx, firstRange, 8192)
+		if err != nil {
+			t.Errorf("split: %v", err)
+			return
+		}
+		rhs.Store(uint64(d.RangeID))
+	}
+	c.node(2).testBeforeAddTo.Store(&split)
+
+	cfg := nodeConfig(t, 4, c.net)
+	fast(4, &cfg)
+	cfg.Join = c.node(2).PeerAddr()
+	c.cfgs[4] = cfg
+	n4 := c.start(4)
+	rg2 := storage.RangeID(rhs.Load())
+	if rg2 == 0 {
+		t.Fatal("the split never ran")
+	}
+	for _, id := range []uint64{1, 2, 3, 4} {
+		for _, rg := range []storage.RangeID{firstRange, rg2} {
+			for {
+				if r := c.node(id).store.Replica(rg); r != nil {
+					if rep, ok := r.Descriptor().Replica(4); ok && !rep.Learner {
+						break
+					}
+				}
+				if ctx.Err() != nil {
+					t.Fatalf("node %d: range %d never had node 4 as a voter", id, rg)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
+	for _, m := range c.node(1).Status().Members {
+		if m.Learner {
+			t.Fatalf("member %d reported as incomplete after its join: %+v", m.ID, c.node(1).Status().Members)
+		}
+	}
+	// Node 4 serves both halves from its own replicas.
+	for _, k := range []string{lo, hi} {
+		for {
+			r := n4.store.ReplicaForSlot(slot.Of([]byte(k)))
+			if r != nil && r.Descriptor().ContainsSlot(slot.Of([]byte(k))) {
+				if v := readAt(n4.store.DB(), nil, [][]byte{[]byte("GET"), []byte(k)}, time.Now().UnixMilli()); string(v.Str) == "v" {
+					break
+				}
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("node 4 never held %s locally", k)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 }
