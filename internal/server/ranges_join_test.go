@@ -399,3 +399,43 @@ func TestRangesJoinRacingSplit(t *testing.T) {
 		}
 	}
 }
+
+// TestRemoveFromOneRangeKeepsPeer: node 3 removed from range 2 only is
+// still a replica of range 1, and the leader there. Node 1 must still
+// reach it: range 1's Raft messages and a call forwarded to range 1's
+// leader go to node 3. Before Store.forgetPeers the removal dropped node 3
+// from node 1's transport, and RemoveMember's next step (range 1, on its
+// leader node 3) failed with "unknown peer 3" (torture seeds 1058, 2020:
+// a replace half done, the removed node out of some ranges only).
+func TestRemoveFromOneRangeKeepsPeer(t *testing.T) {
+	c := newRangeCluster(t, 2)
+	ctx := testCtx(t, time.Minute)
+	if err := c.node(1).transferLeaderOf(ctx, firstRange, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.node(1).removeMemberFrom(ctx, 2, 3); err != nil {
+		t.Fatal(err)
+	}
+	for id := uint64(1); id <= 2; id++ {
+		for {
+			if _, ok := c.node(id).store.Replica(2).Descriptor().Replica(3); !ok {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("node %d: node 3 still in range 2", id)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if _, err := c.node(1).trans.Call(ctx, 3, methodMembers, nil); err != nil {
+		t.Fatalf("node 1 cannot call node 3 after node 3 left range 2: %v", err)
+	}
+	// Range 1 still has node 3 as its leader, and node 1 writes through it.
+	k := keyIn("stay:", 1, 0)
+	if err := c.client(1).Set(ctx, k, "v", 0).Err(); err != nil {
+		t.Fatalf("SET on range 1 with node 3 out of range 2: %v", err)
+	}
+	if err := c.node(1).removeMemberFrom(ctx, firstRange, 3); err != nil {
+		t.Fatalf("remove node 3 from range 1 (forwarded to its leader, node 3): %v", err)
+	}
+}

@@ -513,12 +513,14 @@ func (r *Replica) afterCommit(it *readyItem) {
 		old := r.mu.desc
 		r.mu.desc = desc
 		slotsMoved := slotsChanged(old, desc)
+		var gone []storage.NodeID
 		for _, rep := range old.Replicas {
 			if _, ok := desc.Replica(rep.NodeID); !ok && rep.NodeID != r.store.cfg.NodeID {
-				r.store.cfg.Transport.RemovePeer(uint64(rep.NodeID))
+				gone = append(gone, rep.NodeID)
 			}
 		}
 		r.mu.Unlock()
+		r.store.forgetPeers(gone)
 		// No replica lock is held here (rebuildSlots takes Store.mu, then
 		// each replica's). Before the round's messages go out: a client
 		// told of the split must find the new slot table.

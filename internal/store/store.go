@@ -513,3 +513,26 @@ func (s *Store) raftConfig(log *storage.RaftLog, applied uint64) *raft.Config {
 		Logger:                    raftLogger{s.log},
 	}
 }
+
+// forgetPeers drops from the transport each of ids that no local replica's
+// descriptor lists any more: a node removed from one range may still be a
+// replica of another (and forwarding to it, or its messages to this node,
+// must keep working). Called with no lock held.
+func (s *Store) forgetPeers(ids []storage.NodeID) {
+	if len(ids) == 0 {
+		return
+	}
+	reps := s.Replicas()
+	for _, id := range ids {
+		used := false
+		for _, r := range reps {
+			if _, ok := r.Descriptor().Replica(id); ok {
+				used = true
+				break
+			}
+		}
+		if !used {
+			s.cfg.Transport.RemovePeer(uint64(id))
+		}
+	}
+}
