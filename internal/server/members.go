@@ -57,6 +57,35 @@ func (n *Node) catchUp(ctx context.Context, rangeID storage.RangeID) {
 	}
 }
 
+// holeWait bounds how long eachRange waits for a hole in the slot table
+// to be filled.
+const holeWait = 10 * time.Second
+
+// awaitNoHoles returns once the slot table has no hole or this node holds
+// a range not in seen, or fails after holeWait.
+func (n *Node) awaitNoHoles(ctx context.Context, seen map[storage.RangeID]bool) error {
+	deadline := time.Now().Add(holeWait)
+	for {
+		_, holes := n.holeSlots()
+		if holes == 0 {
+			return nil
+		}
+		for _, r := range n.store.Replicas() {
+			if !seen[r.RangeID()] {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: %d hash slots have no range on node %d yet (a split it learned by snapshot; see kvorum_range_hole_slots): try again", admin.ErrNoLeader, holes, n.id)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %v", admin.ErrNoLeader, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // rangeOrder returns the ranges this node holds, range 1 first, or, with
 // last, range 1 last (docs/ranges.md §3.5b: a member is added to range 1
 // first and removed from it last; leadership of range 1 moves last).
@@ -85,7 +114,7 @@ func (n *Node) rangeOrder(system1Last bool) []storage.RangeID {
 // as well (eachRange).
 func (n *Node) AddMember(ctx context.Context, id uint64, peerAddr string) error {
 	existed, visited := 0, 0
-	err := n.eachRange(false, func(rg storage.RangeID) error {
+	err := n.eachRange(ctx, false, func(rg storage.RangeID) error {
 		visited++
 		if f := n.testBeforeAddTo.Load(); f != nil {
 			(*f)(rg)
@@ -114,9 +143,13 @@ func (n *Node) AddMember(ctx context.Context, id uint64, peerAddr string) error 
 // yet, or not removed yet), and f must visit it too. f's change to a range
 // is applied here before f returns (catchUp), so every split ordered
 // before it in that range's log has created its range here by then, and a
-// split ordered after it copies the changed replica set. Ranges visited
-// after range 1 with system1Last come last only as far as they existed.
-func (n *Node) eachRange(system1Last bool, f func(storage.RangeID) error) error {
+// split ordered after it copies the changed replica set. That holds only
+// if this node applied the split; one that learned the range by a
+// snapshot taken after it has a hole in its slot table instead, and
+// eachRange waits for the repair loop to fill it (awaitNoHoles). Ranges
+// visited after range 1 with system1Last come last only as far as they
+// existed.
+func (n *Node) eachRange(ctx context.Context, system1Last bool, f func(storage.RangeID) error) error {
 	done := map[storage.RangeID]bool{}
 	for {
 		var todo []storage.RangeID
@@ -126,7 +159,17 @@ func (n *Node) eachRange(system1Last bool, f func(storage.RangeID) error) error 
 			}
 		}
 		if len(todo) == 0 {
-			return nil
+			// Holes in the slot table: a range this node learned by a
+			// snapshot taken after a split, whose right-hand range has no
+			// replica here yet (rangesRepairLoop creates it). f must visit
+			// that range too.
+			if err := n.awaitNoHoles(ctx, done); err != nil {
+				return err
+			}
+			if len(n.rangeOrder(system1Last)) == len(done) {
+				return nil
+			}
+			continue
 		}
 		for _, rg := range todo {
 			done[rg] = true
@@ -158,7 +201,7 @@ func (n *Node) addMemberTo(ctx context.Context, rg storage.RangeID, id uint64, p
 // RemoveMember removes a node from the cluster: from every range, range 1
 // last (and ranges split off meanwhile after it: eachRange).
 func (n *Node) RemoveMember(ctx context.Context, id uint64) error {
-	return n.eachRange(true, func(rg storage.RangeID) error {
+	return n.eachRange(ctx, true, func(rg storage.RangeID) error {
 		err := n.removeMemberFrom(ctx, rg, id)
 		if errors.Is(err, admin.ErrUnknownMember) && rg != firstRange {
 			return nil // a range split off before the node was added
@@ -205,7 +248,7 @@ func (n *Node) removeMemberFrom(ctx context.Context, rg storage.RangeID, id uint
 // last, and ranges split off meanwhile after it: eachRange) and waits
 // until it holds.
 func (n *Node) TransferLeader(ctx context.Context, id uint64) error {
-	return n.eachRange(true, func(rg storage.RangeID) error { return n.transferLeaderOf(ctx, rg, id) })
+	return n.eachRange(ctx, true, func(rg storage.RangeID) error { return n.transferLeaderOf(ctx, rg, id) })
 }
 
 // transferLeaderOf moves leadership of range rg to node id and waits

@@ -247,7 +247,9 @@ func (n *Node) routeGroups(ctx context.Context, write bool, cmds [][][]byte, out
 		for _, g := range groups {
 			for i, k := range g.idx {
 				switch _, mismatch := kv.IsRangeKeyMismatch(g.out[i]); {
-				case g.stale && last:
+				case (g.stale || mismatch) && last:
+					// Never the internal RANGEKEYMISMATCH: the client
+					// gets what it can act on.
 					out[k] = errRangeMoving
 				case g.stale || (mismatch && !last):
 					pending = append(pending, k)

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,10 +91,24 @@ func (c *cluster) baseConfig(s *slot) (server.Config, error) {
 		RequestTimeout:    time.Second,
 		LeaseReads:        true, // as `kvorum start` by default
 		PeerInterceptor:   c.net,
-		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:            c.nodeLogger(s.id),
 		Now:               func() int64 { return time.Now().UnixMilli() + s.offset.Load() },
 		Unsafe:            c.opts.Unsafe,
 	}, nil
+}
+
+// nodeLogger is node id's logger: discarded, or with Config.NodeLogDir
+// appended to NodeLogDir/seed-SEED-node-ID.log (restarts included).
+func (c *cluster) nodeLogger(id uint64) *slog.Logger {
+	if c.opts.NodeLogDir == "" {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	name := filepath.Join(c.opts.NodeLogDir, fmt.Sprintf("seed-%d-node-%d.log", c.opts.Seed, id))
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 func newCluster(opts Config, logf func(string, ...any)) (*cluster, error) {

@@ -26,6 +26,9 @@ type Config struct {
 	// OutDir receives the history and its HTML visualisation when the
 	// history is not linearizable. Empty: not written.
 	OutDir string
+	// NodeLogDir, if set, receives each node's log (debug level), one
+	// file per seed and node (cluster.nodeLogger); unset: discarded.
+	NodeLogDir string
 	// Logf receives progress lines (faults as they fire); nil: silent.
 	Logf func(format string, args ...any)
 }

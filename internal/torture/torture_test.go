@@ -25,6 +25,7 @@ var (
 	flagParallel = flag.Int("torture.parallel", 3, "seeds run at once")
 	flagOut      = flag.String("torture.out", "", "directory for violation reports (default: a temp dir kept on failure)")
 	flagVerbose  = flag.Bool("torture.v", false, "log every fault as it fires")
+	flagNodeLogs = flag.String("torture.nodelogs", "", "directory for every node's log (debug level), seed-S-node-N.log")
 )
 
 func outDir(t *testing.T) string {
@@ -83,6 +84,7 @@ func runSeed(t *testing.T, cfg Config) *Result {
 		cfg.Logf = t.Logf
 	}
 	cfg.OutDir = outDir(t)
+	cfg.NodeLogDir = *flagNodeLogs
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	res, err := Run(ctx, cfg)
