@@ -54,8 +54,13 @@ Talks to one node's admin HTTP API (see 'kvorum start --admin-addr').
   range list           the ranges (Raft groups) this node holds a replica
                        of: its hash slots, generation, its replica's role,
                        the leader, the
-                       replicas, the applied index and the approximate size
-                       of the range's data on this node
+                       replicas, the applied index, the approximate size
+                       of the range's data on this node and its load: the
+                       client reads and writes per second this node ran
+                       for the range over the last 10 s (served here or
+                       forwarded to the leader; each command of a pipeline
+                       counts). --json adds the totals since the node
+                       started (reads_total, writes_total)
   range split RANGE SLOT
                        split range RANGE in two: it keeps the hash slots
                        below SLOT, a new range (same replicas, a new id)
@@ -568,7 +573,7 @@ func writeRanges(w io.Writer, rr admin.RangesResponse) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RANGE\tSLOTS\tGEN\tROLE\tLEADER\tTERM\tAPPLIED\tREPLICAS\tSIZE")
+	fmt.Fprintln(tw, "RANGE\tSLOTS\tGEN\tROLE\tLEADER\tTERM\tAPPLIED\tREPLICAS\tSIZE\tREADS/S\tWRITES/S")
 	for _, r := range rr.Ranges {
 		reps := make([]string, 0, len(r.Replicas))
 		for _, m := range r.Replicas {
@@ -589,13 +594,21 @@ func writeRanges(w io.Writer, rr admin.RangesResponse) {
 		if r.EndSlot > r.StartSlot {
 			slots = fmt.Sprintf("%d-%d", r.StartSlot, r.EndSlot-1)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%d\t%d\t%s\t%s\n", r.RangeID, slots, r.Generation, r.Role, leader, r.Term,
-			r.AppliedIndex, strings.Join(reps, ","), sizeString(r.ApproximateBytes))
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", r.RangeID, slots, r.Generation, r.Role, leader, r.Term,
+			r.AppliedIndex, strings.Join(reps, ","), sizeString(r.ApproximateBytes), rateString(r.ReadsPerSec), rateString(r.WritesPerSec))
 	}
 	tw.Flush()
 	if rr.HoleSlots > 0 {
 		fmt.Fprintf(w, "%d hash slots are owned by no range on this node (a split it has not received yet)\n", rr.HoleSlots)
 	}
+}
+
+// rateString prints a rate per second: one decimal below 100.
+func rateString(v float64) string {
+	if v < 100 {
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 0, 64)
 }
 
 // sizeString prints a byte count in binary units, one decimal.

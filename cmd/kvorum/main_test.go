@@ -561,20 +561,23 @@ func TestCtlRanges(t *testing.T) {
 	}
 	f.ranges = []admin.Range{
 		{RangeID: 1, StartSlot: 0, EndSlot: 8192, Generation: 3, Role: "leader", Leader: 1, Term: 7, AppliedIndex: 42, ApproximateBytes: 3 << 20,
+			ReadsTotal: 90000, WritesTotal: 70, ReadsPerSec: 1234.56, WritesPerSec: 7.04,
 			Replicas: []admin.Member{{ID: 1}, {ID: 2}, {ID: 3}, {ID: 4, Learner: true}}},
 		{RangeID: 2, StartSlot: 8192, EndSlot: 16384, Generation: 1, Role: "follower", Term: 2, AppliedIndex: 10, ApproximateBytes: 512,
 			Replicas: []admin.Member{{ID: 2}, {ID: 3}}},
 	}
 	code, out, _ = runCmd("ctl", "--addr", addr, "ranges", "ls")
-	want := `RANGE  SLOTS       GEN  ROLE      LEADER  TERM  APPLIED  REPLICAS     SIZE
-1      0-8191      3    leader    1       7     42       1*,2,3,4(l)  3.0 MiB
-2      8192-16383  1    follower  -       2     10       2,3          512 B
+	want := `RANGE  SLOTS       GEN  ROLE      LEADER  TERM  APPLIED  REPLICAS     SIZE     READS/S  WRITES/S
+1      0-8191      3    leader    1       7     42       1*,2,3,4(l)  3.0 MiB  1235     7.0
+2      8192-16383  1    follower  -       2     10       2,3          512 B    0.0      0.0
 `
 	if code != 0 || out != want {
 		t.Errorf("range list: %d\n%s\nwant:\n%s", code, out, want)
 	}
 	code, out, _ = runCmd("ctl", "--addr", addr, "--json", "range", "list")
-	if code != 0 || !strings.Contains(out, `"range_id": 2`) || !strings.Contains(out, `"approximate_bytes": 3145728`) {
+	if code != 0 || !strings.Contains(out, `"range_id": 2`) || !strings.Contains(out, `"approximate_bytes": 3145728`) ||
+		!strings.Contains(out, `"reads_per_sec": 1234.56`) || !strings.Contains(out, `"writes_per_sec": 7.04`) ||
+		!strings.Contains(out, `"reads_total": 90000`) || !strings.Contains(out, `"writes_total": 70`) {
 		t.Errorf("range list --json: %d\n%s", code, out)
 	}
 	code, _, errOut := runCmd("ctl", "--addr", addr, "range", "split")

@@ -150,6 +150,16 @@ type Range struct {
 	// range's data on the answering node (compressed sstables; writes
 	// still in the memtable are not counted).
 	ApproximateBytes uint64 `json:"approximate_bytes"`
+	// ReadsTotal and WritesTotal count the client commands the answering
+	// node executed for the range since its replica was created there
+	// (served or forwarded to the leader; each command once, not each
+	// pipeline). ReadsPerSec and WritesPerSec are their rates over about
+	// the last 10 s. Load of the answering node only: sum the nodes for
+	// the range's.
+	ReadsTotal   uint64  `json:"reads_total"`
+	WritesTotal  uint64  `json:"writes_total"`
+	ReadsPerSec  float64 `json:"reads_per_sec"`
+	WritesPerSec float64 `json:"writes_per_sec"`
 }
 
 // RangesResponse is the body of GET /v1/ranges.

@@ -45,11 +45,13 @@ func (b *backend) Do(ctx context.Context, cmds [][][]byte) []reply.Reply {
 	defer cancel()
 	for i := 0; i < len(cmds); {
 		if timeout, keys, ok := blockingCommand(cmds[i]); ok {
+			n.countOne(cmds[i]) // once, however often it is retried (ranges_load.go)
 			replies[i] = n.execBlocking(parent, cmds[i], timeout, keys)
 			i++
 			continue
 		}
 		if a, ok := kv.LockAcquire(cmds[i]); ok {
+			n.countOne(cmds[i])
 			replies[i] = n.execLock(parent, cmds[i], a)
 			i++
 			continue
@@ -80,11 +82,11 @@ func (b *backend) Do(ctx context.Context, cmds [][][]byte) []reply.Reply {
 		}
 		if write {
 			n.noteWrites(cmds[i:j]) // maxmemory.go
-			n.execWrite(ctx, cmds[i:j], replies[i:j])
+			n.execWriteRun(ctx, true, cmds[i:j], replies[i:j])
 			n.copyConfigAfter(ctx, cmds[i:j], replies[i:j]) // configcopy.go
 			n.publishReplies(ctx, cmds[i:j], replies[i:j])
 		} else {
-			n.execRead(ctx, cmds[i:j], replies[i:j])
+			n.execReadRun(ctx, true, cmds[i:j], replies[i:j])
 			n.pfcountWriteBack(ctx, cmds[i:j], replies[i:j])
 		}
 		i = j

@@ -58,6 +58,7 @@ type Node struct {
 	// (INFO clients_in_timeout_table).
 	inTimeoutTable atomic.Int64
 	lastPeerLookup atomic.Int64 // learnPeers rate limit (unix ns)
+	load           loadRates    // per-range load rates (ranges_load.go)
 	disk           diskMonitor  // free space guard (disk.go)
 	mem            memGuard     // maxmemory guard (maxmemory.go)
 	bq             *blockQueues // this node's waits in the blocked pops' queues (blockq.go)
@@ -233,6 +234,8 @@ func Start(cfg Config) (n *Node, err error) {
 	go n.rangesRepairLoop()
 	n.wg.Add(1)
 	go n.watchFatal()
+	n.wg.Add(1)
+	go n.rangeLoadLoop() // ranges_load.go
 	log.Info("node started", "client", n.ClientAddr(), "client_tls", n.TLSClientAddr(), "peer", n.PeerAddr(), "admin", n.AdminAddr(),
 		"advertise_client", n.AdvertiseClientAddr(), "advertise_peer", n.AdvertisePeerAddr())
 	if rep, ok := desc.Replica(n.id); ok && cfg.AdvertisePeerAddr != "" && rep.PeerAddr != cfg.AdvertisePeerAddr {

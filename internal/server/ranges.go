@@ -26,12 +26,16 @@ func (n *Node) Ranges() admin.RangesResponse {
 	reps := n.store.Replicas()
 	slices.SortFunc(reps, func(a, b *store.Replica) int { return cmp.Compare(a.RangeID(), b.RangeID()) })
 	out := admin.RangesResponse{NodeID: uint64(n.id), Ranges: make([]admin.Range, 0, len(reps))}
+	now := time.Now()
 	for _, r := range reps {
 		st := r.Status()
 		rg := admin.Range{
 			RangeID: uint64(st.RangeID), Role: st.Role, Term: st.Term, Leader: st.Leader,
 			CommitIndex: st.Commit, AppliedIndex: st.Applied, Replicas: members(st),
 		}
+		// Load (ranges_load.go).
+		rg.ReadsTotal, rg.WritesTotal = r.Load().Totals()
+		rg.ReadsPerSec, rg.WritesPerSec = n.load.rate(r, now)
 		if st.Descriptor != nil {
 			rg.Generation = st.Descriptor.Generation
 			rg.StartSlot, rg.EndSlot = uint32(st.Descriptor.StartSlot), uint32(st.Descriptor.EndSlot)
@@ -77,10 +81,12 @@ func members(st store.Status) []admin.Member {
 }
 
 // rangeCollector exports each local replica's state as gauges labelled
-// with its range, read at scrape time (kvorum_range_*).
+// with its range, and its load as counters, read at scrape time
+// (kvorum_range_*).
 type rangeCollector struct {
 	n                                         *Node
 	leader, leader2, applied, replicas, bytes *prometheus.Desc
+	reads, writes                             *prometheus.Desc
 	holes                                     *prometheus.Desc
 }
 
@@ -94,13 +100,15 @@ func newRangeCollector(n *Node) *rangeCollector {
 		applied:  d("kvorum_range_applied_index", "Last applied index of this node's replica of the range."),
 		replicas: d("kvorum_range_replicas", "Voters and learners of the range."),
 		bytes:    d("kvorum_range_approximate_bytes", "Pebble's estimate of the range's data on this node's disk."),
+		reads:    d("kvorum_range_reads_total", "Client read commands this node executed for the range (served here or forwarded; each command once)."),
+		writes:   d("kvorum_range_writes_total", "Client write commands this node executed for the range (proposed here or forwarded to its leader; each command once)."),
 		holes: prometheus.NewDesc("kvorum_range_hole_slots",
 			"Hash slots no local replica owns (a split learned by snapshot, until the new range's replica exists; rangesRepairLoop).", nil, nil),
 	}
 }
 
 func (c *rangeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.leader, c.leader2, c.applied, c.replicas, c.bytes, c.holes} {
+	for _, d := range []*prometheus.Desc{c.leader, c.leader2, c.applied, c.replicas, c.bytes, c.reads, c.writes, c.holes} {
 		ch <- d
 	}
 }
@@ -122,6 +130,8 @@ func (c *rangeCollector) Collect(ch chan<- prometheus.Metric) {
 		g(c.applied, float64(r.AppliedIndex))
 		g(c.replicas, float64(len(r.Replicas)))
 		g(c.bytes, float64(r.ApproximateBytes))
+		ch <- prometheus.MustNewConstMetric(c.reads, prometheus.CounterValue, float64(r.ReadsTotal), id)
+		ch <- prometheus.MustNewConstMetric(c.writes, prometheus.CounterValue, float64(r.WritesTotal), id)
 	}
 }
 

@@ -105,10 +105,18 @@ func isFanOut(args [][]byte) bool {
 	return len(args) > 0 && len(args[0]) <= len("randomkey") && fanOut[strings.ToLower(string(args[0]))]
 }
 
-// execWrite runs a run of writes, routed to their ranges.
+// execWrite runs a run of writes, routed to their ranges, not counted in
+// the ranges' load (the node's own writes: ranges_load.go).
 func (n *Node) execWrite(ctx context.Context, cmds [][][]byte, out []reply.Reply) {
+	n.execWriteRun(ctx, false, cmds, out)
+}
+
+// execWriteRun is execWrite; count: the writes are a client's, counted in
+// their ranges' load (ranges_load.go).
+func (n *Node) execWriteRun(ctx context.Context, count bool, cmds [][][]byte, out []reply.Reply) {
 	if !n.multiRange() {
-		n.execWriteOn(ctx, n.store.Replica(firstRange), cmds, out)
+		r1 := n.store.Replica(firstRange)
+		n.execWriteOn(ctx, r1, cmds, out)
 		// A split applied between the check above and the commands'
 		// apply: range 1 refused the keys it no longer owns (they wrote
 		// nothing); route those again.
@@ -118,24 +126,34 @@ func (n *Node) execWrite(ctx context.Context, cmds [][][]byte, out []reply.Reply
 				idx = append(idx, i)
 			}
 		}
+		if count {
+			countLoad(r1, true, len(cmds)-len(idx))
+		}
 		if len(idx) > 0 {
 			sub := make([][][]byte, len(idx))
 			subOut := make([]reply.Reply, len(idx))
 			for j, i := range idx {
 				sub[j] = cmds[i]
 			}
-			n.routeRun(ctx, true, sub, subOut)
+			n.routeRun(ctx, true, count, sub, subOut)
 			for j, i := range idx {
 				out[i] = subOut[j]
 			}
 		}
 		return
 	}
-	n.routeRun(ctx, true, cmds, out)
+	n.routeRun(ctx, true, count, cmds, out)
 }
 
-// execRead runs a run of reads, routed to their ranges.
+// execRead runs a run of reads, routed to their ranges, not counted in
+// the ranges' load (ranges_load.go).
 func (n *Node) execRead(ctx context.Context, cmds [][][]byte, out []reply.Reply) {
+	n.execReadRun(ctx, false, cmds, out)
+}
+
+// execReadRun is execRead; count: the reads are a client's, counted in
+// their ranges' load (ranges_load.go).
+func (n *Node) execReadRun(ctx context.Context, count bool, cmds [][][]byte, out []reply.Reply) {
 	if !n.multiRange() {
 		// The one range may not own every slot: a node that caught up on
 		// range 1 by a snapshot taken after a split holds no replica of
@@ -146,26 +164,29 @@ func (n *Node) execRead(ctx context.Context, cmds [][][]byte, out []reply.Reply)
 		r := n.store.Replica(firstRange)
 		desc := r.Descriptor()
 		if !desc.IsFull() {
-			n.routeRun(ctx, false, cmds, out)
+			n.routeRun(ctx, false, count, cmds, out)
 			return
 		}
 		if !n.execReadOn(ctx, r, desc, cmds, out) {
+			if count {
+				countLoad(r, false, len(cmds))
+			}
 			return
 		}
 		// The range changed during the read (a split may have moved the
 		// keys to a range whose writes this read point does not cover):
 		// read again, routed.
 	}
-	n.routeRun(ctx, false, cmds, out)
+	n.routeRun(ctx, false, count, cmds, out)
 }
 
 // routeRun executes a run of writes or reads over several ranges: the
 // fan-out commands one at a time, in order, the commands between them
-// grouped by range.
-func (n *Node) routeRun(ctx context.Context, write bool, cmds [][][]byte, out []reply.Reply) {
+// grouped by range. count: as execWriteRun's.
+func (n *Node) routeRun(ctx context.Context, write, count bool, cmds [][][]byte, out []reply.Reply) {
 	for i := 0; i < len(cmds); {
 		if isFanOut(cmds[i]) {
-			n.execFanOut(ctx, write, cmds[i], out[i:i+1])
+			n.execFanOut(ctx, write, count, cmds[i], out[i:i+1])
 			i++
 			continue
 		}
@@ -173,7 +194,7 @@ func (n *Node) routeRun(ctx context.Context, write bool, cmds [][][]byte, out []
 		for j < len(cmds) && !isFanOut(cmds[j]) {
 			j++
 		}
-		n.routeGroups(ctx, write, cmds[i:j], out[i:j])
+		n.routeGroups(ctx, write, count, cmds[i:j], out[i:j])
 		i = j
 	}
 }
@@ -189,8 +210,9 @@ type routeGroup struct {
 }
 
 // routeGroups groups cmds by range, runs the groups in parallel, and
-// routes again the commands their range refused.
-func (n *Node) routeGroups(ctx context.Context, write bool, cmds [][][]byte, out []reply.Reply) {
+// routes again the commands their range refused. count: each command is
+// counted in the load of the range whose reply it gets (ranges_load.go).
+func (n *Node) routeGroups(ctx context.Context, write, count bool, cmds [][][]byte, out []reply.Reply) {
 	pending := make([]int, len(cmds))
 	for i := range pending {
 		pending[i] = i
@@ -245,6 +267,7 @@ func (n *Node) routeGroups(ctx context.Context, write bool, cmds [][][]byte, out
 		pending = pending[:0]
 		last := attempt >= routeRetries || ctx.Err() != nil
 		for _, g := range groups {
+			answered := 0
 			for i, k := range g.idx {
 				switch _, mismatch := kv.IsRangeKeyMismatch(g.out[i]); {
 				case (g.stale || mismatch) && last:
@@ -255,7 +278,11 @@ func (n *Node) routeGroups(ctx context.Context, write bool, cmds [][][]byte, out
 					pending = append(pending, k)
 				default:
 					out[k] = g.out[i]
+					answered++
 				}
+			}
+			if count {
+				countLoad(g.r, write, answered)
 			}
 		}
 		if len(pending) > 0 {
@@ -283,8 +310,14 @@ func (n *Node) localReplicas() []*store.Replica {
 // FLUSHDB) is proposed to every range, each deleting its own slots: not
 // atomic across ranges (as in Redis Cluster, where each node flushes its
 // own slots); its reply is the first range's error, or range 1's reply.
-func (n *Node) execFanOut(ctx context.Context, write bool, args [][]byte, out []reply.Reply) {
+// count: it counts once in the load of every local range.
+func (n *Node) execFanOut(ctx context.Context, write, count bool, args [][]byte, out []reply.Reply) {
 	reps := n.localReplicas()
+	if count {
+		for _, r := range reps {
+			countLoad(r, write, 1)
+		}
+	}
 	outs := make([]reply.Reply, len(reps))
 	errs := make([]*reply.Reply, len(reps))
 	var wg sync.WaitGroup

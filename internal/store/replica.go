@@ -52,6 +52,8 @@ type Replica struct {
 	// schedQueued: the replica is in the scheduler's queue. Guarded by
 	// Store.sched.mu.
 	schedQueued bool
+	// load counts the client commands run for the range here (load.go).
+	load Load
 
 	mu struct {
 		sync.Mutex
