@@ -236,10 +236,13 @@ func (n *Node) spanSizeOK(desc *storage.Descriptor, lo, hi uint16) (uint64, bool
 // the split never cuts a slot and leaves each half at least one. size(lo,
 // hi) estimates the bytes in slots [lo, hi) (false: no estimate). It
 // calls size at most probes times: once for the whole range, then a
-// binary search for the first boundary whose left side holds half,
-// keeping the probed boundary that divides closest to half. Without
-// estimates (none, or an empty range) it returns the middle slot. ok is
-// false for a range of one slot, which cannot split.
+// binary search for the first boundary s whose left side [start, s) holds
+// at least half; of s and s-1 it returns the one that divides closer to
+// half (s on a tie). So a range whose bytes sit in one slot splits next to
+// that slot, and its next split isolates it. Without estimates (none, or
+// an empty range) it returns the middle slot; if the probes run out, the
+// probed boundary closest to half. ok is false for a range of one slot,
+// which cannot split.
 func chooseSplitSlot(start, end uint16, probes int, size func(lo, hi uint16) (uint64, bool)) (sl uint16, ok bool) {
 	if int(end)-int(start) < 2 {
 		return 0, false
@@ -257,20 +260,39 @@ func chooseSplitSlot(start, end uint16, probes int, size func(lo, hi uint16) (ui
 	}
 	best, bestDist := mid, ^uint64(0)
 	lo, hi := int(start)+1, int(end)-1 // candidate slots
+	// The left sizes at lo-1 and hi+1 once probed: the search keeps
+	// left(lo-1) < half <= left(hi+1).
+	var belowLeft, aboveLeft uint64
+	var below, above bool
 	for i := 1; i < probes && lo <= hi; i++ {
 		s := lo + (hi-lo)/2
 		left, ok := size(start, uint16(s))
 		if !ok {
-			break
+			return best, true
 		}
 		if d := dist(left); d < bestDist {
 			best, bestDist = uint16(s), d
 		}
 		if 2*left < total {
-			lo = s + 1
+			lo, belowLeft, below = s+1, left, true
 		} else {
-			hi = s - 1
+			hi, aboveLeft, above = s-1, left, true
 		}
 	}
-	return best, true
+	if lo <= hi {
+		return best, true // out of probes
+	}
+	// lo is the first boundary with at least half on its left (end if
+	// none); lo-1 the last with less (start if none).
+	switch {
+	case above && below:
+		if dist(belowLeft) < dist(aboveLeft) {
+			return uint16(lo - 1), true
+		}
+		return uint16(lo), true
+	case above: // every boundary has half on its left: the first slot is heavy
+		return uint16(lo), true
+	default: // no boundary has half on its left: the last slot is heavy
+		return uint16(lo - 1), true
+	}
 }
