@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kvorum/kvorum/internal/slot"
 )
 
 // TestChooseSplitSlot: the split slot halves the range by the per-slot
@@ -85,8 +87,14 @@ func TestChooseSplitSlot(t *testing.T) {
 			}
 		})
 	}
+	// Out of probes: a boundary inside, after at most probes estimates.
+	calls := 0
+	sl, ok := chooseSplitSlot(0, 16384, 3, sizer(0, uniform(16384), &calls))
+	if !ok || sl == 0 || calls > 3 {
+		t.Fatalf("3 probes: slot %d, %v after %d estimates", sl, ok, calls)
+	}
 	// Without estimates: the middle slot.
-	sl, ok := chooseSplitSlot(0, 100, splitQueueProbes, func(lo, hi uint16) (uint64, bool) { return 0, false })
+	sl, ok = chooseSplitSlot(0, 100, splitQueueProbes, func(lo, hi uint16) (uint64, bool) { return 0, false })
 	if !ok || sl != 50 {
 		t.Fatalf("no estimates: %d, %v; want the middle, 50", sl, ok)
 	}
@@ -94,10 +102,10 @@ func TestChooseSplitSlot(t *testing.T) {
 
 // splitQueueCluster starts 3 nodes with the split queue at size (0: off),
 // looking every 50ms, writes about 3 MiB of incompressible values over
-// 1500 keys and flushes every node's memtables (the queue's estimate
+// 1500 keys (named by keyFormat with the key's number) and flushes every node's memtables (the queue's estimate
 // counts flushed data only: ranges_splitqueue.go). It returns the
 // cluster and the values written.
-func splitQueueCluster(t *testing.T, size int64) (*testCluster, map[string]string) {
+func splitQueueCluster(t *testing.T, size int64, keyFormat string) (*testCluster, map[string]string) {
 	t.Helper()
 	c := newClusterWith(t, 3, func(_ uint64, cfg *Config) {
 		cfg.RangeSplitSize = size
@@ -111,7 +119,7 @@ func splitQueueCluster(t *testing.T, size int64) (*testCluster, map[string]strin
 	for batch := 0; batch < 15; batch++ {
 		pipe := cl.Pipeline()
 		for i := 0; i < 100; i++ {
-			k := fmt.Sprintf("key:%d", batch*100+i)
+			k := fmt.Sprintf(keyFormat, batch*100+i)
 			rand.Read(buf)
 			v := fmt.Sprintf("%x", buf) // 2 KiB
 			vals[k] = v
@@ -169,7 +177,7 @@ func splitsBySize(t *testing.T, n *Node) float64 {
 // kvorum_range_splits_total{reason="size"}.
 func TestSplitQueueSplitsBySize(t *testing.T) {
 	const limit = 1 << 20
-	c, vals := splitQueueCluster(t, limit)
+	c, vals := splitQueueCluster(t, limit, "key:%d")
 	ctx := testCtx(t, 2*time.Minute)
 
 	// Until every node holds the same ranges, at least 2, for 1s (the
@@ -247,10 +255,65 @@ func TestSplitQueueSplitsBySize(t *testing.T) {
 	}
 }
 
+// TestSplitQueueSingleSlot: when every key shares one hash tag, the
+// queue isolates that slot in a range of its own (at most two splits from
+// the full range) and then reports it as unsplittable: the
+// kvorum_range_unsplittable gauge is 1 and kvorum_range_unsplittable_total
+// counts it once however many rounds see it, on the range's leader.
+func TestSplitQueueSingleSlot(t *testing.T) {
+	c, _ := splitQueueCluster(t, 1<<20, "{tag}:%d")
+	hot := uint32(slot.Of([]byte("{tag}")))
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		var lead *Node
+		for id := uint64(1); id <= 3; id++ {
+			for _, r := range c.node(id).Ranges().Ranges {
+				if r.Role == "leader" && r.StartSlot == hot && r.EndSlot == hot+1 {
+					lead = c.node(id)
+				}
+			}
+		}
+		if lead != nil && gather(t, lead, "kvorum_range_unsplittable") == 1 {
+			time.Sleep(300 * time.Millisecond) // more rounds: counted once still
+			if v := gather(t, lead, "kvorum_range_unsplittable_total"); v != 1 {
+				t.Fatalf("kvorum_range_unsplittable_total = %v, want 1", v)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("slot %d not isolated and reported: node 1 holds %v", hot, rangesOf(c, 1))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := len(c.node(1).Ranges().Ranges); n > 3 {
+		t.Fatalf("%d ranges (%v): isolating one slot takes at most two splits", n, rangesOf(c, 1))
+	}
+}
+
+// gather is the value of the unlabelled gauge or counter name in node n's
+// registry (-1: not exported).
+func gather(t *testing.T, n *Node, name string) float64 {
+	t.Helper()
+	mfs, err := n.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			m := mf.GetMetric()[0]
+			if g := m.GetGauge(); g != nil {
+				return g.GetValue()
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return -1
+}
+
 // TestSplitQueueOff: with RangeSplitSize 0 (the default) the same data
 // never splits the range, and the counter stays at 0.
 func TestSplitQueueOff(t *testing.T) {
-	c, _ := splitQueueCluster(t, 0)
+	c, _ := splitQueueCluster(t, 0, "key:%d")
 	time.Sleep(time.Second) // 20 rounds, had the queue been on
 	for id := uint64(1); id <= 3; id++ {
 		rs := c.node(id).Ranges().Ranges
