@@ -153,3 +153,42 @@ func TestParseReadCache(t *testing.T) {
 		}
 	}
 }
+
+// TestParseRangeSplitSize: --range-split-size takes a size (off, 0, by
+// default), and refuses negative sizes, non-sizes and sizes below 1MiB.
+func TestParseRangeSplitSize(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want int64
+	}{
+		{nil, 0}, // off
+		{[]string{"--range-split-size", "0"}, 0},
+		{[]string{"--range-split-size", "96MiB"}, 96 << 20},
+		{[]string{"--range-split-size", "1M"}, 1 << 20},
+		{[]string{"--range-split-size", "2G"}, 2 << 30},
+	} {
+		f, err := parseStart(append([]string{"--data-dir", "/d"}, c.args...), nil)
+		if err != nil || f.cfg.RangeSplitSize != c.want {
+			t.Errorf("%v: RangeSplitSize %v, %v; want %d", c.args, f.cfg.RangeSplitSize, err, c.want)
+		}
+	}
+	for _, c := range []struct{ arg, msg string }{
+		{"-1", "not a size"},
+		{"-96MiB", "not a size"},
+		{"lots", "not a size"},
+		{"1", "below the minimum of 1MiB"},
+		{"512KiB", "below the minimum of 1MiB"},
+		{"1048575", "below the minimum of 1MiB"},
+	} {
+		_, err := parseStart([]string{"--data-dir", "/d", "--range-split-size", c.arg}, nil)
+		if err == nil || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("--range-split-size %s: %v, want an error with %q", c.arg, err, c.msg)
+		}
+	}
+	_, out, _ := runCmd("start", "--help")
+	for _, want := range []string{"--range-split-size SIZE", "TiKV's", "96MiB", "Keys, slots and ranges"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("start --help lacks %q:\n%s", want, out)
+		}
+	}
+}

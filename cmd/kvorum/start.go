@@ -49,6 +49,7 @@ a single-node cluster. A restarted node needs only --data-dir.`,
 		{"Raft", []string{"tick-interval", "election-ticks", "heartbeat-ticks", "snapshot-threshold"}},
 		{"Clients (sizes accept K, M, G suffixes: powers of 1024)", []string{"request-timeout", "max-key-size", "max-value-size", "max-args", "max-frame-size", "max-clients"}},
 		{"Storage", []string{"min-free-disk", "cache-size", "memtable-size", "record-cache", "read-cache"}},
+		{"Ranges", []string{"range-split-size"}},
 		{"Logging", []string{"log-level", "log-format"}},
 		peerTLSFlagGroup,
 		orchestrationFlagGroup,
@@ -67,6 +68,7 @@ type startFlags struct {
 	cacheSize      int
 	readCache      int
 	memTableSize   int
+	rangeSplitSize int
 	security       securityFlags
 	orch           orchestrationFlags // startk8s.go
 }
@@ -107,6 +109,7 @@ func newStartFlags() *startFlags {
 	fs.IntVar(&c.RecordCache, "record-cache", server.DefaultRecordCache, "how many keys' metadata records (`N`) the apply path keeps in memory, so that\na write need not look up the record it replaces on disk; about 400 bytes of\nresident memory per key (40 MiB at the default)")
 	f.readCache = server.DefaultReadCache
 	fs.Var(sizeValue{&f.readCache}, "read-cache", "`SIZE` of the read cache: whole records (values included) of recently read\nkeys, which reads serve without a storage-engine lookup and writes replace as\nthey are applied; resident memory on top of --cache-size; 0 turns it off")
+	fs.Var(sizeValue{&f.rangeSplitSize}, "range-split-size", "split a range this node leads once its data grows past `SIZE`, at the hash\nslot that halves it by bytes (a single slot never splits); 0 is off (TiKV's\ndefault is 96MiB); turn on only if your multi-key commands, MULTI/EXEC and\nscripts use hash tags, see README 'Keys, slots and ranges': across ranges\nthey answer CROSSRANGE; at least 1MiB")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "`LEVEL` of logs written to stderr: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "`FORMAT` of logs: text or json")
 	addPeerTLSFlags(fs, &c.PeerTLS)
@@ -219,6 +222,10 @@ func parseStart(args []string, stdout io.Writer) (*startFlags, error) {
 	c.ReadCache = f.readCache
 	if c.ReadCache == 0 {
 		c.ReadCache = -1 // server.Config: negative disables, 0 is the default
+	}
+	c.RangeSplitSize = int64(f.rangeSplitSize)
+	if err := server.ValidateRangeSplitSize(c.RangeSplitSize); err != nil {
+		return nil, bad("%v", err)
 	}
 	if set["min-free-disk"] {
 		c.MinFreeDisk = f.minFreeDisk

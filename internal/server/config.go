@@ -193,6 +193,17 @@ type Config struct {
 	// jump with it.
 	Now func() int64
 
+	// RangeSplitSize, when positive, turns on the split queue: a range
+	// whose data (Pebble's estimate of its span on disk) grows past this
+	// many bytes is split by its leader at a hash slot that halves it by
+	// bytes (ranges_splitqueue.go, docs/ranges.md §5). 0, the default, is
+	// off: a multi-key command, MULTI/EXEC or script whose keys end up in
+	// different ranges answers CROSSRANGE until the cross-range commit
+	// protocol lands, so splitting is the operator's choice (keys that
+	// share a hash tag always stay together). TiKV's default is 96 MiB.
+	// At least MinRangeSplitSize; negative is an error.
+	RangeSplitSize int64
+
 	// Unsafe switches off a safety mechanism on purpose. They exist only so
 	// that the fault suites (internal/torture, docs/reliability.md) can show
 	// that they catch the violations that follow; never set them on a node
@@ -207,6 +218,11 @@ type Config struct {
 	// testRangesRepairEvery, if set, replaces rangesRepairEvery (how often
 	// the node looks for holes in its slot table): tests shorten it.
 	testRangesRepairEvery time.Duration
+	// testSplitQueueEvery, if set, replaces splitQueueEvery (how often the
+	// split queue looks at range sizes); testAnyRangeSplitSize lets
+	// RangeSplitSize be below MinRangeSplitSize. Tests set them.
+	testSplitQueueEvery   time.Duration
+	testAnyRangeSplitSize bool
 }
 
 // Unsafe lists the deliberate breakages the fault suites test themselves
@@ -313,6 +329,9 @@ func (c *Config) Validate() error {
 	}
 	if len(c.InitialCluster) > 0 && c.Join != "" {
 		return errors.New("--initial-cluster and --join are mutually exclusive")
+	}
+	if err := ValidateRangeSplitSize(c.RangeSplitSize); err != nil && !(c.testAnyRangeSplitSize && c.RangeSplitSize > 0) {
+		return err
 	}
 	if strings.IndexFunc(c.SentinelMasterName, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
 		// +switch-master's message separates its fields with spaces.

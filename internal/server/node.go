@@ -64,6 +64,7 @@ type Node struct {
 	bq             *blockQueues // this node's waits in the blocked pops' queues (blockq.go)
 	bqKick         chan struct{}
 	sentinel       sentinelState // Sentinel discovery (sentinel.go)
+	splitQ         *splitQueue   // automatic splits by size (ranges_splitqueue.go)
 
 	// bg tracks loops that read the DB on their own (the expiry sweep):
 	// Stop waits for them before it closes the DB.
@@ -171,6 +172,7 @@ func Start(cfg Config) (n *Node, err error) {
 	n.store.Start()
 	n.registerRaftGauges()
 	n.reg.MustRegister(newRangeCollector(n))
+	n.splitQ = newSplitQueue(n.reg)
 	n.storageMetrics = newStorageCollector(n.db)
 	n.reg.MustRegister(n.storageMetrics)
 	if sh := n.machine.shared; sh != nil {
@@ -225,13 +227,14 @@ func Start(cfg Config) (n *Node, err error) {
 	}
 
 	n.startDiskMonitor()
-	n.bg.Add(6)
+	n.bg.Add(7)
 	go n.configQueueLoop() // configcopy.go
 	go n.expiryLoop()
 	go n.leaseLoop()
 	go n.blockQueueLoop()
 	go n.sentinelLoop()
 	go n.rangesRepairLoop()
+	go n.splitQueueLoop() // ranges_splitqueue.go; returns at once when off
 	n.wg.Add(1)
 	go n.watchFatal()
 	n.wg.Add(1)
