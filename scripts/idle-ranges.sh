@@ -8,7 +8,7 @@
 # range cluster is quiesced (or after a wait), it samples the CPU time of
 # every node of both clusters from /proc/PID/stat over SECONDS and prints
 # each node's share of one core, with the quiesced and awake range counts
-# from /metrics.
+# from /metrics and its resident memory.
 #
 #   scripts/idle-ranges.sh [RANGES] [SECONDS]     (defaults 1000 and 30)
 #
@@ -108,7 +108,7 @@ for name in many one; do for i in 1 2 3; do
 done; done
 echo "sampling CPU for $SECONDS_IDLE s" >&2
 sleep "$SECONDS_IDLE"
-printf '%-28s %6s %10s %8s %8s\n' cluster node "cpu %core" quiesced awake
+printf '%-28s %6s %10s %8s %8s %9s\n' cluster node "cpu %core" quiesced awake "rss MiB"
 for name in many one; do
 	b=$BASE
 	[[ $name == one ]] && b=$((BASE + 10))
@@ -118,7 +118,8 @@ for name in many one; do
 		pct=$(awk -v a="${t0[$name-$i]}" -v b="$t1" -v hz="$hz" -v s="$SECONDS_IDLE" 'BEGIN {printf "%.2f", 100 * (b - a) / hz / s}')
 		q=$(metric $((b + 200 + i - 1)) kvorum_raft_ranges_quiesced)
 		a=$(metric $((b + 200 + i - 1)) kvorum_raft_ranges_awake)
+		rss=$(awk '$1 == "VmRSS:" {printf "%.0f", $2 / 1024}' "/proc/$p/status")
 		label="$([[ $name == many ]] && echo "$have ranges" || echo "1 range")"
-		printf '%-28s %6s %10s %8s %8s\n' "$label" "$i" "$pct" "${q%.*}" "${a%.*}"
+		printf '%-28s %6s %10s %8s %8s %9s\n' "$label" "$i" "$pct" "${q%.*}" "${a%.*}" "$rss"
 	done
 done

@@ -430,22 +430,43 @@ func (n *Node) Stop() error {
 // over within two election timeouts (or ctx ends), the node stops anyway
 // and the others elect a leader as after a crash.
 func (n *Node) Shutdown(ctx context.Context) error {
-	// Every range this node leads, one after the other, range 1 last
-	// (docs/ranges.md §3.5b).
-	for _, rg := range n.rangeOrder(true) {
-		r := n.store.Replica(rg)
-		if r == nil {
-			continue
-		}
-		if to, err := n.handOverLeadership(ctx, r); to != 0 {
-			if err != nil {
-				n.cfg.Logger.Warn("could not hand leadership over before stopping; the others will elect a leader", "node", uint64(n.id), "range", uint64(rg), "to", to, "err", err)
-			} else {
-				n.cfg.Logger.Info("handed leadership over before stopping", "node", uint64(n.id), "range", uint64(rg), "to", to)
-			}
+	// Every range this node leads, range 1 last (docs/ranges.md §3.5b).
+	// The others at the same time, shutdownHandOvers at once: one after
+	// the other, a node leading hundreds of ranges whose peers are gone
+	// took two election timeouts per range to stop.
+	order := n.rangeOrder(true)
+	sem := make(chan struct{}, shutdownHandOvers)
+	var wg sync.WaitGroup
+	for _, rg := range order[:len(order)-1] {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			n.handOverBeforeStop(ctx, rg)
+		}()
+	}
+	wg.Wait()
+	n.handOverBeforeStop(ctx, firstRange)
+	return n.Stop()
+}
+
+// shutdownHandOvers bounds the leadership transfers Shutdown runs at once.
+const shutdownHandOvers = 64
+
+// handOverBeforeStop hands range rg's leadership over if this node leads
+// it, and logs the outcome (Shutdown).
+func (n *Node) handOverBeforeStop(ctx context.Context, rg storage.RangeID) {
+	r := n.store.Replica(rg)
+	if r == nil {
+		return
+	}
+	if to, err := n.handOverLeadership(ctx, r); to != 0 {
+		if err != nil {
+			n.cfg.Logger.Warn("could not hand leadership over before stopping; the others will elect a leader", "node", uint64(n.id), "range", uint64(rg), "to", to, "err", err)
+		} else {
+			n.cfg.Logger.Info("handed leadership over before stopping", "node", uint64(n.id), "range", uint64(rg), "to", to)
 		}
 	}
-	return n.Stop()
 }
 
 // handOverLeadership moves leadership of r's range to the voter with the

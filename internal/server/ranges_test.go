@@ -6,6 +6,9 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/kvorum/kvorum/internal/storage"
 )
 
 // TestRangesReport: every node reports its one replica of range 1, with
@@ -82,5 +85,54 @@ func TestRangesReport(t *testing.T) {
 	after := c.node(lead).Ranges().Ranges[0]
 	if after.ApproximateBytes < before.Ranges[0].ApproximateBytes+300*4096/2 {
 		t.Fatalf("size %d after 1.2 MB of writes (before %d)", after.ApproximateBytes, before.Ranges[0].ApproximateBytes)
+	}
+}
+
+// TestShutdownHandsOverRangesAtOnce: node 1 leads 16 quiesced ranges
+// (quiesced, they never check their quorum, so they still have node 1 as
+// leader after the other nodes are gone) and its peers are stopped; each
+// leadership transfer then waits its full bound, two election timeouts.
+// Shutdown runs them at once, so it takes about one bound for the ranges
+// and one for range 1, not one per range (16 ranges, 200 ms election
+// timeout: 6.4 s one after the other; a node of 1,000 ranges took
+// minutes to stop).
+func TestShutdownHandsOverRangesAtOnce(t *testing.T) {
+	const ranges = 16
+	c := newRangeCluster(t, ranges)
+	ctx := testCtx(t, time.Minute)
+	n1 := c.node(1)
+	if err := n1.TransferLeader(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	for rg := storage.RangeID(2); rg <= ranges; rg++ {
+		r := n1.store.Replica(rg)
+		for !r.Quiesced() {
+			if ctx.Err() != nil {
+				t.Fatalf("range %d never quiesced", rg)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	c.stop(2)
+	c.stop(3)
+	led := 0
+	for rg := storage.RangeID(2); rg <= ranges; rg++ {
+		if _, local := n1.store.Replica(rg).Leader(); local {
+			led++
+		}
+	}
+	if led < ranges/2 {
+		t.Fatalf("node 1 leads only %d of the quiesced ranges once alone", led)
+	}
+	c.mu.Lock()
+	delete(c.nodes, 1)
+	c.mu.Unlock()
+	start := time.Now()
+	if err := n1.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bound := 2 * n1.electionTimeout()
+	if took := time.Since(start); took > 4*bound {
+		t.Fatalf("Shutdown took %v with %d ranges led and no peer: more than 4 transfer bounds (%v), so one range after the other", took, led, 4*bound)
 	}
 }
