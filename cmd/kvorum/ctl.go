@@ -546,8 +546,13 @@ func writeMembers(w io.Writer, mr admin.MembersResponse) {
 	}
 	members := slices.Clone(mr.Members)
 	slices.SortFunc(members, func(a, b admin.Member) int { return cmp.Compare(a.ID, b.ID) })
+	counts := slices.ContainsFunc(members, func(m admin.Member) bool { return m.Replicas > 0 })
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tPEER ADDR\tROLE\tMATCH")
+	if counts {
+		fmt.Fprintln(tw, "ID\tPEER ADDR\tROLE\tMATCH\tRANGES\tLEADING")
+	} else {
+		fmt.Fprintln(tw, "ID\tPEER ADDR\tROLE\tMATCH")
+	}
 	for _, m := range members {
 		role := "voter"
 		switch {
@@ -559,6 +564,10 @@ func writeMembers(w io.Writer, mr admin.MembersResponse) {
 		match := "-"
 		if mr.Leader != 0 && mr.NodeID == mr.Leader {
 			match = strconv.FormatUint(m.Match, 10)
+		}
+		if counts {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\n", m.ID, m.PeerAddr, role, match, m.Replicas, m.Leading)
+			continue
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", m.ID, m.PeerAddr, role, match)
 	}

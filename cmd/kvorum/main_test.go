@@ -466,9 +466,9 @@ func newCtlServer(t *testing.T) (*fakeNode, string) {
 		ClientAddr: "127.0.0.1:6379", PeerAddr: "127.0.0.1:7379", AdminAddr: "127.0.0.1:8379",
 		Version: "0.1.0-dev", Ready: true, Ranges: 1, RangesLeading: 1,
 		Members: []admin.Member{
-			{ID: 1, PeerAddr: "127.0.0.1:7379", Match: 42},
-			{ID: 2, PeerAddr: "127.0.0.1:7380", Match: 42},
-			{ID: 3, PeerAddr: "127.0.0.1:7381", Match: 40},
+			{ID: 1, PeerAddr: "127.0.0.1:7379", Match: 42, Replicas: 1, Leading: 1},
+			{ID: 2, PeerAddr: "127.0.0.1:7380", Match: 42, Replicas: 1},
+			{ID: 3, PeerAddr: "127.0.0.1:7381", Match: 40, Replicas: 1},
 		},
 	}}
 	ts := httptest.NewServer(admin.New(admin.Config{Node: f}).Handler())
@@ -498,10 +498,10 @@ version:       0.1.0-dev
 members:       3 voter(s), 0 learner(s)
 ranges:        1, 1 led by this node (kvorum ctl range list)
 
-ID  PEER ADDR       ROLE    MATCH
-1   127.0.0.1:7379  leader  42
-2   127.0.0.1:7380  voter   42
-3   127.0.0.1:7381  voter   40
+ID  PEER ADDR       ROLE    MATCH  RANGES  LEADING
+1   127.0.0.1:7379  leader  42     1       1
+2   127.0.0.1:7380  voter   42     1       0
+3   127.0.0.1:7381  voter   40     1       0
 `
 	if out != want {
 		t.Errorf("status output:\n%s\nwant:\n%s", out, want)
@@ -519,11 +519,11 @@ func TestCtlMembers(t *testing.T) {
 	f.st.NodeID = 2 // a follower: no replication progress to show
 	f.st.Members = append(f.st.Members, admin.Member{ID: 4, PeerAddr: "10.0.0.4:7379", Learner: true})
 	code, out, _ := runCmd("ctl", "--addr", "http://"+addr, "member", "list")
-	want := `ID  PEER ADDR       ROLE     MATCH
-1   127.0.0.1:7379  leader   -
-2   127.0.0.1:7380  voter    -
-3   127.0.0.1:7381  voter    -
-4   10.0.0.4:7379   learner  -
+	want := `ID  PEER ADDR       ROLE     MATCH  RANGES  LEADING
+1   127.0.0.1:7379  leader   -      1       1
+2   127.0.0.1:7380  voter    -      1       0
+3   127.0.0.1:7381  voter    -      1       0
+4   10.0.0.4:7379   learner  -      0       0
 `
 	if code != 0 || out != want {
 		t.Errorf("member list: %d\n%s\nwant:\n%s", code, out, want)
@@ -533,7 +533,7 @@ func TestCtlMembers(t *testing.T) {
 	f.st.Members = f.st.Members[:3]
 	code, out, errOut := runCmd("ctl", "--addr", addr, "member", "add", "5", "10.0.0.5:7379")
 	if code != 0 || f.lastOp != "add 5 10.0.0.5:7379" || !strings.HasPrefix(out, "added node 5 (10.0.0.5:7379) as a voter\n\n") ||
-		!strings.Contains(out, "5   10.0.0.5:7379   voter   0") || !strings.Contains(errOut, "waiting") {
+		!strings.Contains(out, "5   10.0.0.5:7379   voter   0      0       0") || !strings.Contains(errOut, "waiting") {
 		t.Errorf("member add: %d %q\n%s", code, f.lastOp, out)
 	}
 

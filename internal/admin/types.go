@@ -61,6 +61,12 @@ type Member struct {
 	// Match is the leader's view of this member's replicated log index (0
 	// when the reporting node is not the leader).
 	Match uint64 `json:"match"`
+	// Replicas and Leading are how many ranges list this member as a
+	// replica and how many it leads, as the answering node's replicas see
+	// them (GET /v1/status and /v1/members; every node holds every range
+	// today). The tables of `kvorum ctl status` and `member list` show them.
+	Replicas int `json:"replicas,omitempty"`
+	Leading  int `json:"leading,omitempty"`
 }
 
 // MembersResponse is the body of GET /v1/members, and of successful

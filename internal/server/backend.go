@@ -356,6 +356,7 @@ func (b *backend) Info() []resp.InfoSection {
 	}
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
 	held, leading := n.rangeCounts()
+	perHeld, perLed := n.perNodeCounts()
 	repl := resp.InfoSection{Name: "Replication", Fields: [][2]string{
 		{"role", role},
 		{"raft_node_id", u(uint64(n.id))},
@@ -369,6 +370,8 @@ func (b *backend) Info() []resp.InfoSection {
 		{"raft_members", u(uint64(len(st.Descriptor.Replicas)))},
 		{"raft_ranges", u(uint64(held))},
 		{"raft_ranges_leading", u(uint64(leading))},
+		{"raft_ranges_per_node", perNodeField(perHeld)},
+		{"raft_leaders_per_node", perNodeField(perLed)},
 		{"connected_slaves", "0"},
 	}}
 	keys := kv.Read(n.store.DB(), [][]byte{[]byte("DBSIZE")}, n.cfg.Now())

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/kvorum/kvorum/internal/admin"
@@ -280,9 +282,47 @@ func (n *Node) Status() admin.Status {
 		out.PeerListenAddr = l
 	}
 	out.Members = completeMembers(members(st), n.localDescriptors())
+	held, led := n.perNodeCounts()
+	for i := range out.Members {
+		out.Members[i].Replicas, out.Members[i].Leading = held[out.Members[i].ID], led[out.Members[i].ID]
+	}
 	out.Ranges, out.RangesLeading = n.rangeCounts()
 	out.Ready = n.ready()
 	return out
+}
+
+// perNodeCounts returns, per node id, how many of this node's local
+// replicas' ranges list it as a replica and how many it leads (as each
+// local replica knows its leader): the cluster's ranges and leaders per
+// node as this node sees them (INFO, /v1/status, `kvorum ctl status`).
+func (n *Node) perNodeCounts() (held, led map[uint64]int) {
+	held, led = map[uint64]int{}, map[uint64]int{}
+	for _, r := range n.store.Replicas() {
+		for _, rep := range r.Descriptor().Replicas {
+			held[uint64(rep.NodeID)]++
+		}
+		if lead, _ := r.Leader(); lead != 0 {
+			led[lead]++
+		}
+	}
+	return held, led
+}
+
+// perNodeField formats counts as "id=count,..." by node id (INFO).
+func perNodeField(counts map[uint64]int) string {
+	ids := make([]uint64, 0, len(counts))
+	for id := range counts {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var b strings.Builder
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%d=%d", id, counts[id])
+	}
+	return b.String()
 }
 
 // completeMembers marks as a learner every member of range 1 (ms) that

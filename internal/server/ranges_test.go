@@ -136,3 +136,67 @@ func TestShutdownHandsOverRangesAtOnce(t *testing.T) {
 		t.Fatalf("Shutdown took %v with %d ranges led and no peer: more than 4 transfer bounds (%v), so one range after the other", took, led, 4*bound)
 	}
 }
+
+// TestRangesPerNode: with 4 ranges on 3 nodes, every node's INFO and
+// status report each node as a replica of the 4 ranges and the leaders
+// per node adding up to 4, matching each range's leader; after range 2's
+// leadership moves to node 3 alone, node 3 leads one range more.
+func TestRangesPerNode(t *testing.T) {
+	c := newRangeCluster(t, testRangeCount)
+	ctx := testCtx(t, time.Minute)
+	check := func(id uint64) map[uint64]int {
+		t.Helper()
+		st := c.node(id).Status()
+		led := map[uint64]int{}
+		total := 0
+		for _, m := range st.Members {
+			if m.Replicas != testRangeCount {
+				t.Fatalf("node %d reports node %d as a replica of %d ranges, want %d", id, m.ID, m.Replicas, testRangeCount)
+			}
+			led[m.ID] = m.Leading
+			total += m.Leading
+		}
+		if total != testRangeCount {
+			t.Fatalf("node %d: leaders per node %v add up to %d", id, led, total)
+		}
+		info, err := c.client(id).Info(ctx, "replication").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(info, "raft_ranges_per_node:1=4,2=4,3=4\r\n") {
+			t.Fatalf("node %d INFO replication: no raft_ranges_per_node:1=4,2=4,3=4\n%s", id, info)
+		}
+		want := fmt.Sprintf("raft_leaders_per_node:%s\r\n", perNodeField(led))
+		if !strings.Contains(info, want) {
+			t.Fatalf("node %d INFO replication: want %q\n%s", id, want, info)
+		}
+		return led
+	}
+	for id := uint64(1); id <= 3; id++ {
+		check(id)
+	}
+	// Range 2's leadership to node 3, then to node 1 and back to 3, so
+	// that it moves whoever led it.
+	n := c.node(1)
+	if err := n.transferLeaderOf(ctx, 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	n.catchUp(ctx, 2)
+	before := check(1)
+	if err := n.transferLeaderOf(ctx, 2, 3); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if lead, _ := n.store.Replica(2).Leader(); lead == 3 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("node 1 never saw node 3 lead range 2")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	after := check(1)
+	if after[3] != before[3]+1 || after[1] != before[1]-1 {
+		t.Fatalf("leaders per node %v before and %v after moving range 2 from node 1 to node 3", before, after)
+	}
+}
