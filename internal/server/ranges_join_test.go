@@ -47,27 +47,13 @@ func TestRangesJoin(t *testing.T) {
 	if got := n4.store.ReplicaCount(); got != testRangeCount {
 		t.Fatalf("joined node holds %d ranges, want %d", got, testRangeCount)
 	}
-	// Every range has node 4 as a voter, as every node sees it.
-	for _, id := range []uint64{1, 2, 3, 4} {
-		for rg := storage.RangeID(1); rg <= testRangeCount; rg++ {
-			for {
-				rep, ok := c.node(id).store.Replica(rg).Descriptor().Replica(4)
-				if ok && !rep.Learner {
-					break
-				}
-				if ctx.Err() != nil {
-					t.Fatalf("node %d: range %d never had node 4 as a voter", id, rg)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-		}
+	// Every range has node 4 as a voter, as every node sees it, and it is
+	// complete in the member list of an original node.
+	var all []storage.RangeID
+	for rg := storage.RangeID(1); rg <= testRangeCount; rg++ {
+		all = append(all, rg)
 	}
-	// Complete in the member list of an original node.
-	for _, m := range c.node(1).Status().Members {
-		if m.Learner {
-			t.Fatalf("member %d reported as incomplete after its join: %+v", m.ID, c.node(1).Status().Members)
-		}
-	}
+	waitVoterEverywhere(t, c, ctx, 4, all)
 	// Node 4's slot table routes each slot to its range.
 	for rg := storage.RangeID(1); rg <= testRangeCount; rg++ {
 		k := keyIn("route:", rg, 0)
@@ -363,26 +349,7 @@ func TestRangesJoinRacingSplit(t *testing.T) {
 	if rg2 == 0 {
 		t.Fatal("the split never ran")
 	}
-	for _, id := range []uint64{1, 2, 3, 4} {
-		for _, rg := range []storage.RangeID{firstRange, rg2} {
-			for {
-				if r := c.node(id).store.Replica(rg); r != nil {
-					if rep, ok := r.Descriptor().Replica(4); ok && !rep.Learner {
-						break
-					}
-				}
-				if ctx.Err() != nil {
-					t.Fatalf("node %d: range %d never had node 4 as a voter", id, rg)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-		}
-	}
-	for _, m := range c.node(1).Status().Members {
-		if m.Learner {
-			t.Fatalf("member %d reported as incomplete after its join: %+v", m.ID, c.node(1).Status().Members)
-		}
-	}
+	waitVoterEverywhere(t, c, ctx, 4, []storage.RangeID{firstRange, rg2})
 	// Node 4 serves both halves from its own replicas.
 	for _, k := range []string{lo, hi} {
 		for {
@@ -437,5 +404,32 @@ func TestRemoveFromOneRangeKeepsPeer(t *testing.T) {
 	}
 	if err := c.node(1).removeMemberFrom(ctx, firstRange, 3); err != nil {
 		t.Fatalf("remove node 3 from range 1 (forwarded to its leader, node 3): %v", err)
+	}
+}
+
+// waitVoterEverywhere waits until nodes 1..id each hold every range of
+// ranges with node id as a voter, then checks that node 1's member list
+// reports every member complete.
+func waitVoterEverywhere(t *testing.T, c *testCluster, ctx context.Context, id uint64, ranges []storage.RangeID) {
+	t.Helper()
+	for n := uint64(1); n <= id; n++ {
+		for _, rg := range ranges {
+			for {
+				if r := c.node(n).store.Replica(rg); r != nil {
+					if rep, ok := r.Descriptor().Replica(storage.NodeID(id)); ok && !rep.Learner {
+						break
+					}
+				}
+				if ctx.Err() != nil {
+					t.Fatalf("node %d: range %d never had node %d as a voter", n, rg, id)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
+	for _, m := range c.node(1).Status().Members {
+		if m.Learner {
+			t.Fatalf("member %d reported as incomplete after its join: %+v", m.ID, c.node(1).Status().Members)
+		}
 	}
 }
