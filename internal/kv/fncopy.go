@@ -21,7 +21,8 @@ import (
 // the same code at the same index. FUNCTION LIST/DUMP/STATS and the
 // writes are keyless: they go to range 1. Unlike the parameters, range 1
 // keeps no mirror of its own (libraries may be large): a range split off
-// range 1 has none and gets one from the function queue.
+// range 1 gets its mirror from the split entry itself (SplitCopy), at the
+// split's index, so FCALL works in it as soon as it exists.
 const rangeFunctions = 'G'
 
 // fnVersionKey is range 1's version of its libraries (uint64 BE): with
