@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -173,6 +174,14 @@ func (n *Node) SplitRange(ctx context.Context, rangeID storage.RangeID, sl uint1
 	if r == nil {
 		return nil, nil, &rangeError{http.StatusNotFound, fmt.Errorf("no range %d on node %d (kvorum ctl range list)", rangeID, n.id)}
 	}
+	// A split writes (it copies range-local state and creates a range):
+	// refused up front while this node's disk is nearly full, as its
+	// clients' writes are (disk.go), before a range id is allocated. The
+	// leader of the range refuses it too while its own disk is (the
+	// store's WriteGate, Replica.Split).
+	if e := n.diskRefusal(); e != nil {
+		return nil, nil, &rangeError{http.StatusInsufficientStorage, errors.New(string(e.Str))}
+	}
 	var floor storage.RangeID
 	for _, rep := range n.store.Replicas() {
 		floor = max(floor, rep.RangeID())
@@ -203,9 +212,18 @@ func (n *Node) SplitRange(ctx context.Context, rangeID storage.RangeID, sl uint1
 			return nil, nil, &rangeError{http.StatusConflict, err}
 		case errors.Is(err, store.ErrSplitSlotOutside):
 			return nil, nil, &rangeError{http.StatusBadRequest, err}
+		case isDiskFull(err):
+			return nil, nil, &rangeError{http.StatusInsufficientStorage, err}
 		}
 		return nil, nil, err
 	}
+}
+
+// isDiskFull reports whether err is a refusal of the disk-full write gate
+// (diskRefusal), here or on the node that refused it (its text crossed).
+func isDiskFull(err error) bool {
+	var wr *store.WriteRefusedError
+	return errors.As(err, &wr) || strings.Contains(err.Error(), "ERR disk full on node ")
 }
 
 // nextRangeID allocates a range id greater than floor with
@@ -217,6 +235,13 @@ func (n *Node) nextRangeID(ctx context.Context, floor storage.RangeID) (storage.
 	}
 	out := make([]reply.Reply, 1)
 	n.execWriteOn(ctx, r1, [][][]byte{kv.NextRangeIDCommand(uint64(floor))}, out)
+	if out[0].Kind == reply.KindError {
+		err := fmt.Errorf("allocate a range id on range 1: %s", out[0].Str)
+		if isDiskFull(err) {
+			return 0, &rangeError{http.StatusInsufficientStorage, err}
+		}
+		return 0, err
+	}
 	if out[0].Kind != reply.KindInt || out[0].Int <= int64(floor) {
 		return 0, fmt.Errorf("allocate a range id: unexpected reply %q (kind %v)", out[0].Str, out[0].Kind)
 	}

@@ -59,6 +59,12 @@ func (r *Replica) Split(ctx context.Context, sl uint16, rhs storage.RangeID, gen
 	if rhs == 0 || r.store.Replica(rhs) != nil {
 		return nil, nil, fmt.Errorf("%w: %d", ErrSplitRangeExists, rhs)
 	}
+	// A split writes (the left-hand range's range-local state is copied,
+	// a range is created): the store's WriteGate refuses it as it refuses
+	// a proposal of commands.
+	if refused := r.store.gate(1); refused != nil {
+		return nil, nil, &WriteRefusedError{Msg: string(refused[0].Str)}
+	}
 	r.mu.Lock()
 	r.wakeLocked()
 	st := r.mu.rn.BasicStatus()
