@@ -324,3 +324,59 @@ func adminDesc(d *storage.Descriptor) admin.RangeDescriptor {
 	}
 	return out
 }
+
+// TransferRangeLeader moves range rangeID's leadership to node id and
+// waits until it holds, as this node sees it (`kvorum ctl range
+// transfer-leader`): the other ranges keep their leaders. An unknown range
+// is a 404; a node that is not a voter of the range (not a replica, or a
+// learner) a 400.
+func (n *Node) TransferRangeLeader(ctx context.Context, rangeID storage.RangeID, id uint64) (leader, term uint64, err error) {
+	r := n.store.Replica(rangeID)
+	if r == nil {
+		return 0, 0, &rangeError{http.StatusNotFound, fmt.Errorf("no range %d on node %d (kvorum ctl range list)", rangeID, n.id)}
+	}
+	desc := r.Descriptor()
+	if rep, ok := desc.Replica(storage.NodeID(id)); !ok || rep.Learner {
+		var voters []string
+		for _, v := range desc.Replicas {
+			if !v.Learner {
+				voters = append(voters, strconv.FormatUint(uint64(v.NodeID), 10))
+			}
+		}
+		what := "not a replica"
+		if ok {
+			what = "a learner"
+		}
+		return 0, 0, &rangeError{http.StatusBadRequest, fmt.Errorf("node %d is %s of range %d and cannot lead it (its voters: %s)", id, what, rangeID, strings.Join(voters, ", "))}
+	}
+	if err := n.transferLeaderOf(ctx, rangeID, id); err != nil {
+		if errors.Is(err, admin.ErrUnknownMember) {
+			// The leader's descriptor has it removed already.
+			return 0, 0, &rangeError{http.StatusBadRequest, err}
+		}
+		return 0, 0, err
+	}
+	// The old leader saw the new one; wait until this node does too, so
+	// that what it reports next shows the transfer.
+	for {
+		st := r.Status()
+		if st.Leader == id {
+			return id, st.Term, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, 0, fmt.Errorf("%w: range %d's leadership moved to node %d, but node %d has not seen it: %v", admin.ErrNoLeader, rangeID, id, n.id, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// TransferRangeLeader is the admin API's (POST
+// /v1/ranges/{id}/transfer-leader).
+func (a *adminAPI) TransferRangeLeader(ctx context.Context, rangeID, node uint64) (admin.TransferRangeLeaderResponse, error) {
+	lead, term, err := (*Node)(a).TransferRangeLeader(ctx, storage.RangeID(rangeID), node)
+	if err != nil {
+		return admin.TransferRangeLeaderResponse{}, err
+	}
+	return admin.TransferRangeLeaderResponse{RangeID: rangeID, Leader: lead, Term: term}, nil
+}
