@@ -89,3 +89,41 @@ func TestSplitRefusedDiskLow(t *testing.T) {
 	}
 	waitRanges(t, c, map[uint64][2]uint32{1: {0, 8192}, uint64(r.RangeID): {8192, 16384}})
 }
+
+// TestSplitRefusedRangeLeaderDiskLow: the leader of the range to split
+// (not range 1's leader, whose disk is fine: the range id allocation
+// works) refuses the split while its disk is nearly full (the store's
+// WriteGate in Replica.Split); nothing changes.
+func TestSplitRefusedRangeLeaderDiskLow(t *testing.T) {
+	mems := map[uint64]*vfs.MemFS{}
+	c := newRangeClusterWith(t, 2, func(id uint64, cfg *Config) {
+		mems[id] = vfs.NewMem()
+		cfg.FS = mems[id]
+		cfg.DiskCheckInterval = 20 * time.Millisecond
+	})
+	ctx := testCtx(t, time.Minute)
+	lead1, _ := c.node(1).store.Replica(firstRange).Leader()
+	lead2 := lead1%3 + 1
+	if _, _, err := c.node(1).TransferRangeLeader(ctx, 2, lead2); err != nil {
+		t.Fatal(err)
+	}
+	mems[lead2].TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 120 << 20, TotalBytes: 20 << 30, UsedBytes: 20<<30 - 120<<20})
+	for deadline := time.Now().Add(2 * time.Second); !c.node(lead2).disk.low.Load(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the guard did not switch to low")
+		}
+	}
+	_, _, err := c.node(lead1).SplitRange(ctx, 2, 12288)
+	want := fmt.Sprintf("ERR disk full on node %d:", lead2)
+	if err == nil || !strings.Contains(err.Error(), want) || admin.StatusCode(err) != http.StatusInsufficientStorage {
+		t.Fatalf("split of range 2 while its leader's disk is low: %v (HTTP %d), want %q and 507", err, admin.StatusCode(err), want)
+	}
+	for id := uint64(1); id <= 3; id++ {
+		if n := c.node(id).store.ReplicaCount(); n != 2 {
+			t.Fatalf("node %d holds %d ranges after a refused split", id, n)
+		}
+	}
+	if lead, _ := c.node(lead1).store.Replica(2).Leader(); lead != lead2 {
+		t.Fatalf("range 2's leader moved to %d; the test needs %d", lead, lead2)
+	}
+}
