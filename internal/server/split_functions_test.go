@@ -77,9 +77,10 @@ func TestSplitCarriesFunctions(t *testing.T) {
 	rangesConverge(t, c)
 }
 
-// TestSplitDuringFunctionLoad: FUNCTION LOADs and splits of range 1 run
-// concurrently; once both have replied, every library loaded is callable
-// in every range, through every node.
+// TestSplitDuringFunctionLoad: FUNCTION LOADs and splits (of range 1 and
+// of ranges split off it) run concurrently, then range 1 splits once more;
+// right after, every library loaded is callable in every range, through
+// every node.
 func TestSplitDuringFunctionLoad(t *testing.T) {
 	old := configCopyTick
 	configCopyTick = time.Hour
@@ -123,6 +124,10 @@ func TestSplitDuringFunctionLoad(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
+		t.Fatal(err)
+	}
+	// One more split of range 1, after every load: its new range too.
+	if _, _, err := c.node(2).SplitRange(ctx, 1, 1024); err != nil {
 		t.Fatal(err)
 	}
 	for s := 0; s < slot.Count; s += 1024 {
