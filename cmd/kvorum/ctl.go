@@ -33,6 +33,7 @@ kvorum ctl [--addr HOST:PORT] [--json] member remove ID
 kvorum ctl [--addr HOST:PORT] [--json] transfer-leader ID
 kvorum ctl [--addr HOST:PORT] [--json] range list
 kvorum ctl [--addr HOST:PORT] [--json] range split RANGE SLOT
+kvorum ctl [--addr HOST:PORT] [--json] range transfer-leader RANGE NODE
 kvorum ctl [--addr HOST:PORT] backup --out FILE`,
 	description: `
 Talks to one node's admin HTTP API (see 'kvorum start --admin-addr').
@@ -50,7 +51,8 @@ Talks to one node's admin HTTP API (see 'kvorum start --admin-addr').
                        this by itself; use member add to re-add or to drive
                        it by hand
   member remove ID     remove node ID from the cluster
-  transfer-leader ID   move leadership to node ID and wait until it holds
+  transfer-leader ID   move leadership of every range to node ID and wait
+                       until it holds
   range list           the ranges (Raft groups) this node holds a replica
                        of: its hash slots, generation, its replica's role,
                        the leader, the
@@ -68,7 +70,13 @@ Talks to one node's admin HTTP API (see 'kvorum start --admin-addr').
                        the range's slots (see range list). Prints both new
                        ranges. Keys stay where they are; clients are not
                        interrupted (writes racing the split are routed
-                       again)
+                       again). Refused while a node's disk is nearly full
+                       (--min-free-disk)
+  range transfer-leader RANGE NODE
+                       move the leadership of range RANGE only to node
+                       NODE, a voter of that range, and wait until it
+                       holds; the other ranges keep their leaders
+                       (transfer-leader ID moves every range's)
   backup --out FILE    stream a consistent backup of the cluster's data from
                        this node into FILE: every write acknowledged before
                        the command started is in it, at one Raft index
@@ -111,10 +119,11 @@ func newCtlFlags() *ctlFlags {
 
 // ctlCommand is a parsed ctl invocation.
 type ctlCommand struct {
-	op       string // status, health, member-list, member-add, member-remove, transfer-leader, range-list, range-split
-	id       uint64
+	op       string // status, health, member-list, member-add, member-remove, transfer-leader, range-list, range-split, range-transfer-leader
+	id       uint64 // a node id, or a range id (range-split, range-transfer-leader)
 	peerAddr string
 	slot     uint16 // range-split
+	node     uint64 // range-transfer-leader
 }
 
 func parseCtl(args []string, stdout io.Writer) (*ctlFlags, ctlCommand, error) {
@@ -194,7 +203,7 @@ func parseCtl(args []string, stdout io.Writer) (*ctlFlags, ctlCommand, error) {
 		}
 	case "range", "ranges":
 		if len(pos) < 2 {
-			return nil, c, bad("usage: kvorum ctl range list | range split RANGE SLOT")
+			return nil, c, bad("usage: kvorum ctl range list | range split RANGE SLOT | range transfer-leader RANGE NODE")
 		}
 		switch pos[1] {
 		case "list", "ls":
@@ -214,8 +223,18 @@ func parseCtl(args []string, stdout io.Writer) (*ctlFlags, ctlCommand, error) {
 					c.id, c.slot = id, uint16(sl)
 				}
 			}
+		case "transfer-leader":
+			c.op = "range-transfer-leader"
+			if err = nargs(4, "range transfer-leader RANGE NODE"); err == nil {
+				id, perr := strconv.ParseUint(pos[2], 10, 64)
+				if perr != nil || id == 0 {
+					err = bad("range id %q is not a positive integer (see kvorum ctl range list)", pos[2])
+				} else if c.node, err = parseID(pos[3]); err == nil {
+					c.id = id
+				}
+			}
 		default:
-			return nil, c, bad("unknown range subcommand %q (want list or split)", pos[1])
+			return nil, c, bad("unknown range subcommand %q (want list, split or transfer-leader)", pos[1])
 		}
 	case "transfer-leader":
 		c.op = "transfer-leader"
@@ -404,6 +423,12 @@ func (c *ctlClient) run(ctx context.Context, cmd ctlCommand, asJSON bool, stdout
 			for _, d := range []admin.RangeDescriptor{sr.Left, sr.Right} {
 				fmt.Fprintf(stdout, "range %d: slots %d-%d, generation %d\n", d.RangeID, d.StartSlot, d.EndSlot-1, d.Generation)
 			}
+		}
+	case "range-transfer-leader":
+		var tr admin.TransferRangeLeaderResponse
+		req := admin.TransferRangeLeaderRequest{Node: cmd.node}
+		if raw, err = c.call(ctx, http.MethodPost, fmt.Sprintf("/v1/ranges/%d/transfer-leader", cmd.id), req, &tr); err == nil && !asJSON {
+			fmt.Fprintf(stdout, "node %d is now the leader of range %d (term %d)\n", tr.Leader, tr.RangeID, tr.Term)
 		}
 	case "member-add":
 		if !asJSON {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"net"
@@ -455,6 +456,17 @@ func (f *fakeNode) SplitRange(ctx context.Context, id uint64, sl uint16) (admin.
 	}, nil
 }
 
+func (f *fakeNode) TransferRangeLeader(ctx context.Context, id, node uint64) (admin.TransferRangeLeaderResponse, error) {
+	f.lastOp = fmt.Sprintf("transfer range %d %d", id, node)
+	if id != 1 && id != 2 {
+		return admin.TransferRangeLeaderResponse{}, httpErr{404, fmt.Sprintf("no range %d on node 1", id)}
+	}
+	if node > 3 {
+		return admin.TransferRangeLeaderResponse{}, httpErr{400, fmt.Sprintf("node %d is not a replica of range %d and cannot lead it (its voters: 1, 2, 3)", node, id)}
+	}
+	return admin.TransferRangeLeaderResponse{RangeID: id, Leader: node, Term: 12}, nil
+}
+
 func (f *fakeNode) Ranges() admin.RangesResponse {
 	return admin.RangesResponse{NodeID: f.st.NodeID, Ranges: f.ranges}
 }
@@ -611,8 +623,53 @@ func TestCtlRanges(t *testing.T) {
 		t.Errorf("range split outside: %d %q", code, errOut)
 	}
 	code, _, errOut = runCmd("ctl", "--addr", addr, "range")
-	if code != 2 || !strings.Contains(errOut, "usage: kvorum ctl range list") {
+	if code != 2 || !strings.Contains(errOut, "usage: kvorum ctl range list") || !strings.Contains(errOut, "range transfer-leader RANGE NODE") {
 		t.Errorf("range: %d %q", code, errOut)
+	}
+}
+
+// TestCtlRangeTransferLeader: `kvorum ctl range transfer-leader RANGE
+// NODE` checks its arguments, posts {"node": NODE} to
+// /v1/ranges/RANGE/transfer-leader and prints the new leader (--json: the
+// admin API's answer); the node's refusals keep their status.
+func TestCtlRangeTransferLeader(t *testing.T) {
+	f, addr := newCtlServer(t)
+	for _, args := range [][]string{{}, {"2"}, {"2", "3", "4"}} {
+		code, _, errOut := runCmd(append([]string{"ctl", "--addr", addr, "range", "transfer-leader"}, args...)...)
+		if code != 2 || !strings.Contains(errOut, "usage: kvorum ctl range transfer-leader RANGE NODE") {
+			t.Errorf("range transfer-leader %v: %d %q", args, code, errOut)
+		}
+	}
+	for _, bad := range []struct{ rg, node, msg string }{
+		{"x", "3", `range id "x" is not a positive integer`},
+		{"0", "3", `range id "0" is not a positive integer`},
+		{"2", "0", `node id "0" is not a positive integer`},
+		{"2", "n3", `node id "n3" is not a positive integer`},
+	} {
+		code, _, errOut := runCmd("ctl", "--addr", addr, "range", "transfer-leader", bad.rg, bad.node)
+		if code != 2 || !strings.Contains(errOut, bad.msg) {
+			t.Errorf("range transfer-leader %s %s: %d %q", bad.rg, bad.node, code, errOut)
+		}
+	}
+	if f.lastOp != "" {
+		t.Fatalf("a bad command line reached the node: %q", f.lastOp)
+	}
+	code, out, _ := runCmd("ctl", "--addr", addr, "range", "transfer-leader", "2", "3")
+	if code != 0 || f.lastOp != "transfer range 2 3" || out != "node 3 is now the leader of range 2 (term 12)\n" {
+		t.Errorf("range transfer-leader: %d %q %q", code, f.lastOp, out)
+	}
+	code, out, _ = runCmd("ctl", "--addr", addr, "range", "transfer-leader", "--json", "1", "2")
+	var res admin.TransferRangeLeaderResponse
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res != (admin.TransferRangeLeaderResponse{RangeID: 1, Leader: 2, Term: 12}) {
+		t.Errorf("range transfer-leader --json: %d %q", code, out)
+	}
+	code, out, errOut := runCmd("ctl", "--addr", addr, "range", "transfer-leader", "9", "2")
+	if code != 1 || out != "" || !strings.Contains(errOut, "no range 9") || !strings.Contains(errOut, "HTTP 404") {
+		t.Errorf("range transfer-leader unknown range: %d %q %q", code, out, errOut)
+	}
+	code, _, errOut = runCmd("ctl", "--addr", addr, "range", "transfer-leader", "2", "7")
+	if code != 1 || !strings.Contains(errOut, "node 7 is not a replica of range 2") || !strings.Contains(errOut, "HTTP 400") {
+		t.Errorf("range transfer-leader not a voter: %d %q", code, errOut)
 	}
 }
 

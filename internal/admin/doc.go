@@ -9,6 +9,9 @@
 //	POST   /v1/members           {"id":N,"peer_addr":"host:port"} -> MembersResponse
 //	DELETE /v1/members/{id}      MembersResponse
 //	POST   /v1/transfer-leader   {"id":N} -> TransferLeaderResponse
+//	GET    /v1/ranges            RangesResponse
+//	POST   /v1/ranges/{id}/split {"slot":S} -> SplitRangeResponse
+//	POST   /v1/ranges/{id}/transfer-leader {"node":N} -> TransferRangeLeaderResponse
 //	GET    /debug/pprof/...      Go's profiler (net/http/pprof)
 //
 // Errors of the /v1 API are JSON: {"error":"..."} (see ErrorResponse).

@@ -123,6 +123,7 @@ func New(cfg Config) *Server {
 	s.route(mux, "/v1/transfer-leader", "transfer-leader", map[string]http.HandlerFunc{http.MethodPost: s.transferLeader})
 	s.route(mux, "/v1/ranges", "ranges", map[string]http.HandlerFunc{http.MethodGet: s.ranges})
 	s.route(mux, "/v1/ranges/{id}/split", "range-split", map[string]http.HandlerFunc{http.MethodPost: s.splitRange})
+	s.route(mux, "/v1/ranges/{id}/transfer-leader", "range-transfer-leader", map[string]http.HandlerFunc{http.MethodPost: s.transferRangeLeader})
 	s.route(mux, "/v1/backup", "backup", map[string]http.HandlerFunc{http.MethodGet: s.backup})
 	s.route(mux, "/", "other", map[string]http.HandlerFunc{})
 	if cfg.Pprof {

@@ -21,7 +21,8 @@ import (
 // the same code at the same index. FUNCTION LIST/DUMP/STATS and the
 // writes are keyless: they go to range 1. Unlike the parameters, range 1
 // keeps no mirror of its own (libraries may be large): a range split off
-// range 1 has none and gets one from the function queue.
+// range 1 gets its mirror from the split entry itself (SplitCopy), at the
+// split's index, so FCALL works in it as soon as it exists.
 const rangeFunctions = 'G'
 
 // fnVersionKey is range 1's version of its libraries (uint64 BE): with
@@ -136,4 +137,35 @@ func cmdFnCopy(x *ctx, args [][]byte) Reply {
 		}
 	}
 	return Int(1)
+}
+
+// SplitCopy writes into b what the right-hand range rhs of a split of
+// range lhs gets besides the copy of lhs's replicated range-local keys
+// (store's applySplit, at the split entry's index): for a split of range
+// 1, a mirror of range 1's libraries as b holds them at that index, with
+// their version. Range 1 keeps no mirror of its own, so the range-local
+// copy carries none, and without this the new range would answer
+// "Function not found" until the function queue copied them. A range
+// other than 1 has its mirror among its range-local keys: nothing to do.
+// Deterministic: it reads only range 1's replicated state, through b, as
+// every replica of range 1 has it at the same index of its log.
+func SplitCopy(b *pebble.Batch, lhs, rhs storage.RangeID) error {
+	if lhs != 1 || rhs == 1 {
+		return nil
+	}
+	version, ok, err := FunctionCopyVersion(b, 1)
+	if err != nil {
+		return err
+	}
+	n := 0
+	err = iterPrefix(b, fnPrefix, func(k, v []byte) error {
+		n++
+		return b.Set(fnCopyKey(rhs, k[len(fnPrefix):]), v, nil)
+	})
+	if err != nil || (!ok && n == 0) {
+		return err
+	}
+	var ver [8]byte
+	binary.BigEndian.PutUint64(ver[:], version)
+	return b.Set(fnCopyKey(rhs, nil), ver[:], nil)
 }

@@ -175,3 +175,32 @@ func CheckQueued(args [][]byte, lim Limits) (Reply, bool) {
 	}
 	return checkWith(d, args, lim, nil)
 }
+
+// RewriteExec returns the KVORUM.EXEC args with each queued command c
+// replaced by f(c) where f reports a change, its watched keys and stamps
+// as they are, and true; args itself and false if f changed none or args
+// is malformed.
+func RewriteExec(args [][]byte, f func(c [][]byte) ([][]byte, bool)) ([][]byte, bool) {
+	queued := execQueued(args)
+	if queued == nil {
+		return args, false
+	}
+	changed := false
+	for i, c := range queued {
+		if nc, ok := f(c); ok {
+			queued[i] = nc
+			changed = true
+		}
+	}
+	if !changed {
+		return args, false
+	}
+	nw, _ := strconv.Atoi(string(args[1]))
+	out := make([][]byte, 0, len(args)+len(queued))
+	out = append(out, args[:2+2*nw]...)
+	for _, c := range queued {
+		out = append(out, strconv.AppendInt(nil, int64(len(c)), 10))
+		out = append(out, c...)
+	}
+	return out, true
+}

@@ -121,26 +121,44 @@ func (n *Node) copyToRanges(ctx context.Context, c copier) *reply.Reply {
 	}
 	var failed *reply.Reply
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, r := range n.localReplicas() {
-		if r.RangeID() == firstRange {
-			continue
-		}
-		wg.Add(1)
-		go func(r *store.Replica) {
-			defer wg.Done()
-			out := make([]reply.Reply, 1)
-			n.execWriteOn(ctx, r, [][][]byte{args}, out)
-			if out[0].Kind == reply.KindError {
-				mu.Lock()
-				e := reply.Error("ERR the change is made in range 1, but copying " + c.what + " to range " + strconv.FormatUint(uint64(r.RangeID()), 10) + " failed (it is retried in the background): " + string(out[0].Str))
-				failed = &e
-				mu.Unlock()
+	// A split of a range in flight may apply before the copy in its log:
+	// its right-hand range then has neither the copy nor (made before it)
+	// the range-local copy of it. After each round, a read barrier on
+	// every range copied to makes this node apply what their logs hold up
+	// to the copy (a split's new range exists here once its split entry is
+	// applied, store.afterCommit), and a range that appeared is copied to
+	// in the next round, until none appears.
+	done := map[storage.RangeID]bool{firstRange: true}
+	for {
+		var todo []*store.Replica
+		for _, r := range n.localReplicas() {
+			if !done[r.RangeID()] {
+				done[r.RangeID()] = true
+				todo = append(todo, r)
 			}
-		}(r)
+		}
+		if len(todo) == 0 || ctx.Err() != nil {
+			return failed
+		}
+		var wg sync.WaitGroup
+		for _, r := range todo {
+			wg.Add(1)
+			go func(r *store.Replica) {
+				defer wg.Done()
+				out := make([]reply.Reply, 1)
+				n.execWriteOn(ctx, r, [][][]byte{args}, out)
+				if out[0].Kind == reply.KindError {
+					mu.Lock()
+					e := reply.Error("ERR the change is made in range 1, but copying " + c.what + " to range " + strconv.FormatUint(uint64(r.RangeID()), 10) + " failed (it is retried in the background): " + string(out[0].Str))
+					failed = &e
+					mu.Unlock()
+					return
+				}
+				_ = n.readBarrierOn(ctx, r)
+			}(r)
+		}
+		wg.Wait()
 	}
-	wg.Wait()
-	return failed
 }
 
 // readCopy reads range 1's state of c and its version from one snapshot

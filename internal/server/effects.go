@@ -128,6 +128,12 @@ func (m *kvMachine) settingsOf(id storage.RangeID) *kv.Settings {
 	return s
 }
 
+// SplitCopy gives the right-hand range of a split what kv adds to the
+// range-local copy (store.SplitCopier: range 1's function libraries).
+func (m *kvMachine) SplitCopy(b *pebble.Batch, lhs, rhs storage.RangeID) error {
+	return kv.SplitCopy(b, lhs, rhs)
+}
+
 // perms checks the calls of scripts run for a user (nil: none).
 func (m *kvMachine) perms() kv.Permissions {
 	if m.acl == nil {

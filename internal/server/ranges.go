@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -173,6 +174,14 @@ func (n *Node) SplitRange(ctx context.Context, rangeID storage.RangeID, sl uint1
 	if r == nil {
 		return nil, nil, &rangeError{http.StatusNotFound, fmt.Errorf("no range %d on node %d (kvorum ctl range list)", rangeID, n.id)}
 	}
+	// A split writes (it copies range-local state and creates a range):
+	// refused up front while this node's disk is nearly full, as its
+	// clients' writes are (disk.go), before a range id is allocated. The
+	// leader of the range refuses it too while its own disk is (the
+	// store's WriteGate, Replica.Split).
+	if e := n.diskRefusal(); e != nil {
+		return nil, nil, &rangeError{http.StatusInsufficientStorage, errors.New(string(e.Str))}
+	}
 	var floor storage.RangeID
 	for _, rep := range n.store.Replicas() {
 		floor = max(floor, rep.RangeID())
@@ -203,9 +212,18 @@ func (n *Node) SplitRange(ctx context.Context, rangeID storage.RangeID, sl uint1
 			return nil, nil, &rangeError{http.StatusConflict, err}
 		case errors.Is(err, store.ErrSplitSlotOutside):
 			return nil, nil, &rangeError{http.StatusBadRequest, err}
+		case isDiskFull(err):
+			return nil, nil, &rangeError{http.StatusInsufficientStorage, err}
 		}
 		return nil, nil, err
 	}
+}
+
+// isDiskFull reports whether err is a refusal of the disk-full write gate
+// (diskRefusal), here or on the node that refused it (its text crossed).
+func isDiskFull(err error) bool {
+	var wr *store.WriteRefusedError
+	return errors.As(err, &wr) || strings.Contains(err.Error(), "ERR disk full on node ")
 }
 
 // nextRangeID allocates a range id greater than floor with
@@ -217,6 +235,13 @@ func (n *Node) nextRangeID(ctx context.Context, floor storage.RangeID) (storage.
 	}
 	out := make([]reply.Reply, 1)
 	n.execWriteOn(ctx, r1, [][][]byte{kv.NextRangeIDCommand(uint64(floor))}, out)
+	if out[0].Kind == reply.KindError {
+		err := fmt.Errorf("allocate a range id on range 1: %s", out[0].Str)
+		if isDiskFull(err) {
+			return 0, &rangeError{http.StatusInsufficientStorage, err}
+		}
+		return 0, err
+	}
 	if out[0].Kind != reply.KindInt || out[0].Int <= int64(floor) {
 		return 0, fmt.Errorf("allocate a range id: unexpected reply %q (kind %v)", out[0].Str, out[0].Kind)
 	}
@@ -298,4 +323,60 @@ func adminDesc(d *storage.Descriptor) admin.RangeDescriptor {
 		out.Replicas = append(out.Replicas, admin.Member{ID: uint64(rep.NodeID), PeerAddr: rep.PeerAddr, Learner: rep.Learner})
 	}
 	return out
+}
+
+// TransferRangeLeader moves range rangeID's leadership to node id and
+// waits until it holds, as this node sees it (`kvorum ctl range
+// transfer-leader`): the other ranges keep their leaders. An unknown range
+// is a 404; a node that is not a voter of the range (not a replica, or a
+// learner) a 400.
+func (n *Node) TransferRangeLeader(ctx context.Context, rangeID storage.RangeID, id uint64) (leader, term uint64, err error) {
+	r := n.store.Replica(rangeID)
+	if r == nil {
+		return 0, 0, &rangeError{http.StatusNotFound, fmt.Errorf("no range %d on node %d (kvorum ctl range list)", rangeID, n.id)}
+	}
+	desc := r.Descriptor()
+	if rep, ok := desc.Replica(storage.NodeID(id)); !ok || rep.Learner {
+		var voters []string
+		for _, v := range desc.Replicas {
+			if !v.Learner {
+				voters = append(voters, strconv.FormatUint(uint64(v.NodeID), 10))
+			}
+		}
+		what := "not a replica"
+		if ok {
+			what = "a learner"
+		}
+		return 0, 0, &rangeError{http.StatusBadRequest, fmt.Errorf("node %d is %s of range %d and cannot lead it (its voters: %s)", id, what, rangeID, strings.Join(voters, ", "))}
+	}
+	if err := n.transferLeaderOf(ctx, rangeID, id); err != nil {
+		if errors.Is(err, admin.ErrUnknownMember) {
+			// The leader's descriptor has it removed already.
+			return 0, 0, &rangeError{http.StatusBadRequest, err}
+		}
+		return 0, 0, err
+	}
+	// The old leader saw the new one; wait until this node does too, so
+	// that what it reports next shows the transfer.
+	for {
+		st := r.Status()
+		if st.Leader == id {
+			return id, st.Term, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, 0, fmt.Errorf("%w: range %d's leadership moved to node %d, but node %d has not seen it: %v", admin.ErrNoLeader, rangeID, id, n.id, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// TransferRangeLeader is the admin API's (POST
+// /v1/ranges/{id}/transfer-leader).
+func (a *adminAPI) TransferRangeLeader(ctx context.Context, rangeID, node uint64) (admin.TransferRangeLeaderResponse, error) {
+	lead, term, err := (*Node)(a).TransferRangeLeader(ctx, storage.RangeID(rangeID), node)
+	if err != nil {
+		return admin.TransferRangeLeaderResponse{}, err
+	}
+	return admin.TransferRangeLeaderResponse{RangeID: rangeID, Leader: lead, Term: term}, nil
 }

@@ -242,7 +242,7 @@ func (n *Node) routeGroups(ctx context.Context, write, count bool, cmds [][][]by
 		run := func(g *routeGroup) {
 			g.out = make([]reply.Reply, len(g.cmds))
 			if g.r.RangeID() != firstRange {
-				g.cmds = n.resolveScripts(g.cmds)
+				g.cmds = n.resolveScripts(ctx, g.cmds)
 			}
 			if write {
 				n.execWriteOn(ctx, g.r, g.cmds, g.out)
@@ -406,38 +406,83 @@ func (n *Node) proposeKeysByRange(ctx context.Context, name string, keys [][]byt
 // other than range 1 by EVAL and EVAL_RO of the body range 1 holds on this
 // node: that range's replicas cannot read range 1's script cache (kv's
 // systemState: they would read it as of different points of range 1's
-// log). An unknown sha is left as it is: the range answers NOSCRIPT, and
-// clients fall back to EVAL, as they do after SCRIPT FLUSH. Inside
-// MULTI/EXEC it is not resolved (NOSCRIPT there), until commands across
-// ranges land (docs/ranges.md §4).
-func (n *Node) resolveScripts(cmds [][][]byte) [][][]byte {
+// log). So are those a transaction queued (KVORUM.EXEC: EVALSHA inside
+// MULTI/EXEC) and those the node wraps (KVORUM.AS for a user with ACL
+// restrictions, KVORUM.OOM over maxmemory). A sha this node does not hold
+// is looked up again after a read barrier on range 1 (a SCRIPT LOAD that
+// replied through another node); still unknown, it is left as it is: the
+// range answers NOSCRIPT (in EXEC's reply array, inside a transaction, as
+// Redis does), and clients fall back to EVAL, as they do after SCRIPT
+// FLUSH.
+func (n *Node) resolveScripts(ctx context.Context, cmds [][][]byte) [][][]byte {
 	var out [][][]byte
+	barrier := false
 	for i, c := range cmds {
-		if len(c) < 2 {
-			continue
-		}
-		var name string
-		switch strings.ToLower(string(c[0])) {
-		case "evalsha":
-			name = "EVAL"
-		case "evalsha_ro":
-			name = "EVAL_RO"
-		default:
-			continue
-		}
-		body, ok, err := kv.ScriptBody(n.db, c[1])
-		if err != nil || !ok {
+		nc, ok := n.resolveScript(ctx, c, &barrier)
+		if !ok {
 			continue
 		}
 		if out == nil {
 			out = slices.Clone(cmds)
 		}
-		nc := slices.Clone(c)
-		nc[0], nc[1] = []byte(name), body
 		out[i] = nc
 	}
 	if out == nil {
 		return cmds
 	}
 	return out
+}
+
+// resolveScript is resolveScripts of one command: the command with its
+// EVALSHA (or the ones it wraps) resolved, and whether any was. barrier:
+// a read barrier on range 1 was taken already (one per run).
+func (n *Node) resolveScript(ctx context.Context, c [][]byte, barrier *bool) ([][]byte, bool) {
+	if len(c) < 2 {
+		return c, false
+	}
+	var name string
+	switch strings.ToLower(string(c[0])) {
+	case "evalsha":
+		name = "EVAL"
+	case "evalsha_ro":
+		name = "EVAL_RO"
+	case "kvorum.exec":
+		return kv.RewriteExec(c, func(q [][]byte) ([][]byte, bool) { return n.resolveScript(ctx, q, barrier) })
+	case "kvorum.as":
+		return n.resolveWrapped(ctx, c, 2, barrier)
+	case "kvorum.oom":
+		return n.resolveWrapped(ctx, c, 1, barrier)
+	default:
+		return c, false
+	}
+	body, ok, err := kv.ScriptBody(n.db, c[1])
+	if err == nil && !ok && !*barrier {
+		*barrier = true
+		// Bounded: a range 1 with no leader costs a NOSCRIPT a second,
+		// not the client's deadline.
+		bctx, cancel := context.WithTimeout(ctx, time.Second)
+		e := n.readBarrierOn(bctx, n.store.Replica(firstRange))
+		cancel()
+		if e == nil {
+			body, ok, err = kv.ScriptBody(n.db, c[1])
+		}
+	}
+	if err != nil || !ok {
+		return c, false
+	}
+	nc := slices.Clone(c)
+	nc[0], nc[1] = []byte(name), body
+	return nc, true
+}
+
+// resolveWrapped resolves the command c wraps from its argument at on.
+func (n *Node) resolveWrapped(ctx context.Context, c [][]byte, at int, barrier *bool) ([][]byte, bool) {
+	if len(c) <= at {
+		return c, false
+	}
+	inner, ok := n.resolveScript(ctx, c[at:], barrier)
+	if !ok {
+		return c, false
+	}
+	return append(slices.Clone(c[:at]), inner...), true
 }

@@ -58,6 +58,12 @@ func (s *Store) SetWriteGate(g WriteGate) {
 	s.writeGate.Store(&g)
 }
 
+// WriteRefusedError is the error of a proposal that is not commands (a
+// split) refused by the store's WriteGate: Msg is the gate's error reply.
+type WriteRefusedError struct{ Msg string }
+
+func (e *WriteRefusedError) Error() string { return e.Msg }
+
 // gate returns the replies of a refused proposal of n commands, or nil.
 func (s *Store) gate(n int) []reply.Reply {
 	g := s.writeGate.Load()

@@ -27,6 +27,16 @@ var (
 	ErrSplitRangeExists = errors.New("store: split: right-hand range id already exists")
 )
 
+// SplitCopier is optionally implemented by a StateMachine that gives the
+// right-hand range of a split more than the copy of the left-hand range's
+// replicated range-local keys. SplitCopy runs at the split entry's apply,
+// on every replica, and writes into b (which holds the round's earlier
+// writes): it must be deterministic, a function of the replicated state
+// of lhs's log alone.
+type SplitCopier interface {
+	SplitCopy(b *pebble.Batch, lhs, rhs storage.RangeID) error
+}
+
 // appliedSplit is one split a round applied: the RHS is created in
 // afterCommit, and then the proposer's waiter (if local) completes.
 type appliedSplit struct {
@@ -48,6 +58,12 @@ func (r *Replica) Split(ctx context.Context, sl uint16, rhs storage.RangeID, gen
 	}
 	if rhs == 0 || r.store.Replica(rhs) != nil {
 		return nil, nil, fmt.Errorf("%w: %d", ErrSplitRangeExists, rhs)
+	}
+	// A split writes (the left-hand range's range-local state is copied,
+	// a range is created): the store's WriteGate refuses it as it refuses
+	// a proposal of commands.
+	if refused := r.store.gate(1); refused != nil {
+		return nil, nil, &WriteRefusedError{Msg: string(refused[0].Str)}
 	}
 	r.mu.Lock()
 	r.wakeLocked()
@@ -193,6 +209,13 @@ func (r *Replica) applySplit(b *pebble.Batch, it *readyItem, e *raftpb.Entry) er
 	}
 	if err := iter.Close(); err != nil {
 		return err
+	}
+	// What the state machine adds (a split of range 1: its function
+	// libraries, which it keeps in no range-local key).
+	if sc, ok := r.store.cfg.StateMachine.(SplitCopier); ok {
+		if err := sc.SplitCopy(b, r.id, rhsID); err != nil {
+			return err
+		}
 	}
 	it.splits = append(it.splits, appliedSplit{rhs: rhs, prop: prop})
 	r.store.log.Info("range split", "range", r.id, "rhs", rhsID, "slot", sp.slot, "index", e.GetIndex(), "generation", lhs.Generation)
