@@ -62,8 +62,20 @@ func (n *Node) countLoad(r *store.Replica, write bool, k int, cmds [][][]byte) {
 	}
 }
 
-// firstKeySlot is the hash slot of args' first key (false: no key).
+// firstKeySlot is the hash slot of args' first key (false: no key): the
+// key at the command's first key position (COMMAND INFO's), without an
+// allocation; for the commands without one (wrappers, EVAL, XREAD, ...),
+// the first key routing finds (kv.EachKey).
 func firstKeySlot(args [][]byte) (sl uint16, ok bool) {
+	if len(args) == 0 {
+		return 0, false
+	}
+	if sp := kv.Lookup(args[0]); sp != nil && sp.FirstKey > 0 {
+		if sp.FirstKey < len(args) {
+			return slot.Of(args[sp.FirstKey]), true
+		}
+		return 0, false
+	}
 	kv.EachKey(args, func(k []byte) bool {
 		sl, ok = slot.Of(k), true
 		return false

@@ -345,3 +345,63 @@ func TestRangeSplitQPSValidate(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCountLoad is the counting point's cost per pipeline of 64 GETs
+// (one countLoad per batch), with splits by load off (no sampling) and on
+// (8 of the 64 commands' slots sampled).
+func BenchmarkCountLoad(b *testing.B) {
+	c := newClusterWith(b, 1, func(uint64, *Config) {})
+	r := c.node(1).store.Replica(firstRange)
+	cmds := make([][][]byte, 64)
+	for i := range cmds {
+		cmds[i] = [][]byte{[]byte("GET"), []byte(fmt.Sprintf("bench:%d", i))}
+	}
+	for _, qps := range []float64{0, 1e12} {
+		b.Run(fmt.Sprintf("qps=%g", qps), func(b *testing.B) {
+			n := &Node{}
+			n.cfg.RangeSplitQPS = qps
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				n.countLoad(r, false, len(cmds), cmds)
+			}
+		})
+	}
+}
+
+// TestFirstKeySlot: the slot sampled for a command is its first key's,
+// by its first key position or, for commands without one, by routing's
+// key search; a command with no key gives none.
+func TestFirstKeySlot(t *testing.T) {
+	args := func(s ...string) [][]byte {
+		var a [][]byte
+		for _, x := range s {
+			a = append(a, []byte(x))
+		}
+		return a
+	}
+	for _, c := range []struct {
+		cmd []string
+		key string // "": no key
+	}{
+		{[]string{"GET", "{a}x"}, "{a}x"},
+		{[]string{"set", "k1", "v"}, "k1"},
+		{[]string{"MSET", "b", "1", "c", "2"}, "b"},
+		{[]string{"EVAL", "return 1", "1", "ek"}, "ek"},
+		{[]string{"XREAD", "STREAMS", "s1", "0"}, "s1"},
+		{[]string{"PING"}, ""},
+		{[]string{"GET"}, ""},
+		{[]string{"NOSUCHCOMMAND", "k"}, ""},
+		{nil, ""},
+	} {
+		sl, ok := firstKeySlot(args(c.cmd...))
+		if c.key == "" {
+			if ok {
+				t.Errorf("%q: slot %d, want none", c.cmd, sl)
+			}
+			continue
+		}
+		if want := slot.Of([]byte(c.key)); !ok || sl != want {
+			t.Errorf("%q: slot %d, %v; want %d (key %q)", c.cmd, sl, ok, want, c.key)
+		}
+	}
+}
