@@ -192,3 +192,45 @@ func TestParseRangeSplitSize(t *testing.T) {
 		}
 	}
 }
+
+// TestParseRangeSplitQPS: --range-split-qps takes a rate (off, 0, by
+// default), and refuses negative rates and non-numbers; --help describes
+// it next to --range-split-size.
+func TestParseRangeSplitQPS(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want float64
+	}{
+		{nil, 0}, // off
+		{[]string{"--range-split-qps", "0"}, 0},
+		{[]string{"--range-split-qps", "2500"}, 2500},
+		{[]string{"--range-split-qps", "0.5"}, 0.5},
+		{[]string{"--range-split-qps", "1e3", "--range-split-size", "64MiB"}, 1000},
+	} {
+		f, err := parseStart(append([]string{"--data-dir", "/d"}, c.args...), nil)
+		if err != nil || f.cfg.RangeSplitQPS != c.want {
+			t.Errorf("%v: RangeSplitQPS %v, %v; want %v", c.args, f.cfg.RangeSplitQPS, err, c.want)
+		}
+	}
+	for _, c := range []struct{ arg, msg string }{
+		{"-1", "must be a non-negative number"},
+		{"-0.5", "must be a non-negative number"},
+		{"NaN", "must be a non-negative number"},
+		{"+Inf", "must be a non-negative number"},
+		{"lots", "invalid value"},
+	} {
+		_, err := parseStart([]string{"--data-dir", "/d", "--range-split-qps", c.arg}, nil)
+		if err == nil || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("--range-split-qps %s: %v, want an error with %q", c.arg, err, c.msg)
+		}
+	}
+	_, out, _ := runCmd("start", "--help")
+	for _, want := range []string{"--range-split-qps N", "halves its sampled load", "not those sent to other nodes", "CROSSRANGE"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("start --help lacks %q:\n%s", want, out)
+		}
+	}
+	if i, j := strings.Index(out, "--range-split-size"), strings.Index(out, "--range-split-qps"); i < 0 || j < i {
+		t.Errorf("start --help: --range-split-qps not after --range-split-size")
+	}
+}

@@ -49,7 +49,7 @@ a single-node cluster. A restarted node needs only --data-dir.`,
 		{"Raft", []string{"tick-interval", "election-ticks", "heartbeat-ticks", "snapshot-threshold"}},
 		{"Clients (sizes accept K, M, G suffixes: powers of 1024)", []string{"request-timeout", "max-key-size", "max-value-size", "max-args", "max-frame-size", "max-clients"}},
 		{"Storage", []string{"min-free-disk", "cache-size", "memtable-size", "record-cache", "read-cache"}},
-		{"Ranges", []string{"range-split-size"}},
+		{"Ranges", []string{"range-split-size", "range-split-qps"}},
 		{"Logging", []string{"log-level", "log-format"}},
 		peerTLSFlagGroup,
 		orchestrationFlagGroup,
@@ -110,6 +110,7 @@ func newStartFlags() *startFlags {
 	f.readCache = server.DefaultReadCache
 	fs.Var(sizeValue{&f.readCache}, "read-cache", "`SIZE` of the read cache: whole records (values included) of recently read\nkeys, which reads serve without a storage-engine lookup and writes replace as\nthey are applied; resident memory on top of --cache-size; 0 turns it off")
 	fs.Var(sizeValue{&f.rangeSplitSize}, "range-split-size", "split a range this node leads once its data grows past `SIZE`, at the hash\nslot that halves it by bytes (a single slot never splits); 0 is off (TiKV's\ndefault is 96MiB); turn on only if your multi-key commands, MULTI/EXEC and\nscripts use hash tags, see README 'Keys, slots and ranges': across ranges\nthey answer CROSSRANGE; at least 1MiB")
+	fs.Float64Var(&c.RangeSplitQPS, "range-split-qps", 0, "split a range this node leads once its load stays above `N` commands (reads and\nwrites) a second for 10s, at the hash slot that halves its sampled load (a\nsingle hot slot never splits); the load is the commands clients sent to this\nnode for the range, not those sent to other nodes; 0 is off: as for\n--range-split-size, across ranges multi-key commands answer CROSSRANGE")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "`LEVEL` of logs written to stderr: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "`FORMAT` of logs: text or json")
 	addPeerTLSFlags(fs, &c.PeerTLS)
@@ -225,6 +226,9 @@ func parseStart(args []string, stdout io.Writer) (*startFlags, error) {
 	}
 	c.RangeSplitSize = int64(f.rangeSplitSize)
 	if err := server.ValidateRangeSplitSize(c.RangeSplitSize); err != nil {
+		return nil, bad("%v", err)
+	}
+	if err := server.ValidateRangeSplitQPS(c.RangeSplitQPS); err != nil {
 		return nil, bad("%v", err)
 	}
 	if set["min-free-disk"] {

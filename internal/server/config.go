@@ -204,6 +204,18 @@ type Config struct {
 	// At least MinRangeSplitSize; negative is an error.
 	RangeSplitSize int64
 
+	// RangeSplitQPS, when positive, turns on splits by load: a range this
+	// node leads whose client commands (reads and writes) counted on this
+	// node stay above this many per second for the whole load window (10
+	// s, ranges_load.go) is split by the split queue at the hash slot that
+	// halves its sampled load (ranges_splitqueue.go, docs/ranges.md §5).
+	// The load is this node's count only: the commands clients sent to
+	// it, including those it forwarded to the leader; not the commands
+	// other nodes forwarded to it (those nodes count them). 0, the
+	// default, is off, for the same reason as RangeSplitSize (CROSSRANGE).
+	// Negative is an error.
+	RangeSplitQPS float64
+
 	// Unsafe switches off a safety mechanism on purpose. They exist only so
 	// that the fault suites (internal/torture, docs/reliability.md) can show
 	// that they catch the violations that follow; never set them on a node
@@ -223,6 +235,10 @@ type Config struct {
 	// RangeSplitSize be below MinRangeSplitSize. Tests set them.
 	testSplitQueueEvery   time.Duration
 	testAnyRangeSplitSize bool
+	// testLoadSplitWindow, if set, replaces loadWindow as the span over
+	// which a range's load must stay above RangeSplitQPS (at most
+	// loadWindow). Tests shorten it.
+	testLoadSplitWindow time.Duration
 }
 
 // Unsafe lists the deliberate breakages the fault suites test themselves
@@ -331,6 +347,9 @@ func (c *Config) Validate() error {
 		return errors.New("--initial-cluster and --join are mutually exclusive")
 	}
 	if err := ValidateRangeSplitSize(c.RangeSplitSize); err != nil && !(c.testAnyRangeSplitSize && c.RangeSplitSize > 0) {
+		return err
+	}
+	if err := ValidateRangeSplitQPS(c.RangeSplitQPS); err != nil {
 		return err
 	}
 	if strings.IndexFunc(c.SentinelMasterName, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {

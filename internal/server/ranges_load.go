@@ -4,6 +4,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kvorum/kvorum/internal/kv"
+	"github.com/kvorum/kvorum/internal/slot"
 	"github.com/kvorum/kvorum/internal/storage"
 	"github.com/kvorum/kvorum/internal/store"
 )
@@ -28,6 +30,14 @@ import (
 //
 // The counters live on the replica (store.Load): one atomic add per range
 // per batch, no lock. The rates are sampled once a second (rangeLoadLoop).
+//
+// With splits by load on (Config.RangeSplitQPS), one counted command in
+// store.LoadSampleEvery also has the hash slot of its first key recorded
+// into the replica's ring of slot samples (store.Load.RecordSlot: one
+// more atomic add, no lock, no allocation); the split queue splits a
+// range at the weighted median of those slots (chooseLoadSplitSlot).
+// Commands with no key (and the fan-out commands) count but give no
+// sample. With splits by load off nothing is sampled.
 
 // loadWindow is the span the rates are averaged over.
 const loadWindow = 10 * time.Second
@@ -35,9 +45,42 @@ const loadWindow = 10 * time.Second
 // loadSampleEvery is how often rangeLoadLoop samples the counters.
 const loadSampleEvery = time.Second
 
-// countLoad counts k commands executed for r's range (see above).
-func countLoad(r *store.Replica, write bool, k int) {
-	r.Load().Add(write, k)
+// countLoad counts k commands executed for r's range (see above). cmds
+// are the commands counted (or the run they were answered from, of which
+// k were: the samples are taken from it, close enough); nil: none to
+// sample.
+func (n *Node) countLoad(r *store.Replica, write bool, k int, cmds [][][]byte) {
+	l := r.Load()
+	if n.cfg.RangeSplitQPS <= 0 || len(cmds) == 0 {
+		l.Add(write, k)
+		return
+	}
+	for i := l.AddSampled(write, k); i < k; i += store.LoadSampleEvery {
+		if sl, ok := firstKeySlot(cmds[i%len(cmds)]); ok {
+			l.RecordSlot(sl)
+		}
+	}
+}
+
+// firstKeySlot is the hash slot of args' first key (false: no key): the
+// key at the command's first key position (COMMAND INFO's), without an
+// allocation; for the commands without one (wrappers, EVAL, XREAD, ...),
+// the first key routing finds (kv.EachKey).
+func firstKeySlot(args [][]byte) (sl uint16, ok bool) {
+	if len(args) == 0 {
+		return 0, false
+	}
+	if sp := kv.Lookup(args[0]); sp != nil && sp.FirstKey > 0 {
+		if sp.FirstKey < len(args) {
+			return slot.Of(args[sp.FirstKey]), true
+		}
+		return 0, false
+	}
+	kv.EachKey(args, func(k []byte) bool {
+		sl, ok = slot.Of(k), true
+		return false
+	})
+	return sl, ok
 }
 
 // countOne counts one command given to its range outside the routed runs
@@ -47,7 +90,16 @@ func (n *Node) countOne(args [][]byte) {
 	if cross || r == nil {
 		return
 	}
-	countLoad(r, isWrite(args), 1)
+	l, write := r.Load(), isWrite(args)
+	if n.cfg.RangeSplitQPS <= 0 {
+		l.Add(write, 1)
+		return
+	}
+	if l.AddSampled(write, 1) == 0 {
+		if sl, ok := firstKeySlot(args); ok {
+			l.RecordSlot(sl)
+		}
+	}
 }
 
 // loadSample is a replica's counters at one moment.
@@ -122,6 +174,40 @@ func (l *loadRates) rate(r *store.Replica, now time.Time) (readsPerSec, writesPe
 		return 0, 0
 	}
 	return float64(rd-first.reads) / dt, float64(wr-first.writes) / dt
+}
+
+// sustained returns the lowest rate of r's commands (reads and writes
+// together) per second between two consecutive samples over the last
+// window (at most loadWindow) before the newest sample, and whether the
+// samples cover that window (within half a sampling interval): a range
+// whose lowest rate is above a limit has been above it for the whole
+// window, not in one burst.
+func (l *loadRates) sustained(r *store.Replica, window time.Duration) (minRate float64, covered bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	g := l.rings[r.RangeID()]
+	if g == nil || g.rep != r || len(g.samples) < 2 {
+		return 0, false
+	}
+	last := g.samples[len(g.samples)-1]
+	minRate = -1
+	i := len(g.samples) - 1
+	for ; i > 0; i-- {
+		a, b := g.samples[i-1], g.samples[i]
+		dt := b.at.Sub(a.at).Seconds()
+		if dt <= 0 || b.reads < a.reads || b.writes < a.writes {
+			return 0, false
+		}
+		rate := float64(b.reads-a.reads+b.writes-a.writes) / dt
+		if minRate < 0 || rate < minRate {
+			minRate = rate
+		}
+		if last.at.Sub(a.at) >= window {
+			break
+		}
+	}
+	first := g.samples[max(i-1, 0)]
+	return minRate, last.at.Sub(first.at) >= window-loadSampleEvery/2
 }
 
 // rangeLoadLoop samples the ranges' counters once a second until the node

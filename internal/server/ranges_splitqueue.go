@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -46,8 +47,28 @@ func ValidateRangeSplitSize(size int64) error {
 	return nil
 }
 
-// splitQueue is the split queue's state: its metrics and which ranges it
-// has already reported as too large but unsplittable.
+// ValidateRangeSplitQPS checks Config.RangeSplitQPS (`kvorum start
+// --range-split-qps`): 0 is off, negative (or not a number) is an error.
+func ValidateRangeSplitQPS(qps float64) error {
+	if qps < 0 || math.IsNaN(qps) || math.IsInf(qps, 0) {
+		return fmt.Errorf("--range-split-qps must be a non-negative number of commands per second (0 turns splits by load off), got %v", qps)
+	}
+	return nil
+}
+
+// loadSplitMinSamples is how many slot samples inside a range the queue
+// wants before it splits the range by load (fewer: it waits for more).
+const loadSplitMinSamples = 32
+
+// loadSplitMinShare is the smallest share of the sampled load the lighter
+// half of a split by load may get: below it the load sits on one slot
+// (more than 1-2*loadSplitMinShare of the samples), and splitting would
+// only peel cold slots off the hot one.
+const loadSplitMinShare = 0.1
+
+// splitQueue is the split queue's state: its metrics, which ranges it
+// has already reported as unsplittable, and when it first saw each
+// range's generation (splits by load wait a load window after a change).
 type splitQueue struct {
 	splits       *prometheus.CounterVec
 	unsplittable prometheus.Gauge
@@ -55,30 +76,43 @@ type splitQueue struct {
 	// unsplittable (each range and generation counted and logged once).
 	unsplittableSeen prometheus.Counter
 
-	mu     sync.Mutex
-	logged map[storage.RangeID]uint64 // range -> generation already reported unsplittable
+	mu         sync.Mutex
+	logged     map[storage.RangeID]uint64 // range -> generation already reported unsplittable
+	loggedLoad map[storage.RangeID]uint64 // the same, by load
+	genSince   map[storage.RangeID]genSeen
+}
+
+// genSeen is a range's generation and when the queue first saw it.
+type genSeen struct {
+	gen   uint64
+	since time.Time
 }
 
 func newSplitQueue(reg prometheus.Registerer) *splitQueue {
 	q := &splitQueue{
 		splits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kvorum_range_splits_total",
-			Help: "Ranges this node split by itself, by reason (size: the split queue, --range-split-size). Splits by hand are not counted."},
+			Help: "Ranges this node split by itself, by reason (size: the split queue, --range-split-size; load: --range-split-qps). Splits by hand are not counted."},
 			[]string{"reason"}),
 		unsplittable: prometheus.NewGauge(prometheus.GaugeOpts{Name: "kvorum_range_unsplittable",
-			Help: "Ranges this node leads that are larger than --range-split-size but cannot split (one hash slot), as of the split queue's last round."}),
+			Help: "Ranges this node leads that are larger than --range-split-size, or busier than --range-split-qps, but cannot split (one hash slot; by load: the load on one slot), as of the split queue's last round."}),
 		unsplittableSeen: prometheus.NewCounter(prometheus.CounterOpts{Name: "kvorum_range_unsplittable_total",
-			Help: "Ranges (counted once per range and generation) the split queue found larger than --range-split-size but unsplittable (one hash slot)."}),
-		logged: map[storage.RangeID]uint64{},
+			Help: "Ranges (counted once per range, generation and reason) the split queue found larger than --range-split-size, or busier than --range-split-qps, but unsplittable (one hash slot; by load: the load on one slot)."}),
+		logged:     map[storage.RangeID]uint64{},
+		loggedLoad: map[storage.RangeID]uint64{},
+		genSince:   map[storage.RangeID]genSeen{},
 	}
 	q.splits.WithLabelValues("size") // exported as 0 before the first split
+	q.splits.WithLabelValues("load")
 	reg.MustRegister(q.splits, q.unsplittable, q.unsplittableSeen)
 	return q
 }
 
 // splitQueueLoop splits the ranges this node leads that have grown past
 // Config.RangeSplitSize (docs/ranges.md §5, split queue), at a slot that
-// halves them by bytes. Off (it returns at once) when RangeSplitSize is 0,
-// the default: a multi-key command across ranges answers CROSSRANGE until
+// halves them by bytes, and those whose load stays above
+// Config.RangeSplitQPS, at a slot that halves their sampled load
+// (splitByLoadRound). Off (it returns at once) when both are 0, the
+// default: a multi-key command across ranges answers CROSSRANGE until
 // the cross-range commit protocol lands.
 //
 // The size is Pebble's EstimateDiskUsage over the range's span: flushed
@@ -91,7 +125,7 @@ func newSplitQueue(reg prometheus.Registerer) *splitQueue {
 // the wait up to splitQueueMaxBackoff.
 func (n *Node) splitQueueLoop() {
 	defer n.bg.Done()
-	if n.cfg.RangeSplitSize <= 0 {
+	if n.cfg.RangeSplitSize <= 0 && n.cfg.RangeSplitQPS <= 0 {
 		return
 	}
 	every := splitQueueEvery
@@ -127,8 +161,9 @@ func (n *Node) splitQueueLoop() {
 }
 
 // splitQueueRound is one round of splitQueueLoop: every range this node
-// leads that is larger than RangeSplitSize is split once, one after the
-// other. It stops at the first failed split.
+// leads that is larger than RangeSplitSize, or else busier than
+// RangeSplitQPS (splitByLoad), is split once, one after the other. It
+// stops at the first failed split.
 func (n *Node) splitQueueRound(ctx context.Context) error {
 	limit := uint64(n.cfg.RangeSplitSize)
 	q := n.splitQ
@@ -136,6 +171,7 @@ func (n *Node) splitQueueRound(ctx context.Context) error {
 	slices.SortFunc(reps, func(a, b *store.Replica) int { return cmp.Compare(a.RangeID(), b.RangeID()) })
 	unsplittable := 0
 	defer func() { q.unsplittable.Set(float64(unsplittable)) }()
+	q.forgetGone(reps)
 	for _, r := range reps {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -147,8 +183,18 @@ func (n *Node) splitQueueRound(ctx context.Context) error {
 		if desc == nil || desc.StartSlot >= desc.EndSlot {
 			continue // uninitialized
 		}
-		size := n.spanSize(desc, desc.StartSlot, desc.EndSlot)
-		if size <= limit {
+		var size uint64
+		if limit > 0 {
+			size = n.spanSize(desc, desc.StartSlot, desc.EndSlot)
+		}
+		if size <= limit { // not too large (or splits by size off): by load?
+			unsplit, err := n.splitByLoad(ctx, r, desc)
+			if unsplit {
+				unsplittable++
+			}
+			if err != nil {
+				return err
+			}
 			continue
 		}
 		sl, ok := chooseSplitSlot(desc.StartSlot, desc.EndSlot, splitQueueProbes, func(lo, hi uint16) (uint64, bool) {
@@ -185,6 +231,155 @@ func (n *Node) splitBySize(ctx context.Context, desc *storage.Descriptor, sl uin
 		"limit", n.cfg.RangeSplitSize, "lhs", fmt.Sprintf("[%d, %d)", lhs.StartSlot, lhs.EndSlot),
 		"rhs_range", uint64(rhs.RangeID), "rhs", fmt.Sprintf("[%d, %d)", rhs.StartSlot, rhs.EndSlot))
 	return nil
+}
+
+// splitByLoad splits r's range (desc) at the slot that halves its sampled
+// load if splits by load are on and its load, as this node counts it
+// (ranges_load.go: the client commands sent to this node), stayed above
+// RangeSplitQPS over the whole load window, and its generation is at
+// least that old (after a split, the window must hold the new range's
+// load only). unsplittable: the range is that busy but its load sits on
+// one slot (chooseLoadSplitSlot), reported once per generation.
+func (n *Node) splitByLoad(ctx context.Context, r *store.Replica, desc *storage.Descriptor) (unsplittable bool, err error) {
+	qps := n.cfg.RangeSplitQPS
+	if qps <= 0 {
+		return false, nil
+	}
+	window := loadWindow
+	if w := n.cfg.testLoadSplitWindow; w > 0 && w < window {
+		window = w
+	}
+	q := n.splitQ
+	now := time.Now()
+	q.mu.Lock()
+	g, ok := q.genSince[desc.RangeID]
+	if !ok || g.gen != desc.Generation {
+		g = genSeen{gen: desc.Generation, since: now}
+		q.genSince[desc.RangeID] = g
+	}
+	q.mu.Unlock()
+	if now.Sub(g.since) < window {
+		return false, nil
+	}
+	rate, covered := n.load.sustained(r, window)
+	if !covered || rate <= qps {
+		return false, nil
+	}
+	samples := inRange(r.Load().SlotSamples(nil), desc.StartSlot, desc.EndSlot)
+	if len(samples) < loadSplitMinSamples {
+		return false, nil // too few yet: the next round looks again
+	}
+	sl, ok := chooseLoadSplitSlot(desc.StartSlot, desc.EndSlot, samples, loadSplitMinShare)
+	if !ok {
+		q.reportUnsplittableLoad(n, desc, rate)
+		return true, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
+	defer cancel()
+	lhs, rhs, err := n.SplitRange(cctx, desc.RangeID, sl)
+	if err != nil {
+		if errors.Is(err, store.ErrSplitStaleGeneration) || errors.Is(err, store.ErrSplitSlotOutside) {
+			n.cfg.Logger.Info("automatic range split skipped: the range changed", "range", uint64(desc.RangeID), "slot", sl, "err", err)
+			return false, nil
+		}
+		return false, fmt.Errorf("split range %d by load at slot %d (%.0f commands/s): %w", desc.RangeID, sl, rate, err)
+	}
+	q.splits.WithLabelValues("load").Inc()
+	n.cfg.Logger.Info("split a range by load", "range", uint64(desc.RangeID), "slot", sl, "commands_per_sec", rate,
+		"limit", qps, "samples", len(samples), "lhs", fmt.Sprintf("[%d, %d)", lhs.StartSlot, lhs.EndSlot),
+		"rhs_range", uint64(rhs.RangeID), "rhs", fmt.Sprintf("[%d, %d)", rhs.StartSlot, rhs.EndSlot))
+	return false, nil
+}
+
+// inRange keeps the slots of s in [start, end), in place.
+func inRange(s []uint16, start, end uint16) []uint16 {
+	return slices.DeleteFunc(s, func(sl uint16) bool { return sl < start || sl >= end })
+}
+
+// chooseLoadSplitSlot picks the slot at which to split the range [start,
+// end) so that both halves get about the same share of the sampled load
+// (samples: the hash slots of sampled commands, inside the range; it
+// sorts them): the weighted median, as CockroachDB's load-based splitter
+// picks the median of its sampled keys. Of the boundaries that divide the
+// samples closest to half, all between the same two sampled slots a < b
+// (any s in [a+1, b]), it returns the middle one, so the unsampled slots
+// between two hot regions are shared out. start < slot < end: it never
+// cuts a slot. ok is false for a range of one slot, no samples, samples
+// all in one slot, or when the lighter half would get less than minShare
+// of them (the load sits on one slot: splitting would only peel cold
+// slots off it).
+func chooseLoadSplitSlot(start, end uint16, samples []uint16, minShare float64) (sl uint16, ok bool) {
+	if int(end)-int(start) < 2 || len(samples) == 0 {
+		return 0, false
+	}
+	slices.Sort(samples)
+	total := len(samples)
+	bestDist, bestI := total+1, -1
+	// Boundaries between distinct sampled slots: samples[:i] on the left.
+	for i := 1; i < total; i++ {
+		if samples[i] == samples[i-1] {
+			continue
+		}
+		d := 2*i - total
+		if d < 0 {
+			d = -d
+		}
+		if d < bestDist {
+			bestDist, bestI = d, i
+		}
+	}
+	if bestI < 0 {
+		return 0, false // every sample in one slot
+	}
+	lighter := min(bestI, total-bestI)
+	if float64(lighter) < minShare*float64(total) {
+		return 0, false
+	}
+	lo, hi := int(samples[bestI-1])+1, int(samples[bestI]) // any s in [lo, hi]
+	s := lo + (hi-lo)/2
+	s = max(s, int(start)+1)
+	s = min(s, int(end)-1)
+	return uint16(s), true
+}
+
+// reportUnsplittableLoad logs and counts, once per range and generation,
+// a range busier than RangeSplitQPS whose load sits on one slot.
+func (q *splitQueue) reportUnsplittableLoad(n *Node, desc *storage.Descriptor, rate float64) {
+	q.mu.Lock()
+	gen, seen := q.loggedLoad[desc.RangeID]
+	if !seen || gen != desc.Generation {
+		q.loggedLoad[desc.RangeID] = desc.Generation
+	}
+	q.mu.Unlock()
+	if seen && gen == desc.Generation {
+		return
+	}
+	q.unsplittableSeen.Inc()
+	n.cfg.Logger.Warn("range is busier than --range-split-qps but its load sits on a single hash slot, which cannot split (spread the hot keys over more hash tags)",
+		"range", uint64(desc.RangeID), "slots", fmt.Sprintf("[%d, %d)", desc.StartSlot, desc.EndSlot), "commands_per_sec", rate, "limit", n.cfg.RangeSplitQPS)
+}
+
+// forgetGone drops the queue's per-range state of the ranges no longer
+// held (reps: the ones held).
+func (q *splitQueue) forgetGone(reps []*store.Replica) {
+	held := make(map[storage.RangeID]bool, len(reps))
+	for _, r := range reps {
+		held[r.RangeID()] = true
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, m := range []map[storage.RangeID]uint64{q.logged, q.loggedLoad} {
+		for id := range m {
+			if !held[id] {
+				delete(m, id)
+			}
+		}
+	}
+	for id := range q.genSince {
+		if !held[id] {
+			delete(q.genSince, id)
+		}
+	}
 }
 
 // reportUnsplittable logs and counts, once per range and generation, a

@@ -127,7 +127,7 @@ func (n *Node) execWriteRun(ctx context.Context, count bool, cmds [][][]byte, ou
 			}
 		}
 		if count {
-			countLoad(r1, true, len(cmds)-len(idx))
+			n.countLoad(r1, true, len(cmds)-len(idx), cmds)
 		}
 		if len(idx) > 0 {
 			sub := make([][][]byte, len(idx))
@@ -169,7 +169,7 @@ func (n *Node) execReadRun(ctx context.Context, count bool, cmds [][][]byte, out
 		}
 		if !n.execReadOn(ctx, r, desc, cmds, out) {
 			if count {
-				countLoad(r, false, len(cmds))
+				n.countLoad(r, false, len(cmds), cmds)
 			}
 			return
 		}
@@ -282,7 +282,7 @@ func (n *Node) routeGroups(ctx context.Context, write, count bool, cmds [][][]by
 				}
 			}
 			if count {
-				countLoad(g.r, write, answered)
+				n.countLoad(g.r, write, answered, g.cmds)
 			}
 		}
 		if len(pending) > 0 {
@@ -315,7 +315,7 @@ func (n *Node) execFanOut(ctx context.Context, write, count bool, args [][]byte,
 	reps := n.localReplicas()
 	if count {
 		for _, r := range reps {
-			countLoad(r, write, 1)
+			n.countLoad(r, write, 1, nil)
 		}
 	}
 	outs := make([]reply.Reply, len(reps))

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -14,10 +15,19 @@ import (
 //
 //	go test ./internal/server -run '^$' -bench RouterPipeline -benchtime 2000x
 func BenchmarkRouterPipeline(b *testing.B) {
+	// op "-sampled": splits by load on at a rate never reached, so that
+	// one command in 8 has its slot sampled (ranges_load.go).
 	for _, ranges := range []int{1, 4} {
-		for _, op := range []string{"get", "set"} {
+		for _, op := range []string{"get", "set", "get-sampled", "set-sampled"} {
 			b.Run(fmt.Sprintf("ranges=%d/%s", ranges, op), func(b *testing.B) {
-				c := newClusterWith(b, 3, func(_ uint64, cfg *Config) { cfg.testRanges = ranges })
+				sampled := strings.HasSuffix(op, "-sampled")
+				op := strings.TrimSuffix(op, "-sampled")
+				c := newClusterWith(b, 3, func(_ uint64, cfg *Config) {
+					cfg.testRanges = ranges
+					if sampled {
+						cfg.RangeSplitQPS = 1e12
+					}
+				})
 				defer c.stopAll()
 				lead := c.waitLeader()
 				ctx := testCtx(b, 5*time.Minute)
