@@ -158,7 +158,10 @@ func TestRangesConfigCopyDeterministic(t *testing.T) {
 							redis.Z{Score: 4, Member: "d"}, redis.Z{Score: 5, Member: "e"})
 					}
 				}
-				if _, err := pipe.Exec(ctx); err != nil {
+				// The writes are load; under the race detector on two
+				// cores one may time out (UNCERTAIN): that changes nothing
+				// the test checks, which is that the ranges converge.
+				if _, err := pipe.Exec(ctx); err != nil && !strings.Contains(err.Error(), "UNCERTAIN") {
 					errs <- err
 					return
 				}
