@@ -345,18 +345,26 @@ func chooseLoadSplitSlot(start, end uint16, samples []uint16, minShare float64) 
 // reportUnsplittableLoad logs and counts, once per range and generation,
 // a range busier than RangeSplitQPS whose load sits on one slot.
 func (q *splitQueue) reportUnsplittableLoad(n *Node, desc *storage.Descriptor, rate float64) {
-	q.mu.Lock()
-	gen, seen := q.loggedLoad[desc.RangeID]
-	if !seen || gen != desc.Generation {
-		q.loggedLoad[desc.RangeID] = desc.Generation
-	}
-	q.mu.Unlock()
-	if seen && gen == desc.Generation {
+	if !q.firstReport(q.loggedLoad, desc) {
 		return
 	}
-	q.unsplittableSeen.Inc()
 	n.cfg.Logger.Warn("range is busier than --range-split-qps but its load sits on a single hash slot, which cannot split (spread the hot keys over more hash tags)",
 		"range", uint64(desc.RangeID), "slots", fmt.Sprintf("[%d, %d)", desc.StartSlot, desc.EndSlot), "commands_per_sec", rate, "limit", n.cfg.RangeSplitQPS)
+}
+
+// firstReport records desc's generation in logged (q.logged or
+// q.loggedLoad) and reports whether it is the first report of this range
+// and generation there, counting it in kvorum_range_unsplittable_total.
+func (q *splitQueue) firstReport(logged map[storage.RangeID]uint64, desc *storage.Descriptor) bool {
+	q.mu.Lock()
+	gen, seen := logged[desc.RangeID]
+	logged[desc.RangeID] = desc.Generation
+	q.mu.Unlock()
+	if seen && gen == desc.Generation {
+		return false
+	}
+	q.unsplittableSeen.Inc()
+	return true
 }
 
 // forgetGone drops the queue's per-range state of the ranges no longer
@@ -385,16 +393,9 @@ func (q *splitQueue) forgetGone(reps []*store.Replica) {
 // reportUnsplittable logs and counts, once per range and generation, a
 // range too large to keep that cannot split: a single hash slot.
 func (q *splitQueue) reportUnsplittable(n *Node, desc *storage.Descriptor, size uint64) {
-	q.mu.Lock()
-	gen, seen := q.logged[desc.RangeID]
-	if !seen || gen != desc.Generation {
-		q.logged[desc.RangeID] = desc.Generation
-	}
-	q.mu.Unlock()
-	if seen && gen == desc.Generation {
+	if !q.firstReport(q.logged, desc) {
 		return
 	}
-	q.unsplittableSeen.Inc()
 	n.cfg.Logger.Warn("range is larger than --range-split-size but holds a single hash slot, which cannot split (spread its keys over more hash tags)",
 		"range", uint64(desc.RangeID), "slot", desc.StartSlot, "bytes", size, "limit", n.cfg.RangeSplitSize)
 }
