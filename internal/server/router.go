@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"slices"
@@ -440,17 +441,19 @@ func (n *Node) resolveScript(ctx context.Context, c [][]byte, barrier *bool) ([]
 	if len(c) < 2 {
 		return c, false
 	}
+	// bytes.EqualFold, not a lower-cased copy: every command routed to a
+	// range other than 1 passes here, and must not allocate to say no.
 	var name string
-	switch strings.ToLower(string(c[0])) {
-	case "evalsha":
+	switch cmd := c[0]; {
+	case bytes.EqualFold(cmd, []byte("evalsha")):
 		name = "EVAL"
-	case "evalsha_ro":
+	case bytes.EqualFold(cmd, []byte("evalsha_ro")):
 		name = "EVAL_RO"
-	case "kvorum.exec":
+	case bytes.EqualFold(cmd, []byte("kvorum.exec")):
 		return kv.RewriteExec(c, func(q [][]byte) ([][]byte, bool) { return n.resolveScript(ctx, q, barrier) })
-	case "kvorum.as":
+	case bytes.EqualFold(cmd, []byte("kvorum.as")):
 		return n.resolveWrapped(ctx, c, 2, barrier)
-	case "kvorum.oom":
+	case bytes.EqualFold(cmd, []byte("kvorum.oom")):
 		return n.resolveWrapped(ctx, c, 1, barrier)
 	default:
 		return c, false

@@ -592,3 +592,15 @@ func TestRangesMisrouteRetried(t *testing.T) {
 		t.Fatalf("only %d commands misrouted", misrouted.Load())
 	}
 }
+
+// TestResolveScriptsNoAlloc: a run with no EVALSHA goes through
+// resolveScripts (every run routed to a range other than 1 does) without
+// an allocation, whatever the case of its command names.
+func TestResolveScriptsNoAlloc(t *testing.T) {
+	n := &Node{}
+	cmds := [][][]byte{{[]byte("SET"), []byte("k"), []byte("v")}, {[]byte("get"), []byte("k")}, {[]byte("HSet"), []byte("h"), []byte("f"), []byte("v")}}
+	ctx := context.Background()
+	if a := testing.AllocsPerRun(100, func() { n.resolveScripts(ctx, cmds) }); a != 0 {
+		t.Fatalf("resolveScripts of a run without EVALSHA: %v allocations", a)
+	}
+}
