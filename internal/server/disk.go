@@ -155,6 +155,10 @@ func (n *Node) pollDisk() {
 	}
 }
 
+// diskFullPrefix starts the gate's error reply (diskRefusal), which a
+// node a write was forwarded to sends back as a reply.
+const diskFullPrefix = "ERR disk full on node "
+
 // diskRefusal returns the error reply for a write while the disk is nearly
 // full, nil otherwise, and counts refusals.
 func (n *Node) diskRefusal() *reply.Reply {
@@ -163,7 +167,7 @@ func (n *Node) diskRefusal() *reply.Reply {
 		return nil
 	}
 	d.refused.Add(1)
-	r := reply.Error(fmt.Sprintf("ERR disk full on node %d: %s free, below --min-free-disk %s; writes are refused until space is freed (reads still work)",
+	r := reply.Error(fmt.Sprintf(diskFullPrefix+"%d: %s free, below --min-free-disk %s; writes are refused until space is freed (reads still work)",
 		uint64(n.id), humanBytes(d.avail.Load()), humanBytes(d.min.Load())))
 	return &r
 }

@@ -37,6 +37,7 @@ import (
 //	4 text           the error's text, to the end (an error with no code)
 //	19 storage       errno, op, path, cause text [message]: a *store.StorageError
 //	20..22           [message]: the split errors, as 2..18
+//	23               [message]: a write the store's gate refused (disk full), as 2..18
 //
 // message is the error's text where it says more than the bare typed error
 // (a sentinel wrapped with context, "add learner 4: store: ..."): the
@@ -82,6 +83,7 @@ var wireSentinels = []struct {
 	{20, store.ErrSplitStaleGeneration},
 	{21, store.ErrSplitSlotOutside},
 	{22, store.ErrSplitRangeExists},
+	{23, store.ErrWriteRefused},
 }
 
 // appendError appends the encoding of err (not nil) to b.

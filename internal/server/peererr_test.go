@@ -165,3 +165,18 @@ func TestForwardedMembershipErrorsAreTyped(t *testing.T) {
 		t.Errorf("unexpected identity: %v", err)
 	}
 }
+
+// TestPeerErrorWriteRefused: a split refused by the leader's write gate
+// (store.WriteRefusedError) crosses the peer wire as store.ErrWriteRefused
+// with the gate's text, so the node that forwarded it tells a full disk
+// (isDiskFull, HTTP 507) by type, not by its text.
+func TestPeerErrorWriteRefused(t *testing.T) {
+	msg := "ERR disk full on node 2: 1 MiB free"
+	got, ok := decodeError(appendError(nil, &store.WriteRefusedError{Msg: msg}))
+	if !ok || !isDiskFull(got) || got.Error() != msg {
+		t.Fatalf("rebuilt %v (%T): isDiskFull %v", got, got, isDiskFull(got))
+	}
+	if isDiskFull(errors.New(msg)) {
+		t.Fatal("a plain error with the same text counts as a full disk")
+	}
+}

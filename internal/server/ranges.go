@@ -220,11 +220,9 @@ func (n *Node) SplitRange(ctx context.Context, rangeID storage.RangeID, sl uint1
 }
 
 // isDiskFull reports whether err is a refusal of the disk-full write gate
-// (diskRefusal), here or on the node that refused it (its text crossed).
-func isDiskFull(err error) bool {
-	var wr *store.WriteRefusedError
-	return errors.As(err, &wr) || strings.Contains(err.Error(), "ERR disk full on node ")
-}
+// (diskRefusal), here or on the node that refused it (the peer wire
+// carries store.ErrWriteRefused).
+func isDiskFull(err error) bool { return errors.Is(err, store.ErrWriteRefused) }
 
 // nextRangeID allocates a range id greater than floor with
 // KVORUM.NEXTRANGEID on range 1.
@@ -237,7 +235,9 @@ func (n *Node) nextRangeID(ctx context.Context, floor storage.RangeID) (storage.
 	n.execWriteOn(ctx, r1, [][][]byte{kv.NextRangeIDCommand(uint64(floor))}, out)
 	if out[0].Kind == reply.KindError {
 		err := fmt.Errorf("allocate a range id on range 1: %s", out[0].Str)
-		if isDiskFull(err) {
+		// The gate of range 1's leader refused the write: its error reply
+		// (disk.go's diskRefusal) is the client protocol's, not a Go error.
+		if strings.HasPrefix(string(out[0].Str), diskFullPrefix) {
 			return 0, &rangeError{http.StatusInsufficientStorage, err}
 		}
 		return 0, err

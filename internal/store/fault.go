@@ -58,11 +58,19 @@ func (s *Store) SetWriteGate(g WriteGate) {
 	s.writeGate.Store(&g)
 }
 
+// ErrWriteRefused is what a WriteRefusedError is (errors.Is), here or
+// rebuilt on a node the refusal was forwarded to (the peer wire carries
+// the sentinel with the gate's message).
+var ErrWriteRefused = errors.New("store: write refused by the write gate")
+
 // WriteRefusedError is the error of a proposal that is not commands (a
 // split) refused by the store's WriteGate: Msg is the gate's error reply.
 type WriteRefusedError struct{ Msg string }
 
 func (e *WriteRefusedError) Error() string { return e.Msg }
+
+// Is makes errors.Is(err, ErrWriteRefused) hold.
+func (e *WriteRefusedError) Is(target error) bool { return target == ErrWriteRefused }
 
 // gate returns the replies of a refused proposal of n commands, or nil.
 func (s *Store) gate(n int) []reply.Reply {
