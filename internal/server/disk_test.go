@@ -281,11 +281,7 @@ func TestDiskFsyncFailureFailsPendingWrite(t *testing.T) {
 // clients.
 func TestDiskLowRefusesWrites(t *testing.T) {
 	mems := map[uint64]*vfs.MemFS{}
-	c := newClusterWith(t, 3, func(id uint64, cfg *Config) {
-		mems[id] = vfs.NewMem()
-		cfg.FS = mems[id]
-		cfg.DiskCheckInterval = 20 * time.Millisecond
-	})
+	c := newClusterWith(t, 3, fakeDisks(mems))
 	ctx := testCtx(t, 20*time.Second)
 	lead := c.waitLeader()
 	f := followersOf(lead, 3)[0]
@@ -293,17 +289,7 @@ func TestDiskLowRefusesWrites(t *testing.T) {
 	if err := lc.Set(ctx, "k", "v1", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	setUsage := func(id uint64, avail uint64) {
-		mems[id].TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: avail, TotalBytes: 20 << 30, UsedBytes: 20<<30 - avail})
-		want := avail < DefaultMinFreeDisk
-		deadline := time.Now().Add(2 * time.Second)
-		for c.node(id).disk.low.Load() != want {
-			if time.Now().After(deadline) {
-				t.Fatalf("node %d: guard did not switch to low=%v", id, want)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
+	setUsage := func(id uint64, avail uint64) { setDiskAvail(t, c, mems, id, avail) }
 	expectRefused := func(cl *redis.Client, refuser uint64) {
 		t.Helper()
 		want := fmt.Sprintf("ERR disk full on node %d: 120 MiB free, below --min-free-disk 256 MiB; writes are refused until space is freed (reads still work)", refuser)
@@ -638,5 +624,30 @@ func TestHumanBytes(t *testing.T) {
 		if got := humanBytes(n); got != want {
 			t.Errorf("humanBytes(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// fakeDisks gives every node an in-memory filesystem, recorded in mems,
+// whose free space setDiskAvail sets, and a short disk check interval.
+func fakeDisks(mems map[uint64]*vfs.MemFS) func(uint64, *Config) {
+	return func(id uint64, cfg *Config) {
+		mems[id] = vfs.NewMem()
+		cfg.FS = mems[id]
+		cfg.DiskCheckInterval = 20 * time.Millisecond
+	}
+}
+
+// setDiskAvail makes node id's disk (fakeDisks) have avail bytes free and
+// waits until its guard sees it (low below DefaultMinFreeDisk).
+func setDiskAvail(t *testing.T, c *testCluster, mems map[uint64]*vfs.MemFS, id uint64, avail uint64) {
+	t.Helper()
+	mems[id].TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: avail, TotalBytes: 20 << 30, UsedBytes: 20<<30 - avail})
+	want := avail < DefaultMinFreeDisk
+	deadline := time.Now().Add(2 * time.Second)
+	for c.node(id).disk.low.Load() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d: guard did not switch to low=%v", id, want)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -1,10 +1,8 @@
 package server
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -33,19 +31,7 @@ func TestRangeTransferLeader(t *testing.T) {
 	}
 	via := target%3 + 1
 	n := c.node(via)
-	srv := httptest.NewServer(admin.New(admin.Config{Node: (*adminAPI)(n), Logger: testLogger()}).Handler())
-	t.Cleanup(srv.Close)
-	post := func(path, body string) (int, []byte) {
-		t.Helper()
-		resp, err := http.Post(srv.URL+path, "application/json", bytes.NewBufferString(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var buf bytes.Buffer
-		_, _ = buf.ReadFrom(resp.Body)
-		return resp.StatusCode, buf.Bytes()
-	}
+	post := adminPoster(t, n)
 	for _, tc := range []struct {
 		path, body string
 		code       int

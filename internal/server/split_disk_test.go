@@ -19,26 +19,11 @@ import (
 // nodes send it. Nothing changes; once space is back, the split works.
 func TestSplitRefusedDiskLow(t *testing.T) {
 	mems := map[uint64]*vfs.MemFS{}
-	c := newClusterWith(t, 3, func(id uint64, cfg *Config) {
-		mems[id] = vfs.NewMem()
-		cfg.FS = mems[id]
-		cfg.DiskCheckInterval = 20 * time.Millisecond
-	})
+	c := newClusterWith(t, 3, fakeDisks(mems))
 	ctx := testCtx(t, time.Minute)
 	lead := c.waitLeader()
 	f := followersOf(lead, 3)[0]
-	setUsage := func(id uint64, avail uint64) {
-		t.Helper()
-		mems[id].TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: avail, TotalBytes: 20 << 30, UsedBytes: 20<<30 - avail})
-		want := avail < DefaultMinFreeDisk
-		deadline := time.Now().Add(2 * time.Second)
-		for c.node(id).disk.low.Load() != want {
-			if time.Now().After(deadline) {
-				t.Fatalf("node %d: guard did not switch to low=%v", id, want)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
+	setUsage := func(id uint64, avail uint64) { setDiskAvail(t, c, mems, id, avail) }
 	unchanged := func() {
 		t.Helper()
 		for id := uint64(1); id <= 3; id++ {
@@ -96,23 +81,14 @@ func TestSplitRefusedDiskLow(t *testing.T) {
 // WriteGate in Replica.Split); nothing changes.
 func TestSplitRefusedRangeLeaderDiskLow(t *testing.T) {
 	mems := map[uint64]*vfs.MemFS{}
-	c := newRangeClusterWith(t, 2, func(id uint64, cfg *Config) {
-		mems[id] = vfs.NewMem()
-		cfg.FS = mems[id]
-		cfg.DiskCheckInterval = 20 * time.Millisecond
-	})
+	c := newRangeClusterWith(t, 2, fakeDisks(mems))
 	ctx := testCtx(t, time.Minute)
 	lead1, _ := c.node(1).store.Replica(firstRange).Leader()
 	lead2 := lead1%3 + 1
 	if _, _, err := c.node(1).TransferRangeLeader(ctx, 2, lead2); err != nil {
 		t.Fatal(err)
 	}
-	mems[lead2].TestingSetDiskUsage(vfs.DiskUsage{AvailBytes: 120 << 20, TotalBytes: 20 << 30, UsedBytes: 20<<30 - 120<<20})
-	for deadline := time.Now().Add(2 * time.Second); !c.node(lead2).disk.low.Load(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the guard did not switch to low")
-		}
-	}
+	setDiskAvail(t, c, mems, lead2, 120<<20)
 	_, _, err := c.node(lead1).SplitRange(ctx, 2, 12288)
 	want := fmt.Sprintf("ERR disk full on node %d:", lead2)
 	if err == nil || !strings.Contains(err.Error(), want) || admin.StatusCode(err) != http.StatusInsufficientStorage {

@@ -282,18 +282,7 @@ func TestSplitAdminEndpoint(t *testing.T) {
 	c := newClusterWith(t, 3, func(uint64, *Config) {})
 	t.Cleanup(c.stopAll)
 	n := c.node(1)
-	srv := httptest.NewServer(admin.New(admin.Config{Node: (*adminAPI)(n), Logger: testLogger()}).Handler())
-	t.Cleanup(srv.Close)
-	post := func(path, body string) (int, []byte) {
-		resp, err := http.Post(srv.URL+path, "application/json", bytes.NewBufferString(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var buf bytes.Buffer
-		_, _ = buf.ReadFrom(resp.Body)
-		return resp.StatusCode, buf.Bytes()
-	}
+	post := adminPoster(t, n)
 	for _, tc := range []struct {
 		path, body string
 		code       int
@@ -325,5 +314,23 @@ func TestSplitAdminEndpoint(t *testing.T) {
 	}
 	if r := n.store.Replica(storage.RangeID(res.Right.RangeID)); r == nil {
 		t.Fatal("node 1 has no RHS")
+	}
+}
+
+// adminPoster serves n's admin API on a test server and returns a function
+// that POSTs body (JSON) to path there, returning the status and body.
+func adminPoster(t *testing.T, n *Node) func(path, body string) (int, []byte) {
+	srv := httptest.NewServer(admin.New(admin.Config{Node: (*adminAPI)(n), Logger: testLogger()}).Handler())
+	t.Cleanup(srv.Close)
+	return func(path, body string) (int, []byte) {
+		t.Helper()
+		resp, err := http.Post(srv.URL+path, "application/json", bytes.NewBufferString(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var buf bytes.Buffer
+		_, _ = buf.ReadFrom(resp.Body)
+		return resp.StatusCode, buf.Bytes()
 	}
 }
