@@ -214,22 +214,30 @@ func (n *Node) splitQueueRound(ctx context.Context) error {
 
 // splitBySize splits desc's range at sl (splitQueueRound).
 func (n *Node) splitBySize(ctx context.Context, desc *storage.Descriptor, sl uint16, size uint64) error {
+	return n.queueSplit(ctx, desc, sl, "size", fmt.Sprintf("%d bytes", size), "bytes", size, "limit", n.cfg.RangeSplitSize)
+}
+
+// queueSplit splits desc's range at sl for the split queue: reason is
+// the metric's label (size, load), what the measure that made it split
+// (for the error), attrs the log's. A range that changed under the queue
+// (a split by hand, a leadership change) is skipped: the next round looks
+// again.
+func (n *Node) queueSplit(ctx context.Context, desc *storage.Descriptor, sl uint16, reason, what string, attrs ...any) error {
 	cctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
 	defer cancel()
 	lhs, rhs, err := n.SplitRange(cctx, desc.RangeID, sl)
 	if err != nil {
 		if errors.Is(err, store.ErrSplitStaleGeneration) || errors.Is(err, store.ErrSplitSlotOutside) {
-			// The range changed under the queue (a split by hand, or a
-			// leadership change): the next round looks again.
 			n.cfg.Logger.Info("automatic range split skipped: the range changed", "range", uint64(desc.RangeID), "slot", sl, "err", err)
 			return nil
 		}
-		return fmt.Errorf("split range %d at slot %d (%d bytes): %w", desc.RangeID, sl, size, err)
+		return fmt.Errorf("split range %d by %s at slot %d (%s): %w", desc.RangeID, reason, sl, what, err)
 	}
-	n.splitQ.splits.WithLabelValues("size").Inc()
-	n.cfg.Logger.Info("split a range by size", "range", uint64(desc.RangeID), "slot", sl, "bytes", size,
-		"limit", n.cfg.RangeSplitSize, "lhs", fmt.Sprintf("[%d, %d)", lhs.StartSlot, lhs.EndSlot),
+	n.splitQ.splits.WithLabelValues(reason).Inc()
+	attrs = append([]any{"range", uint64(desc.RangeID), "slot", sl}, attrs...)
+	attrs = append(attrs, "lhs", fmt.Sprintf("[%d, %d)", lhs.StartSlot, lhs.EndSlot),
 		"rhs_range", uint64(rhs.RangeID), "rhs", fmt.Sprintf("[%d, %d)", rhs.StartSlot, rhs.EndSlot))
+	n.cfg.Logger.Info("split a range by "+reason, attrs...)
 	return nil
 }
 
@@ -274,21 +282,8 @@ func (n *Node) splitByLoad(ctx context.Context, r *store.Replica, desc *storage.
 		q.reportUnsplittableLoad(n, desc, rate)
 		return true, nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, n.cfg.RequestTimeout)
-	defer cancel()
-	lhs, rhs, err := n.SplitRange(cctx, desc.RangeID, sl)
-	if err != nil {
-		if errors.Is(err, store.ErrSplitStaleGeneration) || errors.Is(err, store.ErrSplitSlotOutside) {
-			n.cfg.Logger.Info("automatic range split skipped: the range changed", "range", uint64(desc.RangeID), "slot", sl, "err", err)
-			return false, nil
-		}
-		return false, fmt.Errorf("split range %d by load at slot %d (%.0f commands/s): %w", desc.RangeID, sl, rate, err)
-	}
-	q.splits.WithLabelValues("load").Inc()
-	n.cfg.Logger.Info("split a range by load", "range", uint64(desc.RangeID), "slot", sl, "commands_per_sec", rate,
-		"limit", qps, "samples", len(samples), "lhs", fmt.Sprintf("[%d, %d)", lhs.StartSlot, lhs.EndSlot),
-		"rhs_range", uint64(rhs.RangeID), "rhs", fmt.Sprintf("[%d, %d)", rhs.StartSlot, rhs.EndSlot))
-	return false, nil
+	return false, n.queueSplit(ctx, desc, sl, "load", fmt.Sprintf("%.0f commands/s", rate),
+		"commands_per_sec", rate, "limit", qps, "samples", len(samples))
 }
 
 // inRange keeps the slots of s in [start, end), in place.
